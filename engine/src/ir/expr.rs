@@ -1,0 +1,469 @@
+//! Expressions of the tensor-expression IR.
+//!
+//! Index expressions are affine (`i*stride + r*dilation - pad`) over a stage's axes. Keeping
+//! them affine is what makes bound inference for `compute_at` exact and cheap: the region a
+//! consumer reads is an interval per dimension, computed from coefficients alone.
+
+use serde::{Deserialize, Serialize};
+
+/// Element type of a tensor. Only `F32` is generated today; the others are kept in the IR so
+/// that records and workload keys do not change when they arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    F32,
+    F16,
+    I8,
+    I32,
+}
+
+impl DType {
+    pub fn bytes(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F16 => 2,
+            DType::I8 => 1,
+        }
+    }
+
+    pub fn c_name(self) -> &'static str {
+        match self {
+            DType::F32 => "float",
+            DType::F16 => "_Float16",
+            DType::I8 => "int8_t",
+            DType::I32 => "int32_t",
+        }
+    }
+}
+
+/// `offset + sum(coef * axis)`, axes numbered within one stage: space axes first, then
+/// reduction axes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Affine {
+    /// `(axis, coefficient)`, sorted by axis, no zero coefficients.
+    pub terms: Vec<(usize, i64)>,
+    pub offset: i64,
+}
+
+impl Affine {
+    pub fn constant(c: i64) -> Self {
+        Affine { terms: vec![], offset: c }
+    }
+
+    pub fn axis(a: usize) -> Self {
+        Affine { terms: vec![(a, 1)], offset: 0 }
+    }
+
+    /// Builds from unsorted terms, merging duplicates and dropping zeros.
+    pub fn new(mut terms: Vec<(usize, i64)>, offset: i64) -> Self {
+        terms.sort_by_key(|t| t.0);
+        let mut out: Vec<(usize, i64)> = Vec::with_capacity(terms.len());
+        for (a, c) in terms {
+            match out.last_mut() {
+                Some(last) if last.0 == a => last.1 += c,
+                _ => out.push((a, c)),
+            }
+        }
+        out.retain(|t| t.1 != 0);
+        Affine { terms: out, offset }
+    }
+
+    pub fn add(&self, other: &Affine) -> Affine {
+        let mut t = self.terms.clone();
+        t.extend_from_slice(&other.terms);
+        Affine::new(t, self.offset + other.offset)
+    }
+
+    pub fn scale(&self, k: i64) -> Affine {
+        Affine::new(self.terms.iter().map(|&(a, c)| (a, c * k)).collect(), self.offset * k)
+    }
+
+    pub fn coef(&self, axis: usize) -> i64 {
+        self.terms.iter().find(|t| t.0 == axis).map_or(0, |t| t.1)
+    }
+
+    pub fn eval(&self, axes: &[i64]) -> i64 {
+        self.offset + self.terms.iter().map(|&(a, c)| c * axes[a]).sum::<i64>()
+    }
+
+    /// Inclusive `[min, max]` when each axis ranges over `[0, extent)`.
+    pub fn range(&self, extents: &[i64]) -> (i64, i64) {
+        let (mut lo, mut hi) = (self.offset, self.offset);
+        for &(a, c) in &self.terms {
+            let top = c * (extents[a] - 1);
+            if c > 0 {
+                hi += top;
+            } else {
+                lo += top;
+            }
+        }
+        (lo, hi)
+    }
+
+    /// Replaces each axis by an affine expression over another stage's axes (inlining).
+    pub fn substitute(&self, by: &[Affine]) -> Affine {
+        let mut out = Affine::constant(self.offset);
+        for &(a, c) in &self.terms {
+            out = out.add(&by[a].scale(c));
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnaryOp {
+    Neg,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Sigmoid,
+    Abs,
+    Relu,
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 9] = [
+        UnaryOp::Neg,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Abs,
+        UnaryOp::Relu,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Relu => "relu",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<UnaryOp> {
+        UnaryOp::ALL.into_iter().find(|o| o.name() == s)
+    }
+
+    pub fn eval(self, x: f64) -> f64 {
+        match self {
+            UnaryOp::Neg => -x,
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Log => x.ln(),
+            UnaryOp::Sqrt => x.sqrt(),
+            UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            UnaryOp::Abs => x.abs(),
+            UnaryOp::Relu => x.max(0.0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Min,
+    Max,
+}
+
+impl BinaryOp {
+    pub fn eval(self, a: f64, b: f64) -> f64 {
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+            BinaryOp::Min => a.min(b),
+            BinaryOp::Max => a.max(b),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl CmpOp {
+    pub fn eval<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+        }
+    }
+
+    pub fn c_op(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+        }
+    }
+}
+
+/// A boolean condition, used by `select` (padding, masks).
+#[derive(Debug, Clone, PartialEq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cond {
+    /// Compares two index expressions (`i - pad >= 0`).
+    Index(CmpOp, Affine, Affine),
+    /// Compares two values (`x > 0`).
+    Value(CmpOp, Box<Expr>, Box<Expr>),
+    And(Box<Cond>, Box<Cond>),
+    Or(Box<Cond>, Box<Cond>),
+    Not(Box<Cond>),
+}
+
+/// A scalar value expression of a compute stage's body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expr {
+    Const(f64),
+    /// Reads `tensor[indices]`; `tensor` is a stage index of the DAG.
+    Load(usize, Vec<Affine>),
+    /// An index value used as a number (e.g. iota, masks).
+    Index(Affine),
+    Unary(UnaryOp, Box<Expr>),
+    Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    Select(Box<Cond>, Box<Expr>, Box<Expr>),
+}
+
+// Hashing f64 constants by bits is fine: keys are computed from a canonical serialization,
+// never from this impl, which only lets `Cond` derive `Hash`.
+impl std::hash::Hash for Expr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        match self {
+            Expr::Const(c) => c.to_bits().hash(state),
+            Expr::Load(t, idx) => {
+                t.hash(state);
+                idx.hash(state)
+            }
+            Expr::Index(a) => a.hash(state),
+            Expr::Unary(o, a) => {
+                o.hash(state);
+                a.hash(state)
+            }
+            Expr::Binary(o, a, b) => {
+                o.hash(state);
+                a.hash(state);
+                b.hash(state)
+            }
+            Expr::Select(c, a, b) => {
+                c.hash(state);
+                a.hash(state);
+                b.hash(state)
+            }
+        }
+    }
+}
+
+impl Expr {
+    pub fn load(tensor: usize, idx: Vec<Affine>) -> Expr {
+        Expr::Load(tensor, idx)
+    }
+
+    pub fn unary(op: UnaryOp, a: Expr) -> Expr {
+        Expr::Unary(op, Box::new(a))
+    }
+
+    pub fn binary(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+        Expr::Binary(op, Box::new(a), Box::new(b))
+    }
+
+    pub fn select(c: Cond, a: Expr, b: Expr) -> Expr {
+        Expr::Select(Box::new(c), Box::new(a), Box::new(b))
+    }
+
+    /// Calls `f` on every load, including loads inside conditions.
+    pub fn visit_loads(&self, f: &mut impl FnMut(usize, &[Affine])) {
+        match self {
+            Expr::Const(_) | Expr::Index(_) => {}
+            Expr::Load(t, idx) => f(*t, idx),
+            Expr::Unary(_, a) => a.visit_loads(f),
+            Expr::Binary(_, a, b) => {
+                a.visit_loads(f);
+                b.visit_loads(f)
+            }
+            Expr::Select(c, a, b) => {
+                c.visit_loads(f);
+                a.visit_loads(f);
+                b.visit_loads(f)
+            }
+        }
+    }
+
+    /// Rewrites every load bottom-up; `f` returns the replacement of a load.
+    pub fn map_loads(&self, f: &mut impl FnMut(usize, &[Affine]) -> Expr) -> Expr {
+        match self {
+            Expr::Const(_) | Expr::Index(_) => self.clone(),
+            Expr::Load(t, idx) => f(*t, idx),
+            Expr::Unary(o, a) => Expr::Unary(*o, Box::new(a.map_loads(f))),
+            Expr::Binary(o, a, b) => Expr::Binary(*o, Box::new(a.map_loads(f)), Box::new(b.map_loads(f))),
+            Expr::Select(c, a, b) => {
+                Expr::Select(Box::new(c.map_loads(f)), Box::new(a.map_loads(f)), Box::new(b.map_loads(f)))
+            }
+        }
+    }
+
+    /// Replaces axis `a` of every index by `by[a]` (used when inlining a producer).
+    pub fn substitute_axes(&self, by: &[Affine]) -> Expr {
+        match self {
+            Expr::Const(_) => self.clone(),
+            Expr::Load(t, idx) => Expr::Load(*t, idx.iter().map(|x| x.substitute(by)).collect()),
+            Expr::Index(a) => Expr::Index(a.substitute(by)),
+            Expr::Unary(o, a) => Expr::Unary(*o, Box::new(a.substitute_axes(by))),
+            Expr::Binary(o, a, b) => {
+                Expr::Binary(*o, Box::new(a.substitute_axes(by)), Box::new(b.substitute_axes(by)))
+            }
+            Expr::Select(c, a, b) => Expr::Select(
+                Box::new(c.substitute_axes(by)),
+                Box::new(a.substitute_axes(by)),
+                Box::new(b.substitute_axes(by)),
+            ),
+        }
+    }
+
+    /// Counts floating-point operations of one evaluation (loads and selects are free; a
+    /// transcendental counts as one, as TVM does).
+    pub fn flops(&self) -> u64 {
+        match self {
+            Expr::Const(_) | Expr::Load(..) | Expr::Index(_) => 0,
+            Expr::Unary(UnaryOp::Neg, a) | Expr::Unary(UnaryOp::Abs, a) => a.flops(),
+            Expr::Unary(_, a) => 1 + a.flops(),
+            Expr::Binary(_, a, b) => 1 + a.flops() + b.flops(),
+            Expr::Select(c, a, b) => c.flops() + a.flops().max(b.flops()),
+        }
+    }
+
+    /// Largest axis number used, plus one.
+    pub fn max_axis(&self) -> usize {
+        let mut m = 0;
+        self.visit_affines(&mut |a| {
+            for &(x, _) in &a.terms {
+                m = m.max(x + 1);
+            }
+        });
+        m
+    }
+
+    fn visit_affines(&self, f: &mut impl FnMut(&Affine)) {
+        match self {
+            Expr::Const(_) => {}
+            Expr::Load(_, idx) => idx.iter().for_each(&mut *f),
+            Expr::Index(a) => f(a),
+            Expr::Unary(_, a) => a.visit_affines(f),
+            Expr::Binary(_, a, b) => {
+                a.visit_affines(f);
+                b.visit_affines(f)
+            }
+            Expr::Select(c, a, b) => {
+                c.visit_affines(f);
+                a.visit_affines(f);
+                b.visit_affines(f)
+            }
+        }
+    }
+}
+
+impl Cond {
+    pub fn visit_loads(&self, f: &mut impl FnMut(usize, &[Affine])) {
+        match self {
+            Cond::Index(..) => {}
+            Cond::Value(_, a, b) => {
+                a.visit_loads(f);
+                b.visit_loads(f)
+            }
+            Cond::And(a, b) | Cond::Or(a, b) => {
+                a.visit_loads(f);
+                b.visit_loads(f)
+            }
+            Cond::Not(a) => a.visit_loads(f),
+        }
+    }
+
+    pub fn map_loads(&self, f: &mut impl FnMut(usize, &[Affine]) -> Expr) -> Cond {
+        match self {
+            Cond::Index(..) => self.clone(),
+            Cond::Value(o, a, b) => Cond::Value(*o, Box::new(a.map_loads(f)), Box::new(b.map_loads(f))),
+            Cond::And(a, b) => Cond::And(Box::new(a.map_loads(f)), Box::new(b.map_loads(f))),
+            Cond::Or(a, b) => Cond::Or(Box::new(a.map_loads(f)), Box::new(b.map_loads(f))),
+            Cond::Not(a) => Cond::Not(Box::new(a.map_loads(f))),
+        }
+    }
+
+    pub fn substitute_axes(&self, by: &[Affine]) -> Cond {
+        match self {
+            Cond::Index(o, a, b) => Cond::Index(*o, a.substitute(by), b.substitute(by)),
+            Cond::Value(o, a, b) => {
+                Cond::Value(*o, Box::new(a.substitute_axes(by)), Box::new(b.substitute_axes(by)))
+            }
+            Cond::And(a, b) => Cond::And(Box::new(a.substitute_axes(by)), Box::new(b.substitute_axes(by))),
+            Cond::Or(a, b) => Cond::Or(Box::new(a.substitute_axes(by)), Box::new(b.substitute_axes(by))),
+            Cond::Not(a) => Cond::Not(Box::new(a.substitute_axes(by))),
+        }
+    }
+
+    fn flops(&self) -> u64 {
+        match self {
+            Cond::Index(..) => 0,
+            Cond::Value(_, a, b) => a.flops() + b.flops(),
+            Cond::And(a, b) | Cond::Or(a, b) => a.flops() + b.flops(),
+            Cond::Not(a) => a.flops(),
+        }
+    }
+
+    fn visit_affines(&self, f: &mut impl FnMut(&Affine)) {
+        match self {
+            Cond::Index(_, a, b) => {
+                f(a);
+                f(b)
+            }
+            Cond::Value(_, a, b) => {
+                a.visit_affines(f);
+                b.visit_affines(f)
+            }
+            Cond::And(a, b) | Cond::Or(a, b) => {
+                a.visit_affines(f);
+                b.visit_affines(f)
+            }
+            Cond::Not(a) => a.visit_affines(f),
+        }
+    }
+
+    /// `lo <= idx < hi` for an index expression, the guard of a padding stage.
+    pub fn in_range(idx: Affine, lo: i64, hi: i64) -> Cond {
+        Cond::And(
+            Box::new(Cond::Index(CmpOp::Ge, idx.clone(), Affine::constant(lo))),
+            Box::new(Cond::Index(CmpOp::Lt, idx, Affine::constant(hi))),
+        )
+    }
+}

@@ -1,0 +1,112 @@
+//! Build and measurement: a kernel's C source plus a generated timing harness become one
+//! executable, built by the target's C compiler and run as an isolated child process that
+//! times the kernel, checks its output against the reference, and reports.
+//!
+//! The `Builder` and `Runner` traits are the seams: the local implementations live here; the
+//! worker fleet implements the same traits remotely.
+
+pub mod error;
+
+pub use error::ErrorCode;
+use serde::{Deserialize, Serialize};
+
+/// One kernel argument: a tensor of the DAG passed by pointer, in signature order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArgSpec {
+    pub name: String,
+    pub shape: Vec<i64>,
+    /// The DAG stage index; inputs are filled by `data::input_value(stage, flat index)`.
+    pub stage: usize,
+    pub is_output: bool,
+}
+
+impl ArgSpec {
+    pub fn num_elements(&self) -> i64 {
+        self.shape.iter().product()
+    }
+}
+
+/// What the builder turns into an executable: the kernel `void tunehub_kernel(...)` with
+/// arguments in `args` order (inputs `const float* restrict`, outputs `float* restrict`).
+#[derive(Debug, Clone)]
+pub struct BuildInput {
+    pub kernel_source: String,
+    pub args: Vec<ArgSpec>,
+    /// Threads the kernel's parallel loops use (OpenMP), and the calibration uses.
+    pub threads: usize,
+}
+
+/// Ansor's measure options, plus the noise guard.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MeasureOptions {
+    /// Kernel runs per timed repeat (grown until a repeat lasts `min_repeat_ms`).
+    pub number: u32,
+    /// Timed repeats; each gives one cost (seconds per run).
+    pub repeat: u32,
+    pub min_repeat_ms: u32,
+    /// Untimed runs before timing.
+    pub warmup: u32,
+    /// Flush the CPU caches (write a buffer larger than the last-level cache) before each repeat.
+    pub flush_cache: bool,
+    /// Limit on one kernel executable's run, in seconds.
+    pub run_timeout_s: f64,
+    /// Limit on one compilation, in seconds.
+    pub build_timeout_s: f64,
+    /// A kernel timed while the calibration loop ran below this fraction of the machine's best
+    /// calibration is re-measured (the machine was slowed by a neighbour).
+    pub noise_threshold: f64,
+    /// Re-measurements before a slowed result is kept, flagged as noisy.
+    pub noise_retries: u32,
+}
+
+impl Default for MeasureOptions {
+    fn default() -> Self {
+        MeasureOptions {
+            number: 3,
+            repeat: 3,
+            min_repeat_ms: 50,
+            warmup: 1,
+            flush_cache: false,
+            run_timeout_s: 10.0,
+            build_timeout_s: 60.0,
+            noise_threshold: 0.85,
+            noise_retries: 2,
+        }
+    }
+}
+
+/// The outcome of measuring one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasureResult {
+    /// Seconds per kernel run, one per repeat (all kept: the spread is data). Empty on error.
+    pub costs: Vec<f64>,
+    pub error: ErrorCode,
+    /// The compiler's message, the signal, the mismatch: whatever says what went wrong.
+    pub error_msg: String,
+    /// Seconds spent building, and running the executable (wall).
+    pub build_s: f64,
+    pub run_s: f64,
+    /// The calibration ran slow around this measurement even after retries: not to be taken as
+    /// the kernel's true speed.
+    pub noisy: bool,
+}
+
+impl MeasureResult {
+    pub fn error(error: ErrorCode, msg: impl Into<String>) -> Self {
+        MeasureResult { costs: vec![], error, error_msg: msg.into(), build_s: 0.0, run_s: 0.0, noisy: false }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.error == ErrorCode::NoError && !self.costs.is_empty()
+    }
+
+    /// Mean seconds per run, or infinity on error.
+    pub fn mean_cost(&self) -> f64 {
+        if self.is_ok() { self.costs.iter().sum::<f64>() / self.costs.len() as f64 } else { f64::INFINITY }
+    }
+
+    /// The best (smallest) repeat, or infinity on error.
+    pub fn min_cost(&self) -> f64 {
+        if self.is_ok() { self.costs.iter().cloned().fold(f64::INFINITY, f64::min) } else { f64::INFINITY }
+    }
+}
