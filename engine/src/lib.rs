@@ -3,8 +3,12 @@
 //! and verified measurement. It knows nothing of gRPC or SQL: the server and the worker build
 //! on it.
 
+pub mod codegen;
 pub mod data;
 pub mod ir;
+pub mod lower;
 pub mod measure;
 pub mod ops;
+pub mod reference;
+pub mod schedule;
 pub mod target;

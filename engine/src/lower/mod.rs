@@ -1,0 +1,694 @@
+//! Lowering: a schedule's loop state becomes a loop-nest program over flat buffers.
+//!
+//! Bound inference works as Ansor's InferBound does on CPU: a stage computed at a loop of its
+//! consumer holds only the region the consumer reads inside that loop. Because index
+//! expressions are affine and splits are affine in their loops, each region is an interval per
+//! dimension whose start is an expression of the enclosing loops and whose extent is a constant,
+//! so local buffers have static sizes and loops static extents. Loops that overshoot their
+//! axis (non-divisible splits, regions that reach past the tensor's edge) are guarded.
+
+pub mod iexpr;
+
+pub use iexpr::{Atom, Lin, Var};
+
+use crate::ir::{Affine, BinaryOp, CmpOp, ComputeDag, Cond, Expr, ReduceOp, StageKind, UnaryOp};
+use crate::schedule::{Annotation, Attach, IterKind, Relation, ScheduleError, State};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LoopKind {
+    Serial,
+    Parallel,
+    Vectorized,
+    Unrolled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Input,
+    Output,
+    /// An intermediate stage computed at root: a heap buffer for the whole kernel.
+    Global,
+    /// A stage computed inside a consumer's loop: the region that loop reads.
+    Local,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Buffer {
+    pub name: String,
+    /// The DAG stage it holds.
+    pub stage: usize,
+    /// Dimensions of the buffer (the region for local buffers), row-major.
+    pub shape: Vec<i64>,
+    pub scope: Scope,
+}
+
+impl Buffer {
+    pub fn elems(&self) -> i64 {
+        self.shape.iter().product()
+    }
+}
+
+/// A float value expression over buffers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VExpr {
+    Const(f64),
+    Load { buf: usize, index: Lin },
+    Index(Lin),
+    Unary(UnaryOp, Box<VExpr>),
+    Binary(BinaryOp, Box<VExpr>, Box<VExpr>),
+    Select(Box<VCond>, Box<VExpr>, Box<VExpr>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum VCond {
+    Index(CmpOp, Lin, Lin),
+    Value(CmpOp, Box<VExpr>, Box<VExpr>),
+    And(Box<VCond>, Box<VCond>),
+    Or(Box<VCond>, Box<VCond>),
+    Not(Box<VCond>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stmt {
+    For { var: Var, extent: i64, kind: LoopKind, body: Vec<Stmt> },
+    /// Defines a region start (`const int lo = ...`).
+    Let { var: Var, value: Lin },
+    /// Declares a local buffer live for `body`.
+    Alloc { buf: usize, body: Vec<Stmt> },
+    /// Runs `body` when every `lhs < rhs`.
+    Guard { conds: Vec<(Lin, i64)>, body: Vec<Stmt> },
+    /// `buf[index] = value`, or `buf[index] = combine(buf[index], value)` for a reduction.
+    Store { buf: usize, index: Lin, value: VExpr, reduce: Option<ReduceOp> },
+}
+
+/// A lowered kernel: buffers (arguments first: inputs in DAG order, then outputs) and a body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoweredFunc {
+    pub buffers: Vec<Buffer>,
+    /// Argument buffers, in signature order.
+    pub args: Vec<usize>,
+    pub body: Vec<Stmt>,
+    /// The state's DAG (it has the cache stages), for names.
+    pub dag: ComputeDag,
+    /// Extent of every loop variable, for code generation and features.
+    pub loop_extents: HashMap<Var, i64>,
+    /// The state's name of every loop (`i.0` for a split part, `i@j` for a fusion).
+    pub loop_names: HashMap<Var, String>,
+}
+
+/// What bound inference found for one stage.
+#[derive(Debug, Clone)]
+struct StageInfo {
+    /// Extent of each axis (space then reduce): the region for an attached stage.
+    root_ext: Vec<i64>,
+    /// Start of each space axis (a `Lo` variable for attached stages, 0 at root).
+    lo: Vec<Lin>,
+    /// Definitions of the `Lo` variables.
+    lo_def: Vec<Lin>,
+    node_ext: Vec<i64>,
+    /// Value of every node relative to the region start, in the stage's loop variables.
+    node_val: Vec<Lin>,
+    guards: Vec<(Lin, i64)>,
+}
+
+struct Lowerer<'a> {
+    state: &'a State,
+    dag: &'a ComputeDag,
+    /// Bodies with inlined stages substituted.
+    eff: Vec<Option<Expr>>,
+    info: Vec<Option<StageInfo>>,
+    buf_of: Vec<Option<usize>>,
+    buffers: Vec<Buffer>,
+    ranges: HashMap<Var, (i64, i64)>,
+    attached: HashMap<(usize, usize), Vec<usize>>,
+}
+
+fn invalid(msg: impl Into<String>) -> ScheduleError {
+    ScheduleError::Invalid(msg.into())
+}
+
+/// Local regions up to this size live on the stack; larger ones on the heap.
+pub const STACK_LIMIT_BYTES: i64 = 256 * 1024;
+
+/// Runs the analyses lowering and samplers share: inlining, attachment checks, bound inference.
+fn analyze(state: &State) -> Result<Lowerer<'_>, ScheduleError> {
+    let dag = &state.dag;
+    let n = dag.stages.len();
+    let mut lw = Lowerer {
+        state,
+        dag,
+        eff: vec![None; n],
+        info: vec![None; n],
+        buf_of: vec![None; n],
+        buffers: vec![],
+        ranges: HashMap::new(),
+        attached: HashMap::new(),
+    };
+    lw.inline_bodies()?;
+    lw.check_attachments()?;
+    for s in (0..n).rev() {
+        if lw.eff[s].is_some() {
+            lw.infer(s)?;
+        }
+    }
+    Ok(lw)
+}
+
+/// Lowers a state to a loop-nest program.
+pub fn lower(state: &State) -> Result<LoweredFunc, ScheduleError> {
+    let dag = &state.dag;
+    let n = dag.stages.len();
+    let mut lw = analyze(state)?;
+    let args = lw.make_buffers()?;
+    let mut body = vec![];
+    for s in 0..n {
+        if lw.eff[s].is_some() && state.stages[s].attach == Attach::Root {
+            body.extend(lw.emit_stage(s, false)?);
+        }
+    }
+    // Intermediate root stages live for the whole kernel.
+    for b in (0..lw.buffers.len()).rev() {
+        if lw.buffers[b].scope == Scope::Global {
+            body = vec![Stmt::Alloc { buf: b, body }];
+        }
+    }
+    let mut loop_extents = HashMap::new();
+    let mut loop_names = HashMap::new();
+    for (s, info) in lw.info.iter().enumerate() {
+        if let Some(info) = info {
+            for &leaf in &state.stages[s].leaves {
+                let v = Var::Loop { stage: s, node: leaf };
+                loop_extents.insert(v, info.node_ext[leaf]);
+                loop_names.insert(v, state.stages[s].nodes[leaf].name.clone());
+            }
+        }
+    }
+    Ok(LoweredFunc { buffers: lw.buffers, args, body, dag: dag.clone(), loop_extents, loop_names })
+}
+
+impl Lowerer<'_> {
+    fn inline_bodies(&mut self) -> Result<(), ScheduleError> {
+        for (s, stage) in self.dag.stages.iter().enumerate() {
+            let Some(body) = stage.body() else { continue };
+            let mut err = None;
+            let e = body.map_loads(&mut |t, idx| {
+                if self.state.stages[t].attach == Attach::Inline {
+                    match &self.eff[t] {
+                        Some(b) => b.substitute_axes(idx),
+                        None => {
+                            err = Some(invalid(format!("inlined stage {} has no body", self.dag.stages[t].name)));
+                            Expr::Const(0.0)
+                        }
+                    }
+                } else {
+                    Expr::Load(t, idx.to_vec())
+                }
+            });
+            if let Some(e) = err {
+                return Err(e);
+            }
+            self.eff[s] = Some(e);
+        }
+        // Inlined stages keep their body for substitution only; they get no loops.
+        for (s, st) in self.state.stages.iter().enumerate() {
+            if st.attach == Attach::Inline {
+                self.eff[s] = None;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_attachments(&mut self) -> Result<(), ScheduleError> {
+        let outputs = self.dag.outputs();
+        let mut consumers: Vec<Vec<usize>> = vec![vec![]; self.dag.stages.len()];
+        for (s, e) in self.eff.iter().enumerate() {
+            if let Some(e) = e {
+                e.visit_loads(&mut |t, _| {
+                    if !consumers[t].contains(&s) {
+                        consumers[t].push(s)
+                    }
+                });
+            }
+        }
+        for (s, st) in self.state.stages.iter().enumerate() {
+            let name = &self.dag.stages[s].name;
+            match st.attach {
+                Attach::Inline if outputs.contains(&s) => return Err(invalid(format!("output {name} cannot be inlined"))),
+                Attach::At { stage: c, node } => {
+                    if outputs.contains(&s) {
+                        return Err(invalid(format!("output {name} must be computed at root")));
+                    }
+                    if consumers[s] != [c] {
+                        return Err(invalid(format!(
+                            "{name} is computed at {}, but is read by {:?}",
+                            self.dag.stages[c].name,
+                            consumers[s].iter().map(|&x| &self.dag.stages[x].name).collect::<Vec<_>>()
+                        )));
+                    }
+                    if self.eff[c].is_none() {
+                        return Err(invalid(format!("{name} is computed at {}, which has no loops", self.dag.stages[c].name)));
+                    }
+                    if !self.state.stages[c].leaves.contains(&node) {
+                        return Err(invalid(format!("{name} is computed at a loop {} no longer has", self.dag.stages[c].name)));
+                    }
+                    self.attached.entry((c, node)).or_default().push(s);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn range_of(&self) -> impl Fn(Var) -> (i64, i64) + '_ {
+        |v| self.ranges.get(&v).copied().unwrap_or((0, 0))
+    }
+
+    /// Bound inference for stage `s`; its consumer (if attached) is already done.
+    fn infer(&mut self, s: usize) -> Result<(), ScheduleError> {
+        let stage = &self.dag.stages[s];
+        let st = &self.state.stages[s];
+        let n_space = stage.space().len();
+        let mut root_ext: Vec<i64> = stage.axis_extents();
+        let mut lo: Vec<Lin> = vec![Lin::constant(0); n_space];
+        let mut lo_def = vec![];
+        if let Attach::At { stage: c, node } = st.attach {
+            let (lo_r, ext_r) = self.region(s, c, node)?;
+            for d in 0..n_space {
+                root_ext[d] = ext_r[d];
+                // A constant start needs no variable.
+                if lo_r[d].as_const().is_some() {
+                    lo[d] = lo_r[d].clone();
+                    continue;
+                }
+                let v = Var::Lo { stage: s, dim: d };
+                let r = lo_r[d].range(&self.range_of());
+                self.ranges.insert(v, r);
+                lo[d] = Lin::var(v);
+            }
+            lo_def = lo_r;
+        }
+        // Extents forward through the relations.
+        let mut node_ext = vec![0i64; st.nodes.len()];
+        node_ext[..root_ext.len()].copy_from_slice(&root_ext);
+        let mut guards: Vec<(Lin, i64)> = vec![];
+        let mut split_guards = vec![];
+        for rel in &st.relations {
+            match rel {
+                Relation::Split { parent, outs, lengths, inner_to_outer } => {
+                    let e = node_ext[*parent];
+                    let prod: i64 = lengths.iter().product();
+                    let rest = (e + prod - 1) / prod;
+                    for (k, &o) in outs.iter().enumerate() {
+                        node_ext[o] = if *inner_to_outer {
+                            if k == 0 { rest } else { lengths[k - 1] }
+                        } else if k < lengths.len() {
+                            lengths[k]
+                        } else {
+                            rest
+                        };
+                    }
+                    if rest * prod != e {
+                        split_guards.push(*parent);
+                    }
+                }
+                Relation::Fuse { ins, out } => {
+                    node_ext[*out] = ins.iter().map(|&i| node_ext[i]).product();
+                }
+            }
+        }
+        let mut node_val = vec![Lin::constant(0); st.nodes.len()];
+        for &l in &st.leaves {
+            node_val[l] = Lin::var(Var::Loop { stage: s, node: l });
+            self.ranges.insert(Var::Loop { stage: s, node: l }, (0, node_ext[l] - 1));
+        }
+        for rel in st.relations.iter().rev() {
+            match rel {
+                Relation::Split { parent, outs, .. } => {
+                    let mut v = Lin::constant(0);
+                    let mut stride = 1;
+                    for &o in outs.iter().rev() {
+                        v = v.add(&node_val[o].scale(stride));
+                        stride *= node_ext[o];
+                    }
+                    node_val[*parent] = v;
+                }
+                Relation::Fuse { ins, out } => {
+                    let mut stride = 1;
+                    for (j, &i) in ins.iter().enumerate().rev() {
+                        let q = node_val[*out].div(stride);
+                        node_val[i] = if j == 0 { q } else { q.rem(node_ext[i]) };
+                        stride *= node_ext[i];
+                    }
+                }
+            }
+        }
+        for p in split_guards {
+            guards.push((node_val[p].clone(), node_ext[p]));
+        }
+        // A region may reach past the tensor's edge where the consumer's tile does.
+        for (d, l) in lo.iter().enumerate() {
+            let (_, max_lo) = l.range(&self.range_of());
+            if max_lo + root_ext[d] > stage.shape[d] {
+                guards.push((l.add(&node_val[d]), stage.shape[d]));
+            }
+        }
+        self.info[s] = Some(StageInfo { root_ext, lo, lo_def, node_ext, node_val, guards });
+        Ok(())
+    }
+
+    /// The region of stage `s` read inside loop `node` of its consumer `c`: a start per
+    /// dimension (in `c`'s enclosing loops) and a constant extent.
+    fn region(&self, s: usize, c: usize, node: usize) -> Result<(Vec<Lin>, Vec<i64>), ScheduleError> {
+        let cinfo = self.info[c].as_ref().expect("consumers are inferred first");
+        let cst = &self.state.stages[c];
+        let pos = cst.leaves.iter().position(|&l| l == node).expect("checked in check_attachments");
+        // (start, extent) of every node of c, with loops up to `pos` fixed.
+        let mut r: Vec<(Lin, i64)> = vec![(Lin::constant(0), 1); cst.nodes.len()];
+        for (k, &l) in cst.leaves.iter().enumerate() {
+            r[l] = if k <= pos { (Lin::var(Var::Loop { stage: c, node: l }), 1) } else { (Lin::constant(0), cinfo.node_ext[l]) };
+        }
+        for rel in cst.relations.iter().rev() {
+            match rel {
+                Relation::Split { parent, outs, .. } => {
+                    let (mut lo, mut span, mut stride) = (Lin::constant(0), 0i64, 1i64);
+                    for &o in outs.iter().rev() {
+                        lo = lo.add(&r[o].0.scale(stride));
+                        span += (r[o].1 - 1) * stride;
+                        stride *= cinfo.node_ext[o];
+                    }
+                    r[*parent] = (lo, (span + 1).min(cinfo.node_ext[*parent]));
+                }
+                Relation::Fuse { ins, out } => {
+                    let (flo, fext) = r[*out].clone();
+                    let mut stride = 1;
+                    for (j, &i) in ins.iter().enumerate().rev() {
+                        let e = cinfo.node_ext[i];
+                        r[i] = if fext == 1 {
+                            let q = flo.div(stride);
+                            (if j == 0 { q } else { q.rem(e) }, 1)
+                        } else if j == 0 {
+                            let extra = if flo.as_const() == Some(0) { 1 } else { 2 };
+                            (flo.div(stride), e.min((fext - 1) / stride + extra))
+                        } else {
+                            (Lin::constant(0), e)
+                        };
+                        stride *= e;
+                    }
+                }
+            }
+        }
+        // Absolute axis ranges of c.
+        let n_axes = self.dag.stages[c].axis_extents().len();
+        let axes: Vec<(Lin, i64)> =
+            (0..n_axes).map(|a| (cinfo.lo.get(a).map_or(r[a].0.clone(), |l| l.add(&r[a].0)), r[a].1)).collect();
+        let shape = &self.dag.stages[s].shape;
+        let mut region: Option<Vec<(Lin, i64)>> = None;
+        let mut visit = |idx: &[Affine]| {
+            let this: Vec<(Lin, i64)> = idx.iter().map(|a| affine_range(a, &axes)).collect();
+            region = Some(match region.take() {
+                None => this,
+                Some(prev) => prev
+                    .into_iter()
+                    .zip(this)
+                    .enumerate()
+                    .map(|(d, ((l1, e1), (l2, e2)))| match l2.sub(&l1).as_const() {
+                        Some(k) => {
+                            let start = k.min(0);
+                            let end = e1.max(k + e2);
+                            (if k < 0 { l2 } else { l1 }, end - start)
+                        }
+                        // Starts that differ by a non-constant: take the whole dimension.
+                        None => (Lin::constant(0), shape[d]),
+                    })
+                    .collect(),
+            });
+        };
+        self.eff[c].as_ref().expect("attached to a computed stage").visit_loads(&mut |t, idx| {
+            if t == s {
+                visit(idx)
+            }
+        });
+        let region = region.ok_or_else(|| invalid(format!("{} does not read {}", self.dag.stages[c].name, self.dag.stages[s].name)))?;
+        let mut los = vec![];
+        let mut exts = vec![];
+        for (d, (lo, ext)) in region.into_iter().enumerate() {
+            let (min_lo, _) = lo.range(&self.range_of());
+            let lo = if min_lo < 0 { lo.maximum(&Lin::constant(0)) } else { lo };
+            los.push(lo);
+            exts.push(ext.min(shape[d]));
+        }
+        Ok((los, exts))
+    }
+
+    fn make_buffers(&mut self) -> Result<Vec<usize>, ScheduleError> {
+        let outputs = self.dag.outputs();
+        let mut args = vec![];
+        for scope in [Scope::Input, Scope::Output] {
+            for (s, stage) in self.dag.stages.iter().enumerate() {
+                let is = if scope == Scope::Input { stage.is_placeholder() } else { outputs.contains(&s) };
+                if is {
+                    self.buf_of[s] = Some(self.buffers.len());
+                    args.push(self.buffers.len());
+                    self.buffers.push(Buffer { name: stage.name.clone(), stage: s, shape: stage.shape.clone(), scope });
+                }
+            }
+        }
+        for (s, stage) in self.dag.stages.iter().enumerate() {
+            if self.buf_of[s].is_some() || self.eff[s].is_none() {
+                continue;
+            }
+            let info = self.info[s].as_ref().expect("inferred");
+            let (shape, scope) = match self.state.stages[s].attach {
+                Attach::Root => (stage.shape.clone(), Scope::Global),
+                _ => (info.root_ext[..stage.shape.len()].to_vec(), Scope::Local),
+            };
+            self.buf_of[s] = Some(self.buffers.len());
+            self.buffers.push(Buffer { name: stage.name.clone(), stage: s, shape, scope });
+        }
+        for b in &self.buffers {
+            if b.elems() >= i64::from(i32::MAX) {
+                return Err(invalid(format!("buffer {} has {} elements; 32-bit indexing allows 2^31", b.name, b.elems())));
+            }
+        }
+        Ok(args)
+    }
+
+    /// Statements computing stage `s` (its region, when attached, with its local buffer).
+    fn emit_stage(&self, s: usize, in_parallel: bool) -> Result<Vec<Stmt>, ScheduleError> {
+        let st = &self.state.stages[s];
+        let info = self.info[s].as_ref().expect("inferred");
+        let stage = &self.dag.stages[s];
+        let name = &stage.name;
+        let leaves = &st.leaves;
+        let n = leaves.len();
+        let StageKind::Compute { reduce, .. } = &stage.kind else { unreachable!("placeholders have no loops") };
+
+        // Loop kinds, with Ansor's auto-unroll: innermost loops whose product of extents stays
+        // within the stage's max step are unrolled.
+        let mut kinds = vec![LoopKind::Serial; n];
+        let mut prod = 1i64;
+        for k in (0..n).rev() {
+            let node = &st.nodes[leaves[k]];
+            prod = prod.saturating_mul(info.node_ext[leaves[k]]);
+            kinds[k] = match node.ann {
+                Annotation::Parallel => LoopKind::Parallel,
+                Annotation::Vectorize => LoopKind::Vectorized,
+                Annotation::Unroll => LoopKind::Unrolled,
+                Annotation::None if st.auto_unroll_max_step > 0 && prod <= st.auto_unroll_max_step => LoopKind::Unrolled,
+                Annotation::None => LoopKind::Serial,
+            };
+            if node.ann == Annotation::Vectorize {
+                if k != n - 1 {
+                    return Err(invalid(format!("{name}: a vectorized loop must be the innermost")));
+                }
+                if self.attached.contains_key(&(s, leaves[k])) {
+                    return Err(invalid(format!("{name}: no stage can be computed inside a vectorized loop")));
+                }
+            }
+        }
+        let mut par_before = vec![in_parallel; n + 1];
+        for k in 0..n {
+            if kinds[k] == LoopKind::Parallel && par_before[k] {
+                return Err(invalid(format!("{name}: a parallel loop is nested inside another parallel loop")));
+            }
+            par_before[k + 1] = par_before[k] || kinds[k] == LoopKind::Parallel;
+        }
+
+        // Axis values (absolute) in the stage's loops.
+        let n_space = stage.space().len();
+        let axes: Vec<Lin> = (0..info.root_ext.len())
+            .map(|a| if a < n_space { info.lo[a].add(&info.node_val[a]) } else { info.node_val[a].clone() })
+            .collect();
+        let value = self.value(s, self.eff[s].as_ref().expect("computed stage"), &axes)?;
+        let buf = self.buf_of[s].expect("buffers made");
+        let strides = strides(&self.buffers[buf].shape);
+        let index = (0..n_space).fold(Lin::constant(0), |acc, d| acc.add(&info.node_val[d].scale(strides[d])));
+        let store = Stmt::Store { buf, index: index.clone(), value, reduce: *reduce };
+        let mut body = guard(info.guards.clone(), vec![store]);
+
+        let first_reduce = if reduce.is_some() {
+            leaves.iter().position(|&l| st.nodes[l].kind == IterKind::Reduce).unwrap_or(n)
+        } else {
+            n
+        };
+        for k in (0..n).rev() {
+            body = self.wrap_loop(s, k, kinds[k], par_before[k + 1], body)?;
+            if k == first_reduce
+                && let Some(op) = reduce
+            {
+                // The initialisation runs over the space loops inside the first reduction
+                // loop, guarded only by conditions on those loops.
+                let init = Stmt::Store { buf, index: index.clone(), value: VExpr::Const(op.identity()), reduce: None };
+                let space_vars: Vec<Var> = leaves[..]
+                    .iter()
+                    .enumerate()
+                    .filter(|&(j, &l)| j < k || st.nodes[l].kind == IterKind::Space)
+                    .map(|(_, &l)| Var::Loop { stage: s, node: l })
+                    .collect();
+                let conds = info
+                    .guards
+                    .iter()
+                    .filter(|(e, _)| {
+                        let mut vs = vec![];
+                        e.vars(&mut vs);
+                        vs.iter().all(|v| matches!(v, Var::Lo { .. }) || space_vars.contains(v))
+                    })
+                    .cloned()
+                    .collect();
+                let mut init_body = guard(conds, vec![init]);
+                for j in (k..n).rev() {
+                    if st.nodes[leaves[j]].kind == IterKind::Space {
+                        let var = Var::Loop { stage: s, node: leaves[j] };
+                        init_body = vec![Stmt::For { var, extent: info.node_ext[leaves[j]], kind: kinds[j], body: init_body }];
+                    }
+                }
+                init_body.extend(body);
+                body = init_body;
+            }
+        }
+        if let Attach::At { .. } = st.attach {
+            body = vec![Stmt::Alloc { buf, body }];
+            let lets: Vec<Stmt> = info
+                .lo_def
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.as_const().is_none())
+                .map(|(d, v)| Stmt::Let { var: Var::Lo { stage: s, dim: d }, value: v.clone() })
+                .collect();
+            body = lets.into_iter().chain(body).collect();
+        }
+        Ok(body)
+    }
+
+    /// Wraps `inner` in loop `k` of stage `s`, with the stages computed at that loop first.
+    fn wrap_loop(&self, s: usize, k: usize, kind: LoopKind, in_parallel: bool, inner: Vec<Stmt>) -> Result<Vec<Stmt>, ScheduleError> {
+        let st = &self.state.stages[s];
+        let node = st.leaves[k];
+        let info = self.info[s].as_ref().expect("inferred");
+        let mut body = inner;
+        if let Some(prods) = self.attached.get(&(s, node)) {
+            // Producers are computed in DAG order at the start of the loop body; each one's
+            // buffer stays live for the rest of the body.
+            for &p in prods.iter().rev() {
+                let mut stmts = self.emit_stage(p, in_parallel)?;
+                // emit_stage ends with an Alloc scope holding the producer: the consumer's code
+                // goes inside it, after the producer.
+                match stmts.last_mut() {
+                    Some(Stmt::Alloc { body: b, .. }) => b.extend(body),
+                    _ => unreachable!("an attached stage is emitted in an Alloc scope"),
+                }
+                body = stmts;
+            }
+        }
+        Ok(vec![Stmt::For { var: Var::Loop { stage: s, node }, extent: info.node_ext[node], kind, body }])
+    }
+
+    /// Lowers a body expression of stage `s` evaluated at absolute axis values `axes`.
+    fn value(&self, s: usize, e: &Expr, axes: &[Lin]) -> Result<VExpr, ScheduleError> {
+        Ok(match e {
+            Expr::Const(c) => VExpr::Const(*c),
+            Expr::Index(a) => VExpr::Index(affine_at(a, axes)),
+            Expr::Load(t, idx) => {
+                let buf = self.buf_of[*t].ok_or_else(|| invalid(format!("{} reads {}, which has no buffer", self.dag.stages[s].name, self.dag.stages[*t].name)))?;
+                let b = &self.buffers[buf];
+                let strides = strides(&b.shape);
+                let mut index = Lin::constant(0);
+                for (d, a) in idx.iter().enumerate() {
+                    let mut v = affine_at(a, axes);
+                    if b.scope == Scope::Local {
+                        // Subtracting the region start's definition (rather than its variable)
+                        // lets the tile offsets cancel: `C.local[i.1]`, not `C.local[i - lo]`.
+                        let lo = &self.info[*t].as_ref().expect("inferred").lo_def[d];
+                        v = v.sub(lo);
+                    }
+                    index = index.add(&v.scale(strides[d]));
+                }
+                VExpr::Load { buf, index }
+            }
+            Expr::Unary(o, a) => VExpr::Unary(*o, Box::new(self.value(s, a, axes)?)),
+            Expr::Binary(o, a, b) => VExpr::Binary(*o, Box::new(self.value(s, a, axes)?), Box::new(self.value(s, b, axes)?)),
+            Expr::Select(c, a, b) => VExpr::Select(
+                Box::new(self.cond(s, c, axes)?),
+                Box::new(self.value(s, a, axes)?),
+                Box::new(self.value(s, b, axes)?),
+            ),
+        })
+    }
+
+    fn cond(&self, s: usize, c: &Cond, axes: &[Lin]) -> Result<VCond, ScheduleError> {
+        Ok(match c {
+            Cond::Index(o, a, b) => VCond::Index(*o, affine_at(a, axes), affine_at(b, axes)),
+            Cond::Value(o, a, b) => VCond::Value(*o, Box::new(self.value(s, a, axes)?), Box::new(self.value(s, b, axes)?)),
+            Cond::And(a, b) => VCond::And(Box::new(self.cond(s, a, axes)?), Box::new(self.cond(s, b, axes)?)),
+            Cond::Or(a, b) => VCond::Or(Box::new(self.cond(s, a, axes)?), Box::new(self.cond(s, b, axes)?)),
+            Cond::Not(a) => VCond::Not(Box::new(self.cond(s, a, axes)?)),
+        })
+    }
+}
+
+fn guard(conds: Vec<(Lin, i64)>, body: Vec<Stmt>) -> Vec<Stmt> {
+    if conds.is_empty() { body } else { vec![Stmt::Guard { conds, body }] }
+}
+
+/// Row-major strides of a shape.
+pub fn strides(shape: &[i64]) -> Vec<i64> {
+    let mut st = vec![1i64; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        st[d] = st[d + 1] * shape[d + 1];
+    }
+    st
+}
+
+fn affine_at(a: &Affine, axes: &[Lin]) -> Lin {
+    a.terms.iter().fold(Lin::constant(a.offset), |acc, &(x, c)| acc.add(&axes[x].scale(c)))
+}
+
+/// Start and extent of an affine index over axes given as (start, extent).
+fn affine_range(a: &Affine, axes: &[(Lin, i64)]) -> (Lin, i64) {
+    let mut lo = Lin::constant(a.offset);
+    let mut span = 0;
+    for &(x, c) in &a.terms {
+        let (l, e) = &axes[x];
+        if c >= 0 {
+            lo = lo.add(&l.scale(c));
+        } else {
+            lo = lo.add(&l.add_const(e - 1).scale(c));
+        }
+        span += c.abs() * (e - 1);
+    }
+    (lo, span + 1)
+}
+
+/// Extents of the current loops of every stage, outermost first, as bound inference sees
+/// them (an attached stage's loops cover its region): what a sampler needs to pick split
+/// factors. Inlined stages and inputs have none.
+pub fn loop_extents(state: &State) -> Result<Vec<Vec<i64>>, ScheduleError> {
+    let lw = analyze(state)?;
+    Ok(lw
+        .info
+        .iter()
+        .enumerate()
+        .map(|(s, i)| i.as_ref().map_or_else(Vec::new, |i| state.stages[s].leaves.iter().map(|&l| i.node_ext[l]).collect()))
+        .collect())
+}

@@ -1,0 +1,210 @@
+//! The reference implementation every measured kernel is checked against: a direct
+//! interpreter of the DAG in f64, independent of schedules, lowering and code generation, so
+//! that a bug there shows as a wrong answer instead of hiding in both.
+
+use crate::data;
+use crate::ir::{Affine, ComputeDag, Cond, Expr, ReduceOp, StageKind};
+use crate::lower::strides;
+
+/// A load compiled to a flat index: `offset + sum(coef[a] * axis[a])`.
+struct FlatLoad {
+    tensor: usize,
+    offset: i64,
+    coefs: Vec<(usize, i64)>,
+}
+
+/// Outputs of the DAG (in `ComputeDag::outputs()` order) on the deterministic inputs of
+/// [`data::input_value`], rounded to f32.
+pub fn outputs(dag: &ComputeDag) -> Vec<Vec<f32>> {
+    let vals = evaluate(dag);
+    dag.outputs().into_iter().map(|o| vals[o].iter().map(|&v| v as f32).collect()).collect()
+}
+
+/// Every stage's values, in f64.
+pub fn evaluate(dag: &ComputeDag) -> Vec<Vec<f64>> {
+    let mut vals: Vec<Vec<f64>> = Vec::with_capacity(dag.stages.len());
+    let mut ordinal = 0u32;
+    for s in &dag.stages {
+        let n = s.num_elements() as usize;
+        match &s.kind {
+            StageKind::Placeholder => {
+                vals.push(data::input_tensor(ordinal, n).into_iter().map(f64::from).collect());
+                ordinal += 1;
+            }
+            StageKind::Compute { space, reduce_axes, reduce, body } => {
+                let space_ext: Vec<i64> = space.iter().map(|a| a.extent).collect();
+                let red_ext: Vec<i64> = reduce_axes.iter().map(|a| a.extent).collect();
+                let compiled = compile(body, dag);
+                let out = parallel_fill(n, |start, chunk: &mut [f64]| {
+                    let mut axes = vec![0i64; space_ext.len() + red_ext.len()];
+                    unravel(start as i64, &space_ext, &mut axes[..space_ext.len()]);
+                    for slot in chunk.iter_mut() {
+                        *slot = match reduce {
+                            None => eval(&compiled, &axes, &vals),
+                            Some(op) => reduce_at(*op, &compiled, &mut axes, space_ext.len(), &red_ext, &vals),
+                        };
+                        increment(&mut axes[..space_ext.len()], &space_ext);
+                    }
+                });
+                vals.push(out);
+            }
+        }
+    }
+    vals
+}
+
+fn reduce_at(op: ReduceOp, e: &CExpr, axes: &mut [i64], ns: usize, red: &[i64], vals: &[Vec<f64>]) -> f64 {
+    let mut acc = op.identity();
+    axes[ns..].iter_mut().for_each(|a| *a = 0);
+    let total: i64 = red.iter().product();
+    for _ in 0..total {
+        acc = op.combine(acc, eval(e, axes, vals));
+        increment(&mut axes[ns..], red);
+    }
+    acc
+}
+
+/// Fills `n` values on all cores, each thread a contiguous chunk.
+fn parallel_fill(n: usize, f: impl Fn(usize, &mut [f64]) + Sync) -> Vec<f64> {
+    let mut out = vec![0.0; n];
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(n.max(1));
+    let chunk = n.div_ceil(threads).max(1);
+    std::thread::scope(|sc| {
+        for (k, part) in out.chunks_mut(chunk).enumerate() {
+            let f = &f;
+            sc.spawn(move || f(k * chunk, part));
+        }
+    });
+    out
+}
+
+fn unravel(mut flat: i64, ext: &[i64], out: &mut [i64]) {
+    for d in (0..ext.len()).rev() {
+        out[d] = flat % ext[d];
+        flat /= ext[d];
+    }
+}
+
+fn increment(axes: &mut [i64], ext: &[i64]) {
+    for d in (0..ext.len()).rev() {
+        axes[d] += 1;
+        if axes[d] < ext[d] {
+            return;
+        }
+        axes[d] = 0;
+    }
+}
+
+/// The body with loads flattened, evaluated per point.
+enum CExpr {
+    Const(f64),
+    Load(FlatLoad),
+    Index(Affine),
+    Unary(crate::ir::UnaryOp, Box<CExpr>),
+    Binary(crate::ir::BinaryOp, Box<CExpr>, Box<CExpr>),
+    Select(Box<CCond>, Box<CExpr>, Box<CExpr>),
+}
+
+enum CCond {
+    Index(crate::ir::CmpOp, Affine, Affine),
+    Value(crate::ir::CmpOp, Box<CExpr>, Box<CExpr>),
+    And(Box<CCond>, Box<CCond>),
+    Or(Box<CCond>, Box<CCond>),
+    Not(Box<CCond>),
+}
+
+fn compile(e: &Expr, dag: &ComputeDag) -> CExpr {
+    match e {
+        Expr::Const(c) => CExpr::Const(*c),
+        Expr::Index(a) => CExpr::Index(a.clone()),
+        Expr::Load(t, idx) => {
+            let st = strides(&dag.stages[*t].shape);
+            let flat = idx.iter().zip(&st).fold(Affine::constant(0), |acc, (a, &s)| acc.add(&a.scale(s)));
+            CExpr::Load(FlatLoad { tensor: *t, offset: flat.offset, coefs: flat.terms })
+        }
+        Expr::Unary(o, a) => CExpr::Unary(*o, Box::new(compile(a, dag))),
+        Expr::Binary(o, a, b) => CExpr::Binary(*o, Box::new(compile(a, dag)), Box::new(compile(b, dag))),
+        Expr::Select(c, a, b) => {
+            CExpr::Select(Box::new(compile_cond(c, dag)), Box::new(compile(a, dag)), Box::new(compile(b, dag)))
+        }
+    }
+}
+
+fn compile_cond(c: &Cond, dag: &ComputeDag) -> CCond {
+    match c {
+        Cond::Index(o, a, b) => CCond::Index(*o, a.clone(), b.clone()),
+        Cond::Value(o, a, b) => CCond::Value(*o, Box::new(compile(a, dag)), Box::new(compile(b, dag))),
+        Cond::And(a, b) => CCond::And(Box::new(compile_cond(a, dag)), Box::new(compile_cond(b, dag))),
+        Cond::Or(a, b) => CCond::Or(Box::new(compile_cond(a, dag)), Box::new(compile_cond(b, dag))),
+        Cond::Not(a) => CCond::Not(Box::new(compile_cond(a, dag))),
+    }
+}
+
+fn eval(e: &CExpr, axes: &[i64], vals: &[Vec<f64>]) -> f64 {
+    match e {
+        CExpr::Const(c) => *c,
+        CExpr::Load(l) => {
+            let i = l.offset + l.coefs.iter().map(|&(a, c)| c * axes[a]).sum::<i64>();
+            vals[l.tensor][i as usize]
+        }
+        CExpr::Index(a) => a.eval(axes) as f64,
+        CExpr::Unary(o, a) => o.eval(eval(a, axes, vals)),
+        CExpr::Binary(o, a, b) => o.eval(eval(a, axes, vals), eval(b, axes, vals)),
+        CExpr::Select(c, a, b) => {
+            if eval_cond(c, axes, vals) {
+                eval(a, axes, vals)
+            } else {
+                eval(b, axes, vals)
+            }
+        }
+    }
+}
+
+fn eval_cond(c: &CCond, axes: &[i64], vals: &[Vec<f64>]) -> bool {
+    match c {
+        CCond::Index(o, a, b) => o.eval(a.eval(axes), b.eval(axes)),
+        CCond::Value(o, a, b) => o.eval(eval(a, axes, vals), eval(b, axes, vals)),
+        CCond::And(a, b) => eval_cond(a, axes, vals) && eval_cond(b, axes, vals),
+        CCond::Or(a, b) => eval_cond(a, axes, vals) || eval_cond(b, axes, vals),
+        CCond::Not(a) => !eval_cond(a, axes, vals),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops;
+
+    #[test]
+    fn matmul_matches_a_direct_loop() {
+        let (m, n, k) = (7, 5, 3);
+        let out = outputs(&ops::matmul(m, n, k).unwrap());
+        let a = data::input_tensor(0, (m * k) as usize);
+        let b = data::input_tensor(1, (k * n) as usize);
+        for i in 0..m as usize {
+            for j in 0..n as usize {
+                let want: f64 = (0..k as usize).map(|r| f64::from(a[i * k as usize + r]) * f64::from(b[r * n as usize + j])).sum();
+                assert!((f64::from(out[0][i * n as usize + j]) - want).abs() < 1e-6);
+            }
+        }
+    }
+
+    #[test]
+    fn softmax_rows_sum_to_one() {
+        let out = outputs(&ops::softmax(3, 17).unwrap());
+        for row in out[0].chunks(17) {
+            let s: f32 = row.iter().sum();
+            assert!((s - 1.0).abs() < 1e-5, "row sums to {s}");
+        }
+    }
+
+    #[test]
+    fn max_pool_with_padding_ignores_the_padding() {
+        let dag = ops::pool2d(ops::PoolKind::Max, 1, 1, 4, 4, ops::Window { kh: 3, kw: 3, stride: 1, pad: 1, dilation: 1 }).unwrap();
+        let out = outputs(&dag);
+        let x = data::input_tensor(0, 16);
+        // The corner window covers x[0..2, 0..2] only.
+        let want = [x[0], x[1], x[4], x[5]].into_iter().fold(f32::NEG_INFINITY, f32::max);
+        assert_eq!(out[0][0], want);
+    }
+}
