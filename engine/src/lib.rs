@@ -10,5 +10,6 @@ pub mod lower;
 pub mod measure;
 pub mod ops;
 pub mod reference;
+pub mod sample;
 pub mod schedule;
 pub mod target;

@@ -1,1 +1,9 @@
-pub struct Target;
+//! PLACEHOLDER until the measure branch lands.
+pub struct Target {
+    pub cores: usize,
+}
+impl Target {
+    pub fn vector_lanes_f32(&self) -> u32 {
+        16
+    }
+}
