@@ -8,3 +8,4 @@ pub mod ir;
 pub mod measure;
 pub mod ops;
 pub mod target;
+pub mod text;
