@@ -13,3 +13,4 @@ pub mod reference;
 pub mod sample;
 pub mod schedule;
 pub mod target;
+pub mod text;

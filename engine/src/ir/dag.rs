@@ -196,17 +196,16 @@ impl ComputeDag {
     }
 
     /// Checks that every load is inside its tensor for every axis value that reaches it.
-    /// Guards from enclosing `select`s narrow the axis ranges: `select(0 <= i-1 < H, A[i-1], 0)`
-    /// is in bounds. Only guards of the form `lo <= axis + c < hi` narrow a range; anything else
-    /// is checked over the full range, which is conservative.
+    /// Guards from enclosing `select`s narrow the ranges: `select(0 <= i-1 < H, A[i-1], 0)` is in
+    /// bounds. See [`guarded_range`] for the guards understood; anything else is checked over the
+    /// full range, which is conservative.
     fn check_bounds(&self, s: &Stage, e: &Expr, ext: &[i64], guards: &mut Vec<Cond>) -> Result<(), String> {
         match e {
             Expr::Const(_) | Expr::Index(_) => Ok(()),
             Expr::Load(t, idx) => {
                 let src = &self.stages[*t];
-                let ranges = narrowed_ranges(ext, guards);
                 for (d, a) in idx.iter().enumerate() {
-                    let (lo, hi) = affine_range(a, &ranges);
+                    let (lo, hi) = guarded_range(a, ext, guards);
                     if lo < 0 || hi >= src.shape[d] {
                         return Err(format!(
                             "reads {} out of bounds in dimension {d}: index range [{lo}, {hi}] for extent {}",
@@ -322,6 +321,64 @@ impl ComputeDag {
         let digest = Sha256::digest(self.canonical().as_bytes());
         digest[..12].iter().map(|b| format!("{b:02x}")).collect()
     }
+}
+
+/// Inclusive range `[lo, hi]` of index `a` over axes in `[0, ext)` where all `guards` hold.
+/// Two kinds of guard narrow it: one on a single axis (`lo <= axis + c < hi`) narrows that axis,
+/// and one on the index itself plus a constant (`y + ry - 1 >= 0` for a read at `y + ry - 1`)
+/// bounds the index directly, which is what a padding guard fused into a reduction looks like.
+/// The text form infers input shapes with this same function, so what it infers always passes
+/// [`ComputeDag::new`].
+pub(crate) fn guarded_range(a: &Affine, ext: &[i64], guards: &[Cond]) -> (i64, i64) {
+    let (mut lo, mut hi) = affine_range(a, &narrowed_ranges(ext, guards));
+    fn apply(c: &Cond, a: &Affine, lo: &mut i64, hi: &mut i64) {
+        use super::expr::CmpOp::*;
+        match c {
+            Cond::And(x, y) => {
+                apply(x, a, lo, hi);
+                apply(y, a, lo, hi)
+            }
+            Cond::Index(op, l, r) => {
+                // The guard is `g OP 0`; it bounds `a` when `g = a + k` or `g = -a + k`.
+                let g = l.add(&r.scale(-1));
+                let (op, bound) = if g.terms == a.terms {
+                    (*op, a.offset - g.offset)
+                } else if g.terms == a.scale(-1).terms {
+                    let flipped = match op {
+                        Lt => Gt,
+                        Le => Ge,
+                        Gt => Lt,
+                        Ge => Le,
+                        o => *o,
+                    };
+                    (flipped, g.offset + a.offset)
+                } else {
+                    return;
+                };
+                // Now `a OP bound`.
+                match op {
+                    Lt => *hi = (*hi).min(bound - 1),
+                    Le => *hi = (*hi).min(bound),
+                    Gt => *lo = (*lo).max(bound + 1),
+                    Ge => *lo = (*lo).max(bound),
+                    Eq => {
+                        *lo = (*lo).max(bound);
+                        *hi = (*hi).min(bound)
+                    }
+                    Ne => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    for g in guards {
+        apply(g, a, &mut lo, &mut hi);
+    }
+    if lo > hi {
+        // The guards are never all true: the load is never executed.
+        return (0, 0);
+    }
+    (lo, hi)
 }
 
 /// Axis ranges `[lo, hi]` inclusive after applying `lo <= axis + c < hi` style guards.
