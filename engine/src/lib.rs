@@ -13,4 +13,5 @@ pub mod reference;
 pub mod sample;
 pub mod schedule;
 pub mod target;
+pub mod task;
 pub mod text;

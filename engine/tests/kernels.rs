@@ -1,0 +1,102 @@
+//! The guarantee the search relies on: for every operator of the library and random valid
+//! schedules (random shapes too, odd ones included), the generated kernel compiles with the
+//! real C compiler, runs, and matches the reference.
+
+use proptest::prelude::*;
+use tunehub_engine::ir::ComputeDag;
+use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
+use tunehub_engine::ops::{self, PoolKind, Window};
+use tunehub_engine::sample::RandomSampler;
+use tunehub_engine::target::Target;
+use tunehub_engine::task::Task;
+
+/// Timing is not under test: one short run per kernel.
+fn quick() -> MeasureOptions {
+    MeasureOptions { number: 1, repeat: 1, min_repeat_ms: 0, warmup: 0, run_timeout_s: 20.0, ..MeasureOptions::default() }
+}
+
+fn check_random_schedules(dag: ComputeDag, seed: u64, n: usize) {
+    let target = Target::detect();
+    let task = Task::new(dag, "property test");
+    let mut sampler = RandomSampler::new(&task.dag, &target, seed);
+    let schedules: Vec<_> = (0..n).map(|_| sampler.sample()).collect();
+    assert_eq!(sampler.rejected, 0, "the sampler drew invalid schedules: {:?}", sampler.last_rejection);
+    let mut measurer = Measurer::new(&target, quick());
+    let results = measurer.measure(&task, &schedules);
+    for (s, r) in schedules.iter().zip(&results) {
+        assert_eq!(r.error, ErrorCode::NoError, "{}: {}\nschedule: {}", task.desc, r.error_msg, s.to_json());
+        assert!(!r.costs.is_empty() && r.costs.iter().all(|&c| c > 0.0));
+    }
+}
+
+const PER_CASE: usize = 6;
+
+fn win() -> impl Strategy<Value = Window> {
+    (1..=3i64, 1..=3i64, 1..=2i64, 0..=1i64, 1..=2i64).prop_map(|(kh, kw, stride, pad, dilation)| Window { kh, kw, stride, pad, dilation })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn matmul(m in 1..48i64, n in 1..48i64, k in 1..48i64, seed: u64) {
+        check_random_schedules(ops::matmul(m, n, k).unwrap(), seed, PER_CASE);
+    }
+
+    #[test]
+    fn batch_matmul(b in 1..4i64, m in 1..24i64, n in 1..24i64, k in 1..24i64, seed: u64) {
+        check_random_schedules(ops::batch_matmul(b, m, n, k).unwrap(), seed, PER_CASE);
+    }
+
+    #[test]
+    fn dense_bias_relu(m in 1..24i64, n in 1..40i64, k in 1..40i64, bias: bool, relu: bool, seed: u64) {
+        check_random_schedules(ops::dense(m, n, k, bias, relu).unwrap(), seed, PER_CASE);
+    }
+
+    #[test]
+    fn conv2d_nchw(c in 1..6i64, h in 3..12i64, f in 1..6i64, w in win(), bias: bool, relu: bool, seed: u64) {
+        if let Ok(dag) = ops::conv2d_nchw(1, c, h, h + 1, f, w, bias, relu) {
+            check_random_schedules(dag, seed, PER_CASE);
+        }
+    }
+
+    #[test]
+    fn conv2d_nhwc(c in 1..6i64, h in 3..12i64, f in 1..6i64, w in win(), bias: bool, relu: bool, seed: u64) {
+        if let Ok(dag) = ops::conv2d_nhwc(2, h, h, c, f, w, bias, relu) {
+            check_random_schedules(dag, seed, PER_CASE);
+        }
+    }
+
+    #[test]
+    fn depthwise_conv2d(c in 1..8i64, h in 3..12i64, w in win(), bias: bool, seed: u64) {
+        if let Ok(dag) = ops::depthwise_conv2d_nchw(1, c, h, h, w, bias, true) {
+            check_random_schedules(dag, seed, PER_CASE);
+        }
+    }
+
+    #[test]
+    fn pool2d(max: bool, c in 1..6i64, h in 3..12i64, w in win(), seed: u64) {
+        let kind = if max { PoolKind::Max } else { PoolKind::Avg };
+        if let Ok(dag) = ops::pool2d(kind, 1, c, h, h, w) {
+            check_random_schedules(dag, seed, PER_CASE);
+        }
+    }
+
+    #[test]
+    fn softmax(m in 1..16i64, n in 1..70i64, seed: u64) {
+        check_random_schedules(ops::softmax(m, n).unwrap(), seed, PER_CASE);
+    }
+
+    #[test]
+    fn elementwise(m in 1..40i64, n in 1..40i64, seed: u64) {
+        check_random_schedules(ops::elementwise(m, n).unwrap(), seed, PER_CASE);
+    }
+
+    #[test]
+    fn text_form(m in 1..20i64, n in 1..20i64, seed: u64) {
+        let src = format!(
+            "T[i,j] = max(A[i,j] * 2.0, A[i,j] - 1.0) where i<{m}, j<{n}\nS[i] += T[i,j] * B[j] where i<{m}, j<{n}\nO[i] = sigmoid(S[i]) where i<{m}"
+        );
+        check_random_schedules(tunehub_engine::text::parse(&src).unwrap(), seed, PER_CASE);
+    }
+}
