@@ -1,0 +1,488 @@
+//! The `tunehub` command line: arguments (clap derive; the doc comments are the `--help` text)
+//! and how bad input is reported.
+//!
+//! Bad input, whether clap finds it or a command does (an unknown operator, a parse error),
+//! exits with status 2 and one line on stderr, before anything is stored.
+
+use clap::{ArgAction, Args, Parser, Subcommand, value_parser};
+use std::path::PathBuf;
+use tunehub_engine::measure::MeasureOptions;
+
+/// The most trials one `tune` run may ask for.
+pub const MAX_TRIALS: u32 = 100_000;
+
+/// tunehub: auto-tuning of tensor programs (Ansor-style search, measured on real hardware).
+#[derive(Debug, Parser)]
+#[command(name = "tunehub", version, propagate_version = true)]
+pub struct Cli {
+    /// More log output on stderr: -v info, -vv debug, -vvv trace. RUST_LOG, when set, wins.
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Tune one operator on this machine: sample candidate schedules, build, run and verify
+    /// them, and keep every result in the database.
+    Tune(TuneArgs),
+    /// List the operator library: each operator's parameters and their defaults.
+    Ops,
+    /// Print the best stored schedule of a workload.
+    Best(BestArgs),
+}
+
+/// The computation to work on: a library operator or the text form, exactly one.
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct WorkloadArgs {
+    /// A library operator with its parameters, e.g. `matmul(512,512,512)` or
+    /// `conv2d_nchw(n=1,c=64,h=56,w=56,f=64,pad=1)`; `tunehub ops` lists them.
+    #[arg(value_name = "OP_SPEC")]
+    pub op_spec: Option<String>,
+
+    /// The computation in tunehub's text form, instead of an OP_SPEC.
+    #[arg(long, value_name = "TEXT")]
+    pub expr: Option<String>,
+}
+
+/// The database of workloads, targets and records.
+#[derive(Debug, Clone, Args)]
+pub struct DbArgs {
+    /// SQLite database file (created if missing), or a sqlite:// URL.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "TUNEHUB_DB",
+        default_value = "tunehub.db"
+    )]
+    pub db: String,
+}
+
+/// Overrides of the detected target (this machine).
+#[derive(Debug, Clone, Default, Args)]
+pub struct TargetArgs {
+    /// Threads for the kernels' parallel loops [default: the machine's cores].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=4096))]
+    pub cores: Option<u32>,
+
+    /// C compiler to build kernels with [default: the detected one].
+    #[arg(long = "cc", value_name = "COMPILER")]
+    pub compiler: Option<String>,
+
+    /// Compiler flags, as one whitespace-separated string, e.g. --cflags "-O3 -ffast-math"
+    /// [default: the target's].
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub cflags: Option<String>,
+
+    /// Value for -march, e.g. `native` or `skylake-avx512` [default: the target's].
+    #[arg(long, value_name = "ARCH")]
+    pub march: Option<String>,
+}
+
+impl TargetArgs {
+    /// The flags as separate arguments.
+    pub fn cflags_list(&self) -> Option<Vec<String>> {
+        self.cflags
+            .as_ref()
+            .map(|f| f.split_whitespace().map(String::from).collect())
+    }
+}
+
+/// How each candidate is timed (Ansor's measure options).
+#[derive(Debug, Clone, Args)]
+pub struct MeasureArgs {
+    /// Kernel runs per timed repeat (grown until a repeat lasts --min-repeat-ms).
+    #[arg(long, value_name = "N", default_value_t = MeasureOptions::default().number,
+          value_parser = value_parser!(u32).range(1..=1_000_000))]
+    pub number: u32,
+
+    /// Timed repeats per candidate; each gives one cost.
+    #[arg(long, value_name = "N", default_value_t = MeasureOptions::default().repeat,
+          value_parser = value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+
+    /// Smallest duration of one timed repeat, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = MeasureOptions::default().min_repeat_ms,
+          value_parser = value_parser!(u32).range(0..=600_000))]
+    pub min_repeat_ms: u32,
+
+    /// Limit on one candidate's run, in seconds; a candidate past it is recorded as a timeout.
+    #[arg(long, value_name = "SECONDS", default_value_t = MeasureOptions::default().run_timeout_s,
+          value_parser = positive_seconds)]
+    pub timeout_s: f64,
+}
+
+impl MeasureArgs {
+    pub fn options(&self) -> MeasureOptions {
+        MeasureOptions {
+            number: self.number,
+            repeat: self.repeat,
+            min_repeat_ms: self.min_repeat_ms,
+            run_timeout_s: self.timeout_s,
+            ..MeasureOptions::default()
+        }
+    }
+}
+
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
+        Ok(_) => Err("must be more than 0 and at most 86400 seconds".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TuneArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+
+    /// Candidates to measure in all (1 to 100000).
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = value_parser!(u32).range(1..=i64::from(MAX_TRIALS)))]
+    pub trials: u32,
+
+    /// Candidates per batch: built in parallel, then run one at a time.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = value_parser!(u32).range(1..=1024))]
+    pub batch: u32,
+
+    #[command(flatten)]
+    pub db: DbArgs,
+
+    /// Seed of the random sampler [default: from the clock; the summary prints it].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Print the best kernel's C source after tuning.
+    #[arg(long)]
+    pub print_source: bool,
+
+    /// Write the best kernel's C source to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out_c: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+
+    /// Print one JSON object on stdout as the summary, instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BestArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+
+    #[command(flatten)]
+    pub db: DbArgs,
+
+    /// Target key to look up [default: this machine's, with the overrides below].
+    #[arg(long, value_name = "KEY", conflicts_with = "TargetArgs")]
+    pub target_key: Option<String>,
+
+    /// The target as `tune` saw it: give the same overrides to find its records.
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// Also print the best kernel's C source.
+    #[arg(long)]
+    pub print_source: bool,
+
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Bad input found after argument parsing (an unknown operator, a parse error): reported like a
+/// clap error, exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Exit status for bad input (clap's, and ours).
+pub const USAGE_EXIT: u8 = 2;
+
+/// Clap's error as one line: its message without the usage block and the "--help" hint, with
+/// the lines that belong to the message (missing arguments, tips) joined.
+pub fn one_line_clap_error(err: &clap::Error) -> String {
+    let text = err.to_string();
+    let msg: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            if l.starts_with("tip:") {
+                format!("({l})")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    let line = msg.join(" ");
+    if line.starts_with("error:") {
+        line
+    } else {
+        format!("error: {line}")
+    }
+}
+
+/// One line for any message: newlines inside (say, from a compiler) would break "one line".
+pub fn one_line(msg: &str) -> String {
+    msg.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("tunehub").chain(args.iter().copied()))
+    }
+
+    fn tune(args: &[&str]) -> TuneArgs {
+        match parse(&[&["tune"], args].concat()).unwrap().command {
+            Command::Tune(t) => t,
+            c => panic!("not tune: {c:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn tune_defaults() {
+        let t = tune(&["matmul(64,64,64)", "--db", "x.db"]);
+        assert_eq!(t.workload.op_spec.as_deref(), Some("matmul(64,64,64)"));
+        assert_eq!(t.workload.expr, None);
+        assert_eq!((t.trials, t.batch, t.seed), (64, 16, None));
+        assert_eq!(t.db.db, "x.db");
+        assert!(!t.print_source && !t.json && t.out_c.is_none());
+        assert_eq!(t.target.cflags_list(), None);
+        let d = MeasureOptions::default();
+        let o = t.measure.options();
+        assert_eq!(
+            (o.number, o.repeat, o.min_repeat_ms, o.run_timeout_s),
+            (d.number, d.repeat, d.min_repeat_ms, d.run_timeout_s)
+        );
+    }
+
+    #[test]
+    fn tune_with_every_flag() {
+        let t = tune(&[
+            "--expr",
+            "C[i, j] = ...",
+            "--trials",
+            "100000",
+            "--batch",
+            "8",
+            "--seed",
+            "7",
+            "--print-source",
+            "--out-c",
+            "k.c",
+            "--cores",
+            "2",
+            "--cc",
+            "clang",
+            "--cflags",
+            "-O3 -ffast-math",
+            "--march",
+            "native",
+            "--number",
+            "5",
+            "--repeat",
+            "2",
+            "--min-repeat-ms",
+            "0",
+            "--timeout-s",
+            "2.5",
+            "--json",
+            "-vv",
+        ]);
+        assert_eq!(t.workload.expr.as_deref(), Some("C[i, j] = ..."));
+        assert_eq!((t.trials, t.batch, t.seed), (100_000, 8, Some(7)));
+        assert!(t.print_source && t.json);
+        assert_eq!(t.out_c, Some(PathBuf::from("k.c")));
+        assert_eq!(
+            (
+                t.target.cores,
+                t.target.compiler.as_deref(),
+                t.target.march.as_deref()
+            ),
+            (Some(2), Some("clang"), Some("native"))
+        );
+        assert_eq!(t.target.cflags_list().unwrap(), ["-O3", "-ffast-math"]);
+        let o = t.measure.options();
+        assert_eq!(
+            (o.number, o.repeat, o.min_repeat_ms, o.run_timeout_s),
+            (5, 2, 0, 2.5)
+        );
+    }
+
+    #[test]
+    fn verbosity_counts_anywhere() {
+        assert_eq!(parse(&["-vv", "ops"]).unwrap().verbose, 2);
+        assert_eq!(parse(&["ops", "-v"]).unwrap().verbose, 1);
+    }
+
+    #[test]
+    fn bad_arguments_are_rejected() {
+        let kind = |args: &[&str]| parse(args).unwrap_err().kind();
+        // Trials out of range.
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--trials", "0"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--trials", "100001"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--trials=-3"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--batch", "0"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--cores", "0"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--timeout-s", "0"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--timeout-s", "inf"]),
+            ErrorKind::ValueValidation
+        );
+        // Exactly one of OP_SPEC and --expr.
+        assert_eq!(kind(&["tune"]), ErrorKind::MissingRequiredArgument);
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--expr", "x"]),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(kind(&["best"]), ErrorKind::MissingRequiredArgument);
+        assert_eq!(
+            kind(&["tune", "matmul(8,8,8)", "--bogus"]),
+            ErrorKind::UnknownArgument
+        );
+        assert_eq!(
+            kind(&[]),
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        );
+    }
+
+    #[test]
+    fn best_args() {
+        match parse(&[
+            "best",
+            "matmul(8,8,8)",
+            "--target-key",
+            "abc",
+            "--print-source",
+        ])
+        .unwrap()
+        .command
+        {
+            Command::Best(b) => {
+                assert_eq!(b.workload.op_spec.as_deref(), Some("matmul(8,8,8)"));
+                assert_eq!(b.target_key.as_deref(), Some("abc"));
+                assert!(b.print_source && !b.json);
+            }
+            c => panic!("not best: {c:?}"),
+        }
+        match parse(&["best", "matmul(8,8,8)", "--cores", "4", "--cc", "clang"])
+            .unwrap()
+            .command
+        {
+            Command::Best(b) => assert_eq!(
+                (b.target.cores, b.target.compiler.as_deref()),
+                (Some(4), Some("clang"))
+            ),
+            c => panic!("not best: {c:?}"),
+        }
+        // A target key names the target outright: overrides make no sense with it.
+        let err =
+            parse(&["best", "matmul(8,8,8)", "--target-key", "k", "--cores", "4"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        for args in [
+            &["tune", "matmul(8,8,8)", "--trials", "0"][..],
+            &["tune"],
+            &["tune", "matmul(8,8,8)", "--expr", "x"],
+            &["tune", "matmul(8,8,8)", "--trils", "3"],
+            &["frobnicate"],
+        ] {
+            let line = one_line_clap_error(&parse(args).unwrap_err());
+            assert!(
+                line.starts_with("error: ") && !line.contains('\n'),
+                "{args:?}: {line:?}"
+            );
+        }
+        let line =
+            one_line_clap_error(&parse(&["tune", "matmul(8,8,8)", "--trials", "0"]).unwrap_err());
+        assert!(line.contains("--trials") && line.contains("0"), "{line}");
+        let line = one_line_clap_error(&parse(&["tune"]).unwrap_err());
+        assert!(
+            line.contains("OP_SPEC") && line.contains("--expr"),
+            "{line}"
+        );
+        let line =
+            one_line_clap_error(&parse(&["tune", "matmul(8,8,8)", "--trils", "3"]).unwrap_err());
+        assert!(
+            line.contains("(tip: a similar argument exists: '--trials')"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn every_flag_has_help() {
+        fn walk(cmd: &clap::Command) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && id != "version" {
+                    assert!(
+                        arg.get_help().is_some(),
+                        "{} --{id} has no help",
+                        cmd.get_name()
+                    );
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                assert!(
+                    sub.get_about().is_some() || sub.get_name() == "help",
+                    "{} has no about",
+                    sub.get_name()
+                );
+                walk(sub);
+            }
+        }
+        walk(&Cli::command());
+    }
+
+    #[test]
+    fn one_line_joins_lines() {
+        assert_eq!(one_line("a\n  b\n\nc"), "a | b | c");
+    }
+}

@@ -1,0 +1,1000 @@
+//! The record store: workloads, targets and measured candidates, and the best record per
+//! (workload, target).
+//!
+//! `RecordStore` is the seam; `SqlStore` implements it over sqlx and SQLite. The schema lives in
+//! `migrations/` (applied on open) and every statement here is written in the SQL that SQLite and
+//! PostgreSQL share (`$n` placeholders, `ON CONFLICT` upserts, `COUNT(CASE ...)`), so that a
+//! PostgreSQL pool can run the same strings later.
+//!
+//! Ids are computed here, never by the database: see `record_id` and the migration's header.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use std::future::Future;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tunehub_engine::measure::{ErrorCode, MeasureResult};
+
+/// Everything that can go wrong in the store. Messages name the operation; the cause is the
+/// `source` (print with `{:#}` or walk the chain).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the database {url}")]
+    Open {
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot bring the database {url} to the current schema")]
+    Migrate {
+        url: String,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    #[error("unsupported database URL '{0}' (this build knows sqlite:// URLs and file paths)")]
+    UnsupportedUrl(String),
+    #[error("database error")]
+    Db(#[from] sqlx::Error),
+    #[error("the schedule steps are not valid JSON")]
+    BadSteps(#[source] serde_json::Error),
+    #[error("invalid record: {0}")]
+    Invalid(String),
+    #[error("record {id} is corrupt: {msg}")]
+    Corrupt { id: String, msg: String },
+}
+
+/// A candidate's measurement, as reported: what `commit` takes. The store derives the schedule
+/// hash, the id, the mean cost and the time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRecord {
+    pub workload_key: String,
+    pub target_key: String,
+    /// The schedule's steps as JSON (the engine's `Schedule::to_json`); stored canonicalised.
+    pub steps_json: String,
+    /// Seconds per run, one per repeat; empty on error.
+    pub costs: Vec<f64>,
+    /// The engine's `ErrorCode::code()`; 0 = ok.
+    pub error_code: i32,
+    pub error_msg: String,
+    pub noisy: bool,
+    pub build_s: f64,
+    pub run_s: f64,
+    pub worker: Option<String>,
+}
+
+impl NewRecord {
+    /// The record of one engine measurement.
+    pub fn from_measure(
+        workload_key: &str,
+        target_key: &str,
+        steps_json: String,
+        result: &MeasureResult,
+        worker: Option<&str>,
+    ) -> Self {
+        NewRecord {
+            workload_key: workload_key.into(),
+            target_key: target_key.into(),
+            steps_json,
+            costs: result.costs.clone(),
+            error_code: result.error.code(),
+            error_msg: result.error_msg.clone(),
+            noisy: result.noisy,
+            build_s: result.build_s,
+            run_s: result.run_s,
+            worker: worker.map(Into::into),
+        }
+    }
+
+    /// The mean cost, when the candidate succeeded and has timings.
+    pub fn mean_cost(&self) -> Option<f64> {
+        (self.error_code == ErrorCode::NoError.code() && !self.costs.is_empty())
+            .then(|| self.costs.iter().sum::<f64>() / self.costs.len() as f64)
+    }
+
+    /// Whether this record may become the best: a success whose time can be trusted.
+    pub fn qualifies_for_best(&self) -> bool {
+        self.mean_cost().is_some() && !self.noisy
+    }
+}
+
+/// A stored record.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Record {
+    pub id: String,
+    pub workload_key: String,
+    pub target_key: String,
+    pub schedule_hash: String,
+    pub steps_json: String,
+    pub costs: Vec<f64>,
+    pub mean_cost: Option<f64>,
+    pub error_code: i32,
+    pub error_msg: String,
+    pub noisy: bool,
+    pub build_s: f64,
+    pub run_s: f64,
+    pub worker: Option<String>,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+impl Record {
+    pub fn is_ok(&self) -> bool {
+        self.error_code == ErrorCode::NoError.code() && self.mean_cost.is_some()
+    }
+
+    /// The engine's error code, if this build knows it.
+    pub fn error(&self) -> Option<ErrorCode> {
+        ErrorCode::from_code(self.error_code)
+    }
+}
+
+/// A stored workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workload {
+    pub key: String,
+    pub description: Option<String>,
+    pub dag_json: String,
+    pub flops: u64,
+    pub created_at: i64,
+}
+
+/// What `commit` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitOutcome {
+    /// A new record; `is_new_best` when it became the best of its (workload, target).
+    Inserted { is_new_best: bool },
+    /// The candidate was already recorded: nothing changed.
+    Duplicate,
+}
+
+/// Record counts of one (workload, target).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct RecordCounts {
+    pub total: u64,
+    /// Records with error code 0 (noisy ones included).
+    pub ok: u64,
+}
+
+/// Where tuning results are kept. Every method is one transaction at most; `commit` is
+/// idempotent per candidate, so a repeated or late report is harmless.
+///
+/// Futures are `Send` so that generic callers can run them on any tokio worker.
+pub trait RecordStore: Send + Sync {
+    /// Stores a workload unless its key is already there (the first description stays).
+    fn put_workload(
+        &self,
+        key: &str,
+        description: &str,
+        dag_json: &str,
+        flops: u64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stores a target unless its key is already there.
+    fn put_target(
+        &self,
+        key: &str,
+        target_json: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Stores one measured candidate and, in the same transaction, moves the best record of its
+    /// (workload, target) when it is a better trusted success. The workload and target must
+    /// have been put first.
+    fn commit(
+        &self,
+        record: &NewRecord,
+    ) -> impl Future<Output = Result<CommitOutcome, StoreError>> + Send;
+
+    /// The best trusted success (lowest mean cost, not noisy).
+    fn best(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
+
+    /// The `k` best trusted successes, cheapest first.
+    fn top_k(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+        k: usize,
+    ) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send;
+
+    fn count(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> impl Future<Output = Result<RecordCounts, StoreError>> + Send;
+
+    /// Every record of a (workload, target), failures included, oldest first: what a resumed
+    /// search rebuilds its state from.
+    fn records(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> impl Future<Output = Result<Vec<Record>, StoreError>> + Send;
+
+    fn workload(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<Workload>, StoreError>> + Send;
+
+    /// The target's JSON, as put.
+    fn target_json(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<String>, StoreError>> + Send;
+
+    /// Targets that have records of this workload, with their record counts: what to suggest
+    /// when the asked-for target has none.
+    fn targets_of(
+        &self,
+        workload_key: &str,
+    ) -> impl Future<Output = Result<Vec<(String, u64)>, StoreError>> + Send;
+}
+
+/// The steps JSON in canonical form: parsed and written back compactly, so that spacing (or
+/// object key order) in a report does not make one schedule look like two.
+pub fn canonical_steps(steps_json: &str) -> Result<String, StoreError> {
+    let v: serde_json::Value = serde_json::from_str(steps_json).map_err(StoreError::BadSteps)?;
+    Ok(v.to_string())
+}
+
+/// 16 bytes of a SHA-256, as 32 hex digits.
+fn hex16(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The schedule hash of canonical steps JSON.
+pub fn schedule_hash(canonical_steps_json: &str) -> String {
+    hex16(canonical_steps_json.as_bytes())
+}
+
+/// A record's id: a content address of what makes it unique (see the migration's header).
+pub fn record_id(workload_key: &str, target_key: &str, schedule_hash: &str) -> String {
+    hex16(format!("{workload_key}\0{target_key}\0{schedule_hash}").as_bytes())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The record columns, in the order `record_from_row` reads them.
+const RECORD_COLUMNS: &str = "r.id, r.workload_key, r.target_key, r.schedule_hash, r.steps_json, r.costs_json, \
+     r.mean_cost, r.error_code, r.error_msg, r.noisy, r.build_s, r.run_s, r.worker, r.created_at";
+
+fn record_from_row(row: &SqliteRow) -> Result<Record, StoreError> {
+    let id: String = row.try_get(0)?;
+    let costs_json: String = row.try_get(5)?;
+    let costs = serde_json::from_str(&costs_json).map_err(|e| StoreError::Corrupt {
+        id: id.clone(),
+        msg: format!("costs_json: {e}"),
+    })?;
+    Ok(Record {
+        workload_key: row.try_get(1)?,
+        target_key: row.try_get(2)?,
+        schedule_hash: row.try_get(3)?,
+        steps_json: row.try_get(4)?,
+        costs,
+        mean_cost: row.try_get(6)?,
+        error_code: row.try_get(7)?,
+        error_msg: row.try_get(8)?,
+        noisy: row.try_get::<i32, _>(9)? != 0,
+        build_s: row.try_get(10)?,
+        run_s: row.try_get(11)?,
+        worker: row.try_get(12)?,
+        created_at: row.try_get(13)?,
+        id,
+    })
+}
+
+/// The record store over sqlx. SQLite only for now: a PostgreSQL pool would run the same
+/// statements (add sqlx's `postgres` feature, and a pool enum or generic here).
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pool: SqlitePool,
+}
+
+impl SqlStore {
+    /// Opens (creating it if missing) the database at a file path or `sqlite://` URL, and
+    /// applies pending migrations.
+    pub async fn open(path_or_url: &str) -> Result<Self, StoreError> {
+        let opts = if path_or_url.starts_with("sqlite:") {
+            SqliteConnectOptions::from_str(path_or_url).map_err(|source| StoreError::Open {
+                url: path_or_url.into(),
+                source,
+            })?
+        } else if path_or_url.contains("://") {
+            return Err(StoreError::UnsupportedUrl(path_or_url.into()));
+        } else {
+            SqliteConnectOptions::new()
+                .filename(path_or_url)
+                .create_if_missing(true)
+        };
+        let opts = opts
+            // WAL: readers (queries, a watcher) do not block the writer, nor it them.
+            .journal_mode(SqliteJournalMode::Wal)
+            // In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
+            .synchronous(SqliteSynchronous::Normal)
+            // Writers queue on SQLite's file lock; wait rather than fail under contention.
+            .busy_timeout(Duration::from_secs(30))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(opts)
+            .await
+            .map_err(|source| StoreError::Open {
+                url: path_or_url.into(),
+                source,
+            })?;
+        sqlx::migrate!("../migrations")
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                url: path_or_url.into(),
+                source,
+            })?;
+        Ok(SqlStore { pool })
+    }
+
+    /// Waits for open connections to finish and closes them (checkpointing the WAL).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+impl RecordStore for SqlStore {
+    async fn put_workload(
+        &self,
+        key: &str,
+        description: &str,
+        dag_json: &str,
+        flops: u64,
+    ) -> Result<(), StoreError> {
+        let flops = i64::try_from(flops)
+            .map_err(|_| StoreError::Invalid(format!("flops {flops} exceed BIGINT")))?;
+        sqlx::query(
+            "INSERT INTO workloads (key, description, dag_json, flops, created_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (key) DO NOTHING",
+        )
+        .bind(key)
+        .bind(description)
+        .bind(dag_json)
+        .bind(flops)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn put_target(&self, key: &str, target_json: &str) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO targets (key, target_json, created_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING")
+            .bind(key)
+            .bind(target_json)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn commit(&self, rec: &NewRecord) -> Result<CommitOutcome, StoreError> {
+        if let Some(c) = rec.costs.iter().find(|c| !c.is_finite() || **c < 0.0) {
+            return Err(StoreError::Invalid(format!(
+                "cost {c} is not a finite non-negative number of seconds"
+            )));
+        }
+        let steps = canonical_steps(&rec.steps_json)?;
+        let hash = schedule_hash(&steps);
+        let id = record_id(&rec.workload_key, &rec.target_key, &hash);
+        let mean_cost = rec.mean_cost();
+        let costs_json =
+            serde_json::to_string(&rec.costs).expect("a Vec<f64> of finite numbers serializes");
+
+        let mut tx = self.pool.begin().await?;
+        // The insert is the transaction's first statement: on SQLite it takes the write lock
+        // before any read, so concurrent committers queue on the busy timeout instead of
+        // failing to upgrade a read snapshot.
+        let inserted = sqlx::query(
+            "INSERT INTO records (id, workload_key, target_key, schedule_hash, steps_json, costs_json, mean_cost, \
+             error_code, error_msg, noisy, build_s, run_s, worker, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(&id)
+        .bind(&rec.workload_key)
+        .bind(&rec.target_key)
+        .bind(&hash)
+        .bind(&steps)
+        .bind(&costs_json)
+        .bind(mean_cost)
+        .bind(rec.error_code)
+        .bind(&rec.error_msg)
+        .bind(i32::from(rec.noisy))
+        .bind(rec.build_s)
+        .bind(rec.run_s)
+        .bind(rec.worker.as_deref())
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if inserted == 0 {
+            tx.rollback().await?;
+            return Ok(CommitOutcome::Duplicate);
+        }
+        let mut is_new_best = false;
+        if let (Some(cost), true) = (mean_cost, rec.qualifies_for_best()) {
+            // Insert the first best or replace a worse one; strictly better only, so that on a
+            // tie the earlier record stays. Zero rows affected: the current best is as good.
+            is_new_best = sqlx::query(
+                "INSERT INTO best_records (workload_key, target_key, record_id, mean_cost) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (workload_key, target_key) DO UPDATE \
+                 SET record_id = excluded.record_id, mean_cost = excluded.mean_cost \
+                 WHERE excluded.mean_cost < best_records.mean_cost",
+            )
+            .bind(&rec.workload_key)
+            .bind(&rec.target_key)
+            .bind(&id)
+            .bind(cost)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                > 0;
+        }
+        tx.commit().await?;
+        Ok(CommitOutcome::Inserted { is_new_best })
+    }
+
+    async fn best(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM best_records b JOIN records r ON r.id = b.record_id \
+             WHERE b.workload_key = $1 AND b.target_key = $2"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workload_key)
+            .bind(target_key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
+    async fn top_k(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+        k: usize,
+    ) -> Result<Vec<Record>, StoreError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r \
+             WHERE r.workload_key = $1 AND r.target_key = $2 AND r.mean_cost IS NOT NULL AND r.noisy = 0 \
+             ORDER BY r.mean_cost ASC, r.created_at ASC, r.id ASC LIMIT $3"
+        );
+        let k = i64::try_from(k).unwrap_or(i64::MAX);
+        let rows = sqlx::query(&sql)
+            .bind(workload_key)
+            .bind(target_key)
+            .bind(k)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    async fn count(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<RecordCounts, StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*), COUNT(CASE WHEN error_code = 0 THEN 1 END) FROM records \
+             WHERE workload_key = $1 AND target_key = $2",
+        )
+        .bind(workload_key)
+        .bind(target_key)
+        .fetch_one(&self.pool)
+        .await?;
+        let (total, ok): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        Ok(RecordCounts {
+            total: total as u64,
+            ok: ok as u64,
+        })
+    }
+
+    async fn records(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<Vec<Record>, StoreError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r WHERE r.workload_key = $1 AND r.target_key = $2 \
+             ORDER BY r.created_at ASC, r.id ASC"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(workload_key)
+            .bind(target_key)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    async fn workload(&self, key: &str) -> Result<Option<Workload>, StoreError> {
+        let row = sqlx::query(
+            "SELECT key, description, dag_json, flops, created_at FROM workloads WHERE key = $1",
+        )
+        .bind(key)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(Workload {
+                key: row.try_get(0)?,
+                description: row.try_get(1)?,
+                dag_json: row.try_get(2)?,
+                flops: row.try_get::<i64, _>(3)? as u64,
+                created_at: row.try_get(4)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn target_json(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT target_json FROM targets WHERE key = $1")
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn targets_of(&self, workload_key: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT target_key, COUNT(*) FROM records WHERE workload_key = $1 GROUP BY target_key ORDER BY target_key",
+        )
+        .bind(workload_key)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get::<i64, _>(1)? as u64)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    const W: &str = "w0";
+    const T: &str = "t0";
+
+    async fn new_store(dir: &tempfile::TempDir) -> SqlStore {
+        let path = dir.path().join("t.db");
+        let store = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+        for w in ["w0", "w1"] {
+            store
+                .put_workload(w, &format!("op {w}"), "{}", 1_000_000)
+                .await
+                .unwrap();
+        }
+        for t in ["t0", "t1"] {
+            store.put_target(t, "{}").await.unwrap();
+        }
+        store
+    }
+
+    /// A record of candidate `sched` (its steps are `[["SP", sched]]`).
+    fn rec(
+        w: &str,
+        t: &str,
+        sched: u32,
+        costs: &[f64],
+        error: ErrorCode,
+        noisy: bool,
+    ) -> NewRecord {
+        NewRecord {
+            workload_key: w.into(),
+            target_key: t.into(),
+            steps_json: format!("[[\"SP\", {sched}]]"),
+            costs: costs.to_vec(),
+            error_code: error.code(),
+            error_msg: if error == ErrorCode::NoError {
+                String::new()
+            } else {
+                format!("failed {sched}")
+            },
+            noisy,
+            build_s: 0.5,
+            run_s: 0.25,
+            worker: Some("local".into()),
+        }
+    }
+
+    fn ok(sched: u32, cost: f64) -> NewRecord {
+        rec(W, T, sched, &[cost, cost], ErrorCode::NoError, false)
+    }
+
+    #[tokio::test]
+    async fn migrations_apply_to_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fresh.db");
+        let store = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+        assert!(path.exists());
+        let tables: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY name")
+                .fetch_all(&store.pool)
+                .await
+                .unwrap();
+        assert_eq!(tables, ["best_records", "records", "targets", "workloads"]);
+        let applied: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&store.pool)
+                .await
+                .unwrap();
+        assert_eq!(applied, 1);
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        // The sqlite:// URL form opens the same file.
+        store.close().await;
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        SqlStore::open(&url).await.unwrap().close().await;
+        assert!(matches!(
+            SqlStore::open("postgres://x/y").await,
+            Err(StoreError::UnsupportedUrl(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn best_is_the_lowest_mean_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = new_store(&dir).await;
+        assert_eq!(s.best(W, T).await.unwrap(), None);
+        assert_eq!(
+            s.commit(&ok(1, 3e-3)).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: true }
+        );
+        assert_eq!(
+            s.commit(&ok(2, 1e-3)).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: true }
+        );
+        assert_eq!(
+            s.commit(&ok(3, 2e-3)).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: false }
+        );
+        // A tie keeps the earlier record.
+        assert_eq!(
+            s.commit(&ok(4, 1e-3)).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: false }
+        );
+        let best = s.best(W, T).await.unwrap().unwrap();
+        assert_eq!(best.steps_json, r#"[["SP",2]]"#, "stored canonical");
+        assert_eq!(best.mean_cost, Some(1e-3));
+        assert_eq!(best.costs, [1e-3, 1e-3]);
+        assert_eq!(best.worker.as_deref(), Some("local"));
+        assert!(best.is_ok());
+        let top: Vec<f64> = s
+            .top_k(W, T, 3)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.mean_cost.unwrap())
+            .collect();
+        assert_eq!(top, [1e-3, 1e-3, 2e-3]);
+        assert!(s.top_k(W, T, 0).await.unwrap().is_empty());
+        // Other (workload, target) pairs are untouched.
+        assert_eq!(s.best("w1", T).await.unwrap(), None);
+        assert_eq!(s.best(W, "t1").await.unwrap(), None);
+        assert_eq!(s.targets_of(W).await.unwrap(), [("t0".to_string(), 4)]);
+    }
+
+    #[tokio::test]
+    async fn errors_and_noisy_records_never_become_best() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = new_store(&dir).await;
+        let err = rec(W, T, 1, &[], ErrorCode::CompileError, false);
+        assert_eq!(
+            s.commit(&err).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: false }
+        );
+        // An error code with costs attached still has no mean cost and does not qualify.
+        let wrong = rec(W, T, 2, &[1e-6], ErrorCode::WrongAnswer, false);
+        assert_eq!(
+            s.commit(&wrong).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: false }
+        );
+        let noisy = rec(W, T, 3, &[1e-6], ErrorCode::NoError, true);
+        assert_eq!(
+            s.commit(&noisy).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: false }
+        );
+        assert_eq!(s.best(W, T).await.unwrap(), None);
+        assert!(s.top_k(W, T, 10).await.unwrap().is_empty());
+        assert_eq!(
+            s.commit(&ok(4, 1e-3)).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: true }
+        );
+        assert_eq!(s.best(W, T).await.unwrap().unwrap().mean_cost, Some(1e-3));
+        assert_eq!(
+            s.count(W, T).await.unwrap(),
+            RecordCounts { total: 4, ok: 2 }
+        );
+        let all = s.records(W, T).await.unwrap();
+        assert_eq!(all.len(), 4);
+        let stored_err = all
+            .iter()
+            .find(|r| r.error_code == ErrorCode::CompileError.code())
+            .unwrap();
+        assert_eq!(
+            (stored_err.error_msg.as_str(), stored_err.mean_cost),
+            ("failed 1", None)
+        );
+        assert_eq!(stored_err.error(), Some(ErrorCode::CompileError));
+        assert!(all.iter().any(|r| r.noisy));
+    }
+
+    #[tokio::test]
+    async fn a_duplicate_commit_is_a_no_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = new_store(&dir).await;
+        assert_eq!(
+            s.commit(&ok(1, 2e-3)).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: true }
+        );
+        let before = (s.count(W, T).await.unwrap(), s.best(W, T).await.unwrap());
+        // The same schedule, differently spaced and with a better time: still the same candidate.
+        let mut again = ok(1, 1e-3);
+        again.steps_json = "[ [ \"SP\" ,1 ] ]".into();
+        assert_eq!(s.commit(&again).await.unwrap(), CommitOutcome::Duplicate);
+        assert_eq!(
+            s.commit(&rec(W, T, 1, &[], ErrorCode::RunTimeout, false))
+                .await
+                .unwrap(),
+            CommitOutcome::Duplicate
+        );
+        assert_eq!(
+            (s.count(W, T).await.unwrap(), s.best(W, T).await.unwrap()),
+            before
+        );
+        // The same schedule on another target is another candidate.
+        let other = rec(W, "t1", 1, &[1e-3], ErrorCode::NoError, false);
+        assert_eq!(
+            s.commit(&other).await.unwrap(),
+            CommitOutcome::Inserted { is_new_best: true }
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_input_is_rejected_and_nothing_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = new_store(&dir).await;
+        let mut bad = ok(1, 1e-3);
+        bad.steps_json = "[[\"SP\", ".into();
+        assert!(matches!(s.commit(&bad).await, Err(StoreError::BadSteps(_))));
+        let nan = ok(2, f64::NAN);
+        assert!(matches!(s.commit(&nan).await, Err(StoreError::Invalid(_))));
+        // Unknown workload: the foreign key refuses it.
+        let orphan = rec("nope", T, 3, &[1e-3], ErrorCode::NoError, false);
+        assert!(matches!(s.commit(&orphan).await, Err(StoreError::Db(_))));
+        assert_eq!(s.count(W, T).await.unwrap(), RecordCounts::default());
+        assert_eq!(s.count("nope", T).await.unwrap(), RecordCounts::default());
+    }
+
+    /// A small deterministic generator (xorshift64*), so that a failure replays.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[tokio::test]
+    async fn best_records_match_a_brute_force_min_after_random_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = new_store(&dir).await;
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let pairs = [("w0", "t0"), ("w0", "t1"), ("w1", "t0"), ("w1", "t1")];
+        for step in 0..400 {
+            let (w, t) = pairs[rng.below(4) as usize];
+            // Few schedules per pair, so that duplicates are common.
+            let sched = rng.below(60) as u32;
+            let error = match rng.below(10) {
+                0 => ErrorCode::CompileError,
+                1 => ErrorCode::WrongAnswer,
+                2 => ErrorCode::RunTimeout,
+                _ => ErrorCode::NoError,
+            };
+            let costs: Vec<f64> = (0..1 + rng.below(3))
+                .map(|_| (1 + rng.below(1000)) as f64 * 1e-6)
+                .collect();
+            let costs = if error == ErrorCode::NoError || rng.below(2) == 0 {
+                costs
+            } else {
+                vec![]
+            };
+            let r = rec(w, t, sched, &costs, error, rng.below(8) == 0);
+
+            let before = s.records(w, t).await.unwrap();
+            let best_before = s.best(w, t).await.unwrap();
+            let outcome = s.commit(&r).await.unwrap();
+            let after = s.records(w, t).await.unwrap();
+
+            let hash = schedule_hash(&canonical_steps(&r.steps_json).unwrap());
+            let was_there = before.iter().any(|x| x.schedule_hash == hash);
+            assert_eq!(
+                outcome == CommitOutcome::Duplicate,
+                was_there,
+                "step {step}"
+            );
+            assert_eq!(
+                after.len(),
+                before.len() + usize::from(!was_there),
+                "step {step}"
+            );
+
+            // The brute-force best: min mean cost over trusted successes.
+            let brute = after
+                .iter()
+                .filter(|x| x.is_ok() && !x.noisy)
+                .map(|x| x.mean_cost.unwrap())
+                .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.min(c))));
+            let best = s.best(w, t).await.unwrap();
+            assert_eq!(
+                best.as_ref().and_then(|b| b.mean_cost),
+                brute,
+                "step {step}"
+            );
+            if let Some(b) = &best {
+                assert!(b.is_ok() && !b.noisy, "step {step}");
+            }
+            let moved = best.as_ref().map(|b| &b.id) != best_before.as_ref().map(|b| &b.id);
+            assert_eq!(
+                outcome == CommitOutcome::Inserted { is_new_best: true },
+                moved,
+                "step {step}"
+            );
+            let counts = s.count(w, t).await.unwrap();
+            assert_eq!(counts.total as usize, after.len());
+            assert_eq!(
+                counts.ok as usize,
+                after.iter().filter(|x| x.error_code == 0).count()
+            );
+            let top = s.top_k(w, t, 5).await.unwrap();
+            assert_eq!(top.first().and_then(|r| r.mean_cost), brute);
+            assert!(top.windows(2).all(|p| p[0].mean_cost <= p[1].mean_cost));
+        }
+    }
+
+    #[tokio::test]
+    async fn reopening_the_file_keeps_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let (records, best, workload) = {
+            let s = new_store(&dir).await;
+            s.commit(&ok(1, 2e-3)).await.unwrap();
+            s.commit(&ok(2, 1e-3)).await.unwrap();
+            s.commit(&rec(W, T, 3, &[], ErrorCode::CompileError, false))
+                .await
+                .unwrap();
+            let out = (
+                s.records(W, T).await.unwrap(),
+                s.best(W, T).await.unwrap(),
+                s.workload(W).await.unwrap(),
+            );
+            s.close().await;
+            out
+        };
+        let s = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+        assert_eq!(s.records(W, T).await.unwrap(), records);
+        assert_eq!(s.best(W, T).await.unwrap(), best);
+        let w = s.workload(W).await.unwrap().unwrap();
+        assert_eq!(Some(&w), workload.as_ref());
+        assert_eq!(
+            (w.description.as_deref(), w.flops),
+            (Some("op w0"), 1_000_000)
+        );
+        assert_eq!(s.target_json(T).await.unwrap().as_deref(), Some("{}"));
+        assert_eq!(s.target_json("zz").await.unwrap(), None);
+        assert_eq!(
+            s.count(W, T).await.unwrap(),
+            RecordCounts { total: 3, ok: 2 }
+        );
+        // Putting a known workload again keeps the first description.
+        s.put_workload(W, "renamed", "{}", 1).await.unwrap();
+        assert_eq!(
+            s.workload(W).await.unwrap().unwrap().description.as_deref(),
+            Some("op w0")
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_commits_lose_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Arc::new(new_store(&dir).await);
+        let tasks: Vec<_> = (0..8u32)
+            .map(|t| {
+                let s = Arc::clone(&s);
+                tokio::spawn(async move {
+                    for i in 0..25u32 {
+                        // Every task also re-reports a shared candidate, to race on duplicates.
+                        let sched = if i == 0 { 0 } else { t * 1000 + i };
+                        let cost = f64::from(1 + (sched * 7919) % 997) * 1e-6;
+                        s.commit(&ok(sched, cost)).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let all = s.records(W, T).await.unwrap();
+        assert_eq!(all.len(), 8 * 24 + 1);
+        assert_eq!(
+            s.count(W, T).await.unwrap(),
+            RecordCounts {
+                total: 193,
+                ok: 193
+            }
+        );
+        let min = all
+            .iter()
+            .map(|r| r.mean_cost.unwrap())
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(s.best(W, T).await.unwrap().unwrap().mean_cost, Some(min));
+    }
+
+    #[test]
+    fn ids_and_hashes_are_stable() {
+        let steps = canonical_steps("[ [\"SP\", 0, 1, 512, [16, 4], 1] ]").unwrap();
+        assert_eq!(steps, r#"[["SP",0,1,512,[16,4],1]]"#);
+        let h = schedule_hash(&steps);
+        assert_eq!(h.len(), 32);
+        assert_eq!(
+            h,
+            schedule_hash(&canonical_steps(r#"[["SP",0,1,512,[16,4],1]]"#).unwrap())
+        );
+        assert_ne!(record_id("a", "b", &h), record_id("a", "c", &h));
+        // The separator keeps ("ab", "c") and ("a", "bc") apart.
+        assert_ne!(record_id("ab", "c", &h), record_id("a", "bc", &h));
+    }
+
+    #[test]
+    fn new_record_from_a_measurement() {
+        let m = MeasureResult {
+            costs: vec![1.0, 3.0],
+            error: ErrorCode::NoError,
+            error_msg: String::new(),
+            build_s: 1.0,
+            run_s: 2.0,
+            noisy: false,
+        };
+        let r = NewRecord::from_measure("w", "t", "[]".into(), &m, Some("local"));
+        assert_eq!(r.mean_cost(), Some(2.0));
+        assert!(r.qualifies_for_best());
+        let e = NewRecord::from_measure(
+            "w",
+            "t",
+            "[]".into(),
+            &MeasureResult::error(ErrorCode::CompileError, "x"),
+            None,
+        );
+        assert_eq!((e.mean_cost(), e.error_code, e.worker), (None, 2, None));
+    }
+}
