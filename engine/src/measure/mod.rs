@@ -5,9 +5,17 @@
 //! The `Builder` and `Runner` traits are the seams: the local implementations live here; the
 //! worker fleet implements the same traits remotely.
 
+pub mod builder;
+pub mod check;
 pub mod error;
+pub mod harness;
+pub mod noise;
+pub mod runner;
 
+pub use builder::{Built, Builder, LocalBuilder};
 pub use error::ErrorCode;
+pub use noise::Calibration;
+pub use runner::{LocalRunner, RunInput, Runner, measure_batch};
 use serde::{Deserialize, Serialize};
 
 /// One kernel argument: a tensor of the DAG passed by pointer, in signature order.
@@ -57,6 +65,14 @@ pub struct MeasureOptions {
     pub noise_threshold: f64,
     /// Re-measurements before a slowed result is kept, flagged as noisy.
     pub noise_retries: u32,
+    /// Milliseconds of the FMA calibration loop run before and after each kernel's timing
+    /// (0: no calibration, and so no noise guard).
+    #[serde(default = "default_calib_ms")]
+    pub calib_ms: u32,
+}
+
+fn default_calib_ms() -> u32 {
+    20
 }
 
 impl Default for MeasureOptions {
@@ -71,6 +87,7 @@ impl Default for MeasureOptions {
             build_timeout_s: 60.0,
             noise_threshold: 0.85,
             noise_retries: 2,
+            calib_ms: default_calib_ms(),
         }
     }
 }

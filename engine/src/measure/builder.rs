@@ -1,0 +1,230 @@
+//! The Builder seam: kernel source + harness -> executable.
+//!
+//! [`LocalBuilder`] compiles with the target's C compiler, several builds at a time, each in a
+//! fresh temporary directory that lives as long as the [`Built`] it produced.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tempfile::TempDir;
+
+use super::harness::program_source;
+use super::runner::run_bounded;
+use super::{BuildInput, ErrorCode, MeasureOptions, MeasureResult};
+use crate::target::Target;
+
+/// Compiler messages kept in an error: the first errors say what is wrong.
+const MAX_COMPILER_MSG: usize = 4096;
+
+/// A built executable. Dropping it removes its directory.
+#[derive(Debug)]
+pub struct Built {
+    pub exe: PathBuf,
+    /// Wall seconds the build took.
+    pub build_s: f64,
+    /// Keeps the build directory (and so `exe`) alive.
+    _dir: Option<TempDir>,
+}
+
+impl Built {
+    /// An executable built elsewhere (a remote builder's download); `dir`, when given, is
+    /// removed with the `Built`.
+    pub fn from_parts(exe: PathBuf, build_s: f64, dir: Option<TempDir>) -> Self {
+        Built {
+            exe,
+            build_s,
+            _dir: dir,
+        }
+    }
+}
+
+pub trait Builder: Send + Sync {
+    /// Builds every input; results in input order. An error is a full `MeasureResult`
+    /// (CompileError, CompileTimeout, ...) ready to be recorded.
+    fn build(&self, inputs: &[BuildInput]) -> Vec<Result<Built, MeasureResult>>;
+}
+
+/// Builds with a local C compiler.
+#[derive(Debug, Clone)]
+pub struct LocalBuilder {
+    pub compiler: String,
+    pub flags: Vec<String>,
+    /// Builds run at once.
+    pub jobs: usize,
+    pub timeout_s: f64,
+    /// Where build directories go; the system temp dir when `None`.
+    pub workdir: Option<PathBuf>,
+}
+
+impl LocalBuilder {
+    pub fn new(target: &Target, opts: &MeasureOptions) -> Self {
+        LocalBuilder {
+            compiler: target.compiler.clone(),
+            flags: target.compile_flags(),
+            jobs: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            timeout_s: opts.build_timeout_s,
+            workdir: None,
+        }
+    }
+
+    pub fn with_jobs(mut self, n: usize) -> Self {
+        self.jobs = n.max(1);
+        self
+    }
+
+    pub fn with_workdir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workdir = Some(dir.into());
+        self
+    }
+
+    fn build_one(&self, input: &BuildInput) -> Result<Built, MeasureResult> {
+        let mut tmp = tempfile::Builder::new();
+        tmp.prefix("tunehub-build-");
+        let dir = match &self.workdir {
+            Some(w) => tmp.tempdir_in(w),
+            None => tmp.tempdir(),
+        }
+        .map_err(|e| {
+            MeasureResult::error(
+                ErrorCode::UnknownError,
+                format!("cannot create a build directory: {e}"),
+            )
+        })?;
+        std::fs::write(
+            dir.path().join("kernel.c"),
+            program_source(&input.kernel_source, &input.args),
+        )
+        .map_err(|e| {
+            MeasureResult::error(
+                ErrorCode::UnknownError,
+                format!("cannot write kernel.c: {e}"),
+            )
+        })?;
+
+        // The driver places -fopenmp's libgomp at the link; libraries go after the source.
+        let mut cmd = Command::new(&self.compiler);
+        cmd.args(&self.flags)
+            .args(["-o", "kernel", "kernel.c", "-lm"])
+            .current_dir(dir.path());
+        let timeout = Duration::from_secs_f64(self.timeout_s.max(0.001));
+        let fail = |code, msg: String, build_s: f64| MeasureResult {
+            build_s,
+            ..MeasureResult::error(code, msg)
+        };
+        let out = match run_bounded(&mut cmd, timeout, 64 << 10) {
+            Ok(o) => o,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(fail(
+                    ErrorCode::CompileError,
+                    format!(
+                        "compiler `{}` not found: is it installed and on PATH?",
+                        self.compiler
+                    ),
+                    0.0,
+                ));
+            }
+            Err(e) => {
+                return Err(fail(
+                    ErrorCode::CompileError,
+                    format!("cannot run compiler `{}`: {e}", self.compiler),
+                    0.0,
+                ));
+            }
+        };
+        if out.timed_out {
+            return Err(fail(
+                ErrorCode::CompileTimeout,
+                format!(
+                    "compilation ran past the {} s limit and was killed",
+                    self.timeout_s
+                ),
+                out.wall_s,
+            ));
+        }
+        let exe = dir.path().join("kernel");
+        if !out.status.is_some_and(|s| s.success()) || !exe.is_file() {
+            let msg = String::from_utf8_lossy(&out.stderr);
+            let msg = if msg.trim().is_empty() {
+                format!(
+                    "compiler `{}` failed ({}) without a message",
+                    self.compiler,
+                    describe_status(out.status)
+                )
+            } else {
+                truncate(&msg, MAX_COMPILER_MSG)
+            };
+            return Err(fail(ErrorCode::CompileError, msg, out.wall_s));
+        }
+        Ok(Built {
+            exe,
+            build_s: out.wall_s,
+            _dir: Some(dir),
+        })
+    }
+}
+
+impl Builder for LocalBuilder {
+    fn build(&self, inputs: &[BuildInput]) -> Vec<Result<Built, MeasureResult>> {
+        let slots: Vec<Mutex<Option<Result<Built, MeasureResult>>>> =
+            inputs.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        let workers = self.jobs.max(1).min(inputs.len());
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(input) = inputs.get(i) else { break };
+                        let r = self.build_one(input);
+                        *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                    }
+                });
+            }
+        });
+        slots
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or_else(|| {
+                        Err(MeasureResult::error(
+                            ErrorCode::UnknownError,
+                            "build worker died",
+                        ))
+                    })
+            })
+            .collect()
+    }
+}
+
+pub(crate) fn describe_status(s: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match s {
+        None => "no exit status".to_string(),
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!(
+                "killed by signal {} ({sig})",
+                super::runner::signal_name(sig)
+            ),
+            _ => format!("{s}"),
+        },
+    }
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary, marked when cut.
+pub(crate) fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n... ({} more bytes)", &s[..end], s.len() - end)
+}
