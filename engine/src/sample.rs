@@ -19,6 +19,9 @@ use rand_chacha::ChaCha8Rng;
 /// Innermost tile factors stay at or below this (Ansor's limit).
 const MAX_INNERMOST: i64 = 64;
 
+/// Iterations an explicitly unrolled loop nest may expand to.
+const MAX_UNROLLED_BODY: i64 = 512;
+
 pub struct RandomSampler {
     dag: ComputeDag,
     rng: ChaCha8Rng,
@@ -150,8 +153,12 @@ impl RandomSampler {
     /// compute_at a random loop of consumer `c` that can hold a stage (not a vectorized one).
     fn attach(&mut self, b: &mut Builder, s: usize, c: usize) -> Result<(), String> {
         let cst = &b.state.stages[c];
-        let choices: Vec<usize> =
-            (0..cst.leaves.len()).filter(|&k| cst.nodes[cst.leaves[k]].ann != Annotation::Vectorize).collect();
+        // Not inside a vectorized loop (invalid) nor inside an unrolled one (the unrolled body
+        // would copy the attached stage's nest).
+        let first_unrolled = (0..cst.leaves.len()).find(|&k| cst.nodes[cst.leaves[k]].ann == Annotation::Unroll).unwrap_or(usize::MAX);
+        let choices: Vec<usize> = (0..cst.leaves.len())
+            .filter(|&k| cst.nodes[cst.leaves[k]].ann != Annotation::Vectorize && k < first_unrolled)
+            .collect();
         let k = *choices.choose(&mut self.rng).ok_or("the consumer has no loop to compute at")?;
         b.apply(Step::ComputeAt { stage: s, target: c, target_iter: k })
     }
@@ -314,9 +321,13 @@ impl RandomSampler {
             self.maybe_vectorize(b, s, n - 1)?;
         }
         if n > 1 && self.rng.gen_bool(0.1) {
+            // Explicit unrolling of a loop fully unrolls everything inside it too: keep the
+            // unrolled body small, or the compiler spends minutes on one kernel.
+            let ext = b.extents(s)?;
             let k = self.rng.gen_range(0..n - 1);
+            let body: i64 = ext[k..].iter().product();
             let st = &b.state.stages[s];
-            if st.nodes[st.leaves[k]].ann == Annotation::None {
+            if st.nodes[st.leaves[k]].ann == Annotation::None && body <= MAX_UNROLLED_BODY {
                 b.apply(Step::Annotate { stage: s, iter: k, ann: Annotation::Unroll })?;
             }
         }

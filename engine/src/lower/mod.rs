@@ -488,14 +488,22 @@ impl Lowerer<'_> {
         // within the stage's max step are unrolled.
         let mut kinds = vec![LoopKind::Serial; n];
         let mut prod = 1i64;
+        // Unrolling a body that calls libm (expf, tanhf, ...) only multiplies calls the
+        // compiler cannot vectorize; measured, GCC then takes seconds to minutes per kernel.
+        let calls = has_call(self.eff[s].as_ref().expect("computed stage"));
+        let max_step = if calls { 0 } else { st.auto_unroll_max_step };
+        // Auto-unroll stops at the innermost loop that holds another stage: unrolling it would
+        // copy that stage's whole nest, which the product of our own extents does not count.
+        let mut holds_stage = false;
         for k in (0..n).rev() {
             let node = &st.nodes[leaves[k]];
-            prod = prod.saturating_mul(info.node_ext[leaves[k]]);
+            holds_stage |= self.attached.contains_key(&(s, leaves[k]));
+            prod = if holds_stage { i64::MAX } else { prod.saturating_mul(info.node_ext[leaves[k]]) };
             kinds[k] = match node.ann {
                 Annotation::Parallel => LoopKind::Parallel,
                 Annotation::Vectorize => LoopKind::Vectorized,
                 Annotation::Unroll => LoopKind::Unrolled,
-                Annotation::None if st.auto_unroll_max_step > 0 && prod <= st.auto_unroll_max_step => LoopKind::Unrolled,
+                Annotation::None if max_step > 0 && prod <= max_step => LoopKind::Unrolled,
                 Annotation::None => LoopKind::Serial,
             };
             if node.ann == Annotation::Vectorize {
@@ -644,6 +652,25 @@ impl Lowerer<'_> {
             Cond::Or(a, b) => VCond::Or(Box::new(self.cond(s, a, axes)?), Box::new(self.cond(s, b, axes)?)),
             Cond::Not(a) => VCond::Not(Box::new(self.cond(s, a, axes)?)),
         })
+    }
+}
+
+/// Whether evaluating `e` calls a math library function.
+fn has_call(e: &Expr) -> bool {
+    match e {
+        Expr::Const(_) | Expr::Load(..) | Expr::Index(_) => false,
+        Expr::Unary(op, a) => !matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu) || has_call(a),
+        Expr::Binary(_, a, b) => has_call(a) || has_call(b),
+        Expr::Select(c, a, b) => cond_has_call(c) || has_call(a) || has_call(b),
+    }
+}
+
+fn cond_has_call(c: &Cond) -> bool {
+    match c {
+        Cond::Index(..) => false,
+        Cond::Value(_, a, b) => has_call(a) || has_call(b),
+        Cond::And(a, b) | Cond::Or(a, b) => cond_has_call(a) || cond_has_call(b),
+        Cond::Not(a) => cond_has_call(a),
     }
 }
 

@@ -9,11 +9,13 @@ pub mod builder;
 pub mod check;
 pub mod error;
 pub mod harness;
+pub mod measurer;
 pub mod noise;
 pub mod runner;
 
 pub use builder::{Built, Builder, LocalBuilder};
 pub use error::ErrorCode;
+pub use measurer::Measurer;
 pub use noise::Calibration;
 pub use runner::{LocalRunner, RunInput, Runner, measure_batch};
 use serde::{Deserialize, Serialize};
@@ -23,7 +25,8 @@ use serde::{Deserialize, Serialize};
 pub struct ArgSpec {
     pub name: String,
     pub shape: Vec<i64>,
-    /// The DAG stage index; inputs are filled by `data::input_value(stage, flat index)`.
+    /// The tensor's ordinal among the inputs (or among the outputs, for an output): inputs
+    /// are filled with `data::input_value(stage, flat index)`, as the reference's are.
     pub stage: usize,
     pub is_output: bool,
 }

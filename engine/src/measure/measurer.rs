@@ -1,0 +1,67 @@
+//! The whole path from schedules to verified timings for one task: generate each candidate's
+//! C, build them in parallel, run them one at a time, check them against the task's reference.
+
+use super::{BuildInput, Builder, ErrorCode, LocalBuilder, LocalRunner, MeasureOptions, MeasureResult, Runner, measure_batch};
+use crate::codegen::{self, GeneratedKernel};
+use crate::schedule::Schedule;
+use crate::target::Target;
+use crate::task::Task;
+
+pub struct Measurer {
+    target: Target,
+    builder: Box<dyn Builder>,
+    runner: Box<dyn Runner>,
+}
+
+impl Measurer {
+    /// Local build with the target's compiler, local isolated runs.
+    pub fn new(target: &Target, opts: MeasureOptions) -> Self {
+        let builder = LocalBuilder::new(target, &opts);
+        let runner = LocalRunner::new(target, opts);
+        Measurer::with_parts(target, Box::new(builder), Box::new(runner))
+    }
+
+    /// Any builder and runner (remote ones, fault-injecting ones in tests).
+    pub fn with_parts(target: &Target, builder: Box<dyn Builder>, runner: Box<dyn Runner>) -> Self {
+        Measurer { target: target.clone(), builder, runner }
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// One result per schedule, in order. A schedule that does not replay or lower is an
+    /// `InvalidSchedule` result, not an error of the call.
+    pub fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
+        let kernels: Vec<Result<GeneratedKernel, MeasureResult>> = schedules
+            .iter()
+            .map(|s| {
+                codegen::generate(&task.dag, s, &self.target)
+                    .map_err(|e| MeasureResult::error(ErrorCode::InvalidSchedule, e.to_string()))
+            })
+            .collect();
+        self.measure_kernels(task, kernels)
+    }
+
+    /// Measures already generated kernels (or carries their generation errors through).
+    pub fn measure_kernels(&mut self, task: &Task, kernels: Vec<Result<GeneratedKernel, MeasureResult>>) -> Vec<MeasureResult> {
+        let expected = task.reference();
+        let threads = self.target.cores.max(1);
+        let mut results: Vec<Option<MeasureResult>> = vec![None; kernels.len()];
+        let mut inputs = vec![];
+        let mut idx = vec![];
+        for (i, k) in kernels.into_iter().enumerate() {
+            match k {
+                Ok(k) => {
+                    idx.push(i);
+                    inputs.push((BuildInput { kernel_source: k.source, args: k.args, threads }, expected.as_slice()));
+                }
+                Err(e) => results[i] = Some(e),
+            }
+        }
+        for (i, r) in idx.into_iter().zip(measure_batch(self.builder.as_ref(), self.runner.as_mut(), &inputs)) {
+            results[i] = Some(r);
+        }
+        results.into_iter().map(|r| r.expect("every input has a result")).collect()
+    }
+}
