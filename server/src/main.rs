@@ -10,12 +10,6 @@ use tracing_subscriber::EnvFilter;
 use tunehub_server::cli::{self, Cli, Command, USAGE_EXIT, UsageError};
 use tunehub_server::oplist;
 
-// The `tune` and `best` commands drive the engine's search API (text form, target, task,
-// sampler, codegen, measurer), which is still being written.
-// enable when engine::{task,sample,codegen,schedule} land: uncomment `mod tune;` and delete the
-// stand-in (the two lines below it, and tune_stub.rs).
-// mod tune;
-#[path = "tune_stub.rs"]
 mod tune;
 
 fn main() -> ExitCode {
