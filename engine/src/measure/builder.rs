@@ -52,6 +52,8 @@ pub trait Builder: Send + Sync {
 pub struct LocalBuilder {
     pub compiler: String,
     pub flags: Vec<String>,
+    /// Libraries and link flags, placed after the source (`-lm` always follows).
+    pub libs: Vec<String>,
     /// Builds run at once.
     pub jobs: usize,
     pub timeout_s: f64,
@@ -64,6 +66,7 @@ impl LocalBuilder {
         LocalBuilder {
             compiler: target.compiler.clone(),
             flags: target.compile_flags(),
+            libs: vec![],
             jobs: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
@@ -109,7 +112,9 @@ impl LocalBuilder {
         // The driver places -fopenmp's libgomp at the link; libraries go after the source.
         let mut cmd = Command::new(&self.compiler);
         cmd.args(&self.flags)
-            .args(["-o", "kernel", "kernel.c", "-lm"])
+            .args(["-o", "kernel", "kernel.c"])
+            .args(&self.libs)
+            .arg("-lm")
             .current_dir(dir.path());
         let timeout = Duration::from_secs_f64(self.timeout_s.max(0.001));
         let fail = |code, msg: String, build_s: f64| MeasureResult {
