@@ -6,7 +6,9 @@
 //! `cargo bench -p tunehub-engine --bench matmul512 [-- --threads N]`
 
 use tunehub_engine::codegen::GeneratedKernel;
-use tunehub_engine::measure::{BuildInput, LocalBuilder, LocalRunner, MeasureOptions, MeasureResult, Measurer, measure_batch};
+use tunehub_engine::measure::{
+    BuildInput, LocalBuilder, LocalRunner, MeasureOptions, MeasureResult, Measurer, measure_batch,
+};
 use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::schedule::{Annotation, Schedule, Step};
@@ -22,28 +24,83 @@ fn hand_schedule(ti: i64, tj: i64) -> Schedule {
     // Stages: A = 0, B = 1, C = 2; after cache_write, C.local = 2 and C = 3.
     Schedule::new(vec![
         CacheWrite { stage: 2 },
-        Split { stage: 3, iter: 0, extent: Some(N), lengths: vec![ti], inner_to_outer: true },
-        Split { stage: 3, iter: 2, extent: Some(N), lengths: vec![tj], inner_to_outer: true },
-        Reorder { stage: 3, order: vec![0, 2, 1, 3] },
-        Fuse { stage: 3, iters: vec![0, 1] },
-        Annotate { stage: 3, iter: 0, ann: Annotation::Parallel },
-        Annotate { stage: 3, iter: 2, ann: Annotation::Vectorize },
-        ComputeAt { stage: 2, target: 3, target_iter: 0 },
-        Split { stage: 2, iter: 2, extent: Some(N), lengths: vec![4], inner_to_outer: true },
-        Reorder { stage: 2, order: vec![2, 3, 0, 1] },
-        Annotate { stage: 2, iter: 1, ann: Annotation::Unroll },
-        Annotate { stage: 2, iter: 2, ann: Annotation::Unroll },
-        Annotate { stage: 2, iter: 3, ann: Annotation::Vectorize },
+        Split {
+            stage: 3,
+            iter: 0,
+            extent: Some(N),
+            lengths: vec![ti],
+            inner_to_outer: true,
+        },
+        Split {
+            stage: 3,
+            iter: 2,
+            extent: Some(N),
+            lengths: vec![tj],
+            inner_to_outer: true,
+        },
+        Reorder {
+            stage: 3,
+            order: vec![0, 2, 1, 3],
+        },
+        Fuse {
+            stage: 3,
+            iters: vec![0, 1],
+        },
+        Annotate {
+            stage: 3,
+            iter: 0,
+            ann: Annotation::Parallel,
+        },
+        Annotate {
+            stage: 3,
+            iter: 2,
+            ann: Annotation::Vectorize,
+        },
+        ComputeAt {
+            stage: 2,
+            target: 3,
+            target_iter: 0,
+        },
+        Split {
+            stage: 2,
+            iter: 2,
+            extent: Some(N),
+            lengths: vec![4],
+            inner_to_outer: true,
+        },
+        Reorder {
+            stage: 2,
+            order: vec![2, 3, 0, 1],
+        },
+        Annotate {
+            stage: 2,
+            iter: 1,
+            ann: Annotation::Unroll,
+        },
+        Annotate {
+            stage: 2,
+            iter: 2,
+            ann: Annotation::Unroll,
+        },
+        Annotate {
+            stage: 2,
+            iter: 3,
+            ann: Annotation::Vectorize,
+        },
     ])
 }
 
 fn openblas_kernel(task: &Task, target: &Target) -> GeneratedKernel {
     // The signature our harness expects, with the work done by the vendor library.
-    let naive = tunehub_engine::codegen::generate(&task.dag, &Schedule::default(), target).expect("naive lowers");
+    let naive = tunehub_engine::codegen::generate(&task.dag, &Schedule::default(), target)
+        .expect("naive lowers");
     let source = format!(
         "#include <cblas.h>\nvoid tunehub_kernel(const float* restrict A, const float* restrict B, float* restrict C) {{\n  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, {N}, {N}, {N}, 1.0f, A, {N}, B, {N}, 0.0f, C, {N});\n}}\n"
     );
-    GeneratedKernel { source, args: naive.args }
+    GeneratedKernel {
+        source,
+        args: naive.args,
+    }
 }
 
 fn line(name: &str, task: &Task, r: &MeasureResult) {
@@ -58,18 +115,41 @@ fn line(name: &str, task: &Task, r: &MeasureResult) {
             if r.noisy { "  NOISY" } else { "" }
         );
     } else {
-        println!("{name:<34} error {}: {}", r.error, r.error_msg.lines().next().unwrap_or(""));
+        println!(
+            "{name:<34} error {}: {}",
+            r.error,
+            r.error_msg.lines().next().unwrap_or("")
+        );
     }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let threads = args.iter().position(|a| a == "--threads").and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok());
-    let target = Target::detect().with_overrides(&TargetOverrides { cores: threads, ..TargetOverrides::default() });
+    let threads = args
+        .iter()
+        .position(|a| a == "--threads")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok());
+    let target = Target::detect().with_overrides(&TargetOverrides {
+        cores: threads,
+        ..TargetOverrides::default()
+    });
     // Ansor's settings (number 3, min_repeat_ms 100) with 5 repeats to show the spread.
-    let opts = MeasureOptions { number: 3, repeat: 5, min_repeat_ms: 100, warmup: 1, ..MeasureOptions::default() };
+    let opts = MeasureOptions {
+        number: 3,
+        repeat: 5,
+        min_repeat_ms: 100,
+        warmup: 1,
+        ..MeasureOptions::default()
+    };
     let task = Task::new(ops::matmul(N, N, N).unwrap(), "matmul(512,512,512)");
-    println!("target {} ({}, {} threads), compiler {}", target.key(), target.cpu_model, target.cores, target.compiler_version);
+    println!(
+        "target {} ({}, {} threads), compiler {}",
+        target.key(),
+        target.cpu_model,
+        target.cores,
+        target.compiler_version
+    );
     println!("flags {}", target.compile_flags().join(" "));
     let mut m = Measurer::new(&target, opts.clone());
 
@@ -81,9 +161,17 @@ fn main() {
     let t0 = std::time::Instant::now();
     let results = m.measure(&task, &random);
     let ok = results.iter().filter(|r| r.is_ok()).count();
-    let (bi, best) = results.iter().enumerate().min_by(|a, b| a.1.mean_cost().total_cmp(&b.1.mean_cost())).unwrap();
+    let (bi, best) = results
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.mean_cost().total_cmp(&b.1.mean_cost()))
+        .unwrap();
     line(&format!("(b) best of 64 random ({ok} ok)"), &task, best);
-    println!("    64 random candidates measured in {:.1} s; best: {}", t0.elapsed().as_secs_f64(), random[bi].to_json());
+    println!(
+        "    64 random candidates measured in {:.1} s; best: {}",
+        t0.elapsed().as_secs_f64(),
+        random[bi].to_json()
+    );
 
     let mut hand_best = f64::INFINITY;
     for (ti, tj) in [(4, 64), (6, 64), (8, 32), (8, 64)] {
@@ -100,10 +188,17 @@ fn main() {
     let mut runner = LocalRunner::new(&target, opts);
     let k = openblas_kernel(&task, &target);
     let reference = task.reference();
-    let input = BuildInput { kernel_source: k.source, args: k.args, threads: target.cores };
+    let input = BuildInput {
+        kernel_source: k.source,
+        args: k.args,
+        threads: target.cores,
+    };
     let blas = measure_batch(&blas_builder, &mut runner, &[(input, reference.as_slice())]);
     line("(d) OpenBLAS cblas_sgemm", &task, &blas[0]);
     if blas[0].is_ok() && hand_best.is_finite() {
-        println!("hand schedule / OpenBLAS = {:.2}", blas[0].mean_cost() / hand_best);
+        println!(
+            "hand schedule / OpenBLAS = {:.2}",
+            blas[0].mean_cost() / hand_best
+        );
     }
 }

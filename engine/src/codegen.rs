@@ -7,12 +7,14 @@
 //! extensions buy nothing the compiler does not already do, and plain C keeps every target
 //! (x86, ARM, cross compilers) on one generator.
 
+use crate::ir::ComputeDag;
 use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
-use crate::lower::{Buffer, LoopKind, LoweredFunc, STACK_LIMIT_BYTES, Scope, Stmt, VCond, VExpr, Var, lower};
+use crate::lower::{
+    Buffer, LoopKind, LoweredFunc, STACK_LIMIT_BYTES, Scope, Stmt, VCond, VExpr, Var, lower,
+};
 use crate::measure::ArgSpec;
 use crate::schedule::{Schedule, ScheduleError};
 use crate::target::Target;
-use crate::ir::ComputeDag;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
@@ -27,22 +29,75 @@ pub struct GeneratedKernel {
 }
 
 /// Replays `sched` on `dag`, lowers it and generates the C kernel.
-pub fn generate(dag: &ComputeDag, sched: &Schedule, target: &Target) -> Result<GeneratedKernel, ScheduleError> {
+pub fn generate(
+    dag: &ComputeDag,
+    sched: &Schedule,
+    target: &Target,
+) -> Result<GeneratedKernel, ScheduleError> {
     let state = sched.replay(dag)?;
     let func = lower(&state)?;
     Ok(emit(&func, target))
 }
 
 /// The C source alone.
-pub fn kernel_source(dag: &ComputeDag, sched: &Schedule, target: &Target) -> Result<String, ScheduleError> {
+pub fn kernel_source(
+    dag: &ComputeDag,
+    sched: &Schedule,
+    target: &Target,
+) -> Result<String, ScheduleError> {
     generate(dag, sched, target).map(|k| k.source)
 }
 
 const RESERVED: &[&str] = &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float",
-    "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof",
-    "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "main", "free", "malloc",
-    "aligned_alloc", "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "fabsf", "INFINITY", "NAN",
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "main",
+    "free",
+    "malloc",
+    "aligned_alloc",
+    "exp",
+    "expf",
+    "log",
+    "logf",
+    "sqrt",
+    "sqrtf",
+    "tanh",
+    "tanhf",
+    "fabsf",
+    "INFINITY",
+    "NAN",
 ];
 
 /// Gives every buffer and variable a unique, valid C identifier derived from its IR name.
@@ -55,7 +110,10 @@ struct Names {
 
 impl Names {
     fn fresh(&mut self, base: &str) -> String {
-        let mut s: String = base.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let mut s: String = base
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
         if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
             s.insert(0, 'v');
         }
@@ -79,7 +137,12 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         let n = names.fresh(&b.name);
         names.bufs.push(n);
     }
-    let mut g = Gen { func, names, out: String::new(), depth: 1 };
+    let mut g = Gen {
+        func,
+        names,
+        out: String::new(),
+        depth: 1,
+    };
     let mut header = String::new();
     let _ = target; // Targets shape the code through the compiler flags and the schedule.
     header.push_str("#include <math.h>\n#include <stdlib.h>\n\n");
@@ -99,7 +162,11 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         let is_output = buf.scope == Scope::Output;
         let cq = if is_output { "" } else { "const " };
         params.push(format!("{cq}float* restrict {name}_arg"));
-        writeln!(prologue, "  {cq}float* restrict {name} = ({cq}float*)__builtin_assume_aligned({name}_arg, 64);").unwrap();
+        writeln!(
+            prologue,
+            "  {cq}float* restrict {name} = ({cq}float*)__builtin_assume_aligned({name}_arg, 64);"
+        )
+        .unwrap();
         let seed = if is_output {
             out_ord += 1;
             out_ord - 1
@@ -107,7 +174,12 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
             in_ord += 1;
             in_ord - 1
         };
-        args.push(ArgSpec { name, shape: buf.shape.clone(), stage: seed, is_output });
+        args.push(ArgSpec {
+            name,
+            shape: buf.shape.clone(),
+            stage: seed,
+            is_output,
+        });
     }
     for stmt in &func.body {
         g.stmt(stmt);
@@ -142,7 +214,11 @@ impl Gen<'_> {
         }
         let base = match v {
             Var::Loop { stage, node } => {
-                let loop_name = self.func.loop_names.get(&v).map_or(format!("l{node}"), Clone::clone);
+                let loop_name = self
+                    .func
+                    .loop_names
+                    .get(&v)
+                    .map_or(format!("l{node}"), Clone::clone);
                 format!("{}_{}", self.func.dag.stages[stage].name, loop_name)
             }
             Var::Lo { stage, dim } => format!("{}_lo{dim}", self.func.dag.stages[stage].name),
@@ -168,12 +244,19 @@ impl Gen<'_> {
 
     fn stmt(&mut self, s: &Stmt) {
         match s {
-            Stmt::For { var, extent, kind, body } => {
+            Stmt::For {
+                var,
+                extent,
+                kind,
+                body,
+            } => {
                 let v = self.var(*var);
                 match kind {
                     LoopKind::Parallel => self.line("#pragma omp parallel for"),
                     LoopKind::Vectorized => self.line("#pragma omp simd"),
-                    LoopKind::Unrolled => self.line(&format!("#pragma GCC unroll {}", extent.min(&65534))),
+                    LoopKind::Unrolled => {
+                        self.line(&format!("#pragma GCC unroll {}", extent.min(&65534)))
+                    }
                     LoopKind::Serial => {}
                 }
                 self.line(&format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"));
@@ -191,9 +274,13 @@ impl Gen<'_> {
                 let bytes = (elems * 4 + 63) / 64 * 64;
                 let heap = bytes > STACK_LIMIT_BYTES || self.buf(*buf).scope == Scope::Global;
                 if heap {
-                    self.line(&format!("float* restrict {name} = (float*)aligned_alloc(64, {bytes});"));
+                    self.line(&format!(
+                        "float* restrict {name} = (float*)aligned_alloc(64, {bytes});"
+                    ));
                 } else {
-                    self.line(&format!("float {name}[{elems}] __attribute__((aligned(64)));"));
+                    self.line(&format!(
+                        "float {name}[{elems}] __attribute__((aligned(64)));"
+                    ));
                 }
                 for st in body {
                     self.stmt(st);
@@ -203,12 +290,20 @@ impl Gen<'_> {
                 }
             }
             Stmt::Guard { conds, body } => {
-                let c: Vec<String> = conds.iter().map(|(e, b)| format!("{} < {b}", self.lin(e))).collect();
+                let c: Vec<String> = conds
+                    .iter()
+                    .map(|(e, b)| format!("{} < {b}", self.lin(e)))
+                    .collect();
                 self.line(&format!("if ({}) {{", c.join(" && ")));
                 self.block(body);
                 self.line("}");
             }
-            Stmt::Store { buf, index, value, reduce } => {
+            Stmt::Store {
+                buf,
+                index,
+                value,
+                reduce,
+            } => {
                 let name = self.names.bufs[*buf].clone();
                 let idx = self.lin(index);
                 let v = self.value(value);
@@ -293,10 +388,22 @@ pub fn float_literal(c: f64) -> String {
     if c.is_nan() {
         "NAN".into()
     } else if c.is_infinite() {
-        if c > 0.0 { "INFINITY".into() } else { "(-INFINITY)".into() }
+        if c > 0.0 {
+            "INFINITY".into()
+        } else {
+            "(-INFINITY)".into()
+        }
     } else {
         let s = format!("{:?}", c as f32);
-        let s = if s.contains(['.', 'e', 'E']) { s } else { format!("{s}.0") };
-        if s.starts_with('-') { format!("({s}f)") } else { format!("{s}f") }
+        let s = if s.contains(['.', 'e', 'E']) {
+            s
+        } else {
+            format!("{s}.0")
+        };
+        if s.starts_with('-') {
+            format!("({s}f)")
+        } else {
+            format!("{s}f")
+        }
     }
 }

@@ -12,7 +12,9 @@ pub const C_INPUT_VALUE: &str = r#"static float tunehub_input_value(unsigned int
 
 /// A value in `[-1, 1)`, exactly representable in f32 (24 random bits scaled by 2^-23).
 pub fn input_value(tensor: u32, idx: u32) -> f32 {
-    let mut h = idx.wrapping_mul(0x9E37_79B1).wrapping_add((tensor.wrapping_add(1)).wrapping_mul(0x85EB_CA77));
+    let mut h = idx
+        .wrapping_mul(0x9E37_79B1)
+        .wrapping_add((tensor.wrapping_add(1)).wrapping_mul(0x85EB_CA77));
     h ^= h >> 15;
     h = h.wrapping_mul(0x2C1B_3C6D);
     h ^= h >> 12;

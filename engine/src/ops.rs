@@ -2,7 +2,10 @@
 //! builds a compute DAG, and a registry to build them from a spec such as
 //! `conv2d_nchw(n=1, c=64, h=56, w=56, f=64, kh=3, kw=3, stride=1, pad=1)`.
 
-use crate::ir::{Affine, Axis, BinaryOp, ComputeDag, Cond, DType, DagError, Expr, ReduceOp, Stage, StageKind, UnaryOp};
+use crate::ir::{
+    Affine, Axis, BinaryOp, ComputeDag, Cond, DType, DagError, Expr, ReduceOp, Stage, StageKind,
+    UnaryOp,
+};
 use std::collections::BTreeMap;
 
 /// Builds DAGs stage by stage; axes of a compute are passed to the body closure as affine
@@ -28,7 +31,12 @@ impl DagBuilder {
     }
 
     /// `name[space] = body(space)`.
-    pub fn compute(&mut self, name: &str, shape: &[i64], body: impl FnOnce(&[Affine]) -> Expr) -> usize {
+    pub fn compute(
+        &mut self,
+        name: &str,
+        shape: &[i64],
+        body: impl FnOnce(&[Affine]) -> Expr,
+    ) -> usize {
         self.reduce(name, shape, &[], None, body)
     }
 
@@ -45,16 +53,32 @@ impl DagBuilder {
         let space: Vec<Axis> = shape
             .iter()
             .enumerate()
-            .map(|(d, &e)| Axis { name: NAMES.get(d).map_or(format!("ax{d}"), |s| s.to_string()), extent: e })
+            .map(|(d, &e)| Axis {
+                name: NAMES.get(d).map_or(format!("ax{d}"), |s| s.to_string()),
+                extent: e,
+            })
             .collect();
-        let reduce_axes: Vec<Axis> = raxes.iter().map(|&(n, e)| Axis { name: n.into(), extent: e }).collect();
-        let vars: Vec<Affine> = (0..space.len() + reduce_axes.len()).map(Affine::axis).collect();
+        let reduce_axes: Vec<Axis> = raxes
+            .iter()
+            .map(|&(n, e)| Axis {
+                name: n.into(),
+                extent: e,
+            })
+            .collect();
+        let vars: Vec<Affine> = (0..space.len() + reduce_axes.len())
+            .map(Affine::axis)
+            .collect();
         let body = body(&vars);
         self.stages.push(Stage {
             name: name.into(),
             shape: shape.to_vec(),
             dtype: DType::F32,
-            kind: StageKind::Compute { space, reduce_axes, reduce: op, body },
+            kind: StageKind::Compute {
+                space,
+                reduce_axes,
+                reduce: op,
+                body,
+            },
         });
         self.stages.len() - 1
     }
@@ -90,7 +114,15 @@ fn out_extent(inp: i64, k: i64, stride: i64, pad: i64, dil: i64) -> i64 {
 }
 
 /// `pad[...] = select(in range, src[... - pad], fill)` on the two spatial dims `hd`, `wd`.
-fn pad_stage(b: &mut DagBuilder, src: usize, name: &str, hd: usize, wd: usize, pad: i64, fill: f64) -> usize {
+fn pad_stage(
+    b: &mut DagBuilder,
+    src: usize,
+    name: &str,
+    hd: usize,
+    wd: usize,
+    pad: i64,
+    fill: f64,
+) -> usize {
     let mut shape = b.shape(src).to_vec();
     let (h, w) = (shape[hd], shape[wd]);
     shape[hd] += 2 * pad;
@@ -136,7 +168,10 @@ pub fn matmul(m: i64, n: i64, k: i64) -> Result<ComputeDag, DagError> {
     let a = b.placeholder("A", &[m, k]);
     let w = b.placeholder("B", &[k, n]);
     b.reduce("C", &[m, n], &[("k", k)], Some(ReduceOp::Sum), |x| {
-        mul(ld(a, &[x[0].clone(), x[2].clone()]), ld(w, &[x[2].clone(), x[1].clone()]))
+        mul(
+            ld(a, &[x[0].clone(), x[2].clone()]),
+            ld(w, &[x[2].clone(), x[1].clone()]),
+        )
     });
     b.finish()
 }
@@ -146,7 +181,10 @@ pub fn batch_matmul(batch: i64, m: i64, n: i64, k: i64) -> Result<ComputeDag, Da
     let a = b.placeholder("A", &[batch, m, k]);
     let w = b.placeholder("B", &[batch, k, n]);
     b.reduce("C", &[batch, m, n], &[("k", k)], Some(ReduceOp::Sum), |x| {
-        mul(ld(a, &[x[0].clone(), x[1].clone(), x[3].clone()]), ld(w, &[x[0].clone(), x[3].clone(), x[2].clone()]))
+        mul(
+            ld(a, &[x[0].clone(), x[1].clone(), x[3].clone()]),
+            ld(w, &[x[0].clone(), x[3].clone(), x[2].clone()]),
+        )
     });
     b.finish()
 }
@@ -157,7 +195,10 @@ pub fn dense(m: i64, n: i64, k: i64, bias: bool, relu: bool) -> Result<ComputeDa
     let a = b.placeholder("data", &[m, k]);
     let w = b.placeholder("weight", &[n, k]);
     let d = b.reduce("dense", &[m, n], &[("k", k)], Some(ReduceOp::Sum), |x| {
-        mul(ld(a, &[x[0].clone(), x[2].clone()]), ld(w, &[x[1].clone(), x[2].clone()]))
+        mul(
+            ld(a, &[x[0].clone(), x[2].clone()]),
+            ld(w, &[x[1].clone(), x[2].clone()]),
+        )
     });
     epilogue(&mut b, d, 1, bias, relu);
     b.finish()
@@ -174,63 +215,170 @@ pub struct Window {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn conv2d_nchw(n: i64, c_in: i64, h: i64, w: i64, f: i64, win: Window, bias: bool, relu: bool) -> Result<ComputeDag, DagError> {
-    let Window { kh, kw, stride, pad, dilation } = win;
-    let (oh, ow) = (out_extent(h, kh, stride, pad, dilation), out_extent(w, kw, stride, pad, dilation));
+pub fn conv2d_nchw(
+    n: i64,
+    c_in: i64,
+    h: i64,
+    w: i64,
+    f: i64,
+    win: Window,
+    bias: bool,
+    relu: bool,
+) -> Result<ComputeDag, DagError> {
+    let Window {
+        kh,
+        kw,
+        stride,
+        pad,
+        dilation,
+    } = win;
+    let (oh, ow) = (
+        out_extent(h, kh, stride, pad, dilation),
+        out_extent(w, kw, stride, pad, dilation),
+    );
     check_window(oh, ow)?;
     let mut b = DagBuilder::new();
     let data = b.placeholder("data", &[n, c_in, h, w]);
     let kern = b.placeholder("kernel", &[f, c_in, kh, kw]);
-    let src = if pad > 0 { pad_stage(&mut b, data, "pad", 2, 3, pad, 0.0) } else { data };
+    let src = if pad > 0 {
+        pad_stage(&mut b, data, "pad", 2, 3, pad, 0.0)
+    } else {
+        data
+    };
     // axes: nn, ff, yy, xx | rc, ry, rx
-    let conv = b.reduce("conv", &[n, f, oh, ow], &[("rc", c_in), ("ry", kh), ("rx", kw)], Some(ReduceOp::Sum), |x| {
-        let (nn, ff, yy, xx, rc, ry, rx) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6]);
-        mul(
-            ld(src, &[nn.clone(), rc.clone(), yy.scale(stride).add(&ry.scale(dilation)), xx.scale(stride).add(&rx.scale(dilation))]),
-            ld(kern, &[ff.clone(), rc.clone(), ry.clone(), rx.clone()]),
-        )
-    });
+    let conv = b.reduce(
+        "conv",
+        &[n, f, oh, ow],
+        &[("rc", c_in), ("ry", kh), ("rx", kw)],
+        Some(ReduceOp::Sum),
+        |x| {
+            let (nn, ff, yy, xx, rc, ry, rx) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6]);
+            mul(
+                ld(
+                    src,
+                    &[
+                        nn.clone(),
+                        rc.clone(),
+                        yy.scale(stride).add(&ry.scale(dilation)),
+                        xx.scale(stride).add(&rx.scale(dilation)),
+                    ],
+                ),
+                ld(kern, &[ff.clone(), rc.clone(), ry.clone(), rx.clone()]),
+            )
+        },
+    );
     epilogue(&mut b, conv, 1, bias, relu);
     b.finish()
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn conv2d_nhwc(n: i64, h: i64, w: i64, c_in: i64, f: i64, win: Window, bias: bool, relu: bool) -> Result<ComputeDag, DagError> {
-    let Window { kh, kw, stride, pad, dilation } = win;
-    let (oh, ow) = (out_extent(h, kh, stride, pad, dilation), out_extent(w, kw, stride, pad, dilation));
+pub fn conv2d_nhwc(
+    n: i64,
+    h: i64,
+    w: i64,
+    c_in: i64,
+    f: i64,
+    win: Window,
+    bias: bool,
+    relu: bool,
+) -> Result<ComputeDag, DagError> {
+    let Window {
+        kh,
+        kw,
+        stride,
+        pad,
+        dilation,
+    } = win;
+    let (oh, ow) = (
+        out_extent(h, kh, stride, pad, dilation),
+        out_extent(w, kw, stride, pad, dilation),
+    );
     check_window(oh, ow)?;
     let mut b = DagBuilder::new();
     let data = b.placeholder("data", &[n, h, w, c_in]);
     let kern = b.placeholder("kernel", &[kh, kw, c_in, f]);
-    let src = if pad > 0 { pad_stage(&mut b, data, "pad", 1, 2, pad, 0.0) } else { data };
+    let src = if pad > 0 {
+        pad_stage(&mut b, data, "pad", 1, 2, pad, 0.0)
+    } else {
+        data
+    };
     // axes: nn, yy, xx, ff | ry, rx, rc
-    let conv = b.reduce("conv", &[n, oh, ow, f], &[("ry", kh), ("rx", kw), ("rc", c_in)], Some(ReduceOp::Sum), |x| {
-        let (nn, yy, xx, ff, ry, rx, rc) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6]);
-        mul(
-            ld(src, &[nn.clone(), yy.scale(stride).add(&ry.scale(dilation)), xx.scale(stride).add(&rx.scale(dilation)), rc.clone()]),
-            ld(kern, &[ry.clone(), rx.clone(), rc.clone(), ff.clone()]),
-        )
-    });
+    let conv = b.reduce(
+        "conv",
+        &[n, oh, ow, f],
+        &[("ry", kh), ("rx", kw), ("rc", c_in)],
+        Some(ReduceOp::Sum),
+        |x| {
+            let (nn, yy, xx, ff, ry, rx, rc) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5], &x[6]);
+            mul(
+                ld(
+                    src,
+                    &[
+                        nn.clone(),
+                        yy.scale(stride).add(&ry.scale(dilation)),
+                        xx.scale(stride).add(&rx.scale(dilation)),
+                        rc.clone(),
+                    ],
+                ),
+                ld(kern, &[ry.clone(), rx.clone(), rc.clone(), ff.clone()]),
+            )
+        },
+    );
     epilogue(&mut b, conv, 3, bias, relu);
     b.finish()
 }
 
 /// Depthwise convolution, NCHW, channel multiplier 1.
-pub fn depthwise_conv2d_nchw(n: i64, c_in: i64, h: i64, w: i64, win: Window, bias: bool, relu: bool) -> Result<ComputeDag, DagError> {
-    let Window { kh, kw, stride, pad, dilation } = win;
-    let (oh, ow) = (out_extent(h, kh, stride, pad, dilation), out_extent(w, kw, stride, pad, dilation));
+pub fn depthwise_conv2d_nchw(
+    n: i64,
+    c_in: i64,
+    h: i64,
+    w: i64,
+    win: Window,
+    bias: bool,
+    relu: bool,
+) -> Result<ComputeDag, DagError> {
+    let Window {
+        kh,
+        kw,
+        stride,
+        pad,
+        dilation,
+    } = win;
+    let (oh, ow) = (
+        out_extent(h, kh, stride, pad, dilation),
+        out_extent(w, kw, stride, pad, dilation),
+    );
     check_window(oh, ow)?;
     let mut b = DagBuilder::new();
     let data = b.placeholder("data", &[n, c_in, h, w]);
     let kern = b.placeholder("kernel", &[c_in, 1, kh, kw]);
-    let src = if pad > 0 { pad_stage(&mut b, data, "pad", 2, 3, pad, 0.0) } else { data };
-    let conv = b.reduce("depthwise", &[n, c_in, oh, ow], &[("ry", kh), ("rx", kw)], Some(ReduceOp::Sum), |x| {
-        let (nn, cc, yy, xx, ry, rx) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5]);
-        mul(
-            ld(src, &[nn.clone(), cc.clone(), yy.scale(stride).add(&ry.scale(dilation)), xx.scale(stride).add(&rx.scale(dilation))]),
-            ld(kern, &[cc.clone(), c(0), ry.clone(), rx.clone()]),
-        )
-    });
+    let src = if pad > 0 {
+        pad_stage(&mut b, data, "pad", 2, 3, pad, 0.0)
+    } else {
+        data
+    };
+    let conv = b.reduce(
+        "depthwise",
+        &[n, c_in, oh, ow],
+        &[("ry", kh), ("rx", kw)],
+        Some(ReduceOp::Sum),
+        |x| {
+            let (nn, cc, yy, xx, ry, rx) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5]);
+            mul(
+                ld(
+                    src,
+                    &[
+                        nn.clone(),
+                        cc.clone(),
+                        yy.scale(stride).add(&ry.scale(dilation)),
+                        xx.scale(stride).add(&rx.scale(dilation)),
+                    ],
+                ),
+                ld(kern, &[cc.clone(), c(0), ry.clone(), rx.clone()]),
+            )
+        },
+    );
     epilogue(&mut b, conv, 1, bias, relu);
     b.finish()
 }
@@ -242,22 +390,70 @@ pub enum PoolKind {
 }
 
 /// 2-D pooling, NCHW. Average pooling counts padding (TVM's `count_include_pad=True`).
-pub fn pool2d(kind: PoolKind, n: i64, c_in: i64, h: i64, w: i64, win: Window) -> Result<ComputeDag, DagError> {
-    let Window { kh, kw, stride, pad, dilation } = win;
-    let (oh, ow) = (out_extent(h, kh, stride, pad, dilation), out_extent(w, kw, stride, pad, dilation));
+pub fn pool2d(
+    kind: PoolKind,
+    n: i64,
+    c_in: i64,
+    h: i64,
+    w: i64,
+    win: Window,
+) -> Result<ComputeDag, DagError> {
+    let Window {
+        kh,
+        kw,
+        stride,
+        pad,
+        dilation,
+    } = win;
+    let (oh, ow) = (
+        out_extent(h, kh, stride, pad, dilation),
+        out_extent(w, kw, stride, pad, dilation),
+    );
     check_window(oh, ow)?;
     let mut b = DagBuilder::new();
     let data = b.placeholder("data", &[n, c_in, h, w]);
-    let fill = if kind == PoolKind::Max { f64::NEG_INFINITY } else { 0.0 };
-    let src = if pad > 0 { pad_stage(&mut b, data, "pad", 2, 3, pad, fill) } else { data };
-    let op = if kind == PoolKind::Max { ReduceOp::Max } else { ReduceOp::Sum };
-    let name = if kind == PoolKind::Max { "max_pool" } else { "pool_sum" };
-    let red = b.reduce(name, &[n, c_in, oh, ow], &[("ry", kh), ("rx", kw)], Some(op), |x| {
-        ld(src, &[x[0].clone(), x[1].clone(), x[2].scale(stride).add(&x[4].scale(dilation)), x[3].scale(stride).add(&x[5].scale(dilation))])
-    });
+    let fill = if kind == PoolKind::Max {
+        f64::NEG_INFINITY
+    } else {
+        0.0
+    };
+    let src = if pad > 0 {
+        pad_stage(&mut b, data, "pad", 2, 3, pad, fill)
+    } else {
+        data
+    };
+    let op = if kind == PoolKind::Max {
+        ReduceOp::Max
+    } else {
+        ReduceOp::Sum
+    };
+    let name = if kind == PoolKind::Max {
+        "max_pool"
+    } else {
+        "pool_sum"
+    };
+    let red = b.reduce(
+        name,
+        &[n, c_in, oh, ow],
+        &[("ry", kh), ("rx", kw)],
+        Some(op),
+        |x| {
+            ld(
+                src,
+                &[
+                    x[0].clone(),
+                    x[1].clone(),
+                    x[2].scale(stride).add(&x[4].scale(dilation)),
+                    x[3].scale(stride).add(&x[5].scale(dilation)),
+                ],
+            )
+        },
+    );
     if kind == PoolKind::Avg {
         let inv = 1.0 / (kh * kw) as f64;
-        b.compute("avg_pool", &[n, c_in, oh, ow], |x| mul(ld(red, x), Expr::Const(inv)));
+        b.compute("avg_pool", &[n, c_in, oh, ow], |x| {
+            mul(ld(red, x), Expr::Const(inv))
+        });
     }
     b.finish()
 }
@@ -267,12 +463,21 @@ pub fn pool2d(kind: PoolKind, n: i64, c_in: i64, h: i64, w: i64, win: Window) ->
 pub fn softmax(m: i64, n: i64) -> Result<ComputeDag, DagError> {
     let mut b = DagBuilder::new();
     let x = b.placeholder("x", &[m, n]);
-    let mx = b.reduce("row_max", &[m], &[("k", n)], Some(ReduceOp::Max), |a| ld(x, &[a[0].clone(), a[1].clone()]));
-    let e = b.compute("exp", &[m, n], |a| {
-        Expr::unary(UnaryOp::Exp, Expr::binary(BinaryOp::Sub, ld(x, a), ld(mx, &[a[0].clone()])))
+    let mx = b.reduce("row_max", &[m], &[("k", n)], Some(ReduceOp::Max), |a| {
+        ld(x, &[a[0].clone(), a[1].clone()])
     });
-    let s = b.reduce("row_sum", &[m], &[("k", n)], Some(ReduceOp::Sum), |a| ld(e, &[a[0].clone(), a[1].clone()]));
-    b.compute("softmax", &[m, n], |a| Expr::binary(BinaryOp::Div, ld(e, a), ld(s, &[a[0].clone()])));
+    let e = b.compute("exp", &[m, n], |a| {
+        Expr::unary(
+            UnaryOp::Exp,
+            Expr::binary(BinaryOp::Sub, ld(x, a), ld(mx, &[a[0].clone()])),
+        )
+    });
+    let s = b.reduce("row_sum", &[m], &[("k", n)], Some(ReduceOp::Sum), |a| {
+        ld(e, &[a[0].clone(), a[1].clone()])
+    });
+    b.compute("softmax", &[m, n], |a| {
+        Expr::binary(BinaryOp::Div, ld(e, a), ld(s, &[a[0].clone()]))
+    });
     b.finish()
 }
 
@@ -282,14 +487,19 @@ pub fn elementwise(m: i64, n: i64) -> Result<ComputeDag, DagError> {
     let a = b.placeholder("a", &[m, n]);
     let bb = b.placeholder("b", &[m, n]);
     let t0 = b.compute("add", &[m, n], |x| add(ld(a, x), ld(bb, x)));
-    let t1 = b.compute("tanh_mul", &[m, n], |x| mul(Expr::unary(UnaryOp::Tanh, ld(t0, x)), ld(a, x)));
+    let t1 = b.compute("tanh_mul", &[m, n], |x| {
+        mul(Expr::unary(UnaryOp::Tanh, ld(t0, x)), ld(a, x))
+    });
     b.compute("relu", &[m, n], |x| Expr::unary(UnaryOp::Relu, ld(t1, x)));
     b.finish()
 }
 
 fn check_window(oh: i64, ow: i64) -> Result<(), DagError> {
     if oh <= 0 || ow <= 0 {
-        return Err(DagError::Invalid { stage: "window".into(), msg: format!("the window leaves an empty output ({oh}x{ow})") });
+        return Err(DagError::Invalid {
+            stage: "window".into(),
+            msg: format!("the window leaves an empty output ({oh}x{ow})"),
+        });
     }
     Ok(())
 }
@@ -304,11 +514,19 @@ pub struct Param {
 }
 
 const fn req(name: &'static str, doc: &'static str) -> Param {
-    Param { name, default: None, doc }
+    Param {
+        name,
+        default: None,
+        doc,
+    }
 }
 
 const fn opt(name: &'static str, default: i64, doc: &'static str) -> Param {
-    Param { name, default: Some(default), doc }
+    Param {
+        name,
+        default: Some(default),
+        doc,
+    }
 }
 
 type Build = fn(&BTreeMap<&'static str, i64>) -> Result<ComputeDag, DagError>;
@@ -322,7 +540,13 @@ pub struct OpDef {
 }
 
 fn win(p: &BTreeMap<&'static str, i64>) -> Window {
-    Window { kh: p["kh"], kw: p["kw"], stride: p["stride"], pad: p["pad"], dilation: p["dilation"] }
+    Window {
+        kh: p["kh"],
+        kw: p["kw"],
+        stride: p["stride"],
+        pad: p["pad"],
+        dilation: p["dilation"],
+    }
 }
 
 const CONV_WIN: [Param; 5] = [
@@ -338,54 +562,154 @@ pub const OPS: &[OpDef] = &[
     OpDef {
         name: "matmul",
         doc: "C[m,n] = sum_k A[m,k] * B[k,n]",
-        params: &[req("m", "rows of A and C"), req("n", "columns of B and C"), req("k", "reduction length")],
+        params: &[
+            req("m", "rows of A and C"),
+            req("n", "columns of B and C"),
+            req("k", "reduction length"),
+        ],
         build: |p| matmul(p["m"], p["n"], p["k"]),
     },
     OpDef {
         name: "batch_matmul",
         doc: "C[b,m,n] = sum_k A[b,m,k] * B[b,k,n]",
-        params: &[req("b", "batch"), req("m", "rows"), req("n", "columns"), req("k", "reduction length")],
+        params: &[
+            req("b", "batch"),
+            req("m", "rows"),
+            req("n", "columns"),
+            req("k", "reduction length"),
+        ],
         build: |p| batch_matmul(p["b"], p["m"], p["n"], p["k"]),
     },
     OpDef {
         name: "dense",
         doc: "out[m,n] = relu?(sum_k data[m,k] * weight[n,k] + bias?[n])",
-        params: &[req("m", "batch rows"), req("n", "output features"), req("k", "input features"), opt("bias", 1, "add a bias (0/1)"), opt("relu", 1, "apply relu (0/1)")],
+        params: &[
+            req("m", "batch rows"),
+            req("n", "output features"),
+            req("k", "input features"),
+            opt("bias", 1, "add a bias (0/1)"),
+            opt("relu", 1, "apply relu (0/1)"),
+        ],
         build: |p| dense(p["m"], p["n"], p["k"], p["bias"] != 0, p["relu"] != 0),
     },
     OpDef {
         name: "conv2d_nchw",
         doc: "2-D convolution, data NCHW, kernel FCHW (KCRS), groups = 1",
-        params: &[req("n", "batch"), req("c", "input channels"), req("h", "input height"), req("w", "input width"), req("f", "output channels"),
-            CONV_WIN[0], CONV_WIN[1], CONV_WIN[2], CONV_WIN[3], CONV_WIN[4], opt("bias", 0, "add a bias (0/1)"), opt("relu", 0, "apply relu (0/1)")],
-        build: |p| conv2d_nchw(p["n"], p["c"], p["h"], p["w"], p["f"], win(p), p["bias"] != 0, p["relu"] != 0),
+        params: &[
+            req("n", "batch"),
+            req("c", "input channels"),
+            req("h", "input height"),
+            req("w", "input width"),
+            req("f", "output channels"),
+            CONV_WIN[0],
+            CONV_WIN[1],
+            CONV_WIN[2],
+            CONV_WIN[3],
+            CONV_WIN[4],
+            opt("bias", 0, "add a bias (0/1)"),
+            opt("relu", 0, "apply relu (0/1)"),
+        ],
+        build: |p| {
+            conv2d_nchw(
+                p["n"],
+                p["c"],
+                p["h"],
+                p["w"],
+                p["f"],
+                win(p),
+                p["bias"] != 0,
+                p["relu"] != 0,
+            )
+        },
     },
     OpDef {
         name: "conv2d_nhwc",
         doc: "2-D convolution, data NHWC, kernel HWIO, groups = 1",
-        params: &[req("n", "batch"), req("h", "input height"), req("w", "input width"), req("c", "input channels"), req("f", "output channels"),
-            CONV_WIN[0], CONV_WIN[1], CONV_WIN[2], CONV_WIN[3], CONV_WIN[4], opt("bias", 0, "add a bias (0/1)"), opt("relu", 0, "apply relu (0/1)")],
-        build: |p| conv2d_nhwc(p["n"], p["h"], p["w"], p["c"], p["f"], win(p), p["bias"] != 0, p["relu"] != 0),
+        params: &[
+            req("n", "batch"),
+            req("h", "input height"),
+            req("w", "input width"),
+            req("c", "input channels"),
+            req("f", "output channels"),
+            CONV_WIN[0],
+            CONV_WIN[1],
+            CONV_WIN[2],
+            CONV_WIN[3],
+            CONV_WIN[4],
+            opt("bias", 0, "add a bias (0/1)"),
+            opt("relu", 0, "apply relu (0/1)"),
+        ],
+        build: |p| {
+            conv2d_nhwc(
+                p["n"],
+                p["h"],
+                p["w"],
+                p["c"],
+                p["f"],
+                win(p),
+                p["bias"] != 0,
+                p["relu"] != 0,
+            )
+        },
     },
     OpDef {
         name: "depthwise_conv2d_nchw",
         doc: "depthwise 2-D convolution, NCHW, channel multiplier 1",
-        params: &[req("n", "batch"), req("c", "channels"), req("h", "input height"), req("w", "input width"),
-            CONV_WIN[0], CONV_WIN[1], CONV_WIN[2], CONV_WIN[3], CONV_WIN[4], opt("bias", 0, "add a bias (0/1)"), opt("relu", 0, "apply relu (0/1)")],
-        build: |p| depthwise_conv2d_nchw(p["n"], p["c"], p["h"], p["w"], win(p), p["bias"] != 0, p["relu"] != 0),
+        params: &[
+            req("n", "batch"),
+            req("c", "channels"),
+            req("h", "input height"),
+            req("w", "input width"),
+            CONV_WIN[0],
+            CONV_WIN[1],
+            CONV_WIN[2],
+            CONV_WIN[3],
+            CONV_WIN[4],
+            opt("bias", 0, "add a bias (0/1)"),
+            opt("relu", 0, "apply relu (0/1)"),
+        ],
+        build: |p| {
+            depthwise_conv2d_nchw(
+                p["n"],
+                p["c"],
+                p["h"],
+                p["w"],
+                win(p),
+                p["bias"] != 0,
+                p["relu"] != 0,
+            )
+        },
     },
     OpDef {
         name: "max_pool2d",
         doc: "max pooling, NCHW",
-        params: &[req("n", "batch"), req("c", "channels"), req("h", "input height"), req("w", "input width"),
-            opt("kh", 2, "window height"), opt("kw", 2, "window width"), opt("stride", 2, "stride"), opt("pad", 0, "padding"), opt("dilation", 1, "dilation")],
+        params: &[
+            req("n", "batch"),
+            req("c", "channels"),
+            req("h", "input height"),
+            req("w", "input width"),
+            opt("kh", 2, "window height"),
+            opt("kw", 2, "window width"),
+            opt("stride", 2, "stride"),
+            opt("pad", 0, "padding"),
+            opt("dilation", 1, "dilation"),
+        ],
         build: |p| pool2d(PoolKind::Max, p["n"], p["c"], p["h"], p["w"], win(p)),
     },
     OpDef {
         name: "avg_pool2d",
         doc: "average pooling, NCHW, padding counted",
-        params: &[req("n", "batch"), req("c", "channels"), req("h", "input height"), req("w", "input width"),
-            opt("kh", 2, "window height"), opt("kw", 2, "window width"), opt("stride", 2, "stride"), opt("pad", 0, "padding"), opt("dilation", 1, "dilation")],
+        params: &[
+            req("n", "batch"),
+            req("c", "channels"),
+            req("h", "input height"),
+            req("w", "input width"),
+            opt("kh", 2, "window height"),
+            opt("kw", 2, "window width"),
+            opt("stride", 2, "stride"),
+            opt("pad", 0, "padding"),
+            opt("dilation", 1, "dilation"),
+        ],
         build: |p| pool2d(PoolKind::Avg, p["n"], p["c"], p["h"], p["w"], win(p)),
     },
     OpDef {
@@ -421,41 +745,76 @@ pub fn find_op(name: &str) -> Option<&'static OpDef> {
 /// A library operator with its parameters, e.g. `matmul(512, 512, 512)` or
 /// `conv2d_nchw(n=1, c=64, h=56, w=56, f=64, pad=1)`: positional values fill parameters in order,
 /// named ones may follow; the rest take their defaults.
-pub fn parse_op_spec(spec: &str) -> Result<(&'static OpDef, BTreeMap<&'static str, i64>), OpSpecError> {
-    let syn = |msg: &str| OpSpecError::Syntax { spec: spec.into(), msg: msg.into() };
+pub fn parse_op_spec(
+    spec: &str,
+) -> Result<(&'static OpDef, BTreeMap<&'static str, i64>), OpSpecError> {
+    let syn = |msg: &str| OpSpecError::Syntax {
+        spec: spec.into(),
+        msg: msg.into(),
+    };
     let s = spec.trim();
     let (name, args) = match s.find('(') {
         Some(p) => {
             let rest = s[p + 1..].trim_end();
-            let inner = rest.strip_suffix(')').ok_or_else(|| syn("expected ')' at the end"))?;
+            let inner = rest
+                .strip_suffix(')')
+                .ok_or_else(|| syn("expected ')' at the end"))?;
             (s[..p].trim(), inner)
         }
         None => (s, ""),
     };
     let op = find_op(name).ok_or_else(|| {
-        OpSpecError::UnknownOp(name.into(), OPS.iter().map(|o| o.name).collect::<Vec<_>>().join(", "))
+        OpSpecError::UnknownOp(
+            name.into(),
+            OPS.iter().map(|o| o.name).collect::<Vec<_>>().join(", "),
+        )
     })?;
-    let perr = |msg: String| OpSpecError::Param { op: op.name.into(), msg };
+    let perr = |msg: String| OpSpecError::Param {
+        op: op.name.into(),
+        msg,
+    };
     let mut vals: BTreeMap<&'static str, i64> = BTreeMap::new();
     let mut named_seen = false;
-    for (pos, arg) in args.split(',').map(str::trim).filter(|a| !a.is_empty()).enumerate() {
+    for (pos, arg) in args
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .enumerate()
+    {
         let (pname, v) = match arg.split_once('=') {
             Some((k, v)) => {
                 named_seen = true;
-                let p = op.params.iter().find(|p| p.name == k.trim()).ok_or_else(|| {
-                    perr(format!("unknown parameter '{}' (parameters: {})", k.trim(), op.params.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
-                })?;
+                let p = op
+                    .params
+                    .iter()
+                    .find(|p| p.name == k.trim())
+                    .ok_or_else(|| {
+                        perr(format!(
+                            "unknown parameter '{}' (parameters: {})",
+                            k.trim(),
+                            op.params
+                                .iter()
+                                .map(|p| p.name)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })?;
                 (p.name, v.trim())
             }
             None => {
                 if named_seen {
                     return Err(syn("a positional value cannot follow a named one"));
                 }
-                let p = op.params.get(pos).ok_or_else(|| perr(format!("takes at most {} parameters", op.params.len())))?;
+                let p = op
+                    .params
+                    .get(pos)
+                    .ok_or_else(|| perr(format!("takes at most {} parameters", op.params.len())))?;
                 (p.name, arg)
             }
         };
-        let v: i64 = v.parse().map_err(|_| perr(format!("parameter '{pname}' must be an integer, got '{v}'")))?;
+        let v: i64 = v
+            .parse()
+            .map_err(|_| perr(format!("parameter '{pname}' must be an integer, got '{v}'")))?;
         if vals.insert(pname, v).is_some() {
             return Err(perr(format!("parameter '{pname}' given twice")));
         }
@@ -465,14 +824,23 @@ pub fn parse_op_spec(spec: &str) -> Result<(&'static OpDef, BTreeMap<&'static st
             (None, Some(d)) => {
                 vals.insert(p.name, d);
             }
-            (None, None) => return Err(perr(format!("missing parameter '{}' ({})", p.name, p.doc))),
+            (None, None) => {
+                return Err(perr(format!("missing parameter '{}' ({})", p.name, p.doc)));
+            }
             _ => {}
         }
     }
     for (k, &v) in &vals {
-        let min = if matches!(*k, "pad" | "bias" | "relu") { 0 } else { 1 };
+        let min = if matches!(*k, "pad" | "bias" | "relu") {
+            0
+        } else {
+            1
+        };
         if v < min || v > 1 << 20 {
-            return Err(perr(format!("parameter '{k}' = {v} is out of range [{min}, {}]", 1 << 20)));
+            return Err(perr(format!(
+                "parameter '{k}' = {v} is out of range [{min}, {}]",
+                1 << 20
+            )));
         }
     }
     Ok((op, vals))

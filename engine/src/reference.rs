@@ -17,7 +17,10 @@ struct FlatLoad {
 /// [`data::input_value`], rounded to f32.
 pub fn outputs(dag: &ComputeDag) -> Vec<Vec<f32>> {
     let vals = evaluate(dag);
-    dag.outputs().into_iter().map(|o| vals[o].iter().map(|&v| v as f32).collect()).collect()
+    dag.outputs()
+        .into_iter()
+        .map(|o| vals[o].iter().map(|&v| v as f32).collect())
+        .collect()
 }
 
 /// Every stage's values, in f64.
@@ -28,10 +31,20 @@ pub fn evaluate(dag: &ComputeDag) -> Vec<Vec<f64>> {
         let n = s.num_elements() as usize;
         match &s.kind {
             StageKind::Placeholder => {
-                vals.push(data::input_tensor(ordinal, n).into_iter().map(f64::from).collect());
+                vals.push(
+                    data::input_tensor(ordinal, n)
+                        .into_iter()
+                        .map(f64::from)
+                        .collect(),
+                );
                 ordinal += 1;
             }
-            StageKind::Compute { space, reduce_axes, reduce, body } => {
+            StageKind::Compute {
+                space,
+                reduce_axes,
+                reduce,
+                body,
+            } => {
                 let space_ext: Vec<i64> = space.iter().map(|a| a.extent).collect();
                 let red_ext: Vec<i64> = reduce_axes.iter().map(|a| a.extent).collect();
                 let compiled = compile(body, dag);
@@ -41,7 +54,14 @@ pub fn evaluate(dag: &ComputeDag) -> Vec<Vec<f64>> {
                     for slot in chunk.iter_mut() {
                         *slot = match reduce {
                             None => eval(&compiled, &axes, &vals),
-                            Some(op) => reduce_at(*op, &compiled, &mut axes, space_ext.len(), &red_ext, &vals),
+                            Some(op) => reduce_at(
+                                *op,
+                                &compiled,
+                                &mut axes,
+                                space_ext.len(),
+                                &red_ext,
+                                &vals,
+                            ),
                         };
                         increment(&mut axes[..space_ext.len()], &space_ext);
                     }
@@ -53,7 +73,14 @@ pub fn evaluate(dag: &ComputeDag) -> Vec<Vec<f64>> {
     vals
 }
 
-fn reduce_at(op: ReduceOp, e: &CExpr, axes: &mut [i64], ns: usize, red: &[i64], vals: &[Vec<f64>]) -> f64 {
+fn reduce_at(
+    op: ReduceOp,
+    e: &CExpr,
+    axes: &mut [i64],
+    ns: usize,
+    red: &[i64],
+    vals: &[Vec<f64>],
+) -> f64 {
     let mut acc = op.identity();
     axes[ns..].iter_mut().for_each(|a| *a = 0);
     let total: i64 = red.iter().product();
@@ -67,7 +94,9 @@ fn reduce_at(op: ReduceOp, e: &CExpr, axes: &mut [i64], ns: usize, red: &[i64], 
 /// Fills `n` values on all cores, each thread a contiguous chunk.
 fn parallel_fill(n: usize, f: impl Fn(usize, &mut [f64]) + Sync) -> Vec<f64> {
     let mut out = vec![0.0; n];
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(n.max(1));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(n.max(1));
     let chunk = n.div_ceil(threads).max(1);
     std::thread::scope(|sc| {
         for (k, part) in out.chunks_mut(chunk).enumerate() {
@@ -119,23 +148,42 @@ fn compile(e: &Expr, dag: &ComputeDag) -> CExpr {
         Expr::Index(a) => CExpr::Index(a.clone()),
         Expr::Load(t, idx) => {
             let st = strides(&dag.stages[*t].shape);
-            let flat = idx.iter().zip(&st).fold(Affine::constant(0), |acc, (a, &s)| acc.add(&a.scale(s)));
-            CExpr::Load(FlatLoad { tensor: *t, offset: flat.offset, coefs: flat.terms })
+            let flat = idx
+                .iter()
+                .zip(&st)
+                .fold(Affine::constant(0), |acc, (a, &s)| acc.add(&a.scale(s)));
+            CExpr::Load(FlatLoad {
+                tensor: *t,
+                offset: flat.offset,
+                coefs: flat.terms,
+            })
         }
         Expr::Unary(o, a) => CExpr::Unary(*o, Box::new(compile(a, dag))),
-        Expr::Binary(o, a, b) => CExpr::Binary(*o, Box::new(compile(a, dag)), Box::new(compile(b, dag))),
-        Expr::Select(c, a, b) => {
-            CExpr::Select(Box::new(compile_cond(c, dag)), Box::new(compile(a, dag)), Box::new(compile(b, dag)))
+        Expr::Binary(o, a, b) => {
+            CExpr::Binary(*o, Box::new(compile(a, dag)), Box::new(compile(b, dag)))
         }
+        Expr::Select(c, a, b) => CExpr::Select(
+            Box::new(compile_cond(c, dag)),
+            Box::new(compile(a, dag)),
+            Box::new(compile(b, dag)),
+        ),
     }
 }
 
 fn compile_cond(c: &Cond, dag: &ComputeDag) -> CCond {
     match c {
         Cond::Index(o, a, b) => CCond::Index(*o, a.clone(), b.clone()),
-        Cond::Value(o, a, b) => CCond::Value(*o, Box::new(compile(a, dag)), Box::new(compile(b, dag))),
-        Cond::And(a, b) => CCond::And(Box::new(compile_cond(a, dag)), Box::new(compile_cond(b, dag))),
-        Cond::Or(a, b) => CCond::Or(Box::new(compile_cond(a, dag)), Box::new(compile_cond(b, dag))),
+        Cond::Value(o, a, b) => {
+            CCond::Value(*o, Box::new(compile(a, dag)), Box::new(compile(b, dag)))
+        }
+        Cond::And(a, b) => CCond::And(
+            Box::new(compile_cond(a, dag)),
+            Box::new(compile_cond(b, dag)),
+        ),
+        Cond::Or(a, b) => CCond::Or(
+            Box::new(compile_cond(a, dag)),
+            Box::new(compile_cond(b, dag)),
+        ),
         Cond::Not(a) => CCond::Not(Box::new(compile_cond(a, dag))),
     }
 }
@@ -183,7 +231,9 @@ mod tests {
         let b = data::input_tensor(1, (k * n) as usize);
         for i in 0..m as usize {
             for j in 0..n as usize {
-                let want: f64 = (0..k as usize).map(|r| f64::from(a[i * k as usize + r]) * f64::from(b[r * n as usize + j])).sum();
+                let want: f64 = (0..k as usize)
+                    .map(|r| f64::from(a[i * k as usize + r]) * f64::from(b[r * n as usize + j]))
+                    .sum();
                 assert!((f64::from(out[0][i * n as usize + j]) - want).abs() < 1e-6);
             }
         }
@@ -200,11 +250,27 @@ mod tests {
 
     #[test]
     fn max_pool_with_padding_ignores_the_padding() {
-        let dag = ops::pool2d(ops::PoolKind::Max, 1, 1, 4, 4, ops::Window { kh: 3, kw: 3, stride: 1, pad: 1, dilation: 1 }).unwrap();
+        let dag = ops::pool2d(
+            ops::PoolKind::Max,
+            1,
+            1,
+            4,
+            4,
+            ops::Window {
+                kh: 3,
+                kw: 3,
+                stride: 1,
+                pad: 1,
+                dilation: 1,
+            },
+        )
+        .unwrap();
         let out = outputs(&dag);
         let x = data::input_tensor(0, 16);
         // The corner window covers x[0..2, 0..2] only.
-        let want = [x[0], x[1], x[4], x[5]].into_iter().fold(f32::NEG_INFINITY, f32::max);
+        let want = [x[0], x[1], x[4], x[5]]
+            .into_iter()
+            .fold(f32::NEG_INFINITY, f32::max);
         assert_eq!(out[0][0], want);
     }
 }

@@ -84,7 +84,10 @@ impl RandomSampler {
     }
 
     fn try_sample(&mut self) -> Result<Schedule, String> {
-        let mut b = Builder { state: State::new(&self.dag), steps: vec![] };
+        let mut b = Builder {
+            state: State::new(&self.dag),
+            steps: vec![],
+        };
         let mut s = b.state.dag.stages.len();
         while s > 0 {
             s -= 1;
@@ -155,12 +158,22 @@ impl RandomSampler {
         let cst = &b.state.stages[c];
         // Not inside a vectorized loop (invalid) nor inside an unrolled one (the unrolled body
         // would copy the attached stage's nest).
-        let first_unrolled = (0..cst.leaves.len()).find(|&k| cst.nodes[cst.leaves[k]].ann == Annotation::Unroll).unwrap_or(usize::MAX);
+        let first_unrolled = (0..cst.leaves.len())
+            .find(|&k| cst.nodes[cst.leaves[k]].ann == Annotation::Unroll)
+            .unwrap_or(usize::MAX);
         let choices: Vec<usize> = (0..cst.leaves.len())
-            .filter(|&k| cst.nodes[cst.leaves[k]].ann != Annotation::Vectorize && k < first_unrolled)
+            .filter(|&k| {
+                cst.nodes[cst.leaves[k]].ann != Annotation::Vectorize && k < first_unrolled
+            })
             .collect();
-        let k = *choices.choose(&mut self.rng).ok_or("the consumer has no loop to compute at")?;
-        b.apply(Step::ComputeAt { stage: s, target: c, target_iter: k })
+        let k = *choices
+            .choose(&mut self.rng)
+            .ok_or("the consumer has no loop to compute at")?;
+        b.apply(Step::ComputeAt {
+            stage: s,
+            target: c,
+            target_iter: k,
+        })
     }
 
     /// Random factors for splitting `extent` into `parts` loops: the lengths of the inner
@@ -170,7 +183,11 @@ impl RandomSampler {
         let mut rest = extent;
         let mut lengths = vec![0; parts - 1];
         for k in (0..parts - 1).rev() {
-            let cap = if k == parts - 2 { MAX_INNERMOST } else { i64::MAX };
+            let cap = if k == parts - 2 {
+                MAX_INNERMOST
+            } else {
+                i64::MAX
+            };
             let f = if self.rng.gen_bool(0.1) {
                 self.rng.gen_range(1..=rest.clamp(1, 16))
             } else {
@@ -186,12 +203,23 @@ impl RandomSampler {
     /// Splits every loop `axis` (leaf positions, currently one loop per axis) into `parts[a]`
     /// loops; returns the positions of each axis' parts. Splits go from the last axis back so
     /// that earlier positions stay put.
-    fn split_axes(&mut self, b: &mut Builder, s: usize, parts: &[usize]) -> Result<Vec<Vec<usize>>, String> {
+    fn split_axes(
+        &mut self,
+        b: &mut Builder,
+        s: usize,
+        parts: &[usize],
+    ) -> Result<Vec<Vec<usize>>, String> {
         let ext = b.extents(s)?;
         for a in (0..parts.len()).rev() {
             if parts[a] > 1 {
                 let lengths = self.factors(ext[a], parts[a]);
-                b.apply(Step::Split { stage: s, iter: a, extent: Some(ext[a]), lengths, inner_to_outer: true })?;
+                b.apply(Step::Split {
+                    stage: s,
+                    iter: a,
+                    extent: Some(ext[a]),
+                    lengths,
+                    inner_to_outer: true,
+                })?;
             }
         }
         let mut pos = vec![];
@@ -222,11 +250,28 @@ impl RandomSampler {
                 _ => [Some(0), None, None, Some(1)][slot],
             }
         };
-        let reduce_slot = |slot: usize| -> Option<usize> { if r_levels == 2 { Some(slot) } else { [Some(0), None][slot] } };
-        let pattern: [(bool, usize); 6] = [(true, 0), (true, 1), (false, 0), (true, 2), (false, 1), (true, 3)];
+        let reduce_slot = |slot: usize| -> Option<usize> {
+            if r_levels == 2 {
+                Some(slot)
+            } else {
+                [Some(0), None][slot]
+            }
+        };
+        let pattern: [(bool, usize); 6] = [
+            (true, 0),
+            (true, 1),
+            (false, 0),
+            (true, 2),
+            (false, 1),
+            (true, 3),
+        ];
         let mut order = vec![];
         for (space, slot) in pattern {
-            let level = if space { space_slot(slot) } else { reduce_slot(slot) };
+            let level = if space {
+                space_slot(slot)
+            } else {
+                reduce_slot(slot)
+            };
             let axes = if space { 0..ns } else { ns..ns + nr };
             if let Some(l) = level {
                 order.extend(axes.map(|a| pos[a][l]));
@@ -248,7 +293,11 @@ impl RandomSampler {
         if self.rng.gen_bool(0.7) && n > 0 {
             let parts = vec![2; ns];
             let pos = self.split_axes(b, s, &parts)?;
-            let order: Vec<usize> = pos.iter().map(|p| p[0]).chain(pos.iter().map(|p| p[1])).collect();
+            let order: Vec<usize> = pos
+                .iter()
+                .map(|p| p[0])
+                .chain(pos.iter().map(|p| p[1]))
+                .collect();
             b.apply(Step::Reorder { stage: s, order })?;
         }
         self.annotate(b, s, at_root, ns)
@@ -273,12 +322,20 @@ impl RandomSampler {
         let after_fuse = b.leaves(out);
         let outer = if fused { 1 } else { ns };
         let attach_at = self.rng.gen_range(0..outer.min(after_fuse));
-        let attach_at = if self.rng.gen_bool(0.5) && levels == 3 && outer + ns <= after_fuse { outer + ns - 1 } else { attach_at };
+        let attach_at = if self.rng.gen_bool(0.5) && levels == 3 && outer + ns <= after_fuse {
+            outer + ns - 1
+        } else {
+            attach_at
+        };
         if self.rng.gen_bool(0.6) {
             let last = b.leaves(out) - 1;
             self.maybe_vectorize(b, out, last)?;
         }
-        b.apply(Step::ComputeAt { stage: local, target: out, target_iter: attach_at })?;
+        b.apply(Step::ComputeAt {
+            stage: local,
+            target: out,
+            target_iter: attach_at,
+        })?;
         self.tile_reduction(b, local, false)
     }
 
@@ -290,15 +347,25 @@ impl RandomSampler {
         let mut k = 0;
         let mut prod = 1;
         // Ansor fuses outer space loops until the degree passes cores x 16 (or they run out).
-        while k < ns.min(st.leaves.len()) && st.nodes[st.leaves[k]].kind == IterKind::Space && prod < (self.cores as i64) * 16 {
+        while k < ns.min(st.leaves.len())
+            && st.nodes[st.leaves[k]].kind == IterKind::Space
+            && prod < (self.cores as i64) * 16
+        {
             prod *= ext[k];
             k += 1;
         }
         if k == 0 || prod < 2 || self.rng.gen_bool(0.15) {
             return Ok(false);
         }
-        b.apply(Step::Fuse { stage: s, iters: (0..k).collect() })?;
-        b.apply(Step::Annotate { stage: s, iter: 0, ann: Annotation::Parallel })?;
+        b.apply(Step::Fuse {
+            stage: s,
+            iters: (0..k).collect(),
+        })?;
+        b.apply(Step::Annotate {
+            stage: s,
+            iter: 0,
+            ann: Annotation::Parallel,
+        })?;
         Ok(true)
     }
 
@@ -306,13 +373,27 @@ impl RandomSampler {
         let ext = b.extents(s)?;
         let st = &b.state.stages[s];
         let node = &st.nodes[st.leaves[k]];
-        if node.kind == IterKind::Space && node.ann == Annotation::None && ext[k] > 1 && ext[k] <= MAX_INNERMOST * self.vector_lanes {
-            b.apply(Step::Annotate { stage: s, iter: k, ann: Annotation::Vectorize })?;
+        if node.kind == IterKind::Space
+            && node.ann == Annotation::None
+            && ext[k] > 1
+            && ext[k] <= MAX_INNERMOST * self.vector_lanes
+        {
+            b.apply(Step::Annotate {
+                stage: s,
+                iter: k,
+                ann: Annotation::Vectorize,
+            })?;
         }
         Ok(())
     }
 
-    fn annotate(&mut self, b: &mut Builder, s: usize, at_root: bool, ns: usize) -> Result<(), String> {
+    fn annotate(
+        &mut self,
+        b: &mut Builder,
+        s: usize,
+        at_root: bool,
+        ns: usize,
+    ) -> Result<(), String> {
         if at_root {
             self.parallelize(b, s, ns)?;
         }
@@ -328,12 +409,22 @@ impl RandomSampler {
             let body: i64 = ext[k..].iter().product();
             let st = &b.state.stages[s];
             if st.nodes[st.leaves[k]].ann == Annotation::None && body <= MAX_UNROLLED_BODY {
-                b.apply(Step::Annotate { stage: s, iter: k, ann: Annotation::Unroll })?;
+                b.apply(Step::Annotate {
+                    stage: s,
+                    iter: k,
+                    ann: Annotation::Unroll,
+                })?;
             }
         }
-        let step = *[0i64, 16, 64, 512].choose(&mut self.rng).expect("non-empty");
+        let step = *[0i64, 16, 64, 512]
+            .choose(&mut self.rng)
+            .expect("non-empty");
         if step > 0 {
-            b.apply(Step::AutoUnroll { stage: s, iter: 0, max_step: step })?;
+            b.apply(Step::AutoUnroll {
+                stage: s,
+                iter: 0,
+                max_step: step,
+            })?;
         }
         Ok(())
     }

@@ -18,16 +18,28 @@ pub struct Task {
 
 impl Task {
     pub fn new(dag: ComputeDag, desc: impl Into<String>) -> Task {
-        Task { key: dag.workload_key(), flops: dag.flop_count(), dag, desc: desc.into(), reference: OnceLock::new() }
+        Task {
+            key: dag.workload_key(),
+            flops: dag.flop_count(),
+            dag,
+            desc: desc.into(),
+            reference: OnceLock::new(),
+        }
     }
 
     /// Outputs of the reference implementation, computed on first use.
     pub fn reference(&self) -> Arc<Vec<Vec<f32>>> {
-        self.reference.get_or_init(|| Arc::new(reference::outputs(&self.dag))).clone()
+        self.reference
+            .get_or_init(|| Arc::new(reference::outputs(&self.dag)))
+            .clone()
     }
 
     /// GFLOP/s of a run taking `seconds`.
     pub fn gflops(&self, seconds: f64) -> f64 {
-        if seconds > 0.0 && seconds.is_finite() { self.flops as f64 / seconds / 1e9 } else { 0.0 }
+        if seconds > 0.0 && seconds.is_finite() {
+            self.flops as f64 / seconds / 1e9
+        } else {
+            0.0
+        }
     }
 }

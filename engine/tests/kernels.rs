@@ -13,7 +13,16 @@ use tunehub_engine::task::Task;
 /// Timing is not under test: one short run per kernel.
 fn quick() -> MeasureOptions {
     // No noise guard either: tests run side by side and would only trigger re-runs.
-    MeasureOptions { number: 1, repeat: 1, min_repeat_ms: 0, warmup: 0, run_timeout_s: 20.0, calib_ms: 0, noise_threshold: 0.0, ..MeasureOptions::default() }
+    MeasureOptions {
+        number: 1,
+        repeat: 1,
+        min_repeat_ms: 0,
+        warmup: 0,
+        run_timeout_s: 20.0,
+        calib_ms: 0,
+        noise_threshold: 0.0,
+        ..MeasureOptions::default()
+    }
 }
 
 fn check_random_schedules(dag: ComputeDag, seed: u64, n: usize) {
@@ -21,11 +30,22 @@ fn check_random_schedules(dag: ComputeDag, seed: u64, n: usize) {
     let task = Task::new(dag, "property test");
     let mut sampler = RandomSampler::new(&task.dag, &target, seed);
     let schedules: Vec<_> = (0..n).map(|_| sampler.sample()).collect();
-    assert_eq!(sampler.rejected, 0, "the sampler drew invalid schedules: {:?}", sampler.last_rejection);
+    assert_eq!(
+        sampler.rejected, 0,
+        "the sampler drew invalid schedules: {:?}",
+        sampler.last_rejection
+    );
     let mut measurer = Measurer::new(&target, quick());
     let results = measurer.measure(&task, &schedules);
     for (s, r) in schedules.iter().zip(&results) {
-        assert_eq!(r.error, ErrorCode::NoError, "{}: {}\nschedule: {}", task.desc, r.error_msg, s.to_json());
+        assert_eq!(
+            r.error,
+            ErrorCode::NoError,
+            "{}: {}\nschedule: {}",
+            task.desc,
+            r.error_msg,
+            s.to_json()
+        );
         assert!(!r.costs.is_empty() && r.costs.iter().all(|&c| c > 0.0));
     }
 }
@@ -33,7 +53,15 @@ fn check_random_schedules(dag: ComputeDag, seed: u64, n: usize) {
 const PER_CASE: usize = 6;
 
 fn win() -> impl Strategy<Value = Window> {
-    (1..=3i64, 1..=3i64, 1..=2i64, 0..=1i64, 1..=2i64).prop_map(|(kh, kw, stride, pad, dilation)| Window { kh, kw, stride, pad, dilation })
+    (1..=3i64, 1..=3i64, 1..=2i64, 0..=1i64, 1..=2i64).prop_map(
+        |(kh, kw, stride, pad, dilation)| Window {
+            kh,
+            kw,
+            stride,
+            pad,
+            dilation,
+        },
+    )
 }
 
 proptest! {

@@ -10,13 +10,33 @@ use tunehub_engine::schedule::{Schedule, ScheduleError};
 use tunehub_engine::target::Target;
 
 fn conv() -> tunehub_engine::ir::ComputeDag {
-    ops::conv2d_nchw(1, 8, 14, 14, 16, Window { kh: 3, kw: 3, stride: 1, pad: 1, dilation: 1 }, true, true).unwrap()
+    ops::conv2d_nchw(
+        1,
+        8,
+        14,
+        14,
+        16,
+        Window {
+            kh: 3,
+            kw: 3,
+            stride: 1,
+            pad: 1,
+            dilation: 1,
+        },
+        true,
+        true,
+    )
+    .unwrap()
 }
 
 #[test]
 fn json_steps_state_c_is_deterministic() {
     let target = Target::detect();
-    for dag in [ops::matmul(64, 48, 32).unwrap(), conv(), ops::softmax(8, 40).unwrap()] {
+    for dag in [
+        ops::matmul(64, 48, 32).unwrap(),
+        conv(),
+        ops::softmax(8, 40).unwrap(),
+    ] {
         let mut sampler = RandomSampler::new(&dag, &target, 11);
         for _ in 0..20 {
             let sched = sampler.sample();
@@ -55,13 +75,25 @@ fn invalid_step_lists_are_errors_with_reasons() {
         (json!([["AN", 2, 0, 2]]), "innermost"),
         (json!([["CI", 2]]), "reduction cannot be inlined"),
         (json!([["CA", 2, 2, 0]]), "itself"),
-        (json!([["SP", 2, 0, null, [4], 1], ["CHW", 2, "local"]]), "before any other step"),
-        (json!([["AN", 2, 0, 3], ["AN", 2, 1, 3]]), "nested inside another parallel"),
-        (json!([["PR", 2, 0, "auto_unroll_max_step$99999"]]), "0..=4096"),
+        (
+            json!([["SP", 2, 0, null, [4], 1], ["CHW", 2, "local"]]),
+            "before any other step",
+        ),
+        (
+            json!([["AN", 2, 0, 3], ["AN", 2, 1, 3]]),
+            "nested inside another parallel",
+        ),
+        (
+            json!([["PR", 2, 0, "auto_unroll_max_step$99999"]]),
+            "0..=4096",
+        ),
     ];
     for (steps, want) in cases {
         let e = replay_err(&mm, steps.clone());
-        assert!(e.contains(want), "{steps}: error '{e}' does not say '{want}'");
+        assert!(
+            e.contains(want),
+            "{steps}: error '{e}' does not say '{want}'"
+        );
     }
     // compute_at on a stage that does not read the producer.
     let c = conv(); // data=0 kernel=1 pad=2 conv=3 bias=4 bias_relu=5
@@ -77,7 +109,16 @@ fn invalid_step_lists_are_errors_with_reasons() {
 
 #[test]
 fn malformed_json_is_an_error() {
-    for bad in ["", "{}", "[1]", "[[\"XX\", 1]]", "[[\"SP\", 1]]", "[[\"AN\", 0, 0, 9]]", "[[\"SP\", -1, 0, null, [2], 1]]", "[[\"CHW\", 1, \"shared\"]]"] {
+    for bad in [
+        "",
+        "{}",
+        "[1]",
+        "[[\"XX\", 1]]",
+        "[[\"SP\", 1]]",
+        "[[\"AN\", 0, 0, 9]]",
+        "[[\"SP\", -1, 0, null, [2], 1]]",
+        "[[\"CHW\", 1, \"shared\"]]",
+    ] {
         match Schedule::from_json(bad) {
             Err(ScheduleError::Json(msg)) => assert!(!msg.is_empty()),
             other => panic!("{bad:?} gave {other:?}"),
@@ -88,7 +129,13 @@ fn malformed_json_is_an_error() {
 fn arb_step() -> impl Strategy<Value = serde_json::Value> {
     let n = 0..6usize;
     prop_oneof![
-        (n.clone(), n.clone(), prop::collection::vec(0..70i64, 0..4), any::<bool>()).prop_map(|(s, i, l, o)| json!(["SP", s, i, null, l, i64::from(o)])),
+        (
+            n.clone(),
+            n.clone(),
+            prop::collection::vec(0..70i64, 0..4),
+            any::<bool>()
+        )
+            .prop_map(|(s, i, l, o)| json!(["SP", s, i, null, l, i64::from(o)])),
         (n.clone(), prop::collection::vec(0..8usize, 0..8)).prop_map(|(s, o)| json!(["RE", s, o])),
         (n.clone(), prop::collection::vec(0..8usize, 0..4)).prop_map(|(s, o)| json!(["FU", s, o])),
         (n.clone(), n.clone(), 0..4i64).prop_map(|(s, i, a)| json!(["AN", s, i, a])),
@@ -96,7 +143,12 @@ fn arb_step() -> impl Strategy<Value = serde_json::Value> {
         n.clone().prop_map(|s| json!(["CI", s])),
         n.clone().prop_map(|s| json!(["CR", s])),
         n.clone().prop_map(|s| json!(["CHW", s, "local"])),
-        (n.clone(), n, 0..600i64).prop_map(|(s, i, m)| json!(["PR", s, i, format!("auto_unroll_max_step${m}")])),
+        (n.clone(), n, 0..600i64).prop_map(|(s, i, m)| json!([
+            "PR",
+            s,
+            i,
+            format!("auto_unroll_max_step${m}")
+        ])),
     ]
 }
 

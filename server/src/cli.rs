@@ -113,6 +113,12 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = MeasureOptions::default().run_timeout_s,
           value_parser = positive_seconds)]
     pub timeout_s: f64,
+
+    /// Noise guard: a candidate timed while the calibration loop ran below this fraction of the
+    /// machine's usual speed is re-measured, then stored flagged noisy. 0 turns the guard off.
+    #[arg(long, value_name = "FRACTION", default_value_t = MeasureOptions::default().noise_threshold,
+          value_parser = fraction)]
+    pub noise_threshold: f64,
 }
 
 impl MeasureArgs {
@@ -122,8 +128,17 @@ impl MeasureArgs {
             repeat: self.repeat,
             min_repeat_ms: self.min_repeat_ms,
             run_timeout_s: self.timeout_s,
+            noise_threshold: self.noise_threshold,
             ..MeasureOptions::default()
         }
+    }
+}
+
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        Ok(_) => Err("must be between 0 and 1".into()),
+        Err(e) => Err(e.to_string()),
     }
 }
 

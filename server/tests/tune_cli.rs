@@ -6,18 +6,34 @@ use std::process::{Command, Output};
 use tunehub_server::records::{RecordStore, SqlStore};
 
 fn tunehub(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tunehub")).args(args).output().expect("tunehub runs")
+    Command::new(env!("CARGO_BIN_EXE_tunehub"))
+        .args(args)
+        .output()
+        .expect("tunehub runs")
 }
 
-/// Short timing: the tests check behaviour, not speed.
-const QUICK: [&str; 6] = ["--repeat", "1", "--number", "1", "--min-repeat-ms", "1"];
+/// Short timing, and no noise guard (tests share the machine): they check behaviour, not speed.
+const QUICK: [&str; 8] = [
+    "--repeat",
+    "1",
+    "--number",
+    "1",
+    "--min-repeat-ms",
+    "1",
+    "--noise-threshold",
+    "0",
+];
 
 fn tune_json(db: &Path, spec: &str, extra: &[&str]) -> Value {
     let mut args = vec!["tune", spec, "--db", db.to_str().unwrap(), "--json"];
     args.extend_from_slice(&QUICK);
     args.extend_from_slice(extra);
     let out = tunehub(&args);
-    assert!(out.status.success(), "tune failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tune failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("--json prints one JSON object")
 }
 
@@ -25,7 +41,11 @@ fn tune_json(db: &Path, spec: &str, extra: &[&str]) -> Value {
 async fn tune_stores_every_record_and_reports_the_best() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
-    let first = tune_json(&db, "matmul(32,48,16)", &["--trials", "6", "--batch", "3", "--seed", "1"]);
+    let first = tune_json(
+        &db,
+        "matmul(32,48,16)",
+        &["--trials", "6", "--batch", "3", "--seed", "1"],
+    );
     assert_eq!(first["trials"], 6);
     assert_eq!(first["new_records"], 6);
     let wk = first["workload_key"].as_str().unwrap().to_string();
@@ -38,7 +58,11 @@ async fn tune_stores_every_record_and_reports_the_best() {
     assert_eq!(best.id, first["best"]["record_id"].as_str().unwrap());
     // The best is the fastest successful record, and its GFLOP/s is the workload's FLOPs over it.
     let all = store.records(&wk, &tk).await.unwrap();
-    let min = all.iter().filter(|r| !r.noisy).filter_map(|r| r.mean_cost).fold(f64::INFINITY, f64::min);
+    let min = all
+        .iter()
+        .filter(|r| !r.noisy)
+        .filter_map(|r| r.mean_cost)
+        .fold(f64::INFINITY, f64::min);
     assert_eq!(best.mean_cost, Some(min));
     let gflops = first["best"]["gflops"].as_f64().unwrap();
     let flops = first["flops"].as_f64().unwrap();
@@ -53,8 +77,19 @@ async fn tune_stores_every_record_and_reports_the_best() {
     store.close().await;
 
     // `best` reads back the same record; the text form of the same operator shares it.
-    let out = tunehub(&["best", "--expr", "C[i,j] += A[i,k] * B[k,j] where i<32, j<48, k<16", "--db", db.to_str().unwrap(), "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tunehub(&[
+        "best",
+        "--expr",
+        "C[i,j] += A[i,k] * B[k,j] where i<32, j<48, k<16",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let b: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(b["workload_key"], wk.as_str());
 }
@@ -64,10 +99,19 @@ fn the_best_kernel_source_is_written_and_compiles() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     let c = dir.path().join("best.c");
-    tune_json(&db, "softmax(4,40)", &["--trials", "3", "--out-c", c.to_str().unwrap()]);
+    tune_json(
+        &db,
+        "softmax(4,40)",
+        &["--trials", "3", "--out-c", c.to_str().unwrap()],
+    );
     let src = std::fs::read_to_string(&c).unwrap();
     assert!(src.contains("void tunehub_kernel("));
-    let st = Command::new("cc").args(["-O2", "-fopenmp", "-c", "-o"]).arg(dir.path().join("best.o")).arg(&c).status().unwrap();
+    let st = Command::new("cc")
+        .args(["-O2", "-fopenmp", "-c", "-o"])
+        .arg(dir.path().join("best.o"))
+        .arg(&c)
+        .status()
+        .unwrap();
     assert!(st.success(), "the written kernel does not compile");
 }
 
@@ -80,15 +124,32 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
         &["tune", "nosuchop(1,2)", "--db", d],
         &["tune", "matmul(512,512)", "--db", d],
         &["tune", "matmul(0,4,4)", "--db", d],
-        &["tune", "--expr", "C[i,j] += A[i,k] * B[k,j] where i<4, j<4", "--db", d],
+        &[
+            "tune",
+            "--expr",
+            "C[i,j] += A[i,k] * B[k,j] where i<4, j<4",
+            "--db",
+            d,
+        ],
         &["tune", "matmul(4,4,4)", "--trials", "0", "--db", d],
-        &["tune", "matmul(4,4,4)", "--expr", "C[i] = A[i] where i<4", "--db", d],
+        &[
+            "tune",
+            "matmul(4,4,4)",
+            "--expr",
+            "C[i] = A[i] where i<4",
+            "--db",
+            d,
+        ],
     ];
     for args in cases {
         let out = tunehub(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: not one line: {err}"
+        );
         assert!(err.starts_with("error: "), "{args:?}: {err}");
         assert!(!db.exists(), "{args:?} created the database");
     }

@@ -3,5 +3,8 @@
 
 fn main() {
     let target = tunehub_engine::target::Target::detect();
-    println!("{}", serde_json::to_string_pretty(&target).expect("a target serializes"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&target).expect("a target serializes")
+    );
 }

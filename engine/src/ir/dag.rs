@@ -82,12 +82,22 @@ impl Stage {
     }
 
     pub fn is_reduction(&self) -> bool {
-        matches!(&self.kind, StageKind::Compute { reduce: Some(_), .. })
+        matches!(
+            &self.kind,
+            StageKind::Compute {
+                reduce: Some(_),
+                ..
+            }
+        )
     }
 
     /// Extents of all axes, space then reduce.
     pub fn axis_extents(&self) -> Vec<i64> {
-        self.space().iter().chain(self.reduce_axes()).map(|a| a.extent).collect()
+        self.space()
+            .iter()
+            .chain(self.reduce_axes())
+            .map(|a| a.extent)
+            .collect()
     }
 
     pub fn body(&self) -> Option<&Expr> {
@@ -144,27 +154,51 @@ impl ComputeDag {
 
     fn validate(&self) -> Result<(), DagError> {
         for (i, s) in self.stages.iter().enumerate() {
-            let bad = |msg: String| DagError::Invalid { stage: s.name.clone(), msg };
-            if s.name.is_empty() || !s.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+            let bad = |msg: String| DagError::Invalid {
+                stage: s.name.clone(),
+                msg,
+            };
+            if s.name.is_empty()
+                || !s
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            {
                 return Err(bad("names are ASCII letters, digits, '_' or '.'".into()));
             }
             if self.stages[..i].iter().any(|o| o.name == s.name) {
                 return Err(bad("duplicate stage name".into()));
             }
             if s.shape.iter().any(|&e| e <= 0) {
-                return Err(bad(format!("every extent must be positive, got {:?}", s.shape)));
+                return Err(bad(format!(
+                    "every extent must be positive, got {:?}",
+                    s.shape
+                )));
             }
             if s.dtype != DType::F32 {
-                return Err(bad(format!("dtype {:?} is not supported yet (only f32)", s.dtype)));
+                return Err(bad(format!(
+                    "dtype {:?} is not supported yet (only f32)",
+                    s.dtype
+                )));
             }
-            let StageKind::Compute { space, reduce_axes, reduce, body } = &s.kind else {
+            let StageKind::Compute {
+                space,
+                reduce_axes,
+                reduce,
+                body,
+            } = &s.kind
+            else {
                 continue;
             };
-            if space.len() != s.shape.len() || space.iter().zip(&s.shape).any(|(a, &e)| a.extent != e) {
+            if space.len() != s.shape.len()
+                || space.iter().zip(&s.shape).any(|(a, &e)| a.extent != e)
+            {
                 return Err(bad("space axes must match the shape".into()));
             }
             if reduce.is_some() == reduce_axes.is_empty() {
-                return Err(bad("a reduction needs reduction axes, and only a reduction has them".into()));
+                return Err(bad(
+                    "a reduction needs reduction axes, and only a reduction has them".into(),
+                ));
             }
             if reduce_axes.iter().any(|a| a.extent <= 0) {
                 return Err(bad("reduction extents must be positive".into()));
@@ -179,12 +213,19 @@ impl ComputeDag {
                     return;
                 }
                 if t >= i {
-                    err = Some(bad(format!("reads stage #{t}, which does not come before it")));
+                    err = Some(bad(format!(
+                        "reads stage #{t}, which does not come before it"
+                    )));
                     return;
                 }
                 let src = &self.stages[t];
                 if idx.len() != src.shape.len() {
-                    err = Some(bad(format!("reads {} with {} indices, it has {} dimensions", src.name, idx.len(), src.shape.len())));
+                    err = Some(bad(format!(
+                        "reads {} with {} indices, it has {} dimensions",
+                        src.name,
+                        idx.len(),
+                        src.shape.len()
+                    )));
                 }
             });
             if let Some(e) = err {
@@ -199,7 +240,13 @@ impl ComputeDag {
     /// Guards from enclosing `select`s narrow the ranges: `select(0 <= i-1 < H, A[i-1], 0)` is in
     /// bounds. See [`guarded_range`] for the guards understood; anything else is checked over the
     /// full range, which is conservative.
-    fn check_bounds(&self, s: &Stage, e: &Expr, ext: &[i64], guards: &mut Vec<Cond>) -> Result<(), String> {
+    fn check_bounds(
+        &self,
+        s: &Stage,
+        e: &Expr,
+        ext: &[i64],
+        guards: &mut Vec<Cond>,
+    ) -> Result<(), String> {
         match e {
             Expr::Const(_) | Expr::Index(_) => Ok(()),
             Expr::Load(t, idx) => {
@@ -231,7 +278,13 @@ impl ComputeDag {
         }
     }
 
-    fn check_cond_bounds(&self, s: &Stage, c: &Cond, ext: &[i64], guards: &mut Vec<Cond>) -> Result<(), String> {
+    fn check_cond_bounds(
+        &self,
+        s: &Stage,
+        c: &Cond,
+        ext: &[i64],
+        guards: &mut Vec<Cond>,
+    ) -> Result<(), String> {
         match c {
             Cond::Index(..) => Ok(()),
             Cond::Value(_, a, b) => {
@@ -264,11 +317,15 @@ impl ComputeDag {
     /// Compute stages nobody reads: the kernel's outputs.
     pub fn outputs(&self) -> Vec<usize> {
         let cons = self.consumers();
-        (0..self.stages.len()).filter(|&i| !self.stages[i].is_placeholder() && cons[i].is_empty()).collect()
+        (0..self.stages.len())
+            .filter(|&i| !self.stages[i].is_placeholder() && cons[i].is_empty())
+            .collect()
     }
 
     pub fn placeholders(&self) -> Vec<usize> {
-        (0..self.stages.len()).filter(|&i| self.stages[i].is_placeholder()).collect()
+        (0..self.stages.len())
+            .filter(|&i| self.stages[i].is_placeholder())
+            .collect()
     }
 
     /// Floating-point operations of one run of the whole DAG (a multiply-add counts as two,

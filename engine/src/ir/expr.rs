@@ -47,11 +47,17 @@ pub struct Affine {
 
 impl Affine {
     pub fn constant(c: i64) -> Self {
-        Affine { terms: vec![], offset: c }
+        Affine {
+            terms: vec![],
+            offset: c,
+        }
     }
 
     pub fn axis(a: usize) -> Self {
-        Affine { terms: vec![(a, 1)], offset: 0 }
+        Affine {
+            terms: vec![(a, 1)],
+            offset: 0,
+        }
     }
 
     /// Builds from unsorted terms, merging duplicates and dropping zeros.
@@ -75,7 +81,10 @@ impl Affine {
     }
 
     pub fn scale(&self, k: i64) -> Affine {
-        Affine::new(self.terms.iter().map(|&(a, c)| (a, c * k)).collect(), self.offset * k)
+        Affine::new(
+            self.terms.iter().map(|&(a, c)| (a, c * k)).collect(),
+            self.offset * k,
+        )
     }
 
     pub fn coef(&self, axis: usize) -> i64 {
@@ -327,10 +336,14 @@ impl Expr {
             Expr::Const(_) | Expr::Index(_) => self.clone(),
             Expr::Load(t, idx) => f(*t, idx),
             Expr::Unary(o, a) => Expr::Unary(*o, Box::new(a.map_loads(f))),
-            Expr::Binary(o, a, b) => Expr::Binary(*o, Box::new(a.map_loads(f)), Box::new(b.map_loads(f))),
-            Expr::Select(c, a, b) => {
-                Expr::Select(Box::new(c.map_loads(f)), Box::new(a.map_loads(f)), Box::new(b.map_loads(f)))
+            Expr::Binary(o, a, b) => {
+                Expr::Binary(*o, Box::new(a.map_loads(f)), Box::new(b.map_loads(f)))
             }
+            Expr::Select(c, a, b) => Expr::Select(
+                Box::new(c.map_loads(f)),
+                Box::new(a.map_loads(f)),
+                Box::new(b.map_loads(f)),
+            ),
         }
     }
 
@@ -341,9 +354,11 @@ impl Expr {
             Expr::Load(t, idx) => Expr::Load(*t, idx.iter().map(|x| x.substitute(by)).collect()),
             Expr::Index(a) => Expr::Index(a.substitute(by)),
             Expr::Unary(o, a) => Expr::Unary(*o, Box::new(a.substitute_axes(by))),
-            Expr::Binary(o, a, b) => {
-                Expr::Binary(*o, Box::new(a.substitute_axes(by)), Box::new(b.substitute_axes(by)))
-            }
+            Expr::Binary(o, a, b) => Expr::Binary(
+                *o,
+                Box::new(a.substitute_axes(by)),
+                Box::new(b.substitute_axes(by)),
+            ),
             Expr::Select(c, a, b) => Expr::Select(
                 Box::new(c.substitute_axes(by)),
                 Box::new(a.substitute_axes(by)),
@@ -413,7 +428,9 @@ impl Cond {
     pub fn map_loads(&self, f: &mut impl FnMut(usize, &[Affine]) -> Expr) -> Cond {
         match self {
             Cond::Index(..) => self.clone(),
-            Cond::Value(o, a, b) => Cond::Value(*o, Box::new(a.map_loads(f)), Box::new(b.map_loads(f))),
+            Cond::Value(o, a, b) => {
+                Cond::Value(*o, Box::new(a.map_loads(f)), Box::new(b.map_loads(f)))
+            }
             Cond::And(a, b) => Cond::And(Box::new(a.map_loads(f)), Box::new(b.map_loads(f))),
             Cond::Or(a, b) => Cond::Or(Box::new(a.map_loads(f)), Box::new(b.map_loads(f))),
             Cond::Not(a) => Cond::Not(Box::new(a.map_loads(f))),
@@ -423,11 +440,19 @@ impl Cond {
     pub fn substitute_axes(&self, by: &[Affine]) -> Cond {
         match self {
             Cond::Index(o, a, b) => Cond::Index(*o, a.substitute(by), b.substitute(by)),
-            Cond::Value(o, a, b) => {
-                Cond::Value(*o, Box::new(a.substitute_axes(by)), Box::new(b.substitute_axes(by)))
-            }
-            Cond::And(a, b) => Cond::And(Box::new(a.substitute_axes(by)), Box::new(b.substitute_axes(by))),
-            Cond::Or(a, b) => Cond::Or(Box::new(a.substitute_axes(by)), Box::new(b.substitute_axes(by))),
+            Cond::Value(o, a, b) => Cond::Value(
+                *o,
+                Box::new(a.substitute_axes(by)),
+                Box::new(b.substitute_axes(by)),
+            ),
+            Cond::And(a, b) => Cond::And(
+                Box::new(a.substitute_axes(by)),
+                Box::new(b.substitute_axes(by)),
+            ),
+            Cond::Or(a, b) => Cond::Or(
+                Box::new(a.substitute_axes(by)),
+                Box::new(b.substitute_axes(by)),
+            ),
             Cond::Not(a) => Cond::Not(Box::new(a.substitute_axes(by))),
         }
     }

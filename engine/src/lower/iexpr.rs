@@ -37,11 +37,17 @@ impl Lin {
     }
 
     pub fn var(v: Var) -> Lin {
-        Lin { terms: vec![(Atom::Var(v), 1)], c: 0 }
+        Lin {
+            terms: vec![(Atom::Var(v), 1)],
+            c: 0,
+        }
     }
 
     fn atom(a: Atom) -> Lin {
-        Lin { terms: vec![(a, 1)], c: 0 }
+        Lin {
+            terms: vec![(a, 1)],
+            c: 0,
+        }
     }
 
     pub fn as_const(&self) -> Option<i64> {
@@ -52,8 +58,10 @@ impl Lin {
         let mut terms = Vec::with_capacity(self.terms.len() + o.terms.len());
         let (mut i, mut j) = (0, 0);
         while i < self.terms.len() || j < o.terms.len() {
-            let take_left = j >= o.terms.len() || (i < self.terms.len() && self.terms[i].0 < o.terms[j].0);
-            let take_right = i >= self.terms.len() || (j < o.terms.len() && o.terms[j].0 < self.terms[i].0);
+            let take_left =
+                j >= o.terms.len() || (i < self.terms.len() && self.terms[i].0 < o.terms[j].0);
+            let take_right =
+                i >= self.terms.len() || (j < o.terms.len() && o.terms[j].0 < self.terms[i].0);
             if take_left {
                 terms.push(self.terms[i].clone());
                 i += 1;
@@ -69,11 +77,17 @@ impl Lin {
                 j += 1;
             }
         }
-        Lin { terms, c: self.c + o.c }
+        Lin {
+            terms,
+            c: self.c + o.c,
+        }
     }
 
     pub fn add_const(&self, k: i64) -> Lin {
-        Lin { terms: self.terms.clone(), c: self.c + k }
+        Lin {
+            terms: self.terms.clone(),
+            c: self.c + k,
+        }
     }
 
     pub fn sub(&self, o: &Lin) -> Lin {
@@ -84,7 +98,10 @@ impl Lin {
         if k == 0 {
             return Lin::constant(0);
         }
-        Lin { terms: self.terms.iter().map(|(a, c)| (a.clone(), c * k)).collect(), c: self.c * k }
+        Lin {
+            terms: self.terms.iter().map(|(a, c)| (a.clone(), c * k)).collect(),
+            c: self.c * k,
+        }
     }
 
     /// Floor division of a non-negative value by `d > 0`.
@@ -96,7 +113,10 @@ impl Lin {
             return Lin::constant(c.div_euclid(d));
         }
         if self.terms.iter().all(|(_, c)| c % d == 0) && self.c % d == 0 {
-            return Lin { terms: self.terms.iter().map(|(a, c)| (a.clone(), c / d)).collect(), c: self.c / d };
+            return Lin {
+                terms: self.terms.iter().map(|(a, c)| (a.clone(), c / d)).collect(),
+                c: self.c / d,
+            };
         }
         Lin::atom(Atom::Div(Box::new(self.clone()), d))
     }

@@ -71,15 +71,28 @@ pub enum VCond {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Stmt {
-    For { var: Var, extent: i64, kind: LoopKind, body: Vec<Stmt> },
+    For {
+        var: Var,
+        extent: i64,
+        kind: LoopKind,
+        body: Vec<Stmt>,
+    },
     /// Defines a region start (`const int lo = ...`).
     Let { var: Var, value: Lin },
     /// Declares a local buffer live for `body`.
     Alloc { buf: usize, body: Vec<Stmt> },
     /// Runs `body` when every `lhs < rhs`.
-    Guard { conds: Vec<(Lin, i64)>, body: Vec<Stmt> },
+    Guard {
+        conds: Vec<(Lin, i64)>,
+        body: Vec<Stmt>,
+    },
     /// `buf[index] = value`, or `buf[index] = combine(buf[index], value)` for a reduction.
-    Store { buf: usize, index: Lin, value: VExpr, reduce: Option<ReduceOp> },
+    Store {
+        buf: usize,
+        index: Lin,
+        value: VExpr,
+        reduce: Option<ReduceOp>,
+    },
 }
 
 /// A lowered kernel: buffers (arguments first: inputs in DAG order, then outputs) and a body.
@@ -178,13 +191,23 @@ pub fn lower(state: &State) -> Result<LoweredFunc, ScheduleError> {
     for (s, info) in lw.info.iter().enumerate() {
         if let Some(info) = info {
             for &leaf in &state.stages[s].leaves {
-                let v = Var::Loop { stage: s, node: leaf };
+                let v = Var::Loop {
+                    stage: s,
+                    node: leaf,
+                };
                 loop_extents.insert(v, info.node_ext[leaf]);
                 loop_names.insert(v, state.stages[s].nodes[leaf].name.clone());
             }
         }
     }
-    Ok(LoweredFunc { buffers: lw.buffers, args, body, dag: dag.clone(), loop_extents, loop_names })
+    Ok(LoweredFunc {
+        buffers: lw.buffers,
+        args,
+        body,
+        dag: dag.clone(),
+        loop_extents,
+        loop_names,
+    })
 }
 
 impl Lowerer<'_> {
@@ -197,7 +220,10 @@ impl Lowerer<'_> {
                     match &self.eff[t] {
                         Some(b) => b.substitute_axes(idx),
                         None => {
-                            err = Some(invalid(format!("inlined stage {} has no body", self.dag.stages[t].name)));
+                            err = Some(invalid(format!(
+                                "inlined stage {} has no body",
+                                self.dag.stages[t].name
+                            )));
                             Expr::Const(0.0)
                         }
                     }
@@ -234,7 +260,9 @@ impl Lowerer<'_> {
         for (s, st) in self.state.stages.iter().enumerate() {
             let name = &self.dag.stages[s].name;
             match st.attach {
-                Attach::Inline if outputs.contains(&s) => return Err(invalid(format!("output {name} cannot be inlined"))),
+                Attach::Inline if outputs.contains(&s) => {
+                    return Err(invalid(format!("output {name} cannot be inlined")));
+                }
                 Attach::At { stage: c, node } => {
                     if outputs.contains(&s) {
                         return Err(invalid(format!("output {name} must be computed at root")));
@@ -243,14 +271,23 @@ impl Lowerer<'_> {
                         return Err(invalid(format!(
                             "{name} is computed at {}, but is read by {:?}",
                             self.dag.stages[c].name,
-                            consumers[s].iter().map(|&x| &self.dag.stages[x].name).collect::<Vec<_>>()
+                            consumers[s]
+                                .iter()
+                                .map(|&x| &self.dag.stages[x].name)
+                                .collect::<Vec<_>>()
                         )));
                     }
                     if self.eff[c].is_none() {
-                        return Err(invalid(format!("{name} is computed at {}, which has no loops", self.dag.stages[c].name)));
+                        return Err(invalid(format!(
+                            "{name} is computed at {}, which has no loops",
+                            self.dag.stages[c].name
+                        )));
                     }
                     if !self.state.stages[c].leaves.contains(&node) {
-                        return Err(invalid(format!("{name} is computed at a loop {} no longer has", self.dag.stages[c].name)));
+                        return Err(invalid(format!(
+                            "{name} is computed at a loop {} no longer has",
+                            self.dag.stages[c].name
+                        )));
                     }
                     self.attached.entry((c, node)).or_default().push(s);
                 }
@@ -295,7 +332,12 @@ impl Lowerer<'_> {
         let mut split_guards = vec![];
         for rel in &st.relations {
             match rel {
-                Relation::Split { parent, outs, lengths, inner_to_outer } => {
+                Relation::Split {
+                    parent,
+                    outs,
+                    lengths,
+                    inner_to_outer,
+                } => {
                     let e = node_ext[*parent];
                     let prod: i64 = lengths.iter().product();
                     let rest = (e + prod - 1) / prod;
@@ -320,7 +362,8 @@ impl Lowerer<'_> {
         let mut node_val = vec![Lin::constant(0); st.nodes.len()];
         for &l in &st.leaves {
             node_val[l] = Lin::var(Var::Loop { stage: s, node: l });
-            self.ranges.insert(Var::Loop { stage: s, node: l }, (0, node_ext[l] - 1));
+            self.ranges
+                .insert(Var::Loop { stage: s, node: l }, (0, node_ext[l] - 1));
         }
         for rel in st.relations.iter().rev() {
             match rel {
@@ -353,20 +396,40 @@ impl Lowerer<'_> {
                 guards.push((l.add(&node_val[d]), stage.shape[d]));
             }
         }
-        self.info[s] = Some(StageInfo { root_ext, lo, lo_def, node_ext, node_val, guards });
+        self.info[s] = Some(StageInfo {
+            root_ext,
+            lo,
+            lo_def,
+            node_ext,
+            node_val,
+            guards,
+        });
         Ok(())
     }
 
     /// The region of stage `s` read inside loop `node` of its consumer `c`: a start per
     /// dimension (in `c`'s enclosing loops) and a constant extent.
-    fn region(&self, s: usize, c: usize, node: usize) -> Result<(Vec<Lin>, Vec<i64>), ScheduleError> {
+    fn region(
+        &self,
+        s: usize,
+        c: usize,
+        node: usize,
+    ) -> Result<(Vec<Lin>, Vec<i64>), ScheduleError> {
         let cinfo = self.info[c].as_ref().expect("consumers are inferred first");
         let cst = &self.state.stages[c];
-        let pos = cst.leaves.iter().position(|&l| l == node).expect("checked in check_attachments");
+        let pos = cst
+            .leaves
+            .iter()
+            .position(|&l| l == node)
+            .expect("checked in check_attachments");
         // (start, extent) of every node of c, with loops up to `pos` fixed.
         let mut r: Vec<(Lin, i64)> = vec![(Lin::constant(0), 1); cst.nodes.len()];
         for (k, &l) in cst.leaves.iter().enumerate() {
-            r[l] = if k <= pos { (Lin::var(Var::Loop { stage: c, node: l }), 1) } else { (Lin::constant(0), cinfo.node_ext[l]) };
+            r[l] = if k <= pos {
+                (Lin::var(Var::Loop { stage: c, node: l }), 1)
+            } else {
+                (Lin::constant(0), cinfo.node_ext[l])
+            };
         }
         for rel in cst.relations.iter().rev() {
             match rel {
@@ -400,8 +463,14 @@ impl Lowerer<'_> {
         }
         // Absolute axis ranges of c.
         let n_axes = self.dag.stages[c].axis_extents().len();
-        let axes: Vec<(Lin, i64)> =
-            (0..n_axes).map(|a| (cinfo.lo.get(a).map_or(r[a].0.clone(), |l| l.add(&r[a].0)), r[a].1)).collect();
+        let axes: Vec<(Lin, i64)> = (0..n_axes)
+            .map(|a| {
+                (
+                    cinfo.lo.get(a).map_or(r[a].0.clone(), |l| l.add(&r[a].0)),
+                    r[a].1,
+                )
+            })
+            .collect();
         let shape = &self.dag.stages[s].shape;
         let mut region: Option<Vec<(Lin, i64)>> = None;
         let mut visit = |idx: &[Affine]| {
@@ -424,17 +493,29 @@ impl Lowerer<'_> {
                     .collect(),
             });
         };
-        self.eff[c].as_ref().expect("attached to a computed stage").visit_loads(&mut |t, idx| {
-            if t == s {
-                visit(idx)
-            }
-        });
-        let region = region.ok_or_else(|| invalid(format!("{} does not read {}", self.dag.stages[c].name, self.dag.stages[s].name)))?;
+        self.eff[c]
+            .as_ref()
+            .expect("attached to a computed stage")
+            .visit_loads(&mut |t, idx| {
+                if t == s {
+                    visit(idx)
+                }
+            });
+        let region = region.ok_or_else(|| {
+            invalid(format!(
+                "{} does not read {}",
+                self.dag.stages[c].name, self.dag.stages[s].name
+            ))
+        })?;
         let mut los = vec![];
         let mut exts = vec![];
         for (d, (lo, ext)) in region.into_iter().enumerate() {
             let (min_lo, _) = lo.range(&self.range_of());
-            let lo = if min_lo < 0 { lo.maximum(&Lin::constant(0)) } else { lo };
+            let lo = if min_lo < 0 {
+                lo.maximum(&Lin::constant(0))
+            } else {
+                lo
+            };
             los.push(lo);
             exts.push(ext.min(shape[d]));
         }
@@ -446,11 +527,20 @@ impl Lowerer<'_> {
         let mut args = vec![];
         for scope in [Scope::Input, Scope::Output] {
             for (s, stage) in self.dag.stages.iter().enumerate() {
-                let is = if scope == Scope::Input { stage.is_placeholder() } else { outputs.contains(&s) };
+                let is = if scope == Scope::Input {
+                    stage.is_placeholder()
+                } else {
+                    outputs.contains(&s)
+                };
                 if is {
                     self.buf_of[s] = Some(self.buffers.len());
                     args.push(self.buffers.len());
-                    self.buffers.push(Buffer { name: stage.name.clone(), stage: s, shape: stage.shape.clone(), scope });
+                    self.buffers.push(Buffer {
+                        name: stage.name.clone(),
+                        stage: s,
+                        shape: stage.shape.clone(),
+                        scope,
+                    });
                 }
             }
         }
@@ -464,11 +554,20 @@ impl Lowerer<'_> {
                 _ => (info.root_ext[..stage.shape.len()].to_vec(), Scope::Local),
             };
             self.buf_of[s] = Some(self.buffers.len());
-            self.buffers.push(Buffer { name: stage.name.clone(), stage: s, shape, scope });
+            self.buffers.push(Buffer {
+                name: stage.name.clone(),
+                stage: s,
+                shape,
+                scope,
+            });
         }
         for b in &self.buffers {
             if b.elems() >= i64::from(i32::MAX) {
-                return Err(invalid(format!("buffer {} has {} elements; 32-bit indexing allows 2^31", b.name, b.elems())));
+                return Err(invalid(format!(
+                    "buffer {} has {} elements; 32-bit indexing allows 2^31",
+                    b.name,
+                    b.elems()
+                )));
             }
         }
         Ok(args)
@@ -482,7 +581,9 @@ impl Lowerer<'_> {
         let name = &stage.name;
         let leaves = &st.leaves;
         let n = leaves.len();
-        let StageKind::Compute { reduce, .. } = &stage.kind else { unreachable!("placeholders have no loops") };
+        let StageKind::Compute { reduce, .. } = &stage.kind else {
+            unreachable!("placeholders have no loops")
+        };
 
         // Loop kinds, with Ansor's auto-unroll: innermost loops whose product of extents stays
         // within the stage's max step are unrolled.
@@ -498,7 +599,11 @@ impl Lowerer<'_> {
         for k in (0..n).rev() {
             let node = &st.nodes[leaves[k]];
             holds_stage |= self.attached.contains_key(&(s, leaves[k]));
-            prod = if holds_stage { i64::MAX } else { prod.saturating_mul(info.node_ext[leaves[k]]) };
+            prod = if holds_stage {
+                i64::MAX
+            } else {
+                prod.saturating_mul(info.node_ext[leaves[k]])
+            };
             kinds[k] = match node.ann {
                 Annotation::Parallel => LoopKind::Parallel,
                 Annotation::Vectorize => LoopKind::Vectorized,
@@ -508,17 +613,23 @@ impl Lowerer<'_> {
             };
             if node.ann == Annotation::Vectorize {
                 if k != n - 1 {
-                    return Err(invalid(format!("{name}: a vectorized loop must be the innermost")));
+                    return Err(invalid(format!(
+                        "{name}: a vectorized loop must be the innermost"
+                    )));
                 }
                 if self.attached.contains_key(&(s, leaves[k])) {
-                    return Err(invalid(format!("{name}: no stage can be computed inside a vectorized loop")));
+                    return Err(invalid(format!(
+                        "{name}: no stage can be computed inside a vectorized loop"
+                    )));
                 }
             }
         }
         let mut par_before = vec![in_parallel; n + 1];
         for k in 0..n {
             if kinds[k] == LoopKind::Parallel && par_before[k] {
-                return Err(invalid(format!("{name}: a parallel loop is nested inside another parallel loop")));
+                return Err(invalid(format!(
+                    "{name}: a parallel loop is nested inside another parallel loop"
+                )));
             }
             par_before[k + 1] = par_before[k] || kinds[k] == LoopKind::Parallel;
         }
@@ -526,17 +637,33 @@ impl Lowerer<'_> {
         // Axis values (absolute) in the stage's loops.
         let n_space = stage.space().len();
         let axes: Vec<Lin> = (0..info.root_ext.len())
-            .map(|a| if a < n_space { info.lo[a].add(&info.node_val[a]) } else { info.node_val[a].clone() })
+            .map(|a| {
+                if a < n_space {
+                    info.lo[a].add(&info.node_val[a])
+                } else {
+                    info.node_val[a].clone()
+                }
+            })
             .collect();
         let value = self.value(s, self.eff[s].as_ref().expect("computed stage"), &axes)?;
         let buf = self.buf_of[s].expect("buffers made");
         let strides = strides(&self.buffers[buf].shape);
-        let index = (0..n_space).fold(Lin::constant(0), |acc, d| acc.add(&info.node_val[d].scale(strides[d])));
-        let store = Stmt::Store { buf, index: index.clone(), value, reduce: *reduce };
+        let index = (0..n_space).fold(Lin::constant(0), |acc, d| {
+            acc.add(&info.node_val[d].scale(strides[d]))
+        });
+        let store = Stmt::Store {
+            buf,
+            index: index.clone(),
+            value,
+            reduce: *reduce,
+        };
         let mut body = guard(info.guards.clone(), vec![store]);
 
         let first_reduce = if reduce.is_some() {
-            leaves.iter().position(|&l| st.nodes[l].kind == IterKind::Reduce).unwrap_or(n)
+            leaves
+                .iter()
+                .position(|&l| st.nodes[l].kind == IterKind::Reduce)
+                .unwrap_or(n)
         } else {
             n
         };
@@ -547,7 +674,12 @@ impl Lowerer<'_> {
             {
                 // The initialisation runs over the space loops inside the first reduction
                 // loop, guarded only by conditions on those loops.
-                let init = Stmt::Store { buf, index: index.clone(), value: VExpr::Const(op.identity()), reduce: None };
+                let init = Stmt::Store {
+                    buf,
+                    index: index.clone(),
+                    value: VExpr::Const(op.identity()),
+                    reduce: None,
+                };
                 let space_vars: Vec<Var> = leaves[..]
                     .iter()
                     .enumerate()
@@ -560,15 +692,24 @@ impl Lowerer<'_> {
                     .filter(|(e, _)| {
                         let mut vs = vec![];
                         e.vars(&mut vs);
-                        vs.iter().all(|v| matches!(v, Var::Lo { .. }) || space_vars.contains(v))
+                        vs.iter()
+                            .all(|v| matches!(v, Var::Lo { .. }) || space_vars.contains(v))
                     })
                     .cloned()
                     .collect();
                 let mut init_body = guard(conds, vec![init]);
                 for j in (k..n).rev() {
                     if st.nodes[leaves[j]].kind == IterKind::Space {
-                        let var = Var::Loop { stage: s, node: leaves[j] };
-                        init_body = vec![Stmt::For { var, extent: info.node_ext[leaves[j]], kind: kinds[j], body: init_body }];
+                        let var = Var::Loop {
+                            stage: s,
+                            node: leaves[j],
+                        };
+                        init_body = vec![Stmt::For {
+                            var,
+                            extent: info.node_ext[leaves[j]],
+                            kind: kinds[j],
+                            body: init_body,
+                        }];
                     }
                 }
                 init_body.extend(body);
@@ -582,7 +723,10 @@ impl Lowerer<'_> {
                 .iter()
                 .enumerate()
                 .filter(|(_, v)| v.as_const().is_none())
-                .map(|(d, v)| Stmt::Let { var: Var::Lo { stage: s, dim: d }, value: v.clone() })
+                .map(|(d, v)| Stmt::Let {
+                    var: Var::Lo { stage: s, dim: d },
+                    value: v.clone(),
+                })
                 .collect();
             body = lets.into_iter().chain(body).collect();
         }
@@ -590,7 +734,14 @@ impl Lowerer<'_> {
     }
 
     /// Wraps `inner` in loop `k` of stage `s`, with the stages computed at that loop first.
-    fn wrap_loop(&self, s: usize, k: usize, kind: LoopKind, in_parallel: bool, inner: Vec<Stmt>) -> Result<Vec<Stmt>, ScheduleError> {
+    fn wrap_loop(
+        &self,
+        s: usize,
+        k: usize,
+        kind: LoopKind,
+        in_parallel: bool,
+        inner: Vec<Stmt>,
+    ) -> Result<Vec<Stmt>, ScheduleError> {
         let st = &self.state.stages[s];
         let node = st.leaves[k];
         let info = self.info[s].as_ref().expect("inferred");
@@ -609,7 +760,12 @@ impl Lowerer<'_> {
                 body = stmts;
             }
         }
-        Ok(vec![Stmt::For { var: Var::Loop { stage: s, node }, extent: info.node_ext[node], kind, body }])
+        Ok(vec![Stmt::For {
+            var: Var::Loop { stage: s, node },
+            extent: info.node_ext[node],
+            kind,
+            body,
+        }])
     }
 
     /// Lowers a body expression of stage `s` evaluated at absolute axis values `axes`.
@@ -618,7 +774,12 @@ impl Lowerer<'_> {
             Expr::Const(c) => VExpr::Const(*c),
             Expr::Index(a) => VExpr::Index(affine_at(a, axes)),
             Expr::Load(t, idx) => {
-                let buf = self.buf_of[*t].ok_or_else(|| invalid(format!("{} reads {}, which has no buffer", self.dag.stages[s].name, self.dag.stages[*t].name)))?;
+                let buf = self.buf_of[*t].ok_or_else(|| {
+                    invalid(format!(
+                        "{} reads {}, which has no buffer",
+                        self.dag.stages[s].name, self.dag.stages[*t].name
+                    ))
+                })?;
                 let b = &self.buffers[buf];
                 let strides = strides(&b.shape);
                 let mut index = Lin::constant(0);
@@ -635,7 +796,11 @@ impl Lowerer<'_> {
                 VExpr::Load { buf, index }
             }
             Expr::Unary(o, a) => VExpr::Unary(*o, Box::new(self.value(s, a, axes)?)),
-            Expr::Binary(o, a, b) => VExpr::Binary(*o, Box::new(self.value(s, a, axes)?), Box::new(self.value(s, b, axes)?)),
+            Expr::Binary(o, a, b) => VExpr::Binary(
+                *o,
+                Box::new(self.value(s, a, axes)?),
+                Box::new(self.value(s, b, axes)?),
+            ),
             Expr::Select(c, a, b) => VExpr::Select(
                 Box::new(self.cond(s, c, axes)?),
                 Box::new(self.value(s, a, axes)?),
@@ -647,9 +812,19 @@ impl Lowerer<'_> {
     fn cond(&self, s: usize, c: &Cond, axes: &[Lin]) -> Result<VCond, ScheduleError> {
         Ok(match c {
             Cond::Index(o, a, b) => VCond::Index(*o, affine_at(a, axes), affine_at(b, axes)),
-            Cond::Value(o, a, b) => VCond::Value(*o, Box::new(self.value(s, a, axes)?), Box::new(self.value(s, b, axes)?)),
-            Cond::And(a, b) => VCond::And(Box::new(self.cond(s, a, axes)?), Box::new(self.cond(s, b, axes)?)),
-            Cond::Or(a, b) => VCond::Or(Box::new(self.cond(s, a, axes)?), Box::new(self.cond(s, b, axes)?)),
+            Cond::Value(o, a, b) => VCond::Value(
+                *o,
+                Box::new(self.value(s, a, axes)?),
+                Box::new(self.value(s, b, axes)?),
+            ),
+            Cond::And(a, b) => VCond::And(
+                Box::new(self.cond(s, a, axes)?),
+                Box::new(self.cond(s, b, axes)?),
+            ),
+            Cond::Or(a, b) => VCond::Or(
+                Box::new(self.cond(s, a, axes)?),
+                Box::new(self.cond(s, b, axes)?),
+            ),
             Cond::Not(a) => VCond::Not(Box::new(self.cond(s, a, axes)?)),
         })
     }
@@ -659,7 +834,9 @@ impl Lowerer<'_> {
 fn has_call(e: &Expr) -> bool {
     match e {
         Expr::Const(_) | Expr::Load(..) | Expr::Index(_) => false,
-        Expr::Unary(op, a) => !matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu) || has_call(a),
+        Expr::Unary(op, a) => {
+            !matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu) || has_call(a)
+        }
         Expr::Binary(_, a, b) => has_call(a) || has_call(b),
         Expr::Select(c, a, b) => cond_has_call(c) || has_call(a) || has_call(b),
     }
@@ -675,7 +852,11 @@ fn cond_has_call(c: &Cond) -> bool {
 }
 
 fn guard(conds: Vec<(Lin, i64)>, body: Vec<Stmt>) -> Vec<Stmt> {
-    if conds.is_empty() { body } else { vec![Stmt::Guard { conds, body }] }
+    if conds.is_empty() {
+        body
+    } else {
+        vec![Stmt::Guard { conds, body }]
+    }
 }
 
 /// Row-major strides of a shape.
@@ -688,7 +869,11 @@ pub fn strides(shape: &[i64]) -> Vec<i64> {
 }
 
 fn affine_at(a: &Affine, axes: &[Lin]) -> Lin {
-    a.terms.iter().fold(Lin::constant(a.offset), |acc, &(x, c)| acc.add(&axes[x].scale(c)))
+    a.terms
+        .iter()
+        .fold(Lin::constant(a.offset), |acc, &(x, c)| {
+            acc.add(&axes[x].scale(c))
+        })
 }
 
 /// Start and extent of an affine index over axes given as (start, extent).
@@ -716,6 +901,14 @@ pub fn loop_extents(state: &State) -> Result<Vec<Vec<i64>>, ScheduleError> {
         .info
         .iter()
         .enumerate()
-        .map(|(s, i)| i.as_ref().map_or_else(Vec::new, |i| state.stages[s].leaves.iter().map(|&l| i.node_ext[l]).collect()))
+        .map(|(s, i)| {
+            i.as_ref().map_or_else(Vec::new, |i| {
+                state.stages[s]
+                    .leaves
+                    .iter()
+                    .map(|&l| i.node_ext[l])
+                    .collect()
+            })
+        })
         .collect())
 }

@@ -1,7 +1,10 @@
 //! The whole path from schedules to verified timings for one task: generate each candidate's
 //! C, build them in parallel, run them one at a time, check them against the task's reference.
 
-use super::{BuildInput, Builder, ErrorCode, LocalBuilder, LocalRunner, MeasureOptions, MeasureResult, Runner, measure_batch};
+use super::{
+    BuildInput, Builder, ErrorCode, LocalBuilder, LocalRunner, MeasureOptions, MeasureResult,
+    Runner, measure_batch,
+};
 use crate::codegen::{self, GeneratedKernel};
 use crate::schedule::Schedule;
 use crate::target::Target;
@@ -23,7 +26,11 @@ impl Measurer {
 
     /// Any builder and runner (remote ones, fault-injecting ones in tests).
     pub fn with_parts(target: &Target, builder: Box<dyn Builder>, runner: Box<dyn Runner>) -> Self {
-        Measurer { target: target.clone(), builder, runner }
+        Measurer {
+            target: target.clone(),
+            builder,
+            runner,
+        }
     }
 
     pub fn target(&self) -> &Target {
@@ -44,7 +51,11 @@ impl Measurer {
     }
 
     /// Measures already generated kernels (or carries their generation errors through).
-    pub fn measure_kernels(&mut self, task: &Task, kernels: Vec<Result<GeneratedKernel, MeasureResult>>) -> Vec<MeasureResult> {
+    pub fn measure_kernels(
+        &mut self,
+        task: &Task,
+        kernels: Vec<Result<GeneratedKernel, MeasureResult>>,
+    ) -> Vec<MeasureResult> {
         let expected = task.reference();
         let threads = self.target.cores.max(1);
         let mut results: Vec<Option<MeasureResult>> = vec![None; kernels.len()];
@@ -54,14 +65,28 @@ impl Measurer {
             match k {
                 Ok(k) => {
                     idx.push(i);
-                    inputs.push((BuildInput { kernel_source: k.source, args: k.args, threads }, expected.as_slice()));
+                    inputs.push((
+                        BuildInput {
+                            kernel_source: k.source,
+                            args: k.args,
+                            threads,
+                        },
+                        expected.as_slice(),
+                    ));
                 }
                 Err(e) => results[i] = Some(e),
             }
         }
-        for (i, r) in idx.into_iter().zip(measure_batch(self.builder.as_ref(), self.runner.as_mut(), &inputs)) {
+        for (i, r) in idx.into_iter().zip(measure_batch(
+            self.builder.as_ref(),
+            self.runner.as_mut(),
+            &inputs,
+        )) {
             results[i] = Some(r);
         }
-        results.into_iter().map(|r| r.expect("every input has a result")).collect()
+        results
+            .into_iter()
+            .map(|r| r.expect("every input has a result"))
+            .collect()
     }
 }

@@ -13,7 +13,7 @@ pub mod measurer;
 pub mod noise;
 pub mod runner;
 
-pub use builder::{Built, Builder, LocalBuilder};
+pub use builder::{Builder, Built, LocalBuilder};
 pub use error::ErrorCode;
 pub use measurer::Measurer;
 pub use noise::Calibration;
@@ -113,7 +113,14 @@ pub struct MeasureResult {
 
 impl MeasureResult {
     pub fn error(error: ErrorCode, msg: impl Into<String>) -> Self {
-        MeasureResult { costs: vec![], error, error_msg: msg.into(), build_s: 0.0, run_s: 0.0, noisy: false }
+        MeasureResult {
+            costs: vec![],
+            error,
+            error_msg: msg.into(),
+            build_s: 0.0,
+            run_s: 0.0,
+            noisy: false,
+        }
     }
 
     pub fn is_ok(&self) -> bool {
@@ -122,11 +129,19 @@ impl MeasureResult {
 
     /// Mean seconds per run, or infinity on error.
     pub fn mean_cost(&self) -> f64 {
-        if self.is_ok() { self.costs.iter().sum::<f64>() / self.costs.len() as f64 } else { f64::INFINITY }
+        if self.is_ok() {
+            self.costs.iter().sum::<f64>() / self.costs.len() as f64
+        } else {
+            f64::INFINITY
+        }
     }
 
     /// The best (smallest) repeat, or infinity on error.
     pub fn min_cost(&self) -> f64 {
-        if self.is_ok() { self.costs.iter().cloned().fold(f64::INFINITY, f64::min) } else { f64::INFINITY }
+        if self.is_ok() {
+            self.costs.iter().cloned().fold(f64::INFINITY, f64::min)
+        } else {
+            f64::INFINITY
+        }
     }
 }

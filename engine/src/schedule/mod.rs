@@ -31,7 +31,9 @@ impl Schedule {
     }
 
     pub fn from_json_value(v: &Value) -> Result<Schedule, ScheduleError> {
-        let arr = v.as_array().ok_or_else(|| ScheduleError::Json("a schedule is a JSON array of steps".into()))?;
+        let arr = v
+            .as_array()
+            .ok_or_else(|| ScheduleError::Json("a schedule is a JSON array of steps".into()))?;
         let steps = arr
             .iter()
             .enumerate()
@@ -42,7 +44,8 @@ impl Schedule {
     }
 
     pub fn from_json(text: &str) -> Result<Schedule, ScheduleError> {
-        let v: Value = serde_json::from_str(text).map_err(|e| ScheduleError::Json(e.to_string()))?;
+        let v: Value =
+            serde_json::from_str(text).map_err(|e| ScheduleError::Json(e.to_string()))?;
         Schedule::from_json_value(&v)
     }
 

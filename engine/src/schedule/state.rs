@@ -24,7 +24,12 @@ pub struct IterNode {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Relation {
     /// `parent = sum(outs[k] * stride_k)`; `lengths` as in [`Step::Split`].
-    Split { parent: usize, outs: Vec<usize>, lengths: Vec<i64>, inner_to_outer: bool },
+    Split {
+        parent: usize,
+        outs: Vec<usize>,
+        lengths: Vec<i64>,
+        inner_to_outer: bool,
+    },
     /// `out = mixed-radix(ins)`, outermost first.
     Fuse { ins: Vec<usize>, out: usize },
 }
@@ -34,7 +39,10 @@ pub enum Attach {
     Root,
     Inline,
     /// Inside the loop of iterator node `node` of stage `stage`.
-    At { stage: usize, node: usize },
+    At {
+        stage: usize,
+        node: usize,
+    },
 }
 
 /// The loop structure of one stage. Nodes `0..n_axes` are the stage's axes (space, then
@@ -51,10 +59,26 @@ pub struct StageState {
 
 impl StageState {
     fn for_stage(space: &[Axis], reduce: &[Axis]) -> StageState {
-        let mut nodes: Vec<IterNode> =
-            space.iter().map(|a| IterNode { name: a.name.clone(), kind: IterKind::Space, ann: Annotation::None }).collect();
-        nodes.extend(reduce.iter().map(|a| IterNode { name: a.name.clone(), kind: IterKind::Reduce, ann: Annotation::None }));
-        StageState { leaves: (0..nodes.len()).collect(), nodes, relations: vec![], attach: Attach::Root, auto_unroll_max_step: 0 }
+        let mut nodes: Vec<IterNode> = space
+            .iter()
+            .map(|a| IterNode {
+                name: a.name.clone(),
+                kind: IterKind::Space,
+                ann: Annotation::None,
+            })
+            .collect();
+        nodes.extend(reduce.iter().map(|a| IterNode {
+            name: a.name.clone(),
+            kind: IterKind::Reduce,
+            ann: Annotation::None,
+        }));
+        StageState {
+            leaves: (0..nodes.len()).collect(),
+            nodes,
+            relations: vec![],
+            attach: Attach::Root,
+            auto_unroll_max_step: 0,
+        }
     }
 
     pub fn n_axes(&self, dag_stage: &crate::ir::Stage) -> usize {
@@ -65,7 +89,11 @@ impl StageState {
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum ScheduleError {
     #[error("step {index} ({step}): {msg}")]
-    Step { index: usize, step: String, msg: String },
+    Step {
+        index: usize,
+        step: String,
+        msg: String,
+    },
     #[error("invalid schedule: {0}")]
     Invalid(String),
     #[error("malformed schedule JSON: {0}")]
@@ -82,23 +110,40 @@ pub struct State {
 impl State {
     /// The naive state: every stage at root, its loops in axis order.
     pub fn new(dag: &ComputeDag) -> State {
-        let stages = dag.stages.iter().map(|s| StageState::for_stage(s.space(), s.reduce_axes())).collect();
-        State { dag: dag.clone(), stages }
+        let stages = dag
+            .stages
+            .iter()
+            .map(|s| StageState::for_stage(s.space(), s.reduce_axes()))
+            .collect();
+        State {
+            dag: dag.clone(),
+            stages,
+        }
     }
 
     /// Replays steps on the naive state of `dag`.
     pub fn replay(dag: &ComputeDag, steps: &[Step]) -> Result<State, ScheduleError> {
         let mut st = State::new(dag);
         for (i, s) in steps.iter().enumerate() {
-            st.apply(s).map_err(|msg| ScheduleError::Step { index: i, step: s.to_json().to_string(), msg })?;
+            st.apply(s).map_err(|msg| ScheduleError::Step {
+                index: i,
+                step: s.to_json().to_string(),
+                msg,
+            })?;
         }
         Ok(st)
     }
 
     fn compute_stage(&self, s: usize) -> Result<&StageState, String> {
-        let st = self.stages.get(s).ok_or_else(|| format!("no stage {s} (the DAG has {})", self.stages.len()))?;
+        let st = self
+            .stages
+            .get(s)
+            .ok_or_else(|| format!("no stage {s} (the DAG has {})", self.stages.len()))?;
         if self.dag.stages[s].is_placeholder() {
-            return Err(format!("stage {s} ({}) is an input and has no loops", self.dag.stages[s].name));
+            return Err(format!(
+                "stage {s} ({}) is an input and has no loops",
+                self.dag.stages[s].name
+            ));
         }
         Ok(st)
     }
@@ -106,7 +151,10 @@ impl State {
     fn leaf(&self, s: usize, iter: usize) -> Result<usize, String> {
         let st = self.compute_stage(s)?;
         if st.attach == Attach::Inline {
-            return Err(format!("stage {s} ({}) is inlined and has no loops", self.dag.stages[s].name));
+            return Err(format!(
+                "stage {s} ({}) is inlined and has no loops",
+                self.dag.stages[s].name
+            ));
         }
         st.leaves
             .get(iter)
@@ -116,18 +164,32 @@ impl State {
 
     /// Whether another stage is computed inside loop `node` of stage `s`.
     fn has_attached(&self, s: usize, node: usize) -> bool {
-        self.stages.iter().any(|o| o.attach == Attach::At { stage: s, node })
+        self.stages
+            .iter()
+            .any(|o| o.attach == Attach::At { stage: s, node })
     }
 
     /// Applies one step; the error says why it does not apply.
     pub fn apply(&mut self, step: &Step) -> Result<(), String> {
         match step {
-            Step::Split { stage, iter, lengths, inner_to_outer, .. } => {
+            Step::Split {
+                stage,
+                iter,
+                lengths,
+                inner_to_outer,
+                ..
+            } => {
                 let node = self.leaf(*stage, *iter)?;
                 if lengths.is_empty() || lengths.iter().any(|&l| l < 1) {
-                    return Err(format!("split lengths must be positive and not empty, got {lengths:?}"));
+                    return Err(format!(
+                        "split lengths must be positive and not empty, got {lengths:?}"
+                    ));
                 }
-                if lengths.iter().try_fold(1i64, |acc, &l| acc.checked_mul(l)).is_none_or(|p| p > 1 << 31) {
+                if lengths
+                    .iter()
+                    .try_fold(1i64, |acc, &l| acc.checked_mul(l))
+                    .is_none_or(|p| p > 1 << 31)
+                {
                     return Err("split lengths overflow".into());
                 }
                 if self.has_attached(*stage, node) {
@@ -141,17 +203,32 @@ impl State {
                 let first = st.nodes.len();
                 let outs: Vec<usize> = (first..first + lengths.len() + 1).collect();
                 for k in 0..outs.len() {
-                    st.nodes.push(IterNode { name: format!("{}.{k}", parent.name), kind: parent.kind, ann: Annotation::None });
+                    st.nodes.push(IterNode {
+                        name: format!("{}.{k}", parent.name),
+                        kind: parent.kind,
+                        ann: Annotation::None,
+                    });
                 }
                 st.leaves.splice(*iter..*iter + 1, outs.iter().copied());
-                st.relations.push(Relation::Split { parent: node, outs, lengths: lengths.clone(), inner_to_outer: *inner_to_outer });
+                st.relations.push(Relation::Split {
+                    parent: node,
+                    outs,
+                    lengths: lengths.clone(),
+                    inner_to_outer: *inner_to_outer,
+                });
             }
             Step::Reorder { stage, order } => {
                 let n = self.compute_stage(*stage)?.leaves.len();
                 self.leaf(*stage, 0)?;
                 let mut seen = vec![false; n];
-                if order.len() != n || order.iter().any(|&o| o >= n || std::mem::replace(&mut seen[o], true)) {
-                    return Err(format!("reorder needs a permutation of 0..{n}, got {order:?}"));
+                if order.len() != n
+                    || order
+                        .iter()
+                        .any(|&o| o >= n || std::mem::replace(&mut seen[o], true))
+                {
+                    return Err(format!(
+                        "reorder needs a permutation of 0..{n}, got {order:?}"
+                    ));
                 }
                 let st = &mut self.stages[*stage];
                 st.leaves = order.iter().map(|&o| st.leaves[o]).collect();
@@ -163,12 +240,17 @@ impl State {
                 if iters.windows(2).any(|w| w[1] != w[0] + 1) {
                     return Err(format!("fused loops must be consecutive, got {iters:?}"));
                 }
-                let nodes: Vec<usize> = iters.iter().map(|&i| self.leaf(*stage, i)).collect::<Result<_, _>>()?;
+                let nodes: Vec<usize> = iters
+                    .iter()
+                    .map(|&i| self.leaf(*stage, i))
+                    .collect::<Result<_, _>>()?;
                 if iters.len() == 1 {
                     return Ok(());
                 }
                 if nodes.iter().any(|&n| self.has_attached(*stage, n)) {
-                    return Err("a stage is computed at one of these loops; fuse before compute_at".into());
+                    return Err(
+                        "a stage is computed at one of these loops; fuse before compute_at".into(),
+                    );
                 }
                 let st = &mut self.stages[*stage];
                 if nodes.iter().any(|&n| st.nodes[n].ann != Annotation::None) {
@@ -180,9 +262,17 @@ impl State {
                 if nodes.iter().any(|&n| st.nodes[n].kind != kind) {
                     return Err("space and reduction loops cannot be fused together".into());
                 }
-                let name = nodes.iter().map(|&n| st.nodes[n].name.as_str()).collect::<Vec<_>>().join("@");
+                let name = nodes
+                    .iter()
+                    .map(|&n| st.nodes[n].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("@");
                 let out = st.nodes.len();
-                st.nodes.push(IterNode { name, kind, ann: Annotation::None });
+                st.nodes.push(IterNode {
+                    name,
+                    kind,
+                    ann: Annotation::None,
+                });
                 st.leaves.splice(iters[0]..=iters[iters.len() - 1], [out]);
                 st.relations.push(Relation::Fuse { ins: nodes, out });
             }
@@ -190,12 +280,25 @@ impl State {
                 let node = self.leaf(*stage, *iter)?;
                 let st = &mut self.stages[*stage];
                 let kind = st.nodes[node].kind;
-                if matches!(ann, Annotation::Parallel | Annotation::Vectorize) && kind != IterKind::Space {
-                    return Err(format!("only space loops can be {}, this one is {kind:?}", if *ann == Annotation::Parallel { "parallel" } else { "vectorized" }));
+                if matches!(ann, Annotation::Parallel | Annotation::Vectorize)
+                    && kind != IterKind::Space
+                {
+                    return Err(format!(
+                        "only space loops can be {}, this one is {kind:?}",
+                        if *ann == Annotation::Parallel {
+                            "parallel"
+                        } else {
+                            "vectorized"
+                        }
+                    ));
                 }
                 st.nodes[node].ann = *ann;
             }
-            Step::ComputeAt { stage, target, target_iter } => {
+            Step::ComputeAt {
+                stage,
+                target,
+                target_iter,
+            } => {
                 self.compute_stage(*stage)?;
                 if stage == target {
                     return Err("a stage cannot be computed at itself".into());
@@ -207,7 +310,10 @@ impl State {
                 if !self.reads_through_inlined(*target, *stage) {
                     return Err(format!("stage {target} does not read stage {stage}"));
                 }
-                self.stages[*stage].attach = Attach::At { stage: *target, node };
+                self.stages[*stage].attach = Attach::At {
+                    stage: *target,
+                    node,
+                };
             }
             Step::ComputeInline { stage } => {
                 let s = &self.dag.stages[*stage];
@@ -218,7 +324,11 @@ impl State {
                 if self.dag.outputs().contains(stage) {
                     return Err("an output stage cannot be inlined".into());
                 }
-                if self.stages.iter().any(|o| matches!(o.attach, Attach::At { stage: t, .. } if t == *stage)) {
+                if self
+                    .stages
+                    .iter()
+                    .any(|o| matches!(o.attach, Attach::At { stage: t, .. } if t == *stage))
+                {
                     return Err("another stage is computed inside this one".into());
                 }
                 self.stages[*stage].attach = Attach::Inline;
@@ -228,10 +338,16 @@ impl State {
                 self.stages[*stage].attach = Attach::Root;
             }
             Step::CacheWrite { stage } => self.cache_write(*stage)?,
-            Step::AutoUnroll { stage, iter, max_step } => {
+            Step::AutoUnroll {
+                stage,
+                iter,
+                max_step,
+            } => {
                 self.leaf(*stage, *iter)?;
                 if !(0..=4096).contains(max_step) {
-                    return Err(format!("auto_unroll_max_step must be in 0..=4096, got {max_step}"));
+                    return Err(format!(
+                        "auto_unroll_max_step must be in 0..=4096, got {max_step}"
+                    ));
                 }
                 self.stages[*stage].auto_unroll_max_step = *max_step;
             }
@@ -242,17 +358,24 @@ impl State {
     /// Whether `consumer` reads `producer`, directly or through inlined stages.
     fn reads_through_inlined(&self, consumer: usize, producer: usize) -> bool {
         self.dag.stages[consumer].inputs().iter().any(|&t| {
-            t == producer || (self.stages[t].attach == Attach::Inline && self.reads_through_inlined(t, producer))
+            t == producer
+                || (self.stages[t].attach == Attach::Inline
+                    && self.reads_through_inlined(t, producer))
         })
     }
 
     fn cache_write(&mut self, s: usize) -> Result<(), String> {
         let st = self.compute_stage(s)?;
-        if !st.relations.is_empty() || st.attach != Attach::Root || st.leaves != (0..st.nodes.len()).collect::<Vec<_>>() {
+        if !st.relations.is_empty()
+            || st.attach != Attach::Root
+            || st.leaves != (0..st.nodes.len()).collect::<Vec<_>>()
+        {
             return Err("cache_write comes before any other step on its stage".into());
         }
         let orig = self.dag.stages[s].clone();
-        let StageKind::Compute { space, .. } = &orig.kind else { unreachable!("checked by compute_stage") };
+        let StageKind::Compute { space, .. } = &orig.kind else {
+            unreachable!("checked by compute_stage")
+        };
         let mut local = orig.clone();
         local.name = format!("{}.local", orig.name);
         let copy = crate::ir::Stage {
@@ -267,7 +390,9 @@ impl State {
         // Later stages' reads of stage >= s move up by one: they now read the copy.
         for later in &mut self.dag.stages[s + 1..] {
             if let StageKind::Compute { body, .. } = &mut later.kind {
-                *body = body.map_loads(&mut |t, idx| Expr::Load(if t >= s { t + 1 } else { t }, idx.to_vec()));
+                *body = body.map_loads(&mut |t, idx| {
+                    Expr::Load(if t >= s { t + 1 } else { t }, idx.to_vec())
+                });
             }
         }
         self.dag.stages[s] = copy;
@@ -280,7 +405,8 @@ impl State {
             }
         }
         self.stages[s] = StageState::for_stage(space, &[]);
-        self.stages.insert(s, StageState::for_stage(local.space(), local.reduce_axes()));
+        self.stages
+            .insert(s, StageState::for_stage(local.space(), local.reduce_axes()));
         Ok(())
     }
 }

@@ -35,21 +35,51 @@ pub enum Step {
     /// the extents of the inner loops (outer to inner) and the outermost gets the rest, as Ansor
     /// writes them; otherwise the lengths are the outer loops and the innermost gets the rest.
     /// `extent` is the iterator's extent when the step was made (informational, as in Ansor).
-    Split { stage: usize, iter: usize, extent: Option<i64>, lengths: Vec<i64>, inner_to_outer: bool },
+    Split {
+        stage: usize,
+        iter: usize,
+        extent: Option<i64>,
+        lengths: Vec<i64>,
+        inner_to_outer: bool,
+    },
     /// New order of all leaf loops, as a permutation of their current positions.
-    Reorder { stage: usize, order: Vec<usize> },
+    Reorder {
+        stage: usize,
+        order: Vec<usize>,
+    },
     /// Fuses consecutive leaf loops into one.
-    Fuse { stage: usize, iters: Vec<usize> },
-    Annotate { stage: usize, iter: usize, ann: Annotation },
+    Fuse {
+        stage: usize,
+        iters: Vec<usize>,
+    },
+    Annotate {
+        stage: usize,
+        iter: usize,
+        ann: Annotation,
+    },
     /// Computes `stage` inside loop `target_iter` of its consumer `target`.
-    ComputeAt { stage: usize, target: usize, target_iter: usize },
-    ComputeInline { stage: usize },
-    ComputeRoot { stage: usize },
+    ComputeAt {
+        stage: usize,
+        target: usize,
+        target_iter: usize,
+    },
+    ComputeInline {
+        stage: usize,
+    },
+    ComputeRoot {
+        stage: usize,
+    },
     /// Computes `stage` into a new local stage `<name>.local` (inserted before it, taking its
     /// number), and turns `stage` into a copy of it.
-    CacheWrite { stage: usize },
+    CacheWrite {
+        stage: usize,
+    },
     /// Unrolls the stage's innermost loops while their product stays within `max_step`.
-    AutoUnroll { stage: usize, iter: usize, max_step: i64 },
+    AutoUnroll {
+        stage: usize,
+        iter: usize,
+        max_step: i64,
+    },
 }
 
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -76,18 +106,44 @@ impl Step {
 
     pub fn to_json(&self) -> Value {
         match self {
-            Step::Split { stage, iter, extent, lengths, inner_to_outer } => {
-                json!(["SP", stage, iter, extent, lengths, i64::from(*inner_to_outer)])
+            Step::Split {
+                stage,
+                iter,
+                extent,
+                lengths,
+                inner_to_outer,
+            } => {
+                json!([
+                    "SP",
+                    stage,
+                    iter,
+                    extent,
+                    lengths,
+                    i64::from(*inner_to_outer)
+                ])
             }
             Step::Reorder { stage, order } => json!(["RE", stage, order]),
             Step::Fuse { stage, iters } => json!(["FU", stage, iters]),
             Step::Annotate { stage, iter, ann } => json!(["AN", stage, iter, *ann as i64]),
-            Step::ComputeAt { stage, target, target_iter } => json!(["CA", stage, target, target_iter]),
+            Step::ComputeAt {
+                stage,
+                target,
+                target_iter,
+            } => json!(["CA", stage, target, target_iter]),
             Step::ComputeInline { stage } => json!(["CI", stage]),
             Step::ComputeRoot { stage } => json!(["CR", stage]),
             Step::CacheWrite { stage } => json!(["CHW", stage, "local"]),
-            Step::AutoUnroll { stage, iter, max_step } => {
-                json!(["PR", stage, iter, format!("auto_unroll_max_step${max_step}")])
+            Step::AutoUnroll {
+                stage,
+                iter,
+                max_step,
+            } => {
+                json!([
+                    "PR",
+                    stage,
+                    iter,
+                    format!("auto_unroll_max_step${max_step}")
+                ])
             }
         }
     }
@@ -95,36 +151,66 @@ impl Step {
     /// Parses one step; `index` only labels errors.
     pub fn from_json(v: &Value, index: usize) -> Result<Step, StepParseError> {
         let err = |msg: String| StepParseError { index, msg };
-        let a = v.as_array().ok_or_else(|| err(format!("a step is a JSON array, got {v}")))?;
-        let code = a.first().and_then(Value::as_str).ok_or_else(|| err("a step starts with its code, e.g. \"SP\"".into()))?;
+        let a = v
+            .as_array()
+            .ok_or_else(|| err(format!("a step is a JSON array, got {v}")))?;
+        let code = a
+            .first()
+            .and_then(Value::as_str)
+            .ok_or_else(|| err("a step starts with its code, e.g. \"SP\"".into()))?;
         let arity = |n: usize| {
-            if a.len() == n { Ok(()) } else { Err(err(format!("\"{code}\" takes {} fields, got {}", n - 1, a.len() - 1))) }
+            if a.len() == n {
+                Ok(())
+            } else {
+                Err(err(format!(
+                    "\"{code}\" takes {} fields, got {}",
+                    n - 1,
+                    a.len() - 1
+                )))
+            }
         };
         let uint = |i: usize, what: &str| -> Result<usize, StepParseError> {
             a[i].as_u64()
                 .and_then(|x| usize::try_from(x).ok())
-                .ok_or_else(|| err(format!("\"{code}\": {what} must be a non-negative integer, got {}", a[i])))
+                .ok_or_else(|| {
+                    err(format!(
+                        "\"{code}\": {what} must be a non-negative integer, got {}",
+                        a[i]
+                    ))
+                })
         };
         let uints = |i: usize, what: &str| -> Result<Vec<usize>, StepParseError> {
             a[i].as_array()
                 .ok_or_else(|| err(format!("\"{code}\": {what} must be an array")))?
                 .iter()
-                .map(|x| x.as_u64().map(|x| x as usize).ok_or_else(|| err(format!("\"{code}\": {what} must hold non-negative integers"))))
+                .map(|x| {
+                    x.as_u64().map(|x| x as usize).ok_or_else(|| {
+                        err(format!(
+                            "\"{code}\": {what} must hold non-negative integers"
+                        ))
+                    })
+                })
                 .collect()
         };
         Ok(match code {
             "SP" => {
                 arity(6)?;
-                let extent = if a[3].is_null() {
-                    None
-                } else {
-                    Some(a[3].as_i64().ok_or_else(|| err("\"SP\": extent must be an integer or null".into()))?)
-                };
+                let extent =
+                    if a[3].is_null() {
+                        None
+                    } else {
+                        Some(a[3].as_i64().ok_or_else(|| {
+                            err("\"SP\": extent must be an integer or null".into())
+                        })?)
+                    };
                 let lengths = a[4]
                     .as_array()
                     .ok_or_else(|| err("\"SP\": lengths must be an array".into()))?
                     .iter()
-                    .map(|x| x.as_i64().ok_or_else(|| err("\"SP\": lengths must be integers".into())))
+                    .map(|x| {
+                        x.as_i64()
+                            .ok_or_else(|| err("\"SP\": lengths must be integers".into()))
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 let ito = a[5].as_i64().or_else(|| a[5].as_bool().map(i64::from));
                 let inner_to_outer = match ito {
@@ -132,52 +218,97 @@ impl Step {
                     Some(1) => true,
                     _ => return Err(err("\"SP\": inner_to_outer must be 0 or 1".into())),
                 };
-                Step::Split { stage: uint(1, "stage")?, iter: uint(2, "iter")?, extent, lengths, inner_to_outer }
+                Step::Split {
+                    stage: uint(1, "stage")?,
+                    iter: uint(2, "iter")?,
+                    extent,
+                    lengths,
+                    inner_to_outer,
+                }
             }
             "RE" => {
                 arity(3)?;
-                Step::Reorder { stage: uint(1, "stage")?, order: uints(2, "order")? }
+                Step::Reorder {
+                    stage: uint(1, "stage")?,
+                    order: uints(2, "order")?,
+                }
             }
             "FU" => {
                 arity(3)?;
-                Step::Fuse { stage: uint(1, "stage")?, iters: uints(2, "iters")? }
+                Step::Fuse {
+                    stage: uint(1, "stage")?,
+                    iters: uints(2, "iters")?,
+                }
             }
             "AN" => {
                 arity(4)?;
-                let c = a[3].as_i64().ok_or_else(|| err("\"AN\": annotation must be an integer".into()))?;
-                let ann = Annotation::from_code(c)
-                    .ok_or_else(|| err(format!("\"AN\": unknown annotation {c} (0 none, 1 unroll, 2 vectorize, 3 parallel)")))?;
-                Step::Annotate { stage: uint(1, "stage")?, iter: uint(2, "iter")?, ann }
+                let c = a[3]
+                    .as_i64()
+                    .ok_or_else(|| err("\"AN\": annotation must be an integer".into()))?;
+                let ann = Annotation::from_code(c).ok_or_else(|| {
+                    err(format!(
+                        "\"AN\": unknown annotation {c} (0 none, 1 unroll, 2 vectorize, 3 parallel)"
+                    ))
+                })?;
+                Step::Annotate {
+                    stage: uint(1, "stage")?,
+                    iter: uint(2, "iter")?,
+                    ann,
+                }
             }
             "CA" => {
                 arity(4)?;
-                Step::ComputeAt { stage: uint(1, "stage")?, target: uint(2, "target stage")?, target_iter: uint(3, "target iter")? }
+                Step::ComputeAt {
+                    stage: uint(1, "stage")?,
+                    target: uint(2, "target stage")?,
+                    target_iter: uint(3, "target iter")?,
+                }
             }
             "CI" => {
                 arity(2)?;
-                Step::ComputeInline { stage: uint(1, "stage")? }
+                Step::ComputeInline {
+                    stage: uint(1, "stage")?,
+                }
             }
             "CR" => {
                 arity(2)?;
-                Step::ComputeRoot { stage: uint(1, "stage")? }
+                Step::ComputeRoot {
+                    stage: uint(1, "stage")?,
+                }
             }
             "CHW" => {
                 arity(3)?;
                 if a[2].as_str() != Some("local") {
                     return Err(err("\"CHW\": only the \"local\" scope exists on CPU".into()));
                 }
-                Step::CacheWrite { stage: uint(1, "stage")? }
+                Step::CacheWrite {
+                    stage: uint(1, "stage")?,
+                }
             }
             "PR" => {
                 arity(4)?;
-                let p = a[3].as_str().ok_or_else(|| err("\"PR\": the pragma must be a string".into()))?;
+                let p = a[3]
+                    .as_str()
+                    .ok_or_else(|| err("\"PR\": the pragma must be a string".into()))?;
                 let n = p
                     .strip_prefix("auto_unroll_max_step$")
                     .and_then(|n| n.parse::<i64>().ok())
-                    .ok_or_else(|| err(format!("\"PR\": unknown pragma '{p}' (known: auto_unroll_max_step$N)")))?;
-                Step::AutoUnroll { stage: uint(1, "stage")?, iter: uint(2, "iter")?, max_step: n }
+                    .ok_or_else(|| {
+                        err(format!(
+                            "\"PR\": unknown pragma '{p}' (known: auto_unroll_max_step$N)"
+                        ))
+                    })?;
+                Step::AutoUnroll {
+                    stage: uint(1, "stage")?,
+                    iter: uint(2, "iter")?,
+                    max_step: n,
+                }
             }
-            other => return Err(err(format!("unknown step code \"{other}\" (known: SP RE FU AN CA CI CR CHW PR)"))),
+            other => {
+                return Err(err(format!(
+                    "unknown step code \"{other}\" (known: SP RE FU AN CA CI CR CHW PR)"
+                )));
+            }
         })
     }
 }
