@@ -142,9 +142,9 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         names,
         out: String::new(),
         depth: 1,
+        threads: target.cores.max(1),
     };
     let mut header = String::new();
-    let _ = target; // Targets shape the code through the compiler flags and the schedule.
     header.push_str("#include <math.h>\n#include <stdlib.h>\n\n");
     header.push_str("static inline float th_maxf(float a, float b) { return a > b ? a : b; }\n");
     header.push_str("static inline float th_minf(float a, float b) { return a < b ? a : b; }\n");
@@ -194,6 +194,9 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
 
 struct Gen<'a> {
     func: &'a LoweredFunc,
+    /// The target's cores: parallel loops use exactly these, whatever the caller's OpenMP
+    /// settings, since the schedule was tuned for them.
+    threads: usize,
     names: Names,
     out: String,
     depth: usize,
@@ -252,7 +255,10 @@ impl Gen<'_> {
             } => {
                 let v = self.var(*var);
                 match kind {
-                    LoopKind::Parallel => self.line("#pragma omp parallel for"),
+                    LoopKind::Parallel => self.line(&format!(
+                        "#pragma omp parallel for num_threads({})",
+                        self.threads
+                    )),
                     LoopKind::Vectorized => self.line("#pragma omp simd"),
                     LoopKind::Unrolled => {
                         self.line(&format!("#pragma GCC unroll {}", extent.min(&65534)))

@@ -109,6 +109,15 @@ pub struct MeasureArgs {
           value_parser = value_parser!(u32).range(0..=600_000))]
     pub min_repeat_ms: u32,
 
+    /// Untimed runs before timing.
+    #[arg(long, value_name = "N", default_value_t = MeasureOptions::default().warmup,
+          value_parser = value_parser!(u32).range(0..=1000))]
+    pub warmup: u32,
+
+    /// Flush the CPU caches before each timed repeat (times from a cold cache).
+    #[arg(long)]
+    pub flush_cache: bool,
+
     /// Limit on one candidate's run, in seconds; a candidate past it is recorded as a timeout.
     #[arg(long, value_name = "SECONDS", default_value_t = MeasureOptions::default().run_timeout_s,
           value_parser = positive_seconds)]
@@ -127,6 +136,8 @@ impl MeasureArgs {
             number: self.number,
             repeat: self.repeat,
             min_repeat_ms: self.min_repeat_ms,
+            warmup: self.warmup,
+            flush_cache: self.flush_cache,
             run_timeout_s: self.timeout_s,
             noise_threshold: self.noise_threshold,
             ..MeasureOptions::default()
