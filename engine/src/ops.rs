@@ -113,6 +113,15 @@ fn out_extent(inp: i64, k: i64, stride: i64, pad: i64, dil: i64) -> i64 {
     (inp + 2 * pad - dil * (k - 1) - 1) / stride + 1
 }
 
+/// `src` itself without padding, else a padding stage over it.
+fn padded(b: &mut DagBuilder, src: usize, hd: usize, wd: usize, pad: i64, fill: f64) -> usize {
+    if pad > 0 {
+        pad_stage(b, src, "pad", hd, wd, pad, fill)
+    } else {
+        src
+    }
+}
+
 /// `pad[...] = select(in range, src[... - pad], fill)` on the two spatial dims `hd`, `wd`.
 fn pad_stage(
     b: &mut DagBuilder,
@@ -214,6 +223,18 @@ pub struct Window {
     pub dilation: i64,
 }
 
+impl Window {
+    /// Output height and width for an `h x w` input; an empty output is an error.
+    fn output(&self, h: i64, w: i64) -> Result<(i64, i64), DagError> {
+        let (oh, ow) = (
+            out_extent(h, self.kh, self.stride, self.pad, self.dilation),
+            out_extent(w, self.kw, self.stride, self.pad, self.dilation),
+        );
+        check_window(oh, ow)?;
+        Ok((oh, ow))
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn conv2d_nchw(
     n: i64,
@@ -232,19 +253,11 @@ pub fn conv2d_nchw(
         pad,
         dilation,
     } = win;
-    let (oh, ow) = (
-        out_extent(h, kh, stride, pad, dilation),
-        out_extent(w, kw, stride, pad, dilation),
-    );
-    check_window(oh, ow)?;
+    let (oh, ow) = win.output(h, w)?;
     let mut b = DagBuilder::new();
     let data = b.placeholder("data", &[n, c_in, h, w]);
     let kern = b.placeholder("kernel", &[f, c_in, kh, kw]);
-    let src = if pad > 0 {
-        pad_stage(&mut b, data, "pad", 2, 3, pad, 0.0)
-    } else {
-        data
-    };
+    let src = padded(&mut b, data, 2, 3, pad, 0.0);
     // axes: nn, ff, yy, xx | rc, ry, rx
     let conv = b.reduce(
         "conv",
@@ -289,19 +302,11 @@ pub fn conv2d_nhwc(
         pad,
         dilation,
     } = win;
-    let (oh, ow) = (
-        out_extent(h, kh, stride, pad, dilation),
-        out_extent(w, kw, stride, pad, dilation),
-    );
-    check_window(oh, ow)?;
+    let (oh, ow) = win.output(h, w)?;
     let mut b = DagBuilder::new();
     let data = b.placeholder("data", &[n, h, w, c_in]);
     let kern = b.placeholder("kernel", &[kh, kw, c_in, f]);
-    let src = if pad > 0 {
-        pad_stage(&mut b, data, "pad", 1, 2, pad, 0.0)
-    } else {
-        data
-    };
+    let src = padded(&mut b, data, 1, 2, pad, 0.0);
     // axes: nn, yy, xx, ff | ry, rx, rc
     let conv = b.reduce(
         "conv",
@@ -345,19 +350,11 @@ pub fn depthwise_conv2d_nchw(
         pad,
         dilation,
     } = win;
-    let (oh, ow) = (
-        out_extent(h, kh, stride, pad, dilation),
-        out_extent(w, kw, stride, pad, dilation),
-    );
-    check_window(oh, ow)?;
+    let (oh, ow) = win.output(h, w)?;
     let mut b = DagBuilder::new();
     let data = b.placeholder("data", &[n, c_in, h, w]);
     let kern = b.placeholder("kernel", &[c_in, 1, kh, kw]);
-    let src = if pad > 0 {
-        pad_stage(&mut b, data, "pad", 2, 3, pad, 0.0)
-    } else {
-        data
-    };
+    let src = padded(&mut b, data, 2, 3, pad, 0.0);
     let conv = b.reduce(
         "depthwise",
         &[n, c_in, oh, ow],
@@ -405,11 +402,7 @@ pub fn pool2d(
         pad,
         dilation,
     } = win;
-    let (oh, ow) = (
-        out_extent(h, kh, stride, pad, dilation),
-        out_extent(w, kw, stride, pad, dilation),
-    );
-    check_window(oh, ow)?;
+    let (oh, ow) = win.output(h, w)?;
     let mut b = DagBuilder::new();
     let data = b.placeholder("data", &[n, c_in, h, w]);
     let fill = if kind == PoolKind::Max {
@@ -417,11 +410,7 @@ pub fn pool2d(
     } else {
         0.0
     };
-    let src = if pad > 0 {
-        pad_stage(&mut b, data, "pad", 2, 3, pad, fill)
-    } else {
-        data
-    };
+    let src = padded(&mut b, data, 2, 3, pad, fill);
     let op = if kind == PoolKind::Max {
         ReduceOp::Max
     } else {
