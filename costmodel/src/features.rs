@@ -288,6 +288,8 @@ struct Group {
     count: usize,
     /// Distinct indices, with region starts substituted.
     indices: Vec<Lin>,
+    /// `uses[k][i]`: whether loop `i`'s variable appears in index `k` (computed once).
+    uses: Vec<Vec<bool>>,
     /// Unique elements touched under each loop level `0..=n` (level `n`: one iteration).
     unique: Vec<f64>,
 }
@@ -429,6 +431,7 @@ impl<'a> Walker<'a> {
                         write: false,
                         count: 0,
                         indices: vec![],
+                        uses: vec![],
                         unique: vec![],
                     });
                     groups.last_mut().expect("just pushed")
@@ -452,10 +455,24 @@ impl<'a> Walker<'a> {
             add(*b, idx, true, false, 1);
         }
         for g in &mut groups {
+            g.uses = g
+                .indices
+                .iter()
+                .map(|ix| {
+                    let mut used = vec![];
+                    ix.vars(&mut used);
+                    self.loops.iter().map(|l| used.contains(&l.var)).collect()
+                })
+                .collect();
             let elems = bufs[g.buf].elems().max(1) as f64;
             g.unique = (0..=n)
                 .map(|lvl| {
-                    let sum: f64 = g.indices.iter().map(|ix| self.footprint(ix, lvl)).sum();
+                    let sum: f64 = g
+                        .indices
+                        .iter()
+                        .zip(&g.uses)
+                        .map(|(ix, uses)| self.footprint(ix, uses, lvl))
+                        .sum();
                     sum.min(elems)
                 })
                 .collect();
@@ -550,14 +567,14 @@ impl<'a> Walker<'a> {
 
     /// Unique elements `ix` touches while loops `lvl..` run and the outer ones stay fixed: the
     /// product of the extents of the loops that change it, capped by its span.
-    fn footprint(&self, ix: &Lin, lvl: usize) -> f64 {
+    fn footprint(&self, ix: &Lin, uses: &[bool], lvl: usize) -> f64 {
         let mut prod = 1.0;
-        let mut used = vec![];
-        ix.vars(&mut used);
-        for l in &self.loops[lvl..] {
-            if used.contains(&l.var) {
-                prod *= l.extent as f64;
-            }
+        for (l, _) in self.loops[lvl..]
+            .iter()
+            .zip(&uses[lvl..])
+            .filter(|(_, u)| **u)
+        {
+            prod *= l.extent as f64;
         }
         let (lo, hi) = ix.range(&|w| self.var_range(w, lvl));
         prod.min((hi - lo + 1) as f64).max(1.0)
@@ -574,11 +591,9 @@ impl<'a> Walker<'a> {
     /// Local stride of `ix` along loop `i`: the step from iteration 0 to 1 with the others at
     /// 0, or the mean step over the loop when that first step is 0 (a variable under a
     /// division). 0 when the loop does not change the index.
-    fn stride(&self, ix: &Lin, i: usize) -> f64 {
+    fn stride(&self, ix: &Lin, uses: &[bool], i: usize) -> f64 {
         let l = self.loops[i];
-        let mut used = vec![];
-        ix.vars(&mut used);
-        if l.extent <= 1 || !used.contains(&l.var) {
+        if l.extent <= 1 || !uses[i] {
             return 0.0;
         }
         let at = |x: i64| ix.range(&|w| if w == l.var { (x, x) } else { (0, 0) }).0;
@@ -592,12 +607,7 @@ impl<'a> Walker<'a> {
 
     fn changes(&self, g: &Group, i: usize) -> bool {
         let l = self.loops[i];
-        l.extent > 1
-            && g.indices.iter().any(|ix| {
-                let mut used = vec![];
-                ix.vars(&mut used);
-                used.contains(&l.var)
-            })
+        l.extent > 1 && g.uses.iter().any(|u| u[i])
     }
 
     fn buffer_row(
@@ -628,7 +638,8 @@ impl<'a> Walker<'a> {
                 stride = g
                     .indices
                     .iter()
-                    .map(|ix| self.stride(ix, i))
+                    .zip(&g.uses)
+                    .map(|(ix, uses)| self.stride(ix, uses, i))
                     .filter(|s| *s > 0.0)
                     .fold(f64::INFINITY, f64::min);
                 if !stride.is_finite() {
