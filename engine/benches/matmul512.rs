@@ -17,8 +17,9 @@ use tunehub_engine::task::Task;
 
 const N: i64 = 512;
 
-/// Register-tiled matmul: a TI x TJ accumulator block (cache_write) per parallel tile, the
-/// reduction split by 4 and unrolled, the TJ loop vectorized (4 AVX-512 vectors at TJ = 64).
+/// Register-tiled matmul: a TI x TJ accumulator block (cache_write) per parallel tile, tiles
+/// column-panel by column-panel, the reduction split by 4 and unrolled, the TJ loop vectorized
+/// (4 AVX-512 vectors at TJ = 64).
 fn hand_schedule(ti: i64, tj: i64) -> Schedule {
     use Step::*;
     // Stages: A = 0, B = 1, C = 2; after cache_write, C.local = 2 and C = 3.
@@ -40,7 +41,9 @@ fn hand_schedule(ti: i64, tj: i64) -> Schedule {
         },
         Reorder {
             stage: 3,
-            order: vec![0, 2, 1, 3],
+            // j.0 outermost: consecutive tiles of a thread reuse one B panel from cache
+            // (measured: 1.7x over i.0 outermost at 8x64 on 2 threads).
+            order: vec![2, 0, 1, 3],
         },
         Fuse {
             stage: 3,
@@ -185,7 +188,6 @@ fn main() {
 
     let mut blas_builder = LocalBuilder::new(&target, &opts);
     blas_builder.libs.push("-lopenblas".into());
-    let mut runner = LocalRunner::new(&target, opts);
     let k = openblas_kernel(&task, &target);
     let reference = task.reference();
     let input = BuildInput {
@@ -193,12 +195,30 @@ fn main() {
         args: k.args,
         threads: target.cores,
     };
-    let blas = measure_batch(&blas_builder, &mut runner, &[(input, reference.as_slice())]);
-    line("(d) OpenBLAS cblas_sgemm", &task, &blas[0]);
-    if blas[0].is_ok() && hand_best.is_finite() {
+    // Debian's OpenBLAS picks its kernels from the CPU model; on a VM that hides the model it
+    // falls back to Haswell (AVX2). Measure what it picks and its AVX-512 kernels forced.
+    let mut blas_best = f64::INFINITY;
+    for core in [None, Some("SkylakeX")] {
+        let mut runner = LocalRunner::new(&target, opts.clone());
+        if let Some(c) = core {
+            runner = runner.with_env("OPENBLAS_CORETYPE", c);
+        }
+        let blas = measure_batch(
+            &blas_builder,
+            &mut runner,
+            &[(input.clone(), reference.as_slice())],
+        );
+        line(
+            &format!("(d) OpenBLAS sgemm, core {}", core.unwrap_or("auto")),
+            &task,
+            &blas[0],
+        );
+        blas_best = blas_best.min(blas[0].mean_cost());
+    }
+    if blas_best.is_finite() && hand_best.is_finite() {
         println!(
-            "hand schedule / OpenBLAS = {:.2}",
-            blas[0].mean_cost() / hand_best
+            "best hand schedule / best OpenBLAS (GFLOP/s ratio) = {:.2}",
+            blas_best / hand_best
         );
     }
 }
