@@ -127,13 +127,14 @@ impl RandomSampler {
         let single = (consumers.len() == 1).then(|| consumers[0]);
         if stage.is_reduction() {
             let r: f64 = self.rng.r#gen();
-            if r < 0.4 {
+            // A local accumulator needs a space loop to live in.
+            if r < 0.4 && !stage.space().is_empty() {
                 return self.tile_with_cache_write(b, s);
             }
             if let (Some(c), false) = (single, is_output)
                 && r < 0.7
+                && self.attach(b, s, c)?
             {
-                self.attach(b, s, c)?;
                 return self.tile_reduction(b, s, false);
             }
             return self.tile_reduction(b, s, true);
@@ -145,16 +146,17 @@ impl RandomSampler {
             }
             if let Some(c) = single
                 && r < 0.75
+                && self.attach(b, s, c)?
             {
-                self.attach(b, s, c)?;
                 return self.tile_elementwise(b, s, false);
             }
         }
         self.tile_elementwise(b, s, true)
     }
 
-    /// compute_at a random loop of consumer `c` that can hold a stage (not a vectorized one).
-    fn attach(&mut self, b: &mut Builder, s: usize, c: usize) -> Result<(), String> {
+    /// compute_at a random loop of consumer `c` that can hold a stage; false (and nothing
+    /// applied) when it has none, so the caller computes the stage at root instead.
+    fn attach(&mut self, b: &mut Builder, s: usize, c: usize) -> Result<bool, String> {
         let cst = &b.state.stages[c];
         // Not inside a vectorized loop (invalid) nor inside an unrolled one (the unrolled body
         // would copy the attached stage's nest).
@@ -166,14 +168,15 @@ impl RandomSampler {
                 cst.nodes[cst.leaves[k]].ann != Annotation::Vectorize && k < first_unrolled
             })
             .collect();
-        let k = *choices
-            .choose(&mut self.rng)
-            .ok_or("the consumer has no loop to compute at")?;
+        let Some(&k) = choices.choose(&mut self.rng) else {
+            return Ok(false);
+        };
         b.apply(Step::ComputeAt {
             stage: s,
             target: c,
             target_iter: k,
-        })
+        })?;
+        Ok(true)
     }
 
     /// Random factors for splitting `extent` into `parts` loops: the lengths of the inner
@@ -427,5 +430,45 @@ impl RandomSampler {
             })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{self, PoolKind, Window};
+
+    /// Every draw lowers: the sampler never needs to throw a schedule away.
+    #[test]
+    fn samples_are_valid_by_construction() {
+        let target = Target::detect();
+        let w = Window {
+            kh: 3,
+            kw: 3,
+            stride: 2,
+            pad: 1,
+            dilation: 1,
+        };
+        let dags = [
+            ops::matmul(33, 17, 9).unwrap(),
+            ops::dense(8, 24, 20, true, true).unwrap(),
+            ops::conv2d_nchw(1, 4, 9, 9, 6, w, true, true).unwrap(),
+            ops::conv2d_nhwc(2, 9, 9, 4, 6, w, false, true).unwrap(),
+            ops::depthwise_conv2d_nchw(1, 5, 10, 10, w, true, false).unwrap(),
+            ops::pool2d(PoolKind::Avg, 1, 3, 9, 9, w).unwrap(),
+            ops::softmax(2, 6).unwrap(),
+            ops::elementwise(2, 6).unwrap(),
+            crate::text::parse("T[i,j] = A[i,j] * 2.0 where i<2, j<6\nS[i] += T[i,j] where i<2, j<6\nO[i] = sigmoid(S[i]) where i<2").unwrap(),
+        ];
+        for dag in &dags {
+            for seed in 0..40 {
+                let mut s = RandomSampler::new(dag, &target, seed);
+                for _ in 0..5 {
+                    let sched = s.sample();
+                    assert!(lower(&sched.replay(dag).unwrap()).is_ok());
+                }
+                assert_eq!(s.rejected, 0, "seed {seed}: {:?}", s.last_rejection);
+            }
+        }
     }
 }
