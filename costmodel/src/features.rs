@@ -921,77 +921,6 @@ mod tests {
         f.get(&format!("b{slot}.{field}")).expect("a feature name")
     }
 
-    /// The hand-tiled matmul of the engine's bench, at size `n`: C.local = 2, C = 3.
-    fn tiled(n: i64, ti: i64, tj: i64) -> Schedule {
-        use Step::*;
-        Schedule::new(vec![
-            CacheWrite { stage: 2 },
-            Split {
-                stage: 3,
-                iter: 0,
-                extent: Some(n),
-                lengths: vec![ti],
-                inner_to_outer: true,
-            },
-            Split {
-                stage: 3,
-                iter: 2,
-                extent: Some(n),
-                lengths: vec![tj],
-                inner_to_outer: true,
-            },
-            Reorder {
-                stage: 3,
-                order: vec![0, 2, 1, 3],
-            },
-            Fuse {
-                stage: 3,
-                iters: vec![0, 1],
-            },
-            Annotate {
-                stage: 3,
-                iter: 0,
-                ann: Annotation::Parallel,
-            },
-            Annotate {
-                stage: 3,
-                iter: 2,
-                ann: Annotation::Vectorize,
-            },
-            ComputeAt {
-                stage: 2,
-                target: 3,
-                target_iter: 0,
-            },
-            Split {
-                stage: 2,
-                iter: 2,
-                extent: Some(n),
-                lengths: vec![4],
-                inner_to_outer: true,
-            },
-            Reorder {
-                stage: 2,
-                order: vec![2, 3, 0, 1],
-            },
-            Annotate {
-                stage: 2,
-                iter: 1,
-                ann: Annotation::Unroll,
-            },
-            Annotate {
-                stage: 2,
-                iter: 2,
-                ann: Annotation::Unroll,
-            },
-            Annotate {
-                stage: 2,
-                iter: 3,
-                ann: Annotation::Vectorize,
-            },
-        ])
-    }
-
     #[test]
     fn layout_and_names_agree() {
         assert_eq!(N_FEATURES, 160);
@@ -1140,7 +1069,10 @@ mod tests {
     fn tiling_with_cache_write_shortens_reuse_of_b() {
         let dag = ops::matmul(64, 64, 64).unwrap();
         let naive = extract_raw(&lowered(&dag, &Schedule::default()));
-        let func = lowered(&dag, &tiled(64, 4, 16));
+        let func = lowered(
+            &dag,
+            &tunehub_engine::schedule::hand::matmul_register_tiled(64, 4, 16),
+        );
         let fs = extract_raw(&func);
         // C.local's init and update, and the copy to C.
         assert_eq!(fs.len(), 3);

@@ -52,6 +52,19 @@ fn check_random_schedules(dag: ComputeDag, seed: u64, n: usize) {
 
 const PER_CASE: usize = 6;
 
+#[test]
+fn hand_written_matmul_schedules_match_the_reference() {
+    let target = Target::detect();
+    let task = Task::new(ops::matmul(64, 64, 64).unwrap(), "matmul(64,64,64)");
+    let schedules: Vec<_> = [(4, 64), (8, 32), (8, 16)]
+        .into_iter()
+        .map(|(ti, tj)| tunehub_engine::schedule::hand::matmul_register_tiled(64, ti, tj))
+        .collect();
+    for r in Measurer::new(&target, quick()).measure(&task, &schedules) {
+        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+    }
+}
+
 fn win() -> impl Strategy<Value = Window> {
     (1..=3i64, 1..=3i64, 1..=2i64, 0..=1i64, 1..=2i64).prop_map(
         |(kh, kw, stride, pad, dilation)| Window {

@@ -1,5 +1,6 @@
 //! Schedules as replayable step lists, and the loop state they build.
 
+pub mod hand;
 pub mod state;
 pub mod step;
 
