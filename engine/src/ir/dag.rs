@@ -388,48 +388,8 @@ impl ComputeDag {
 /// [`ComputeDag::new`].
 pub(crate) fn guarded_range(a: &Affine, ext: &[i64], guards: &[Cond]) -> (i64, i64) {
     let (mut lo, mut hi) = affine_range(a, &narrowed_ranges(ext, guards));
-    fn apply(c: &Cond, a: &Affine, lo: &mut i64, hi: &mut i64) {
-        use super::expr::CmpOp::*;
-        match c {
-            Cond::And(x, y) => {
-                apply(x, a, lo, hi);
-                apply(y, a, lo, hi)
-            }
-            Cond::Index(op, l, r) => {
-                // The guard is `g OP 0`; it bounds `a` when `g = a + k` or `g = -a + k`.
-                let g = l.add(&r.scale(-1));
-                let (op, bound) = if g.terms == a.terms {
-                    (*op, a.offset - g.offset)
-                } else if g.terms == a.scale(-1).terms {
-                    let flipped = match op {
-                        Lt => Gt,
-                        Le => Ge,
-                        Gt => Lt,
-                        Ge => Le,
-                        o => *o,
-                    };
-                    (flipped, g.offset + a.offset)
-                } else {
-                    return;
-                };
-                // Now `a OP bound`.
-                match op {
-                    Lt => *hi = (*hi).min(bound - 1),
-                    Le => *hi = (*hi).min(bound),
-                    Gt => *lo = (*lo).max(bound + 1),
-                    Ge => *lo = (*lo).max(bound),
-                    Eq => {
-                        *lo = (*lo).max(bound);
-                        *hi = (*hi).min(bound)
-                    }
-                    Ne => {}
-                }
-            }
-            _ => {}
-        }
-    }
     for g in guards {
-        apply(g, a, &mut lo, &mut hi);
+        narrow_by(g, a, &mut lo, &mut hi);
     }
     if lo > hi {
         // The guards are never all true: the load is never executed.
@@ -441,55 +401,48 @@ pub(crate) fn guarded_range(a: &Affine, ext: &[i64], guards: &[Cond]) -> (i64, i
 /// Axis ranges `[lo, hi]` inclusive after applying `lo <= axis + c < hi` style guards.
 fn narrowed_ranges(ext: &[i64], guards: &[Cond]) -> Vec<(i64, i64)> {
     let mut r: Vec<(i64, i64)> = ext.iter().map(|&e| (0, e - 1)).collect();
-    fn apply(c: &Cond, r: &mut [(i64, i64)]) {
-        match c {
-            Cond::And(a, b) => {
-                apply(a, r);
-                apply(b, r)
-            }
-            Cond::Index(op, a, b) => {
-                // Normalise to `axis*1 + k  OP  const`.
-                let d = a.add(&b.scale(-1));
-                if d.terms.len() != 1 || d.terms[0].1.abs() != 1 {
-                    return;
-                }
-                let (axis, sign) = d.terms[0];
-                let k = d.offset;
-                // sign*axis + k OP 0
-                use super::expr::CmpOp::*;
-                let (lo, hi) = &mut r[axis];
-                let (op, bound) = if sign == 1 {
-                    (*op, -k)
-                } else {
-                    // -axis + k OP 0  <=>  axis OP' k
-                    let flipped = match op {
-                        Lt => Gt,
-                        Le => Ge,
-                        Gt => Lt,
-                        Ge => Le,
-                        o => *o,
-                    };
-                    (flipped, k)
-                };
-                match op {
-                    Lt => *hi = (*hi).min(bound - 1),
-                    Le => *hi = (*hi).min(bound),
-                    Gt => *lo = (*lo).max(bound + 1),
-                    Ge => *lo = (*lo).max(bound),
-                    Eq => {
-                        *lo = (*lo).max(bound);
-                        *hi = (*hi).min(bound)
-                    }
-                    Ne => {}
-                }
-            }
-            _ => {}
+    for (x, (lo, hi)) in r.iter_mut().enumerate() {
+        let axis = Affine::axis(x);
+        for g in guards {
+            narrow_by(g, &axis, lo, hi);
         }
     }
-    for g in guards {
-        apply(g, &mut r);
-    }
     r
+}
+
+/// Narrows the inclusive range `[lo, hi]` of `a` by the conjuncts of `c` of the form
+/// `a + k OP 0` or `-a + k OP 0`; other conditions say nothing about `a` and are skipped.
+fn narrow_by(c: &Cond, a: &Affine, lo: &mut i64, hi: &mut i64) {
+    use super::expr::CmpOp::*;
+    match c {
+        Cond::And(x, y) => {
+            narrow_by(x, a, lo, hi);
+            narrow_by(y, a, lo, hi)
+        }
+        Cond::Index(op, l, r) => {
+            let g = l.add(&r.scale(-1));
+            let (op, bound) = if g.terms == a.terms {
+                (*op, a.offset - g.offset)
+            } else if g.terms == a.scale(-1).terms {
+                (op.flip(), g.offset + a.offset)
+            } else {
+                return;
+            };
+            // Now `a OP bound`.
+            match op {
+                Lt => *hi = (*hi).min(bound - 1),
+                Le => *hi = (*hi).min(bound),
+                Gt => *lo = (*lo).max(bound + 1),
+                Ge => *lo = (*lo).max(bound),
+                Eq => {
+                    *lo = (*lo).max(bound);
+                    *hi = (*hi).min(bound)
+                }
+                Ne => {}
+            }
+        }
+        _ => {}
+    }
 }
 
 fn affine_range(a: &Affine, ranges: &[(i64, i64)]) -> (i64, i64) {

@@ -226,6 +226,17 @@ impl CmpOp {
         }
     }
 
+    /// The comparison with its operands swapped: `a OP b` iff `b OP.flip() a`.
+    pub fn flip(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+            o => o,
+        }
+    }
+
     pub fn c_op(self) -> &'static str {
         match self {
             CmpOp::Lt => "<",
