@@ -12,6 +12,7 @@ pub mod ops;
 pub mod reference;
 pub mod sample;
 pub mod schedule;
+pub mod search;
 pub mod target;
 pub mod task;
 pub mod text;
