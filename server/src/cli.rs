@@ -4,7 +4,8 @@
 //! Bad input, whether clap finds it or a command does (an unknown operator, a parse error),
 //! exits with status 2 and one line on stderr, before anything is stored.
 
-use clap::{ArgAction, Args, Parser, Subcommand, value_parser};
+use crate::config::{ClientArgs, ServerArgs};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum, value_parser};
 use std::path::PathBuf;
 use tunehub_engine::measure::MeasureOptions;
 
@@ -25,13 +26,211 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Tune one operator on this machine: sample candidate schedules, build, run and verify
-    /// them, and keep every result in the database.
+    /// Tune one operator on this machine: starts an embedded server on the SQLite file
+    /// (loopback only), submits one job, shows its progress and prints the result. Every
+    /// measured candidate is kept in the database.
     Tune(TuneArgs),
     /// List the operator library: each operator's parameters and their defaults.
     Ops,
-    /// Print the best stored schedule of a workload.
+    /// Print the best stored schedule of a workload, read from the database file directly.
     Best(BestArgs),
+    /// Run the tuning server: gRPC API, job runner measuring on this machine, record database.
+    Server(ServerArgs),
+    /// Submit a tuning job to a server (one task per OP_SPEC or --expr) and print its id.
+    Submit(SubmitArgs),
+    /// List a server's jobs, newest first.
+    Jobs(JobsArgs),
+    /// Follow a job until it ends: a progress bar per task.
+    Watch(WatchArgs),
+    /// Cancel a queued or running job (it stops after its current batch).
+    Cancel(CancelArgs),
+    /// Ask a server for the best schedule of a workload (or write its C source), the top k, or
+    /// what has been tuned.
+    Query(QueryArgs),
+    /// Export or import records as JSON lines.
+    #[command(subcommand)]
+    Records(RecordsCommand),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchedulerArg {
+    /// Rounds shared in proportion to the task weights.
+    RoundRobin,
+    /// Ansor's gradient-based task scheduler (round robin until the search provides it).
+    Gradient,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SubmitArgs {
+    /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`.
+    #[arg(value_name = "OP_SPEC")]
+    pub op_specs: Vec<String>,
+
+    /// A computation in the text form, one task each (repeatable).
+    #[arg(long, value_name = "TEXT")]
+    pub expr: Vec<String>,
+
+    /// Candidates to measure per task.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = value_parser!(u32).range(1..))]
+    pub trials: u32,
+
+    /// Weight of each task in order (OP_SPECs first, then --expr ones); missing ones are 1.
+    #[arg(long = "weight", value_name = "W")]
+    pub weights: Vec<f64>,
+
+    /// Device class: `local` (the server's machine) or a target key.
+    #[arg(long, value_name = "TARGET", default_value = "local")]
+    pub target: String,
+
+    /// Candidates per round [default: the server's].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024))]
+    pub batch: Option<u32>,
+
+    /// Seed of the search [default: chosen by the server].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u64).range(1..))]
+    pub seed: Option<u64>,
+
+    /// A name for listings.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub name: String,
+
+    /// How the job's rounds are shared among its tasks.
+    #[arg(long, value_enum, default_value_t = SchedulerArg::RoundRobin)]
+    pub scheduler: SchedulerArg,
+
+    #[command(flatten)]
+    pub measure: MeasureArgs,
+
+    /// Follow the job after submitting it (as `tunehub watch`).
+    #[arg(long)]
+    pub watch: bool,
+
+    /// Print the job as JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct JobsArgs {
+    /// Only jobs in this state (repeatable): queued, running, done, failed, cancelled.
+    #[arg(long = "state", value_name = "STATE")]
+    pub states: Vec<String>,
+
+    /// Most jobs to list.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    pub limit: u32,
+
+    /// One JSON object per job.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// The job's id (from `tunehub submit` or `tunehub jobs`).
+    #[arg(value_name = "JOB")]
+    pub job: String,
+
+    /// Print each event as a JSON line instead of progress bars.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CancelArgs {
+    /// The job's id.
+    #[arg(value_name = "JOB")]
+    pub job: String,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct QueryArgs {
+    /// A library operator, e.g. `matmul(512,512,512)`.
+    #[arg(value_name = "OP_SPEC", conflicts_with_all = ["expr", "key"])]
+    pub op_spec: Option<String>,
+
+    /// The computation in the text form.
+    #[arg(long, value_name = "TEXT", conflicts_with = "key")]
+    pub expr: Option<String>,
+
+    /// A workload key.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+
+    /// Target: `local` (the server's machine) or a target key.
+    #[arg(long, value_name = "TARGET", default_value = "local")]
+    pub target: String,
+
+    /// Also print the best kernel's C source.
+    #[arg(long)]
+    pub print_source: bool,
+
+    /// Write the best kernel's C source to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out_c: Option<PathBuf>,
+
+    /// The K fastest records instead of the best one.
+    #[arg(long, value_name = "K")]
+    pub top: Option<u32>,
+
+    /// List the targets and workloads tuned so far, with their trial counts (no workload).
+    #[arg(long, conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c"])]
+    pub list: bool,
+
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RecordsCommand {
+    /// Write records as JSON lines (workload and target lines first).
+    Export(ExportArgs),
+    /// Read records from JSON lines; all or nothing.
+    Import(ImportArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// Only this workload key.
+    #[arg(long, value_name = "KEY")]
+    pub workload: Option<String>,
+
+    /// Only this target key.
+    #[arg(long, value_name = "KEY")]
+    pub target: Option<String>,
+
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// The JSON lines file; `-` reads stdin.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 /// The computation to work on: a library operator or the text form, exactly one.

@@ -10,6 +10,7 @@ use tracing_subscriber::EnvFilter;
 use tunehub_server::cli::{self, Cli, Command, USAGE_EXIT, UsageError};
 use tunehub_server::oplist;
 
+mod commands;
 mod tune;
 
 fn main() -> ExitCode {
@@ -49,6 +50,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Tune(args) => tune::tune(args).await,
         Command::Best(args) => tune::best(args).await,
+        Command::Server(args) => commands::serve(args).await,
+        Command::Submit(args) => commands::submit(args).await,
+        Command::Jobs(args) => commands::jobs(args).await,
+        Command::Watch(args) => commands::watch(args).await,
+        Command::Cancel(args) => commands::cancel(args).await,
+        Command::Query(args) => commands::query(args).await,
+        Command::Records(cmd) => commands::records(cmd).await,
     }
 }
 

@@ -1,23 +1,21 @@
 //! The record store: workloads, targets and measured candidates, and the best record per
 //! (workload, target).
 //!
-//! `RecordStore` is the seam; `SqlStore` implements it over sqlx and SQLite. The schema lives in
-//! `migrations/` (applied on open) and every statement here is written in the SQL that SQLite and
-//! PostgreSQL share (`$n` placeholders, `ON CONFLICT` upserts, `COUNT(CASE ...)`), so that a
-//! PostgreSQL pool can run the same strings later.
+//! `RecordStore` is the seam; `SqlStore` implements it over sqlx's `Any` driver, so that one code
+//! path serves a SQLite file and a PostgreSQL database. The schema lives in `migrations/`
+//! (applied on open) and every statement here is written in the SQL that SQLite and PostgreSQL
+//! share (`$n` placeholders, `ON CONFLICT` upserts, `COUNT(CASE ...)`); the few that differ
+//! (row locks) ask `SqlStore::backend`.
 //!
 //! Ids are computed here, never by the database: see `record_id` and the migration's header.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use sqlx::Row;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
-};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyConnection, AnyPool};
+use sqlx::{Executor, Row};
 use std::future::Future;
-use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
 
 /// Everything that can go wrong in the store. Messages name the operation; the cause is the
@@ -36,7 +34,7 @@ pub enum StoreError {
         #[source]
         source: sqlx::migrate::MigrateError,
     },
-    #[error("unsupported database URL '{0}' (this build knows sqlite:// URLs and file paths)")]
+    #[error("unsupported database URL '{0}' (give a file path, a sqlite:// or a postgres:// URL)")]
     UnsupportedUrl(String),
     #[error("database error")]
     Db(#[from] sqlx::Error),
@@ -65,6 +63,8 @@ pub struct NewRecord {
     pub build_s: f64,
     pub run_s: f64,
     pub worker: Option<String>,
+    /// When it was measured (Unix ms); `None`: now. Set by imports, which keep the original time.
+    pub created_at: Option<i64>,
 }
 
 impl NewRecord {
@@ -87,6 +87,7 @@ impl NewRecord {
             build_s: result.build_s,
             run_s: result.run_s,
             worker: worker.map(Into::into),
+            created_at: None,
         }
     }
 
@@ -123,6 +124,23 @@ pub struct Record {
 }
 
 impl Record {
+    /// The record as reported, to store it elsewhere (an import) with its original time.
+    pub fn to_new(&self) -> NewRecord {
+        NewRecord {
+            workload_key: self.workload_key.clone(),
+            target_key: self.target_key.clone(),
+            steps_json: self.steps_json.clone(),
+            costs: self.costs.clone(),
+            error_code: self.error_code,
+            error_msg: self.error_msg.clone(),
+            noisy: self.noisy,
+            build_s: self.build_s,
+            run_s: self.run_s,
+            worker: self.worker.clone(),
+            created_at: Some(self.created_at),
+        }
+    }
+
     pub fn is_ok(&self) -> bool {
         self.error_code == ErrorCode::NoError.code() && self.mean_cost.is_some()
     }
@@ -262,17 +280,17 @@ pub fn record_id(workload_key: &str, target_key: &str, schedule_hash: &str) -> S
     hex16(format!("{workload_key}\0{target_key}\0{schedule_hash}").as_bytes())
 }
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The record columns, in the order `record_from_row` reads them.
-const RECORD_COLUMNS: &str = "r.id, r.workload_key, r.target_key, r.schedule_hash, r.steps_json, r.costs_json, \
+pub(crate) const RECORD_COLUMNS: &str = "r.id, r.workload_key, r.target_key, r.schedule_hash, r.steps_json, r.costs_json, \
      r.mean_cost, r.error_code, r.error_msg, r.noisy, r.build_s, r.run_s, r.worker, r.created_at";
 
-fn record_from_row(row: &SqliteRow) -> Result<Record, StoreError> {
+pub(crate) fn record_from_row(row: &AnyRow) -> Result<Record, StoreError> {
     let id: String = row.try_get(0)?;
     let costs_json: String = row.try_get(5)?;
     let costs = serde_json::from_str(&costs_json).map_err(|e| StoreError::Corrupt {
@@ -297,45 +315,57 @@ fn record_from_row(row: &SqliteRow) -> Result<Record, StoreError> {
     })
 }
 
-/// The record store over sqlx. SQLite only for now: a PostgreSQL pool would run the same
-/// statements (add sqlx's `postgres` feature, and a pool enum or generic here).
+/// Which database a store talks to: the SQL is shared, except for row locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The record store over sqlx's `Any` driver: a SQLite file or a PostgreSQL database, one code
+/// path. Cloning shares the pool.
 #[derive(Debug, Clone)]
 pub struct SqlStore {
-    pool: SqlitePool,
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// The sqlx URL of a `--db` value: a file path becomes a `sqlite://` URL (created if missing).
+pub fn database_url(path_or_url: &str) -> Result<(String, Backend), StoreError> {
+    if path_or_url.starts_with("postgres://") || path_or_url.starts_with("postgresql://") {
+        Ok((path_or_url.to_string(), Backend::Postgres))
+    } else if path_or_url.starts_with("sqlite:") {
+        Ok((path_or_url.to_string(), Backend::Sqlite))
+    } else if path_or_url.contains("://") {
+        Err(StoreError::UnsupportedUrl(path_or_url.into()))
+    } else {
+        Ok((format!("sqlite://{path_or_url}?mode=rwc"), Backend::Sqlite))
+    }
 }
 
 impl SqlStore {
-    /// Opens (creating it if missing) the database at a file path or `sqlite://` URL, and
-    /// applies pending migrations.
+    /// Opens (creating it if missing) the database at a file path, a `sqlite://` URL or a
+    /// `postgres://` URL, and applies pending migrations.
     pub async fn open(path_or_url: &str) -> Result<Self, StoreError> {
-        let opts = if path_or_url.starts_with("sqlite:") {
-            SqliteConnectOptions::from_str(path_or_url).map_err(|source| StoreError::Open {
-                url: path_or_url.into(),
-                source,
-            })?
-        } else if path_or_url.contains("://") {
-            return Err(StoreError::UnsupportedUrl(path_or_url.into()));
-        } else {
-            SqliteConnectOptions::new()
-                .filename(path_or_url)
-                .create_if_missing(true)
+        sqlx::any::install_default_drivers();
+        let (url, backend) = database_url(path_or_url)?;
+        let open_err = |source| StoreError::Open {
+            url: path_or_url.into(),
+            source,
         };
-        let opts = opts
-            // WAL: readers (queries, a watcher) do not block the writer, nor it them.
-            .journal_mode(SqliteJournalMode::Wal)
-            // In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
-            .synchronous(SqliteSynchronous::Normal)
-            // Writers queue on SQLite's file lock; wait rather than fail under contention.
-            .busy_timeout(Duration::from_secs(30))
-            .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(opts)
+        let pool = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 4 } else { 8 })
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        sqlite_pragmas(conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
             .await
-            .map_err(|source| StoreError::Open {
-                url: path_or_url.into(),
-                source,
-            })?;
+            .map_err(open_err)?;
         sqlx::migrate!("../migrations")
             .run(&pool)
             .await
@@ -343,13 +373,218 @@ impl SqlStore {
                 url: path_or_url.into(),
                 source,
             })?;
-        Ok(SqlStore { pool })
+        Ok(SqlStore { pool, backend })
     }
 
-    /// Waits for open connections to finish and closes them (checkpointing the WAL).
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The pool: the job store shares it, and tests read tables directly.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Waits for open connections to finish and closes them (checkpointing SQLite's WAL).
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// One (workload, target) pair that has records: what `ListTuned` shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TunedPair {
+    pub workload_key: String,
+    pub description: Option<String>,
+    pub target_key: String,
+    pub flops: u64,
+    pub trials: u64,
+    pub ok: u64,
+    pub best_cost: Option<f64>,
+}
+
+impl SqlStore {
+    /// Every (workload, target) pair with records, with counts and best cost.
+    pub async fn tuned(&self) -> Result<Vec<TunedPair>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.workload_key, w.description, r.target_key, w.flops, COUNT(*), \
+             COUNT(CASE WHEN r.error_code = 0 THEN 1 END), MIN(b.mean_cost) \
+             FROM records r JOIN workloads w ON w.key = r.workload_key \
+             LEFT JOIN best_records b ON b.workload_key = r.workload_key AND b.target_key = r.target_key \
+             GROUP BY r.workload_key, w.description, r.target_key, w.flops \
+             ORDER BY r.target_key, r.workload_key",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TunedPair {
+                    workload_key: r.try_get(0)?,
+                    description: r.try_get(1)?,
+                    target_key: r.try_get(2)?,
+                    flops: r.try_get::<i64, _>(3)? as u64,
+                    trials: r.try_get::<i64, _>(4)? as u64,
+                    ok: r.try_get::<i64, _>(5)? as u64,
+                    best_cost: r.try_get(6)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Every target with its JSON and record count.
+    pub async fn targets(&self) -> Result<Vec<(String, String, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT t.key, t.target_json, COUNT(r.id) FROM targets t \
+             LEFT JOIN records r ON r.target_key = t.key GROUP BY t.key, t.target_json ORDER BY t.key",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get::<i64, _>(2)? as u64)))
+            .collect()
+    }
+
+    /// Records in export order (oldest first), optionally of one workload and/or one target.
+    pub async fn export_records(
+        &self,
+        workload_key: Option<&str>,
+        target_key: Option<&str>,
+    ) -> Result<Vec<Record>, StoreError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r \
+             WHERE ($1 = '' OR r.workload_key = $1) AND ($2 = '' OR r.target_key = $2) \
+             ORDER BY r.created_at ASC, r.id ASC"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(workload_key.unwrap_or(""))
+            .bind(target_key.unwrap_or(""))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    /// Stores imported workloads, targets and records in one transaction: (new, known) records.
+    /// The caller has checked every item.
+    pub async fn import(
+        &self,
+        workloads: &[Workload],
+        targets: &[(String, String)],
+        records: &[NewRecord],
+    ) -> Result<(u64, u64), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        for w in workloads {
+            sqlx::query(
+                "INSERT INTO workloads (key, description, dag_json, flops, created_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(&w.key)
+            .bind(w.description.as_deref())
+            .bind(&w.dag_json)
+            .bind(w.flops as i64)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (key, json) in targets {
+            sqlx::query("INSERT INTO targets (key, target_json, created_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING")
+                .bind(key)
+                .bind(json)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let (mut new, mut known) = (0, 0);
+        for r in records {
+            match commit_on(&mut tx, r).await?.1 {
+                CommitOutcome::Duplicate => known += 1,
+                CommitOutcome::Inserted { .. } => new += 1,
+            }
+        }
+        tx.commit().await?;
+        Ok((new, known))
+    }
+}
+
+/// Per-connection SQLite settings (the `Any` driver takes only a URL).
+async fn sqlite_pragmas(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
+    for pragma in [
+        // WAL: readers (queries, a watcher) do not block the writer, nor it them.
+        "PRAGMA journal_mode = WAL",
+        // In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
+        "PRAGMA synchronous = NORMAL",
+        // Writers queue on SQLite's file lock; wait rather than fail under contention.
+        "PRAGMA busy_timeout = 30000",
+        "PRAGMA foreign_keys = ON",
+    ] {
+        conn.execute(pragma).await?;
+    }
+    Ok(())
+}
+
+/// Stores one record inside the caller's transaction: the insert, and the best-record update
+/// when it qualifies. Shared by `commit` and the job store's batch commit.
+pub(crate) async fn commit_on(
+    conn: &mut AnyConnection,
+    rec: &NewRecord,
+) -> Result<(String, CommitOutcome), StoreError> {
+    if let Some(c) = rec.costs.iter().find(|c| !c.is_finite() || **c < 0.0) {
+        return Err(StoreError::Invalid(format!(
+            "cost {c} is not a finite non-negative number of seconds"
+        )));
+    }
+    let steps = canonical_steps(&rec.steps_json)?;
+    let hash = schedule_hash(&steps);
+    let id = record_id(&rec.workload_key, &rec.target_key, &hash);
+    let mean_cost = rec.mean_cost();
+    let costs_json =
+        serde_json::to_string(&rec.costs).expect("a Vec<f64> of finite numbers serializes");
+    let inserted = sqlx::query(
+        "INSERT INTO records (id, workload_key, target_key, schedule_hash, steps_json, costs_json, mean_cost, \
+         error_code, error_msg, noisy, build_s, run_s, worker, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&id)
+    .bind(&rec.workload_key)
+    .bind(&rec.target_key)
+    .bind(&hash)
+    .bind(&steps)
+    .bind(&costs_json)
+    .bind(mean_cost)
+    .bind(rec.error_code)
+    .bind(&rec.error_msg)
+    .bind(i32::from(rec.noisy))
+    .bind(rec.build_s)
+    .bind(rec.run_s)
+    .bind(rec.worker.as_deref())
+    .bind(rec.created_at.unwrap_or_else(now_ms))
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if inserted == 0 {
+        return Ok((id, CommitOutcome::Duplicate));
+    }
+    let mut is_new_best = false;
+    if let (Some(cost), true) = (mean_cost, rec.qualifies_for_best()) {
+        // Insert the first best or replace a worse one; strictly better only, so that on a
+        // tie the earlier record stays. Zero rows affected: the current best is as good.
+        is_new_best = sqlx::query(
+            "INSERT INTO best_records (workload_key, target_key, record_id, mean_cost) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (workload_key, target_key) DO UPDATE \
+             SET record_id = excluded.record_id, mean_cost = excluded.mean_cost \
+             WHERE excluded.mean_cost < best_records.mean_cost",
+        )
+        .bind(&rec.workload_key)
+        .bind(&rec.target_key)
+        .bind(&id)
+        .bind(cost)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected()
+            > 0;
+    }
+    Ok((id, CommitOutcome::Inserted { is_new_best }))
 }
 
 impl RecordStore for SqlStore {
@@ -387,70 +622,17 @@ impl RecordStore for SqlStore {
     }
 
     async fn commit(&self, rec: &NewRecord) -> Result<CommitOutcome, StoreError> {
-        if let Some(c) = rec.costs.iter().find(|c| !c.is_finite() || **c < 0.0) {
-            return Err(StoreError::Invalid(format!(
-                "cost {c} is not a finite non-negative number of seconds"
-            )));
-        }
-        let steps = canonical_steps(&rec.steps_json)?;
-        let hash = schedule_hash(&steps);
-        let id = record_id(&rec.workload_key, &rec.target_key, &hash);
-        let mean_cost = rec.mean_cost();
-        let costs_json =
-            serde_json::to_string(&rec.costs).expect("a Vec<f64> of finite numbers serializes");
-
         let mut tx = self.pool.begin().await?;
         // The insert is the transaction's first statement: on SQLite it takes the write lock
         // before any read, so concurrent committers queue on the busy timeout instead of
         // failing to upgrade a read snapshot.
-        let inserted = sqlx::query(
-            "INSERT INTO records (id, workload_key, target_key, schedule_hash, steps_json, costs_json, mean_cost, \
-             error_code, error_msg, noisy, build_s, run_s, worker, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(&id)
-        .bind(&rec.workload_key)
-        .bind(&rec.target_key)
-        .bind(&hash)
-        .bind(&steps)
-        .bind(&costs_json)
-        .bind(mean_cost)
-        .bind(rec.error_code)
-        .bind(&rec.error_msg)
-        .bind(i32::from(rec.noisy))
-        .bind(rec.build_s)
-        .bind(rec.run_s)
-        .bind(rec.worker.as_deref())
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if inserted == 0 {
+        let (_, outcome) = commit_on(&mut tx, rec).await?;
+        if outcome == CommitOutcome::Duplicate {
             tx.rollback().await?;
-            return Ok(CommitOutcome::Duplicate);
+        } else {
+            tx.commit().await?;
         }
-        let mut is_new_best = false;
-        if let (Some(cost), true) = (mean_cost, rec.qualifies_for_best()) {
-            // Insert the first best or replace a worse one; strictly better only, so that on a
-            // tie the earlier record stays. Zero rows affected: the current best is as good.
-            is_new_best = sqlx::query(
-                "INSERT INTO best_records (workload_key, target_key, record_id, mean_cost) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (workload_key, target_key) DO UPDATE \
-                 SET record_id = excluded.record_id, mean_cost = excluded.mean_cost \
-                 WHERE excluded.mean_cost < best_records.mean_cost",
-            )
-            .bind(&rec.workload_key)
-            .bind(&rec.target_key)
-            .bind(&id)
-            .bind(cost)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-                > 0;
-        }
-        tx.commit().await?;
-        Ok(CommitOutcome::Inserted { is_new_best })
+        Ok(outcome)
     }
 
     async fn best(
@@ -616,6 +798,7 @@ mod tests {
             build_s: 0.5,
             run_s: 0.25,
             worker: Some("local".into()),
+            created_at: None,
         }
     }
 
@@ -634,13 +817,25 @@ mod tests {
                 .fetch_all(&store.pool)
                 .await
                 .unwrap();
-        assert_eq!(tables, ["best_records", "records", "targets", "workloads"]);
+        assert_eq!(
+            tables,
+            [
+                "best_records",
+                "cost_models",
+                "job_records",
+                "jobs",
+                "records",
+                "targets",
+                "tasks",
+                "workloads"
+            ]
+        );
         let applied: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
                 .fetch_one(&store.pool)
                 .await
                 .unwrap();
-        assert_eq!(applied, 1);
+        assert_eq!(applied, 2);
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(&store.pool)
             .await
@@ -651,7 +846,7 @@ mod tests {
         let url = format!("sqlite://{}?mode=rwc", path.display());
         SqlStore::open(&url).await.unwrap().close().await;
         assert!(matches!(
-            SqlStore::open("postgres://x/y").await,
+            SqlStore::open("mysql://x/y").await,
             Err(StoreError::UnsupportedUrl(_))
         ));
     }

@@ -1,37 +1,36 @@
-//! `tunehub tune` and `tunehub best`: the commands that drive the engine's search API (the text
-//! form, target detection, tasks, the random sampler, code generation and the measurer) on this
-//! machine, keeping every result in the record store.
+//! `tunehub tune` and `tunehub best`.
 //!
-//! Every call into the engine's planned modules is in this file, so that fitting it to their
-//! final signatures is local.
+//! `tune` is a client of the same API as every other: it starts an embedded server on the
+//! SQLite file (loopback, a random token, a local runner), submits one job, follows it, asks for
+//! the best record, prints, and stops the server. `best` reads the database file directly.
 
+use crate::commands::{measure_proto, status_error};
 use anyhow::{Context, Result, anyhow, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_stream::StreamExt;
 use tunehub_engine::codegen;
 use tunehub_engine::ir::ComputeDag;
-use tunehub_engine::measure::{ErrorCode, MeasureResult, Measurer};
 use tunehub_engine::ops;
-use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::Task;
 use tunehub_engine::text;
-use tunehub_server::cli::{BestArgs, TargetArgs, TuneArgs, UsageError, WorkloadArgs, one_line};
-use tunehub_server::records::{self, CommitOutcome, NewRecord, Record, RecordStore, SqlStore};
+use tunehub_proto::v1 as pb;
+use tunehub_server::cli::{BestArgs, MAX_TRIALS, TargetArgs, TuneArgs, UsageError, WorkloadArgs};
+use tunehub_server::client::{self, Clients};
+use tunehub_server::config::{ClientConfig, Limits, ServerConfig};
+use tunehub_server::jobs::{self, LocalBackend};
+use tunehub_server::records::{Record, RecordStore, SqlStore};
+use tunehub_server::server;
 
-/// Consecutive already-seen samples after which the sampler is taken to have run out of new
-/// candidates (small spaces, such as an elementwise chain's, are exhausted quickly).
-const MAX_DUPLICATE_STREAK: usize = 1000;
-
-/// What records measured by this process are marked with.
+/// What records measured by `tune` are marked with.
 const WORKER: &str = "local";
 
 /// The DAG and its description, from OP_SPEC or --expr. Bad input is a `UsageError`.
@@ -74,100 +73,6 @@ fn short_desc(desc: &str) -> &str {
     }
 }
 
-/// Set on the first Ctrl-C (the tuning loop stops after the current batch); a second Ctrl-C
-/// exits at once. Each commit is its own transaction, so either way the database is whole.
-fn interrupt_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let set = Arc::clone(&flag);
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            set.store(true, Ordering::SeqCst);
-            eprintln!("interrupted: finishing the current batch (Ctrl-C again to quit now)");
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        }
-    });
-    flag
-}
-
-/// A failure that the Ctrl-C itself may have caused: the terminal's SIGINT also reaches the
-/// compiler and kernel processes the measurer started, which then fail as if the candidate
-/// had. Such results of an interrupted batch are dropped rather than recorded against the
-/// candidate (a later run measures it again).
-fn maybe_interrupt_casualty(r: &MeasureResult) -> bool {
-    !matches!(
-        r.error,
-        ErrorCode::NoError | ErrorCode::InvalidSchedule | ErrorCode::WrongAnswer
-    )
-}
-
-/// Up to `want` schedules not measured before, with their canonical steps JSON. Fewer when the
-/// sampler keeps repeating itself (the space is nearly exhausted).
-fn sample_batch(
-    sampler: &mut RandomSampler,
-    want: usize,
-    seen: &mut HashSet<String>,
-) -> Result<(Vec<Schedule>, Vec<String>)> {
-    let (mut schedules, mut steps) = (Vec::with_capacity(want), Vec::with_capacity(want));
-    let mut streak = 0;
-    while schedules.len() < want && streak < MAX_DUPLICATE_STREAK {
-        let schedule = sampler.sample();
-        // The store's hash, so that candidates recorded by earlier runs count as seen.
-        let json = records::canonical_steps(&schedule.to_json())
-            .context("the sampler wrote invalid steps JSON")?;
-        if seen.insert(records::schedule_hash(&json)) {
-            schedules.push(schedule);
-            steps.push(json);
-            streak = 0;
-        } else {
-            streak += 1;
-        }
-    }
-    Ok((schedules, steps))
-}
-
-/// What one `tune` run did.
-#[derive(Debug, Default)]
-struct RunStats {
-    /// Candidates measured.
-    trials: u32,
-    ok: u32,
-    /// Failures by error name.
-    errors: BTreeMap<&'static str, u32>,
-    first_error: Option<String>,
-    new_records: u32,
-    duplicates: u32,
-    /// Results of an interrupted batch not recorded (see `maybe_interrupt_casualty`).
-    dropped: u32,
-    /// Whether the best record moved during this run.
-    improved: bool,
-    interrupted: bool,
-    exhausted: bool,
-}
-
-impl RunStats {
-    fn count(&mut self, r: &MeasureResult) {
-        self.trials += 1;
-        if r.is_ok() {
-            self.ok += 1;
-        } else {
-            *self.errors.entry(r.error.name()).or_default() += 1;
-            if self.first_error.is_none() {
-                self.first_error = Some(format!("{}: {}", r.error.name(), one_line(&r.error_msg)));
-            }
-        }
-    }
-
-    fn errors_text(&self) -> String {
-        self.errors
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
 fn progress_bar(trials: u32) -> ProgressBar {
     // indicatif draws on stderr, and not at all when stderr is not a terminal.
     let pb = ProgressBar::new(u64::from(trials));
@@ -182,120 +87,181 @@ fn progress_bar(trials: u32) -> ProgressBar {
     pb
 }
 
-fn best_message(flops: u64, best_cost: Option<f64>) -> String {
-    best_cost.map_or_else(
+fn best_message(best_gflops: Option<f64>) -> String {
+    best_gflops.map_or_else(
         || "best: none yet".into(),
-        |c| format!("best {:.2} GFLOP/s", gflops(flops, c)),
+        |g| format!("best {g:.2} GFLOP/s"),
     )
+}
+
+/// The best record and the record counts of the workload, asked through the API.
+async fn best_now(
+    c: &mut Clients,
+    w: &pb::Workload,
+    with_source: bool,
+) -> Result<pb::BestResponse> {
+    c.query
+        .best_batch(pb::BestBatchRequest {
+            workloads: vec![w.clone()],
+            target: "local".into(),
+            with_source,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .results
+        .pop()
+        .context("the server answered no result")
+}
+
+/// The first Ctrl-C cancels the job (it stops after the current batch); a second exits at
+/// once. Each batch is one transaction, so either way the database is whole.
+fn cancel_on_interrupt(mut c: Clients, job_id: String) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupted: finishing the current batch (Ctrl-C again to quit now)");
+            let _ = c.jobs.cancel(pb::CancelJobRequest { id: job_id }).await;
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
 }
 
 pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
     // All input is checked before the database is touched: bad input stores nothing.
     let (dag, desc) = build_workload(&args.workload)?;
     let target = Target::detect().with_overrides(&target_overrides(&args.target));
-    let target_key = target.key();
-    let task = Arc::new(Task::new(dag, desc));
+    let task = Task::new(dag, desc);
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     });
+    // The API reads seed 0 as "choose one".
+    let seed = seed.max(1);
+    let workload = pb::Workload {
+        kind: Some(match (&args.workload.op_spec, &args.workload.expr) {
+            (Some(s), _) => pb::workload::Kind::OpSpec(s.clone()),
+            (_, Some(e)) => pb::workload::Kind::Expr(e.clone()),
+            _ => unreachable!("build_workload checked"),
+        }),
+    };
 
-    let store = SqlStore::open(&args.db.db).await?;
-    let dag_json = serde_json::to_string(&task.dag).context("serializing the DAG")?;
-    store
-        .put_workload(&task.key, &task.desc, &dag_json, task.flops)
-        .await?;
-    let target_json = serde_json::to_string(&target).context("serializing the target")?;
-    store.put_target(&target_key, &target_json).await?;
+    // The embedded server: loopback only, a token of its own, this machine's runner.
+    let token = format!("{:032x}", rand::random::<u128>());
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().expect("a valid address"),
+        db: args.db.db.clone(),
+        tokens: vec![token.clone()],
+        allow_unauthenticated: false,
+        tls: None,
+        limits: Limits {
+            max_trials_per_job: MAX_TRIALS,
+            max_tasks_per_job: 1,
+            ..Limits::default()
+        },
+        lease_ms: 30_000,
+        poll_ms: 200,
+        cache_ttl_ms: 0,
+        instance: WORKER.into(),
+        target: TargetOverrides::default(),
+        run_jobs: false,
+    };
+    let running = server::start_with(&cfg, Arc::new(LocalBackend::new(target))).await?;
+    let mut c = client::connect(&ClientConfig {
+        server: format!("http://{}", running.addr),
+        token: Some(token),
+        ca_cert: None,
+    })
+    .await?;
 
-    // Candidates an earlier run measured on this target are not measured again.
-    let mut seen: HashSet<String> = store
-        .records(&task.key, &target_key)
-        .await?
-        .into_iter()
-        .map(|r| r.schedule_hash)
-        .collect();
-    let known = seen.len();
-    let mut best_cost = store
-        .best(&task.key, &target_key)
-        .await?
-        .and_then(|r| r.mean_cost);
-    tracing::info!(workload = %task.key, target = %target_key, seed, known, "tuning {}", short_desc(&task.desc));
-
-    let stop = interrupt_flag();
-    let mut sampler = RandomSampler::new(&task.dag, &target, seed);
-    let mut measurer = Measurer::new(&target, args.measure.options());
-    let mut stats = RunStats::default();
-    let pb = progress_bar(args.trials);
-    pb.set_message(best_message(task.flops, best_cost));
-
-    while stats.trials < args.trials && !stop.load(Ordering::SeqCst) {
-        let want = (args.trials - stats.trials).min(args.batch) as usize;
-        let (schedules, steps) = sample_batch(&mut sampler, want, &mut seen)?;
-        if schedules.is_empty() {
-            stats.exhausted = true;
-            break;
-        }
-        // Building and running block (compilers, child processes): off the async threads.
-        let t = Arc::clone(&task);
-        let (m, results) = tokio::task::spawn_blocking(move || {
-            let results = measurer.measure(&t, &schedules);
-            (measurer, results)
+    let before = best_now(&mut c, &workload, false).await?;
+    let best_before = before.record.as_ref().map(|r| r.record_id.clone());
+    let job = c
+        .jobs
+        .submit(pb::SubmitRequest {
+            tasks: vec![pb::TaskSpec {
+                workload: Some(workload.clone()),
+                trials: args.trials,
+                weight: 1.0,
+            }],
+            target: "local".into(),
+            measure: Some(measure_proto(&args.measure)),
+            batch_size: args.batch,
+            seed,
+            scheduler: pb::SchedulerKind::RoundRobin as i32,
+            name: "tunehub tune".into(),
         })
         .await
-        .context("the measurer panicked")?;
-        measurer = m;
-        if results.len() != steps.len() {
-            bail!(
-                "the measurer returned {} results for {} candidates",
-                results.len(),
-                steps.len()
-            );
-        }
-        let interrupted = stop.load(Ordering::SeqCst);
-        for (steps_json, result) in steps.into_iter().zip(&results) {
-            if interrupted && maybe_interrupt_casualty(result) {
-                stats.dropped += 1;
-                continue;
+        .map_err(status_error)?
+        .into_inner()
+        .job
+        .context("the server returned no job")?;
+    tracing::info!(job = %job.id, workload = %task.key, seed, known = before.records_total, "tuning {}", short_desc(&task.desc));
+    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
+    cancel_on_interrupt(c.clone(), job.id.clone());
+
+    let pb = progress_bar(args.trials);
+    pb.set_message(best_message(before.record.as_ref().map(|r| r.gflops)));
+    let mut events = c
+        .jobs
+        .watch(pb::WatchRequest { id: job.id.clone() })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let mut end = None;
+    while let Some(ev) = events.next().await {
+        match ev.map_err(status_error)?.event {
+            Some(pb::job_event::Event::Round(t)) => {
+                pb.set_position(u64::from(t.trials_done));
+                pb.set_message(best_message(t.best_gflops));
             }
-            stats.count(result);
-            let record =
-                NewRecord::from_measure(&task.key, &target_key, steps_json, result, Some(WORKER));
-            match store.commit(&record).await? {
-                CommitOutcome::Inserted { is_new_best } => {
-                    stats.new_records += 1;
-                    if is_new_best {
-                        stats.improved = true;
-                        best_cost = record.mean_cost();
-                    }
-                }
-                // Another process measured the same candidate meanwhile.
-                CommitOutcome::Duplicate => stats.duplicates += 1,
+            Some(pb::job_event::Event::Done(j)) => {
+                end = Some(j);
+                break;
             }
+            _ => {}
         }
-        pb.set_position(u64::from(stats.trials));
-        pb.set_message(best_message(task.flops, best_cost));
-        tracing::info!(
-            trials = stats.trials,
-            ok = stats.ok,
-            "{}",
-            best_message(task.flops, best_cost)
-        );
     }
     pb.finish_and_clear();
-    stats.interrupted = stop.load(Ordering::SeqCst);
+    runner.await.context("the job runner panicked")??;
+    let job = end.context("the job's progress stream ended early")?;
+    let t = job.tasks.first().context("the job has no task")?.clone();
 
-    let best = store.best(&task.key, &target_key).await?;
-    let total = store.count(&task.key, &target_key).await?;
+    let after = best_now(&mut c, &workload, args.print_source || args.out_c.is_some()).await?;
+    drop(c);
+    running.shutdown().await?;
+
+    let state = pb::JobState::try_from(job.state).unwrap_or(pb::JobState::Unspecified);
+    if state == pb::JobState::Failed {
+        bail!("the tuning job failed: {}", job.error);
+    }
+    let interrupted = state == pb::JobState::Cancelled;
+    let improved = after.record.as_ref().map(|r| &r.record_id) != best_before.as_ref()
+        && after.record.is_some();
+    let errors: BTreeMap<String, u32> = t.error_counts.clone().into_iter().collect();
+    let stats = RunStats {
+        trials: t.trials_done,
+        ok: t.ok,
+        errors,
+        first_error: (!t.last_error.is_empty()).then(|| t.last_error.clone()),
+        new_records: t.new_records,
+        duplicates: t.trials_done - t.new_records,
+        dropped: t.dropped,
+        improved,
+        interrupted,
+        exhausted: t.exhausted,
+    };
+    let known = before.records_total;
     let failure = if stats.trials > 0 && stats.ok == 0 {
         Some(format!(
-            "no candidate succeeded in {} trials ({}); first error: {}",
+            "no candidate succeeded in {} trials ({}); last error: {}",
             stats.trials,
             stats.errors_text(),
             stats.first_error.as_deref().unwrap_or("-")
         ))
-    } else if best.is_none() {
+    } else if after.record.is_none() {
         Some(if stats.trials == 0 && stats.interrupted {
             "interrupted before any candidate was measured".to_string()
         } else if stats.trials == 0 {
@@ -312,23 +278,19 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         None
     };
 
-    let source = match (&best, args.print_source || args.out_c.is_some()) {
-        (Some(b), true) => Some(kernel_source(&task.dag, &target, b)?),
-        _ => None,
-    };
+    let source = (!after.source.is_empty()).then(|| after.source.clone());
     if let (Some(path), Some(src)) = (&args.out_c, &source) {
         std::fs::write(path, src)
             .with_context(|| format!("writing the kernel source to {}", path.display()))?;
     }
-
     let summary = TuneSummary {
         task: &task,
-        target_key: &target_key,
-        seed,
+        target_key: &job.target_key,
+        seed: job.seed,
         known,
         stats: &stats,
-        best: best.as_ref(),
-        total: total.total,
+        best: after.record.as_ref(),
+        total: after.records_total,
     };
     if args.json {
         let mut v = summary.json();
@@ -355,6 +317,34 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
     }
 }
 
+/// What one `tune` run did (from its job's progress).
+#[derive(Debug, Default)]
+struct RunStats {
+    trials: u32,
+    ok: u32,
+    /// Failures by error name.
+    errors: BTreeMap<String, u32>,
+    first_error: Option<String>,
+    new_records: u32,
+    duplicates: u32,
+    /// Results of an interrupted batch not recorded.
+    dropped: u32,
+    /// Whether the best record moved during this run.
+    improved: bool,
+    interrupted: bool,
+    exhausted: bool,
+}
+
+impl RunStats {
+    fn errors_text(&self) -> String {
+        self.errors
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// The best record's kernel, generated again from its steps.
 fn kernel_source(dag: &ComputeDag, target: &Target, best: &Record) -> Result<String> {
     let schedule = Schedule::from_json(&best.steps_json)
@@ -368,19 +358,20 @@ struct TuneSummary<'a> {
     task: &'a Task,
     target_key: &'a str,
     seed: u64,
-    known: usize,
+    known: u64,
     stats: &'a RunStats,
-    best: Option<&'a Record>,
+    best: Option<&'a pb::ScheduleRecord>,
     total: u64,
 }
 
 impl TuneSummary<'_> {
     fn best_json(&self) -> Value {
         self.best.map_or(Value::Null, |b| {
-            record_json(b, self.task.flops, Some(self.stats.improved))
+            let mut v = crate::commands::record_json(b);
+            v["this_run"] = json!(self.stats.improved);
+            v
         })
     }
-
     fn json(&self) -> Value {
         let s = self.stats;
         json!({
@@ -438,7 +429,7 @@ impl TuneSummary<'_> {
             let _ = writeln!(t, "stopped   the sampler found no more new candidates");
         }
         if let Some(b) = self.best {
-            let cost = b.mean_cost.unwrap_or(f64::NAN);
+            let cost = b.seconds;
             let when = if s.improved {
                 "found in this run"
             } else {
@@ -449,7 +440,7 @@ impl TuneSummary<'_> {
                 "best      {:.4} ms  {:.2} GFLOP/s  (record {}, {when})",
                 cost * 1e3,
                 gflops(self.task.flops, cost),
-                b.id
+                b.record_id
             );
             let _ = writeln!(t, "steps     {}", b.steps_json);
         }

@@ -1,0 +1,353 @@
+//! The Jobs service: submit, get, list, cancel, watch.
+
+use super::{Api, internal};
+use crate::jobs::store::{JobState, NewJob};
+use crate::records::RecordStore;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tunehub_engine::measure::MeasureOptions;
+use tunehub_engine::task::Task;
+use tunehub_proto::v1 as pb;
+use tunehub_proto::v1::jobs_server::Jobs;
+
+/// Most candidates per round.
+pub const MAX_BATCH: u32 = 1024;
+
+/// How often a watcher re-reads a job it was not woken for (it may run on another server).
+const WATCH_POLL: Duration = Duration::from_millis(300);
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The request's measure options over the defaults, checked.
+pub fn measure_options(m: Option<&pb::MeasureOptions>) -> Result<MeasureOptions, Status> {
+    let mut o = MeasureOptions::default();
+    let Some(m) = m else { return Ok(o) };
+    let bad = |what: &str| Err(Status::invalid_argument(format!("measure.{what}")));
+    if let Some(n) = m.number {
+        if !(1..=1_000_000).contains(&n) {
+            return bad("number must be 1 to 1000000");
+        }
+        o.number = n;
+    }
+    if let Some(n) = m.repeat {
+        if !(1..=1000).contains(&n) {
+            return bad("repeat must be 1 to 1000");
+        }
+        o.repeat = n;
+    }
+    if let Some(n) = m.min_repeat_ms {
+        if n > 600_000 {
+            return bad("min_repeat_ms must be at most 600000");
+        }
+        o.min_repeat_ms = n;
+    }
+    if let Some(n) = m.warmup {
+        if n > 1000 {
+            return bad("warmup must be at most 1000");
+        }
+        o.warmup = n;
+    }
+    if let Some(f) = m.flush_cache {
+        o.flush_cache = f;
+    }
+    if let Some(t) = m.timeout_s {
+        if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
+            return bad("timeout_s must be more than 0 and at most 86400");
+        }
+        o.run_timeout_s = t;
+    }
+    if let Some(f) = m.noise_threshold {
+        if !(0.0..=1.0).contains(&f) {
+            return bad("noise_threshold must be between 0 and 1");
+        }
+        o.noise_threshold = f;
+    }
+    Ok(o)
+}
+
+impl Api {
+    /// Checks a submission in full, then stores it: workloads, the target, the job and its
+    /// tasks. Nothing is written unless everything is valid.
+    pub async fn submit_job(&self, req: &pb::SubmitRequest) -> Result<pb::Job, Status> {
+        let limits = self.limits;
+        if req.tasks.is_empty() {
+            return Err(Status::invalid_argument("a job needs at least one task"));
+        }
+        if req.tasks.len() > limits.max_tasks_per_job as usize {
+            return Err(Status::invalid_argument(format!(
+                "{} tasks: this server takes at most {} per job",
+                req.tasks.len(),
+                limits.max_tasks_per_job
+            )));
+        }
+        let target = self.measure_target(&req.target).await?;
+        let mut tasks = vec![];
+        let mut total: u64 = 0;
+        for (i, t) in req.tasks.iter().enumerate() {
+            let (dag, desc) = self
+                .resolve_workload(t.workload.as_ref())
+                .await
+                .map_err(|s| Status::new(s.code(), format!("task {i}: {}", s.message())))?;
+            if t.trials == 0 {
+                return Err(Status::invalid_argument(format!(
+                    "task {i}: trials must be at least 1"
+                )));
+            }
+            if t.trials > limits.max_trials_per_job {
+                return Err(Status::invalid_argument(format!(
+                    "task {i}: {} trials exceed this server's limit of {} per job",
+                    t.trials, limits.max_trials_per_job
+                )));
+            }
+            if !(t.weight.is_finite() && t.weight >= 0.0) {
+                return Err(Status::invalid_argument(format!(
+                    "task {i}: weight {} must be a finite number >= 0",
+                    t.weight
+                )));
+            }
+            total += u64::from(t.trials);
+            let weight = if t.weight == 0.0 { 1.0 } else { t.weight };
+            tasks.push((Task::new(dag, desc), weight, t.trials));
+        }
+        if total > u64::from(limits.max_trials_per_job) {
+            return Err(Status::invalid_argument(format!(
+                "{total} trials in all exceed this server's limit of {} per job",
+                limits.max_trials_per_job
+            )));
+        }
+        if req.batch_size > MAX_BATCH {
+            return Err(Status::invalid_argument(format!(
+                "batch_size {} is more than {MAX_BATCH}",
+                req.batch_size
+            )));
+        }
+        let measure = measure_options(req.measure.as_ref())?;
+        let scheduler = match pb::SchedulerKind::try_from(req.scheduler) {
+            Ok(pb::SchedulerKind::Gradient) => "gradient",
+            Ok(_) => "round_robin",
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "unknown scheduler {}",
+                    req.scheduler
+                )));
+            }
+        };
+        let seed = if req.seed == 0 {
+            rand::random::<u64>() >> 1
+        } else {
+            req.seed
+        };
+
+        // Valid: store it.
+        let store = self.store();
+        let target_json = serde_json::to_string(&target).expect("a target serializes");
+        let target_key = target.key();
+        store
+            .put_target(&target_key, &target_json)
+            .await
+            .map_err(internal)?;
+        let mut rows = vec![];
+        for (task, weight, trials) in &tasks {
+            let dag_json = serde_json::to_string(&task.dag).expect("a DAG serializes");
+            store
+                .put_workload(&task.key, &task.desc, &dag_json, task.flops)
+                .await
+                .map_err(internal)?;
+            rows.push((task.key.clone(), *weight, *trials));
+        }
+        let id = self
+            .ctx
+            .jobs
+            .create(&NewJob {
+                name: req.name.clone(),
+                target_key,
+                seed,
+                batch_size: if req.batch_size == 0 {
+                    limits.default_batch
+                } else {
+                    req.batch_size
+                },
+                scheduler: scheduler.into(),
+                measure,
+                tasks: rows,
+            })
+            .await
+            .map_err(internal)?;
+        tracing::info!(job = %id, tasks = tasks.len(), total, "job queued");
+        self.ctx.changed();
+        self.get_job(&id).await
+    }
+
+    pub async fn get_job(&self, id: &str) -> Result<pb::Job, Status> {
+        let job = self
+            .ctx
+            .jobs
+            .get(id)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| Status::not_found(format!("no job '{id}'")))?;
+        self.job_proto(&job).await
+    }
+}
+
+/// Events between two views of a job.
+fn diff(job_id: &str, old: &pb::Job, new: &pb::Job) -> Vec<pb::JobEvent> {
+    use pb::job_event::Event;
+    let mut out = vec![];
+    let ev = |e: Event| pb::JobEvent {
+        job_id: job_id.to_string(),
+        at_ms: now_ms(),
+        event: Some(e),
+    };
+    for (i, t) in new.tasks.iter().enumerate() {
+        let Some(o) = old.tasks.get(i) else { continue };
+        if t.trials_done != o.trials_done || t.exhausted != o.exhausted {
+            out.push(ev(Event::Round(t.clone())));
+        }
+        if t.errors > o.errors {
+            out.push(ev(Event::Error(pb::TaskError {
+                task_index: t.index,
+                errors: t.errors,
+                message: t.last_error.clone(),
+            })));
+        }
+        if !t.best_record_id.is_empty() && t.best_record_id != o.best_record_id {
+            out.push(ev(Event::NewBest(pb::NewBest {
+                task_index: t.index,
+                record_id: t.best_record_id.clone(),
+                seconds: t.best_seconds.unwrap_or(f64::NAN),
+                gflops: t.best_gflops.unwrap_or(0.0),
+            })));
+        }
+    }
+    out
+}
+
+fn is_final(state: i32) -> bool {
+    pb::JobState::try_from(state).is_ok_and(|s| {
+        matches!(
+            s,
+            pb::JobState::Done | pb::JobState::Failed | pb::JobState::Cancelled
+        )
+    })
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::JobEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Jobs for Api {
+    async fn submit(
+        &self,
+        req: Request<pb::SubmitRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        let job = self.submit_job(req.get_ref()).await?;
+        Ok(Response::new(pb::SubmitResponse { job: Some(job) }))
+    }
+
+    async fn get(&self, req: Request<pb::GetJobRequest>) -> Result<Response<pb::Job>, Status> {
+        Ok(Response::new(self.get_job(&req.get_ref().id).await?))
+    }
+
+    async fn list(
+        &self,
+        req: Request<pb::ListJobsRequest>,
+    ) -> Result<Response<pb::ListJobsResponse>, Status> {
+        let r = req.get_ref();
+        let mut states = vec![];
+        for s in &r.states {
+            let state = match pb::JobState::try_from(*s) {
+                Ok(pb::JobState::Queued) => JobState::Queued,
+                Ok(pb::JobState::Running) => JobState::Running,
+                Ok(pb::JobState::Done) => JobState::Done,
+                Ok(pb::JobState::Failed) => JobState::Failed,
+                Ok(pb::JobState::Cancelled) => JobState::Cancelled,
+                _ => return Err(Status::invalid_argument(format!("unknown job state {s}"))),
+            };
+            states.push(state);
+        }
+        let limit = if r.limit == 0 {
+            100
+        } else {
+            r.limit.min(10_000)
+        };
+        let rows = self.ctx.jobs.list(&states, limit).await.map_err(internal)?;
+        let mut jobs = vec![];
+        for j in &rows {
+            jobs.push(self.job_proto(j).await?);
+        }
+        Ok(Response::new(pb::ListJobsResponse { jobs }))
+    }
+
+    async fn cancel(
+        &self,
+        req: Request<pb::CancelJobRequest>,
+    ) -> Result<Response<pb::Job>, Status> {
+        let id = &req.get_ref().id;
+        let job = self
+            .ctx
+            .jobs
+            .cancel(id)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| Status::not_found(format!("no job '{id}'")))?;
+        self.ctx.changed();
+        Ok(Response::new(self.job_proto(&job).await?))
+    }
+
+    type WatchStream = EventStream;
+
+    async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<EventStream>, Status> {
+        use pb::job_event::Event;
+        let id = req.get_ref().id.clone();
+        let mut last = self.get_job(&id).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let api = self.clone();
+        tokio::spawn(async move {
+            let mut changes = api.ctx.subscribe();
+            let snap = pb::JobEvent {
+                job_id: id.clone(),
+                at_ms: now_ms(),
+                event: Some(Event::Snapshot(last.clone())),
+            };
+            if tx.send(Ok(snap)).await.is_err() {
+                return;
+            }
+            loop {
+                if is_final(last.state) {
+                    let done = pb::JobEvent {
+                        job_id: id.clone(),
+                        at_ms: now_ms(),
+                        event: Some(Event::Done(last.clone())),
+                    };
+                    let _ = tx.send(Ok(done)).await;
+                    return;
+                }
+                tokio::select! {
+                    _ = tokio::time::timeout(WATCH_POLL, changes.changed()) => {}
+                    () = tx.closed() => return,
+                }
+                let now = match api.get_job(&id).await {
+                    Ok(j) => j,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                };
+                for e in diff(&id, &last, &now) {
+                    if tx.send(Ok(e)).await.is_err() {
+                        return;
+                    }
+                }
+                last = now;
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

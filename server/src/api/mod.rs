@@ -1,0 +1,241 @@
+//! The gRPC API (`proto/tunehub/v1/tunehub.proto`): request checking, conversions between the
+//! proto messages and the store's rows, and one module per service.
+//!
+//! Every request is checked in full before anything is stored: a bad input is a status that
+//! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
+
+pub mod jobs;
+pub mod query;
+pub mod records;
+
+use crate::config::Limits;
+use crate::jobs::JobContext;
+use crate::jobs::store::{JobRow, JobState, TaskStats};
+use crate::records::{Record, RecordStore, SqlStore, StoreError};
+use std::collections::BTreeMap;
+use tonic::Status;
+use tunehub_engine::ir::ComputeDag;
+use tunehub_engine::measure::ErrorCode;
+use tunehub_engine::target::Target;
+use tunehub_engine::{ops, text};
+use tunehub_proto::v1 as pb;
+
+/// What every service holds.
+#[derive(Clone)]
+pub struct Api {
+    pub ctx: JobContext,
+    pub limits: Limits,
+}
+
+/// Store failures are the server's problem, not the caller's.
+pub(crate) fn internal(e: StoreError) -> Status {
+    tracing::error!("database: {e:#}");
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    Status::internal(msg)
+}
+
+pub(crate) fn gflops(flops: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 && seconds.is_finite() {
+        flops as f64 / seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+impl Api {
+    pub fn store(&self) -> &SqlStore {
+        self.ctx.jobs.records()
+    }
+
+    pub fn local_target(&self) -> &Target {
+        self.ctx.backend.target()
+    }
+
+    /// A workload of a request: its DAG and how it was written. Bad input is INVALID_ARGUMENT
+    /// (or NOT_FOUND for an unknown workload key).
+    pub async fn resolve_workload(
+        &self,
+        w: Option<&pb::Workload>,
+    ) -> Result<(ComputeDag, String), Status> {
+        use pb::workload::Kind;
+        match w.and_then(|w| w.kind.as_ref()) {
+            None => Err(Status::invalid_argument(
+                "no workload: give op_spec, expr or workload_key",
+            )),
+            Some(Kind::OpSpec(spec)) => ops::build_op(spec)
+                .map(|d| (d, spec.trim().to_string()))
+                .map_err(|e| Status::invalid_argument(format!("op_spec '{spec}': {e}"))),
+            Some(Kind::Expr(src)) => text::parse(src)
+                .map(|d| (d, src.trim().to_string()))
+                .map_err(|e| Status::invalid_argument(format!("expr: {e}"))),
+            Some(Kind::WorkloadKey(key)) => {
+                let w = self
+                    .store()
+                    .workload(key)
+                    .await
+                    .map_err(internal)?
+                    .ok_or_else(|| Status::not_found(format!("unknown workload key '{key}'")))?;
+                let dag = serde_json::from_str(&w.dag_json)
+                    .map_err(|e| Status::internal(format!("workload {key}: stored DAG: {e}")))?;
+                Ok((dag, w.description.unwrap_or_default()))
+            }
+        }
+    }
+
+    /// The target a job is to be measured on: this server's machine ("" or "local", or its
+    /// key). A known target this server cannot measure on is FAILED_PRECONDITION, an unknown
+    /// one NOT_FOUND.
+    pub async fn measure_target(&self, t: &str) -> Result<Target, Status> {
+        let local = self.local_target();
+        if t.is_empty() || t == "local" || t == local.key() {
+            return Ok(local.clone());
+        }
+        if self
+            .store()
+            .target_json(t)
+            .await
+            .map_err(internal)?
+            .is_some()
+        {
+            return Err(Status::failed_precondition(format!(
+                "target '{t}' has records but this server measures only on {} (no runner for it)",
+                local.key()
+            )));
+        }
+        Err(Status::not_found(format!(
+            "unknown target '{t}': this server measures on \"local\" ({})",
+            local.key()
+        )))
+    }
+
+    /// The target key of a query: "" or "local" is this server's machine; any other key must be
+    /// in the database.
+    pub async fn query_target(&self, t: &str) -> Result<String, Status> {
+        let local = self.local_target().key();
+        if t.is_empty() || t == "local" || t == local {
+            return Ok(local);
+        }
+        match self.store().target_json(t).await.map_err(internal)? {
+            Some(_) => Ok(t.to_string()),
+            None => Err(Status::not_found(format!("unknown target '{t}'"))),
+        }
+    }
+
+    /// A job as the API shows it, with each task's progress and best record.
+    pub async fn job_proto(&self, job: &JobRow) -> Result<pb::Job, Status> {
+        let jobs = &self.ctx.jobs;
+        let tasks = jobs.tasks(&job.id).await.map_err(internal)?;
+        let stats = jobs.task_stats(&job.id).await.map_err(internal)?;
+        let mut out = vec![];
+        for t in tasks {
+            let w = self
+                .store()
+                .workload(&t.workload_key)
+                .await
+                .map_err(internal)?;
+            let (desc, flops) = w.map_or((String::new(), 0), |w| {
+                (w.description.unwrap_or_default(), w.flops)
+            });
+            let s = stats.get(&t.idx).cloned().unwrap_or_default();
+            let best = self
+                .ctx
+                .cache
+                .best(self.store(), &t.workload_key, &job.target_key)
+                .await
+                .map_err(internal)?;
+            out.push(task_progress(&t, &s, desc, flops, best.as_ref()));
+        }
+        Ok(pb::Job {
+            id: job.id.clone(),
+            name: job.name.clone(),
+            state: job_state(job.state) as i32,
+            target_key: job.target_key.clone(),
+            seed: job.seed,
+            batch_size: job.batch_size,
+            scheduler: scheduler_kind(&job.scheduler) as i32,
+            tasks: out,
+            created_at_ms: job.created_at,
+            updated_at_ms: job.updated_at,
+            error: job.error.clone(),
+            claimed_by: job.claimed_by.clone().unwrap_or_default(),
+            claims: job.claims,
+        })
+    }
+}
+
+fn task_progress(
+    t: &crate::jobs::store::TaskRow,
+    s: &TaskStats,
+    description: String,
+    flops: u64,
+    best: Option<&Record>,
+) -> pb::TaskProgress {
+    let errors: BTreeMap<String, u32> = s
+        .errors
+        .iter()
+        .map(|(code, n)| {
+            let name = ErrorCode::from_code(*code)
+                .map_or_else(|| format!("error_{code}"), |e| e.name().to_string());
+            (name, *n)
+        })
+        .collect();
+    let best_seconds = best.and_then(|b| b.mean_cost);
+    pb::TaskProgress {
+        index: t.idx,
+        workload_key: t.workload_key.clone(),
+        description,
+        flops,
+        weight: t.weight,
+        trials: t.trials,
+        trials_done: s.trials_done,
+        ok: s.ok,
+        errors: s.trials_done - s.ok,
+        new_records: s.new_records,
+        best_seconds,
+        best_gflops: best_seconds.map(|c| gflops(flops, c)),
+        best_record_id: best.map(|b| b.id.clone()).unwrap_or_default(),
+        last_error: t.last_error.clone(),
+        exhausted: t.exhausted,
+        error_counts: errors.into_iter().collect(),
+        dropped: t.dropped,
+    }
+}
+
+pub fn job_state(s: JobState) -> pb::JobState {
+    match s {
+        JobState::Queued => pb::JobState::Queued,
+        JobState::Running => pb::JobState::Running,
+        JobState::Done => pb::JobState::Done,
+        JobState::Failed => pb::JobState::Failed,
+        JobState::Cancelled => pb::JobState::Cancelled,
+    }
+}
+
+pub fn scheduler_kind(s: &str) -> pb::SchedulerKind {
+    match s {
+        "gradient" => pb::SchedulerKind::Gradient,
+        _ => pb::SchedulerKind::RoundRobin,
+    }
+}
+
+/// A record as the API shows it.
+pub fn schedule_record(r: &Record, flops: u64) -> pb::ScheduleRecord {
+    let seconds = r.mean_cost.unwrap_or(f64::NAN);
+    pb::ScheduleRecord {
+        record_id: r.id.clone(),
+        workload_key: r.workload_key.clone(),
+        target_key: r.target_key.clone(),
+        steps_json: r.steps_json.clone(),
+        seconds,
+        costs: r.costs.clone(),
+        gflops: gflops(flops, seconds),
+        worker: r.worker.clone().unwrap_or_default(),
+        created_at_ms: r.created_at,
+    }
+}

@@ -1,0 +1,188 @@
+//! The Query service: what compilers ask. Best records come from the cache in front of the
+//! database.
+
+use super::{Api, gflops, internal, schedule_record};
+use crate::records::RecordStore;
+use tonic::{Request, Response, Status};
+use tunehub_engine::codegen;
+use tunehub_engine::ir::ComputeDag;
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::target::Target;
+use tunehub_proto::v1 as pb;
+use tunehub_proto::v1::query_server::Query;
+
+impl Api {
+    /// The best record of a workload on a target; `found = false` when there is none.
+    async fn best_of(
+        &self,
+        workload: Option<&pb::Workload>,
+        target_key: &str,
+        with_source: bool,
+    ) -> Result<pb::BestResponse, Status> {
+        let (dag, desc) = self.resolve_workload(workload).await?;
+        let key = dag.workload_key();
+        let flops = dag.flop_count();
+        let best = self
+            .ctx
+            .cache
+            .best(self.store(), &key, target_key)
+            .await
+            .map_err(internal)?;
+        let counts = self
+            .store()
+            .count(&key, target_key)
+            .await
+            .map_err(internal)?;
+        let mut resp = pb::BestResponse {
+            found: best.is_some(),
+            record: None,
+            description: desc,
+            flops,
+            source: String::new(),
+            records_total: counts.total,
+            records_ok: counts.ok,
+        };
+        if let Some(b) = best {
+            if with_source {
+                resp.source = self
+                    .kernel_source(&dag, target_key, &b.steps_json, &b.id)
+                    .await?;
+            }
+            resp.record = Some(schedule_record(&b, flops));
+        }
+        Ok(resp)
+    }
+
+    async fn kernel_source(
+        &self,
+        dag: &ComputeDag,
+        target_key: &str,
+        steps_json: &str,
+        record_id: &str,
+    ) -> Result<String, Status> {
+        let json = self
+            .store()
+            .target_json(target_key)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| Status::internal(format!("target {target_key} has no description")))?;
+        let target: Target = serde_json::from_str(&json)
+            .map_err(|e| Status::internal(format!("target {target_key}: {e}")))?;
+        let schedule = Schedule::from_json(steps_json).map_err(|e| {
+            Status::internal(format!("record {record_id}: its steps do not replay: {e}"))
+        })?;
+        codegen::kernel_source(dag, &schedule, &target).map_err(|e| {
+            Status::internal(format!("record {record_id}: generating its kernel: {e}"))
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl Query for Api {
+    async fn best(
+        &self,
+        req: Request<pb::BestRequest>,
+    ) -> Result<Response<pb::BestResponse>, Status> {
+        let r = req.get_ref();
+        let target = self.query_target(&r.target).await?;
+        let resp = self
+            .best_of(r.workload.as_ref(), &target, r.with_source)
+            .await?;
+        if !resp.found {
+            let key = self
+                .resolve_workload(r.workload.as_ref())
+                .await?
+                .0
+                .workload_key();
+            let others: Vec<String> = self
+                .store()
+                .targets_of(&key)
+                .await
+                .map_err(internal)?
+                .into_iter()
+                .filter(|(t, _)| *t != target)
+                .map(|(t, n)| format!("{t} ({n})"))
+                .collect();
+            let hint = if others.is_empty() {
+                String::new()
+            } else {
+                format!("; records exist on: {}", others.join(", "))
+            };
+            return Err(Status::not_found(format!(
+                "no successful record of workload {key} ({}) on target {target}{hint}",
+                resp.description.lines().next().unwrap_or("")
+            )));
+        }
+        Ok(Response::new(resp))
+    }
+
+    async fn best_batch(
+        &self,
+        req: Request<pb::BestBatchRequest>,
+    ) -> Result<Response<pb::BestBatchResponse>, Status> {
+        let r = req.get_ref();
+        let target = self.query_target(&r.target).await?;
+        let mut results = Vec::with_capacity(r.workloads.len());
+        for (i, w) in r.workloads.iter().enumerate() {
+            results.push(
+                self.best_of(Some(w), &target, r.with_source)
+                    .await
+                    .map_err(|s| Status::new(s.code(), format!("workload {i}: {}", s.message())))?,
+            );
+        }
+        Ok(Response::new(pb::BestBatchResponse { results }))
+    }
+
+    async fn top_k(
+        &self,
+        req: Request<pb::TopKRequest>,
+    ) -> Result<Response<pb::TopKResponse>, Status> {
+        let r = req.get_ref();
+        let target = self.query_target(&r.target).await?;
+        let (dag, _) = self.resolve_workload(r.workload.as_ref()).await?;
+        let k = if r.k == 0 { 10 } else { r.k.min(10_000) } as usize;
+        let flops = dag.flop_count();
+        let records = self
+            .store()
+            .top_k(&dag.workload_key(), &target, k)
+            .await
+            .map_err(internal)?
+            .iter()
+            .map(|r| schedule_record(r, flops))
+            .collect();
+        Ok(Response::new(pb::TopKResponse { records }))
+    }
+
+    async fn list_tuned(
+        &self,
+        _req: Request<pb::ListTunedRequest>,
+    ) -> Result<Response<pb::ListTunedResponse>, Status> {
+        let store = self.store();
+        let targets = store
+            .targets()
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .map(|(key, target_json, trials)| pb::TargetInfo {
+                key,
+                target_json,
+                trials,
+            })
+            .collect();
+        let workloads = store
+            .tuned()
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .map(|p| pb::TunedWorkload {
+                best_gflops: p.best_cost.map(|c| gflops(p.flops, c)),
+                workload_key: p.workload_key,
+                description: p.description.unwrap_or_default(),
+                target_key: p.target_key,
+                trials: p.trials,
+                ok: p.ok,
+            })
+            .collect();
+        Ok(Response::new(pb::ListTunedResponse { targets, workloads }))
+    }
+}

@@ -1,0 +1,70 @@
+//! The best-record cache in front of the database: best-schedule queries are what compilers ask
+//! most, so they are answered from memory.
+//!
+//! An entry is dropped when a better record of its (workload, target) lands through this
+//! server, and expires after a short time-to-live so that records stored by another server on a
+//! shared database show up too.
+
+use crate::records::{Record, RecordStore, SqlStore, StoreError};
+use std::collections::HashMap;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+type Key = (String, String);
+
+#[derive(Debug)]
+pub struct BestCache {
+    ttl: Duration,
+    entries: RwLock<HashMap<Key, (Instant, Option<Record>)>>,
+}
+
+impl BestCache {
+    pub fn new(ttl: Duration) -> Self {
+        BestCache {
+            ttl,
+            entries: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The best record of (workload, target), from memory when fresh.
+    pub async fn best(
+        &self,
+        store: &SqlStore,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        let key = (workload_key.to_string(), target_key.to_string());
+        if let Some((at, rec)) = self.entries.read().expect("cache lock").get(&key)
+            && at.elapsed() < self.ttl
+        {
+            return Ok(rec.clone());
+        }
+        let rec = store.best(workload_key, target_key).await?;
+        self.entries
+            .write()
+            .expect("cache lock")
+            .insert(key, (Instant::now(), rec.clone()));
+        Ok(rec)
+    }
+
+    /// A better record of (workload, target) was stored: forget what was cached.
+    pub fn invalidate(&self, workload_key: &str, target_key: &str) {
+        self.entries
+            .write()
+            .expect("cache lock")
+            .remove(&(workload_key.to_string(), target_key.to_string()));
+    }
+
+    /// Forget everything (after an import).
+    pub fn clear(&self) {
+        self.entries.write().expect("cache lock").clear();
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.read().expect("cache lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,622 @@
+//! The commands that serve or talk to a server: `server`, `submit`, `jobs`, `watch`, `cancel`,
+//! `query`, `records export|import`.
+
+use anyhow::{Context, Result, anyhow, bail};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio_stream::StreamExt;
+use tonic::{Code, Status};
+use tunehub_proto::v1 as pb;
+use tunehub_server::cli::{
+    CancelArgs, ExportArgs, ImportArgs, JobsArgs, QueryArgs, RecordsCommand, SchedulerArg,
+    SubmitArgs, UsageError, WatchArgs, one_line,
+};
+use tunehub_server::client::{self, Clients};
+use tunehub_server::config::{ClientArgs, ClientConfig, ServerArgs, ServerConfig};
+use tunehub_server::server;
+
+/// A refused call as the CLI reports it: bad input exits 2 (like a clap error), the rest 1.
+pub fn status_error(s: Status) -> anyhow::Error {
+    let msg = format!("{}: {}", code_name(s.code()), s.message());
+    match s.code() {
+        Code::InvalidArgument => UsageError(msg).into(),
+        _ => anyhow!(msg),
+    }
+}
+
+fn code_name(c: Code) -> &'static str {
+    match c {
+        Code::InvalidArgument => "invalid argument",
+        Code::NotFound => "not found",
+        Code::Unauthenticated => "unauthenticated",
+        Code::PermissionDenied => "permission denied",
+        Code::FailedPrecondition => "failed precondition",
+        Code::ResourceExhausted => "resource exhausted",
+        Code::Unavailable => "unavailable",
+        _ => "server error",
+    }
+}
+
+async fn connect(args: &ClientArgs) -> Result<Clients> {
+    let cfg = ClientConfig::resolve(args).map_err(|e| UsageError(e.to_string()))?;
+    client::connect(&cfg)
+        .await
+        .with_context(|| format!("is `tunehub server` running at {}?", cfg.server))
+}
+
+pub async fn serve(args: ServerArgs) -> Result<ExitCode> {
+    let cfg = ServerConfig::resolve(&args).map_err(|e| UsageError(format!("{e:#}")))?;
+    let running = server::start(&cfg).await?;
+    // The first line on stdout, for scripts and tests that asked for port 0.
+    crate::emit(&format!("listening on {}\n", running.addr))?;
+    running.run_until_signal().await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn measure_proto(m: &tunehub_server::cli::MeasureArgs) -> pb::MeasureOptions {
+    pb::MeasureOptions {
+        number: Some(m.number),
+        repeat: Some(m.repeat),
+        min_repeat_ms: Some(m.min_repeat_ms),
+        warmup: Some(m.warmup),
+        flush_cache: Some(m.flush_cache),
+        timeout_s: Some(m.timeout_s),
+        noise_threshold: Some(m.noise_threshold),
+    }
+}
+
+pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
+    let workloads: Vec<pb::Workload> = args
+        .op_specs
+        .iter()
+        .map(|s| pb::workload::Kind::OpSpec(s.clone()))
+        .chain(
+            args.expr
+                .iter()
+                .map(|e| pb::workload::Kind::Expr(e.clone())),
+        )
+        .map(|k| pb::Workload { kind: Some(k) })
+        .collect();
+    if workloads.is_empty() {
+        return Err(UsageError("give at least one OP_SPEC or --expr".into()).into());
+    }
+    if args.weights.len() > workloads.len() {
+        return Err(UsageError(format!(
+            "{} weights for {} tasks",
+            args.weights.len(),
+            workloads.len()
+        ))
+        .into());
+    }
+    let tasks = workloads
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| pb::TaskSpec {
+            workload: Some(w),
+            trials: args.trials,
+            weight: args.weights.get(i).copied().unwrap_or(1.0),
+        })
+        .collect();
+    let req = pb::SubmitRequest {
+        tasks,
+        target: args.target.clone(),
+        measure: Some(measure_proto(&args.measure)),
+        batch_size: args.batch.unwrap_or(0),
+        seed: args.seed.unwrap_or(0),
+        scheduler: match args.scheduler {
+            SchedulerArg::RoundRobin => pb::SchedulerKind::RoundRobin,
+            SchedulerArg::Gradient => pb::SchedulerKind::Gradient,
+        } as i32,
+        name: args.name.clone(),
+    };
+    let mut c = connect(&args.client).await?;
+    let job = c
+        .jobs
+        .submit(req)
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .job
+        .context("the server returned no job")?;
+    if args.json {
+        crate::emit(&format!("{}\n", job_json(&job)))?;
+    } else {
+        crate::emit(&format!("{}\n", job.id))?;
+    }
+    if args.watch {
+        return watch_job(&mut c, &job.id, false).await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn state_name(s: i32) -> &'static str {
+    match pb::JobState::try_from(s) {
+        Ok(pb::JobState::Queued) => "queued",
+        Ok(pb::JobState::Running) => "running",
+        Ok(pb::JobState::Done) => "done",
+        Ok(pb::JobState::Failed) => "failed",
+        Ok(pb::JobState::Cancelled) => "cancelled",
+        _ => "unknown",
+    }
+}
+
+fn parse_state(s: &str) -> Result<pb::JobState> {
+    Ok(match s {
+        "queued" => pb::JobState::Queued,
+        "running" => pb::JobState::Running,
+        "done" => pb::JobState::Done,
+        "failed" => pb::JobState::Failed,
+        "cancelled" => pb::JobState::Cancelled,
+        _ => {
+            return Err(UsageError(format!(
+                "unknown state '{s}' (queued, running, done, failed, cancelled)"
+            ))
+            .into());
+        }
+    })
+}
+
+pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
+    json!({
+        "index": t.index,
+        "workload_key": t.workload_key,
+        "description": t.description,
+        "flops": t.flops,
+        "weight": t.weight,
+        "trials": t.trials,
+        "trials_done": t.trials_done,
+        "ok": t.ok,
+        "errors": t.errors,
+        "error_counts": t.error_counts,
+        "new_records": t.new_records,
+        "best_seconds": t.best_seconds,
+        "best_gflops": t.best_gflops,
+        "best_record_id": t.best_record_id,
+        "last_error": t.last_error,
+        "exhausted": t.exhausted,
+    })
+}
+
+pub fn job_json(j: &pb::Job) -> serde_json::Value {
+    json!({
+        "id": j.id,
+        "name": j.name,
+        "state": state_name(j.state),
+        "target_key": j.target_key,
+        "seed": j.seed,
+        "batch_size": j.batch_size,
+        "created_at_ms": j.created_at_ms,
+        "updated_at_ms": j.updated_at_ms,
+        "error": j.error,
+        "claimed_by": j.claimed_by,
+        "claims": j.claims,
+        "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
+    })
+}
+
+fn short(desc: &str) -> &str {
+    desc.lines().next().unwrap_or("").trim_end()
+}
+
+pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {
+    let states = args
+        .states
+        .iter()
+        .map(|s| parse_state(s).map(|s| s as i32))
+        .collect::<Result<Vec<_>>>()?;
+    let mut c = connect(&args.client).await?;
+    let jobs = c
+        .jobs
+        .list(pb::ListJobsRequest {
+            states,
+            limit: args.limit,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .jobs;
+    let mut out = String::new();
+    if args.json {
+        for j in &jobs {
+            let _ = writeln!(out, "{}", job_json(j));
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "{:<20} {:<9} {:>13} {:>10}  TASKS",
+            "JOB", "STATE", "TRIALS", "BEST GF/s"
+        );
+        for j in &jobs {
+            let done: u32 = j.tasks.iter().map(|t| t.trials_done).sum();
+            let total: u32 = j.tasks.iter().map(|t| t.trials).sum();
+            let best = j
+                .tasks
+                .iter()
+                .filter_map(|t| t.best_gflops)
+                .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
+            let tasks: Vec<&str> = j.tasks.iter().map(|t| short(&t.description)).collect();
+            let _ = writeln!(
+                out,
+                "{:<20} {:<9} {:>13} {:>10}  {}",
+                j.id,
+                state_name(j.state),
+                format!("{done}/{total}"),
+                best.map_or("-".into(), |g| format!("{g:.2}")),
+                tasks.join(", ")
+            );
+        }
+    }
+    crate::emit(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn cancel(args: CancelArgs) -> Result<ExitCode> {
+    let mut c = connect(&args.client).await?;
+    let job = c
+        .jobs
+        .cancel(pb::CancelJobRequest { id: args.job })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    crate::emit(&format!("{} {}\n", job.id, state_name(job.state)))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn watch(args: WatchArgs) -> Result<ExitCode> {
+    let mut c = connect(&args.client).await?;
+    watch_job(&mut c, &args.job, args.json).await
+}
+
+fn bar_message(t: &pb::TaskProgress) -> String {
+    let best = t
+        .best_gflops
+        .map_or("best: none yet".into(), |g| format!("best {g:.2} GFLOP/s"));
+    let errs = if t.errors > 0 {
+        format!(", {} failed", t.errors)
+    } else {
+        String::new()
+    };
+    format!("{}  {best}{errs}", short(&t.description))
+}
+
+/// Follows a job to its end; a progress bar per task (on a terminal), then a summary.
+pub async fn watch_job(c: &mut Clients, id: &str, json_lines: bool) -> Result<ExitCode> {
+    use pb::job_event::Event;
+    let mut stream = c
+        .jobs
+        .watch(pb::WatchRequest { id: id.to_string() })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let multi = MultiProgress::new();
+    let mut bars: Vec<ProgressBar> = vec![];
+    let style = ProgressStyle::with_template(
+        "{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} trials  {msg}",
+    )
+    .expect("a valid template")
+    .progress_chars("=> ");
+    let mut last: Option<pb::Job> = None;
+    while let Some(ev) = stream.next().await {
+        let ev = ev.map_err(status_error)?;
+        if json_lines {
+            crate::emit(&format!("{}\n", event_json(&ev)))?;
+        }
+        match ev.event {
+            Some(Event::Snapshot(job)) => {
+                for t in &job.tasks {
+                    let pb = multi.add(ProgressBar::new(u64::from(t.trials)));
+                    pb.set_style(style.clone());
+                    pb.set_position(u64::from(t.trials_done));
+                    pb.set_message(bar_message(t));
+                    pb.enable_steady_tick(Duration::from_millis(200));
+                    bars.push(pb);
+                }
+                last = Some(job);
+            }
+            Some(Event::Round(t)) => {
+                if let Some(b) = bars.get(t.index as usize) {
+                    b.set_position(u64::from(t.trials_done));
+                    b.set_message(bar_message(&t));
+                }
+            }
+            Some(Event::NewBest(_) | Event::Error(_)) | None => {}
+            Some(Event::Done(job)) => {
+                last = Some(job);
+                break;
+            }
+        }
+    }
+    for b in &bars {
+        b.finish_and_clear();
+    }
+    let job = last.context("the watch ended before the job did")?;
+    if !json_lines {
+        crate::emit(&job_summary(&job))?;
+    }
+    match pb::JobState::try_from(job.state) {
+        Ok(pb::JobState::Done) => Ok(ExitCode::SUCCESS),
+        Ok(pb::JobState::Failed) => bail!("job {} failed: {}", job.id, job.error),
+        _ => bail!("job {} ended {}", job.id, state_name(job.state)),
+    }
+}
+
+fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
+    use pb::job_event::Event;
+    let (kind, body) = match &ev.event {
+        Some(Event::Snapshot(j)) => ("snapshot", job_json(j)),
+        Some(Event::Done(j)) => ("done", job_json(j)),
+        Some(Event::Round(t)) => ("round", task_json(t)),
+        Some(Event::NewBest(b)) => (
+            "new_best",
+            json!({"task_index": b.task_index, "record_id": b.record_id, "seconds": b.seconds, "gflops": b.gflops}),
+        ),
+        Some(Event::Error(e)) => (
+            "error",
+            json!({"task_index": e.task_index, "errors": e.errors, "message": e.message}),
+        ),
+        None => ("none", serde_json::Value::Null),
+    };
+    json!({"job_id": ev.job_id, "at_ms": ev.at_ms, "event": kind, "data": body})
+}
+
+fn job_summary(j: &pb::Job) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "job       {}  {}", j.id, state_name(j.state));
+    let _ = writeln!(t, "target    {}", j.target_key);
+    for task in &j.tasks {
+        let best = task.best_gflops.map_or("no successful record".into(), |g| {
+            format!(
+                "best {:.4} ms  {g:.2} GFLOP/s",
+                task.best_seconds.unwrap_or(f64::NAN) * 1e3
+            )
+        });
+        let _ = writeln!(
+            t,
+            "task {}    {}  {}/{} trials ({} ok, {} failed)  {best}",
+            task.index,
+            short(&task.description),
+            task.trials_done,
+            task.trials,
+            task.ok,
+            task.errors
+        );
+    }
+    if !j.error.is_empty() {
+        let _ = writeln!(t, "error     {}", one_line(&j.error));
+    }
+    t
+}
+
+fn workload_of(a: &QueryArgs) -> Result<pb::Workload> {
+    use pb::workload::Kind;
+    let kind = match (&a.op_spec, &a.expr, &a.key) {
+        (Some(s), None, None) => Kind::OpSpec(s.clone()),
+        (None, Some(e), None) => Kind::Expr(e.clone()),
+        (None, None, Some(k)) => Kind::WorkloadKey(k.clone()),
+        _ => {
+            return Err(UsageError(
+                "give exactly one of OP_SPEC, --expr and --key (or --list)".into(),
+            )
+            .into());
+        }
+    };
+    Ok(pb::Workload { kind: Some(kind) })
+}
+
+fn record_text(r: &pb::ScheduleRecord) -> String {
+    format!(
+        "best      {:.4} ms  {:.2} GFLOP/s  (record {}, by {})\nsteps     {}\n",
+        r.seconds * 1e3,
+        r.gflops,
+        r.record_id,
+        r.worker,
+        r.steps_json
+    )
+}
+
+pub async fn query(args: QueryArgs) -> Result<ExitCode> {
+    let mut c = connect(&args.client).await?;
+    if args.list {
+        let r = c
+            .query
+            .list_tuned(pb::ListTunedRequest {})
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        let mut out = String::new();
+        if args.json {
+            let v = json!({
+                "targets": r.targets.iter().map(|t| json!({"key": t.key, "trials": t.trials})).collect::<Vec<_>>(),
+                "workloads": r.workloads.iter().map(|w| json!({
+                    "workload_key": w.workload_key, "description": w.description, "target_key": w.target_key,
+                    "trials": w.trials, "ok": w.ok, "best_gflops": w.best_gflops})).collect::<Vec<_>>(),
+            });
+            let _ = writeln!(out, "{v}");
+        } else {
+            let _ = writeln!(out, "TARGET{:34} TRIALS", "");
+            for t in &r.targets {
+                let _ = writeln!(out, "{:<40} {:>6}", t.key, t.trials);
+            }
+            let _ = writeln!(
+                out,
+                "\nWORKLOAD{:10} {:<32} {:>6} {:>6} {:>10}  DESCRIPTION",
+                "", "TARGET", "TRIALS", "OK", "BEST GF/s"
+            );
+            for w in &r.workloads {
+                let _ = writeln!(
+                    out,
+                    "{:<18} {:<32} {:>6} {:>6} {:>10}  {}",
+                    w.workload_key,
+                    w.target_key,
+                    w.trials,
+                    w.ok,
+                    w.best_gflops.map_or("-".into(), |g| format!("{g:.2}")),
+                    short(&w.description)
+                );
+            }
+        }
+        crate::emit(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let workload = workload_of(&args)?;
+    if let Some(k) = args.top {
+        let r = c
+            .query
+            .top_k(pb::TopKRequest {
+                workload: Some(workload),
+                target: args.target.clone(),
+                k,
+            })
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        let mut out = String::new();
+        for rec in &r.records {
+            if args.json {
+                let _ = writeln!(out, "{}", record_json(rec));
+            } else {
+                let _ = writeln!(
+                    out,
+                    "{:.4} ms  {:>8.2} GFLOP/s  {}  {}",
+                    rec.seconds * 1e3,
+                    rec.gflops,
+                    rec.record_id,
+                    rec.steps_json
+                );
+            }
+        }
+        crate::emit(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let want_source = args.print_source || args.out_c.is_some();
+    let r = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(workload),
+            target: args.target.clone(),
+            with_source: want_source,
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let rec = r.record.as_ref().context("the server sent no record")?;
+    if let Some(path) = &args.out_c {
+        std::fs::write(path, &r.source)
+            .with_context(|| format!("writing the kernel source to {}", path.display()))?;
+    }
+    if args.json {
+        let mut v = json!({
+            "workload_key": rec.workload_key,
+            "description": r.description,
+            "flops": r.flops,
+            "target_key": rec.target_key,
+            "records_total": r.records_total,
+            "records_ok": r.records_ok,
+            "best": record_json(rec),
+        });
+        if args.print_source {
+            v["source"] = json!(r.source);
+        }
+        crate::emit(&format!("{v}\n"))?;
+    } else {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "workload  {}  {}  ({:.3} GFLOP)",
+            rec.workload_key,
+            short(&r.description),
+            r.flops as f64 / 1e9
+        );
+        let _ = writeln!(t, "target    {}", rec.target_key);
+        let _ = writeln!(t, "records   {} ({} ok)", r.records_total, r.records_ok);
+        t.push_str(&record_text(rec));
+        if args.print_source {
+            t.push_str(&r.source);
+        }
+        crate::emit(&t)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn record_json(r: &pb::ScheduleRecord) -> serde_json::Value {
+    json!({
+        "record_id": r.record_id,
+        "mean_ms": r.seconds * 1e3,
+        "gflops": r.gflops,
+        "costs": r.costs,
+        "worker": r.worker,
+        "created_at_ms": r.created_at_ms,
+        "steps": serde_json::from_str::<serde_json::Value>(&r.steps_json).unwrap_or(serde_json::Value::Null),
+    })
+}
+
+pub async fn records(cmd: RecordsCommand) -> Result<ExitCode> {
+    match cmd {
+        RecordsCommand::Export(a) => export(a).await,
+        RecordsCommand::Import(a) => import(a).await,
+    }
+}
+
+async fn export(a: ExportArgs) -> Result<ExitCode> {
+    let mut c = connect(&a.client).await?;
+    let mut stream = c
+        .records
+        .export(pb::ExportRequest {
+            workload_key: a.workload.unwrap_or_default(),
+            target_key: a.target.unwrap_or_default(),
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let mut out: Box<dyn Write> = match &a.out {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let mut n = 0u64;
+    while let Some(msg) = stream.next().await {
+        for line in msg.map_err(status_error)?.lines {
+            writeln!(out, "{line}")?;
+            n += 1;
+        }
+    }
+    out.flush()?;
+    tracing::info!(lines = n, "exported");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn import(a: ImportArgs) -> Result<ExitCode> {
+    let reader: Box<dyn BufRead> = if a.file.as_os_str() == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(&a.file)
+                .with_context(|| format!("opening {}", a.file.display()))?,
+        ))
+    };
+    let lines = reader
+        .lines()
+        .collect::<std::io::Result<Vec<String>>>()
+        .context("reading the records")?;
+    let chunks: Vec<pb::RecordLines> = lines
+        .chunks(256)
+        .map(|c| pb::RecordLines { lines: c.to_vec() })
+        .collect();
+    let mut c = connect(&a.client).await?;
+    let r = c
+        .records
+        .import(tokio_stream::iter(chunks))
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    crate::emit(&format!(
+        "imported {} new records ({} already known), {} workloads, {} targets\n",
+        r.records_new, r.records_known, r.workloads, r.targets
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}

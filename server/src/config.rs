@@ -1,0 +1,401 @@
+//! Configuration of the server and of the client commands: flags, then environment variables
+//! (clap reads both), then an optional TOML file (`--config`), then defaults.
+//!
+//! Flags are `Option`s without clap defaults so that a value missing on the command line can be
+//! taken from the file; the defaults are written in each flag's help.
+
+use crate::cli::TargetArgs;
+use clap::{ArgAction, Args, value_parser};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use tunehub_engine::target::TargetOverrides;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+pub const DEFAULT_SERVER_URL: &str = "http://127.0.0.1:50051";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("configuration file {path}: {msg}")]
+    Parse { path: PathBuf, msg: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The TOML file: a `[server]` table for `tunehub server`, a `[client]` table for the commands
+/// that talk to a server. Keys are the long flags' names with `_` for `-`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub server: ServerFile,
+    #[serde(default)]
+    pub client: ClientFile,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    pub listen: Option<SocketAddr>,
+    pub db: Option<String>,
+    pub tokens: Option<Vec<String>>,
+    pub allow_unauthenticated: Option<bool>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub max_trials_per_job: Option<u32>,
+    pub max_tasks_per_job: Option<u32>,
+    pub max_message_bytes: Option<usize>,
+    pub lease_s: Option<f64>,
+    pub poll_ms: Option<u64>,
+    pub cache_ttl_ms: Option<u64>,
+    pub instance: Option<String>,
+    pub batch: Option<u32>,
+    pub cores: Option<u32>,
+    pub cc: Option<String>,
+    pub cflags: Option<String>,
+    pub march: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientFile {
+    pub server: Option<String>,
+    pub token: Option<String>,
+    pub ca_cert: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    pub fn load(path: Option<&Path>) -> Result<ConfigFile, ConfigError> {
+        let Some(path) = path else {
+            return Ok(ConfigFile::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.into(),
+            msg: e.message().to_string(),
+        })
+    }
+}
+
+/// `tunehub server`'s flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServerArgs {
+    /// TOML configuration file ([server] table; flags and environment variables win over it).
+    #[arg(long, value_name = "FILE", env = "TUNEHUB_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Address to serve gRPC on [default: 127.0.0.1:50051]. Port 0 picks a free port; the
+    /// first line on stdout says which (`listening on ADDR`).
+    #[arg(long, value_name = "ADDR", env = "TUNEHUB_LISTEN")]
+    pub listen: Option<SocketAddr>,
+
+    /// Database: a SQLite file (created if missing), a sqlite:// or a postgres:// URL
+    /// [default: tunehub.db].
+    #[arg(long, value_name = "PATH_OR_URL", env = "TUNEHUB_DB")]
+    pub db: Option<String>,
+
+    /// API token a client must present (`authorization: Bearer TOKEN`); repeat for several, or
+    /// give a comma-separated list in TUNEHUB_TOKENS.
+    #[arg(long = "token", value_name = "TOKEN", env = "TUNEHUB_TOKENS", value_delimiter = ',',
+          action = ArgAction::Append, hide_env_values = true)]
+    pub tokens: Vec<String>,
+
+    /// Serve without tokens: every call is admitted. Without this flag a server with no token
+    /// refuses to start.
+    #[arg(long, env = "TUNEHUB_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
+
+    /// TLS certificate chain (PEM); with --tls-key, the server speaks TLS only.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "TUNEHUB_TLS_CERT",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS private key (PEM) of --tls-cert.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "TUNEHUB_TLS_KEY",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    /// Most trials (all tasks together) one job may ask for [default: 100000].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..))]
+    pub max_trials_per_job: Option<u32>,
+
+    /// Most tasks in one job [default: 256].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..))]
+    pub max_tasks_per_job: Option<u32>,
+
+    /// Largest gRPC message accepted or sent, in bytes [default: 16777216].
+    #[arg(long, value_name = "BYTES")]
+    pub max_message_bytes: Option<usize>,
+
+    /// Seconds a claimed job stays this server's without renewal; after a crash another server
+    /// (or this one restarted) takes the job over once it runs out [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub lease_s: Option<f64>,
+
+    /// Milliseconds between looks for claimable jobs when idle [default: 1000].
+    #[arg(long, value_name = "MS")]
+    pub poll_ms: Option<u64>,
+
+    /// Milliseconds a cached best record is trusted before it is read again (records stored by
+    /// other servers show up after this) [default: 2000].
+    #[arg(long, value_name = "MS")]
+    pub cache_ttl_ms: Option<u64>,
+
+    /// This server's name in job claims and in the records it measures [default:
+    /// `local-HOST-PID`].
+    #[arg(long, value_name = "NAME", env = "TUNEHUB_INSTANCE")]
+    pub instance: Option<String>,
+
+    /// Candidates per round when a job does not say [default: 16].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024))]
+    pub batch: Option<u32>,
+
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// The server's settings, resolved.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub db: String,
+    pub tokens: Vec<String>,
+    pub allow_unauthenticated: bool,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    pub limits: Limits,
+    pub lease_ms: u64,
+    pub poll_ms: u64,
+    pub cache_ttl_ms: u64,
+    pub instance: String,
+    pub target: TargetOverrides,
+    /// Whether the server claims and runs queued jobs (the embedded server of `tunehub tune`
+    /// runs only its own, through `jobs::run_one`).
+    pub run_jobs: bool,
+}
+
+/// What one request may ask for.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_trials_per_job: u32,
+    pub max_tasks_per_job: u32,
+    pub max_message_bytes: usize,
+    pub default_batch: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_trials_per_job: 100_000,
+            max_tasks_per_job: 256,
+            max_message_bytes: 16 << 20,
+            default_batch: 16,
+        }
+    }
+}
+
+pub fn default_instance() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host = if host.is_empty() { "host".into() } else { host };
+    format!("local-{host}-{}", std::process::id())
+}
+
+impl ServerConfig {
+    /// Flags and environment, then the file, then defaults.
+    pub fn resolve(args: &ServerArgs) -> Result<ServerConfig, ConfigError> {
+        let f = ConfigFile::load(args.config.as_deref())?.server;
+        let d = Limits::default();
+        let tokens = if args.tokens.is_empty() {
+            f.tokens.unwrap_or_default()
+        } else {
+            args.tokens.clone()
+        };
+        let tokens: Vec<String> = tokens
+            .into_iter()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        let allow_unauthenticated =
+            args.allow_unauthenticated || f.allow_unauthenticated.unwrap_or(false);
+        if tokens.is_empty() && !allow_unauthenticated {
+            return Err(ConfigError::Invalid(
+                "no API token: give --token (or TUNEHUB_TOKENS, or tokens in the config file), \
+                 or --allow-unauthenticated to serve without"
+                    .into(),
+            ));
+        }
+        let tls = match (
+            args.tls_cert.clone().or(f.tls_cert),
+            args.tls_key.clone().or(f.tls_key),
+        ) {
+            (Some(c), Some(k)) => Some((c, k)),
+            (None, None) => None,
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "TLS needs both a certificate and a key".into(),
+                ));
+            }
+        };
+        let lease_s = args.lease_s.or(f.lease_s).unwrap_or(30.0);
+        if !(lease_s.is_finite() && (0.3..=86_400.0).contains(&lease_s)) {
+            return Err(ConfigError::Invalid(format!(
+                "lease of {lease_s} s: give 0.3 to 86400 seconds"
+            )));
+        }
+        let cflags = args.target.cflags.clone().or(f.cflags);
+        Ok(ServerConfig {
+            listen: args
+                .listen
+                .or(f.listen)
+                .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid address")),
+            db: args
+                .db
+                .clone()
+                .or(f.db)
+                .unwrap_or_else(|| "tunehub.db".into()),
+            tokens,
+            allow_unauthenticated,
+            tls,
+            limits: Limits {
+                max_trials_per_job: args
+                    .max_trials_per_job
+                    .or(f.max_trials_per_job)
+                    .unwrap_or(d.max_trials_per_job),
+                max_tasks_per_job: args
+                    .max_tasks_per_job
+                    .or(f.max_tasks_per_job)
+                    .unwrap_or(d.max_tasks_per_job),
+                max_message_bytes: args
+                    .max_message_bytes
+                    .or(f.max_message_bytes)
+                    .unwrap_or(d.max_message_bytes),
+                default_batch: args.batch.or(f.batch).unwrap_or(d.default_batch),
+            },
+            lease_ms: (lease_s * 1000.0) as u64,
+            poll_ms: args.poll_ms.or(f.poll_ms).unwrap_or(1000).max(10),
+            cache_ttl_ms: args.cache_ttl_ms.or(f.cache_ttl_ms).unwrap_or(2000),
+            instance: args
+                .instance
+                .clone()
+                .or(f.instance)
+                .unwrap_or_else(default_instance),
+            target: TargetOverrides {
+                cores: args.target.cores.or(f.cores).map(|c| c as usize),
+                compiler: args.target.compiler.clone().or(f.cc),
+                cflags: cflags.map(|c| c.split_whitespace().map(String::from).collect()),
+                march: args.target.march.clone().or(f.march),
+                ..TargetOverrides::default()
+            },
+            run_jobs: true,
+        })
+    }
+}
+
+/// How the client commands reach a server.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClientArgs {
+    /// The server's URL: http://HOST:PORT, or https://HOST:PORT for TLS
+    /// [default: http://127.0.0.1:50051].
+    #[arg(long, value_name = "URL", env = "TUNEHUB_SERVER")]
+    pub server: Option<String>,
+
+    /// API token sent with every call.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "TUNEHUB_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+
+    /// CA certificate (PEM) that signed the server's TLS certificate (for https URLs).
+    #[arg(long, value_name = "FILE", env = "TUNEHUB_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
+
+    /// TOML configuration file ([client] table; flags and environment variables win over it).
+    #[arg(long, value_name = "FILE", env = "TUNEHUB_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// The client's settings, resolved.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub server: String,
+    pub token: Option<String>,
+    pub ca_cert: Option<PathBuf>,
+}
+
+impl ClientConfig {
+    pub fn resolve(args: &ClientArgs) -> Result<ClientConfig, ConfigError> {
+        let f = ConfigFile::load(args.config.as_deref())?.client;
+        Ok(ClientConfig {
+            server: args
+                .server
+                .clone()
+                .or(f.server)
+                .unwrap_or_else(|| DEFAULT_SERVER_URL.into()),
+            token: args.token.clone().or(f.token),
+            ca_cert: args.ca_cert.clone().or(f.ca_cert),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_file_which_wins_over_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.toml");
+        std::fs::write(
+            &path,
+            "[server]\ndb = \"file.db\"\ntokens = [\"a\"]\nlease_s = 5\nmax_tasks_per_job = 3\n\
+             [client]\nserver = \"http://h:1\"\n",
+        )
+        .unwrap();
+        let args = ServerArgs {
+            config: Some(path.clone()),
+            db: Some("flag.db".into()),
+            ..ServerArgs::default()
+        };
+        let c = ServerConfig::resolve(&args).unwrap();
+        assert_eq!(c.db, "flag.db");
+        assert_eq!(c.tokens, ["a"]);
+        assert_eq!(c.lease_ms, 5000);
+        assert_eq!(c.limits.max_tasks_per_job, 3);
+        assert_eq!(c.limits.max_trials_per_job, 100_000);
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+        let cc = ClientConfig::resolve(&ClientArgs {
+            config: Some(path.clone()),
+            ..ClientArgs::default()
+        })
+        .unwrap();
+        assert_eq!(cc.server, "http://h:1");
+
+        std::fs::write(&path, "[server]\nbogus = 1\n").unwrap();
+        let e = ServerConfig::resolve(&args).unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
+        // No token and no --allow-unauthenticated: refused.
+        let e = ServerConfig::resolve(&ServerArgs::default()).unwrap_err();
+        assert!(e.to_string().contains("--allow-unauthenticated"), "{e}");
+    }
+}

@@ -1,0 +1,159 @@
+//! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), and the loop that
+//! claims queued jobs and runs them one at a time (measurements are taken one at a time per
+//! machine, so a server runs one job at a time too).
+
+pub mod driver;
+pub mod store;
+
+use crate::cache::BestCache;
+use crate::records::StoreError;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use store::JobStore;
+use tokio::sync::watch;
+use tunehub_engine::measure::{MeasureOptions, Measurer};
+use tunehub_engine::target::Target;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Where candidates are built and run: the engine's `Measurer` over some `Builder` + `Runner`.
+/// `LocalBackend` measures on this machine; the worker fleet's backend will hand batches to
+/// remote workers through the same traits.
+pub trait MeasureBackend: Send + Sync {
+    /// The target this backend measures on.
+    fn target(&self) -> &Target;
+    fn measurer(&self, options: MeasureOptions) -> Measurer;
+}
+
+/// This machine's compiler and an isolated local runner.
+pub struct LocalBackend {
+    target: Target,
+}
+
+impl LocalBackend {
+    pub fn new(target: Target) -> Self {
+        LocalBackend { target }
+    }
+}
+
+impl MeasureBackend for LocalBackend {
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn measurer(&self, options: MeasureOptions) -> Measurer {
+        Measurer::new(&self.target, options)
+    }
+}
+
+/// What the driver and the API share.
+#[derive(Clone)]
+pub struct JobContext {
+    pub jobs: JobStore,
+    pub cache: Arc<BestCache>,
+    pub backend: Arc<dyn MeasureBackend>,
+    /// This server's name in `jobs.claimed_by` and in the records it measures.
+    pub instance: String,
+    pub lease_ms: u64,
+    /// How often an idle server looks for a job (another server may have queued it).
+    pub poll: Duration,
+    /// Bumped whenever a job's progress changes here: wakes watchers and the claim loop.
+    changes: Arc<watch::Sender<u64>>,
+    shutdown: Arc<AtomicBool>,
+}
+
+impl JobContext {
+    pub fn new(
+        jobs: JobStore,
+        cache: Arc<BestCache>,
+        backend: Arc<dyn MeasureBackend>,
+        instance: String,
+        lease_ms: u64,
+        poll: Duration,
+    ) -> Self {
+        JobContext {
+            jobs,
+            cache,
+            backend,
+            instance,
+            lease_ms: lease_ms.max(300),
+            poll,
+            changes: Arc::new(watch::channel(0).0),
+            shutdown: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn changed(&self) {
+        self.changes.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Asks the claim loop and a running job to stop after the current batch.
+    pub fn shut_down(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.changed();
+    }
+
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+}
+
+/// Claims jobs for this server's target and runs them, until shutdown.
+pub async fn run_loop(ctx: JobContext) {
+    let mut changes = ctx.subscribe();
+    let target_key = ctx.backend.target().key();
+    while !ctx.shutting_down() {
+        match ctx
+            .jobs
+            .claim_next(&ctx.instance, &target_key, ctx.lease_ms, None)
+            .await
+        {
+            Ok(Some(job)) => {
+                ctx.changed();
+                if let Err(e) = driver::run_job(&ctx, job).await {
+                    tracing::error!("job driver: {e}");
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("claiming a job: {e}"),
+        }
+        // Wait for a submit here, or poll (a job queued through another server, a lease that
+        // ran out).
+        let _ = tokio::time::timeout(ctx.poll, changes.changed()).await;
+    }
+}
+
+/// Runs one given job (claiming it) to its end: the embedded server of `tunehub tune`, which
+/// runs only the job it submitted.
+pub async fn run_one(ctx: JobContext, job_id: String) -> Result<(), JobError> {
+    let target_key = ctx.backend.target().key();
+    let mut changes = ctx.subscribe();
+    while !ctx.shutting_down() {
+        if let Some(job) = ctx
+            .jobs
+            .claim_next(&ctx.instance, &target_key, ctx.lease_ms, Some(&job_id))
+            .await?
+        {
+            ctx.changed();
+            return driver::run_job(&ctx, job).await;
+        }
+        match ctx.jobs.get(&job_id).await? {
+            Some(j) if !j.state.is_final() => {}
+            _ => return Ok(()),
+        }
+        let _ = tokio::time::timeout(ctx.poll, changes.changed()).await;
+    }
+    Ok(())
+}

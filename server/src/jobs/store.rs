@@ -1,0 +1,502 @@
+//! Jobs, tasks and their measured records in the database (tables of `migrations/0002`).
+//!
+//! Claiming is one statement: `UPDATE jobs ... WHERE id = (SELECT ... LIMIT 1 [FOR UPDATE SKIP
+//! LOCKED]) RETURNING id`. On PostgreSQL the row lock makes two servers pick different jobs; on
+//! SQLite the database's single writer serialises the statement. A claim is a lease, renewed while
+//! the job runs and checked in the transaction that stores each batch, so that a server that
+//! lost its lease (it stalled past it and another took over) stores nothing more for the job.
+
+use crate::records::{Backend, CommitOutcome, NewRecord, SqlStore, StoreError, commit_on, now_ms};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+use std::collections::BTreeMap;
+use tunehub_engine::measure::MeasureOptions;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    Queued,
+    Running,
+    Done,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Done,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|j| j.as_str() == s)
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Done | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// A job as stored.
+#[derive(Debug, Clone)]
+pub struct JobRow {
+    pub id: String,
+    pub name: String,
+    pub state: JobState,
+    pub target_key: String,
+    pub seed: u64,
+    pub batch_size: u32,
+    pub scheduler: String,
+    pub measure: MeasureOptions,
+    pub error: String,
+    pub claimed_by: Option<String>,
+    pub lease_until: Option<i64>,
+    pub claims: u32,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRow {
+    pub idx: u32,
+    pub workload_key: String,
+    pub weight: f64,
+    pub trials: u32,
+    pub exhausted: bool,
+    pub last_error: String,
+    pub dropped: u32,
+}
+
+/// What a job measured for one task, from `job_records`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskStats {
+    pub trials_done: u32,
+    pub ok: u32,
+    pub new_records: u32,
+    /// Failures by the engine's error code.
+    pub errors: BTreeMap<i32, u32>,
+}
+
+/// A job to create: validated by the API before it gets here.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub name: String,
+    pub target_key: String,
+    pub seed: u64,
+    pub batch_size: u32,
+    pub scheduler: String,
+    pub measure: MeasureOptions,
+    /// (workload key, weight, trials); the workloads must be stored already.
+    pub tasks: Vec<(String, f64, u32)>,
+}
+
+/// Whether a server still holds the job it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    Held,
+    /// Still ours, but someone cancelled the job: stop after this batch.
+    Cancelled,
+    /// Taken over by another server, or gone: stop now, store nothing more.
+    Lost,
+}
+
+const JOB_COLUMNS: &str = "id, name, state, target_key, seed, batch_size, scheduler, measure_json, error, \
+     claimed_by, lease_until, claims, created_at, updated_at";
+
+fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
+    let id: String = row.try_get(0)?;
+    let state: String = row.try_get(2)?;
+    let corrupt = |msg: String| StoreError::Corrupt {
+        id: id.clone(),
+        msg,
+    };
+    let measure_json: String = row.try_get(7)?;
+    Ok(JobRow {
+        name: row.try_get(1)?,
+        state: JobState::parse(&state).ok_or_else(|| corrupt(format!("state '{state}'")))?,
+        target_key: row.try_get(3)?,
+        // Seeds are u64; BIGINT holds their bits.
+        seed: row.try_get::<i64, _>(4)? as u64,
+        batch_size: row.try_get::<i64, _>(5)? as u32,
+        scheduler: row.try_get(6)?,
+        measure: serde_json::from_str(&measure_json)
+            .map_err(|e| corrupt(format!("measure_json: {e}")))?,
+        error: row.try_get(8)?,
+        claimed_by: row.try_get(9)?,
+        lease_until: row.try_get(10)?,
+        claims: row.try_get::<i64, _>(11)? as u32,
+        created_at: row.try_get(12)?,
+        updated_at: row.try_get(13)?,
+        id,
+    })
+}
+
+/// The job tables. Cloning shares the pool.
+#[derive(Debug, Clone)]
+pub struct JobStore {
+    db: SqlStore,
+}
+
+impl JobStore {
+    pub fn new(db: SqlStore) -> Self {
+        JobStore { db }
+    }
+
+    pub fn records(&self) -> &SqlStore {
+        &self.db
+    }
+
+    /// Stores a queued job and its tasks in one transaction; returns its id.
+    pub async fn create(&self, job: &NewJob) -> Result<String, StoreError> {
+        let id = format!("j-{:016x}", rand::random::<u64>());
+        let measure_json = serde_json::to_string(&job.measure).expect("measure options serialize");
+        let now = now_ms();
+        let mut tx = self.db.pool().begin().await?;
+        sqlx::query(&format!(
+            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8)"
+        ))
+        .bind(&id)
+        .bind(&job.name)
+        .bind(&job.target_key)
+        .bind(job.seed as i64)
+        .bind(i64::from(job.batch_size))
+        .bind(&job.scheduler)
+        .bind(&measure_json)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        for (idx, (workload, weight, trials)) in job.tasks.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO tasks (job_id, idx, workload_key, weight, trials, exhausted, last_error, dropped) \
+                 VALUES ($1, $2, $3, $4, $5, 0, '', 0)",
+            )
+            .bind(&id)
+            .bind(idx as i64)
+            .bind(workload)
+            .bind(*weight)
+            .bind(i64::from(*trials))
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    pub async fn get(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.db.pool())
+            .await?;
+        row.as_ref().map(job_from_row).transpose()
+    }
+
+    /// Newest first; `states` empty: every state.
+    pub async fn list(&self, states: &[JobState], limit: u32) -> Result<Vec<JobRow>, StoreError> {
+        // The states are this enum's constants, so writing them into the SQL is safe.
+        let filter = if states.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
+            format!("WHERE state IN ({})", list.join(", "))
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs {filter} ORDER BY created_at DESC, id DESC LIMIT $1"
+        ))
+        .bind(i64::from(limit))
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    pub async fn tasks(&self, job_id: &str) -> Result<Vec<TaskRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT idx, workload_key, weight, trials, exhausted, last_error, dropped FROM tasks \
+             WHERE job_id = $1 ORDER BY idx",
+        )
+        .bind(job_id)
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TaskRow {
+                    idx: r.try_get::<i64, _>(0)? as u32,
+                    workload_key: r.try_get(1)?,
+                    weight: r.try_get(2)?,
+                    trials: r.try_get::<i64, _>(3)? as u32,
+                    exhausted: r.try_get::<i64, _>(4)? != 0,
+                    last_error: r.try_get(5)?,
+                    dropped: r.try_get::<i64, _>(6)? as u32,
+                })
+            })
+            .collect()
+    }
+
+    /// Per task: what the job measured, from its `job_records` rows.
+    pub async fn task_stats(&self, job_id: &str) -> Result<BTreeMap<u32, TaskStats>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT jr.task_idx, r.error_code, COUNT(*), COUNT(CASE WHEN jr.is_new = 1 THEN 1 END) \
+             FROM job_records jr JOIN records r ON r.id = jr.record_id WHERE jr.job_id = $1 \
+             GROUP BY jr.task_idx, r.error_code",
+        )
+        .bind(job_id)
+        .fetch_all(self.db.pool())
+        .await?;
+        let mut out: BTreeMap<u32, TaskStats> = BTreeMap::new();
+        for r in &rows {
+            let idx = r.try_get::<i64, _>(0)? as u32;
+            let code = r.try_get::<i64, _>(1)? as i32;
+            let n = r.try_get::<i64, _>(2)? as u32;
+            let new = r.try_get::<i64, _>(3)? as u32;
+            let s = out.entry(idx).or_default();
+            s.trials_done += n;
+            s.new_records += new;
+            if code == 0 {
+                s.ok += n;
+            } else {
+                *s.errors.entry(code).or_default() += n;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Cancels a queued or running job; returns it as it is now (None: no such job).
+    pub async fn cancel(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+        sqlx::query(
+            "UPDATE jobs SET state = 'cancelled', updated_at = $1 WHERE id = $2 AND state IN ('queued', 'running')",
+        )
+        .bind(now_ms())
+        .bind(id)
+        .execute(self.db.pool())
+        .await?;
+        self.get(id).await
+    }
+
+    /// Claims the oldest job for `target_key` that is queued, or running under an expired
+    /// lease (its server died), for `lease_ms`; `only`: that job and no other.
+    pub async fn claim_next(
+        &self,
+        instance: &str,
+        target_key: &str,
+        lease_ms: u64,
+        only: Option<&str>,
+    ) -> Result<Option<JobRow>, StoreError> {
+        let lock = match self.db.backend() {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        let now = now_ms();
+        let id: Option<String> = sqlx::query_scalar(&format!(
+            "UPDATE jobs SET state = 'running', claimed_by = $1, lease_until = $2, claims = claims + 1, updated_at = $3 \
+             WHERE id = (SELECT id FROM jobs WHERE state IN ('queued', 'running') AND target_key = $4 \
+             AND (lease_until IS NULL OR lease_until < $3) AND ($5 = '' OR id = $5) \
+             ORDER BY created_at, id LIMIT 1{lock}) RETURNING id"
+        ))
+        .bind(instance)
+        .bind(now + lease_ms as i64)
+        .bind(now)
+        .bind(target_key)
+        .bind(only.unwrap_or(""))
+        .fetch_optional(self.db.pool())
+        .await?;
+        match id {
+            Some(id) => self.get(&id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// Extends the lease; says whether it is still held and whether the job was cancelled.
+    pub async fn renew(
+        &self,
+        id: &str,
+        instance: &str,
+        lease_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        let now = now_ms();
+        let state: Option<String> = sqlx::query_scalar(
+            "UPDATE jobs SET lease_until = $1 WHERE id = $2 AND claimed_by = $3 \
+             AND state IN ('running', 'cancelled') AND lease_until IS NOT NULL RETURNING state",
+        )
+        .bind(now + lease_ms as i64)
+        .bind(id)
+        .bind(instance)
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(match state.as_deref() {
+            Some("running") => Lease::Held,
+            Some(_) => Lease::Cancelled,
+            None => Lease::Lost,
+        })
+    }
+
+    /// Ends a claim: `state` done or failed (a cancelled job stays cancelled), lease cleared.
+    /// `None` leaves the job running and claimable at once (a server shutting down).
+    pub async fn release(
+        &self,
+        id: &str,
+        instance: &str,
+        end: Option<(JobState, &str)>,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut tx = self.db.pool().begin().await?;
+        if let Some((state, error)) = end {
+            sqlx::query(
+                "UPDATE jobs SET state = $1, error = $2, updated_at = $3 \
+                 WHERE id = $4 AND claimed_by = $5 AND state = 'running' AND lease_until IS NOT NULL",
+            )
+            .bind(state.as_str())
+            .bind(error)
+            .bind(now)
+            .bind(id)
+            .bind(instance)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE jobs SET lease_until = NULL, updated_at = $1 WHERE id = $2 AND claimed_by = $3",
+        )
+        .bind(now)
+        .bind(id)
+        .bind(instance)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Stores one measured batch of a task in one transaction, after checking that this server
+    /// still holds the job (and extending its lease). `None`: the lease was lost, nothing stored.
+    pub async fn commit_batch(
+        &self,
+        job_id: &str,
+        instance: &str,
+        lease_ms: u64,
+        task_idx: u32,
+        records: &[NewRecord],
+    ) -> Result<Option<Vec<CommitOutcome>>, StoreError> {
+        let now = now_ms();
+        let mut tx = self.db.pool().begin().await?;
+        // First statement a write: on SQLite it takes the write lock before any read.
+        let held = sqlx::query(
+            "UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND claimed_by = $4 \
+             AND state IN ('running', 'cancelled') AND lease_until IS NOT NULL",
+        )
+        .bind(now + lease_ms as i64)
+        .bind(now)
+        .bind(job_id)
+        .bind(instance)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if held == 0 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let mut outcomes = Vec::with_capacity(records.len());
+        for rec in records {
+            let (record_id, outcome) = commit_on(&mut tx, rec).await?;
+            sqlx::query(
+                "INSERT INTO job_records (job_id, task_idx, record_id, is_new, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            )
+            .bind(job_id)
+            .bind(i64::from(task_idx))
+            .bind(&record_id)
+            .bind(i32::from(outcome != CommitOutcome::Duplicate))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            outcomes.push(outcome);
+        }
+        tx.commit().await?;
+        Ok(Some(outcomes))
+    }
+
+    /// Updates a task's search status after a round.
+    pub async fn update_task(
+        &self,
+        job_id: &str,
+        idx: u32,
+        exhausted: bool,
+        last_error: Option<&str>,
+        dropped: u32,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE tasks SET exhausted = $1, last_error = COALESCE($2, last_error), dropped = dropped + $3 \
+             WHERE job_id = $4 AND idx = $5",
+        )
+        .bind(i32::from(exhausted))
+        .bind(last_error)
+        .bind(i64::from(dropped))
+        .bind(job_id)
+        .bind(i64::from(idx))
+        .execute(self.db.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Saves a cost model for a target (its own serialisation), replacing the previous one.
+    pub async fn save_cost_model(
+        &self,
+        target_key: &str,
+        kind: &str,
+        model: &[u8],
+        trained_on: u64,
+    ) -> Result<(), StoreError> {
+        let hex: String = model.iter().map(|b| format!("{b:02x}")).collect();
+        sqlx::query(
+            "INSERT INTO cost_models (target_key, kind, model_hex, trained_on, updated_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (target_key) DO UPDATE SET kind = excluded.kind, model_hex = excluded.model_hex, \
+             trained_on = excluded.trained_on, updated_at = excluded.updated_at",
+        )
+        .bind(target_key)
+        .bind(kind)
+        .bind(hex)
+        .bind(trained_on as i64)
+        .bind(now_ms())
+        .execute(self.db.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// The saved cost model of a target: (kind, bytes, records trained on).
+    pub async fn cost_model(
+        &self,
+        target_key: &str,
+    ) -> Result<Option<(String, Vec<u8>, u64)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT kind, model_hex, trained_on FROM cost_models WHERE target_key = $1",
+        )
+        .bind(target_key)
+        .fetch_optional(self.db.pool())
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let hex: String = row.try_get(1)?;
+        let bytes = (0..hex.len() / 2)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
+            .collect::<Result<Vec<u8>, _>>()
+            .map_err(|e| StoreError::Corrupt {
+                id: format!("cost model of {target_key}"),
+                msg: e.to_string(),
+            })?;
+        Ok(Some((
+            row.try_get(0)?,
+            bytes,
+            row.try_get::<i64, _>(2)? as u64,
+        )))
+    }
+}

@@ -1,0 +1,184 @@
+//! The service on PostgreSQL: the same code path as SQLite, and two servers sharing one
+//! database never running a job twice.
+//!
+//! Needs TUNEHUB_TEST_PG_URL (a database the tests may create databases with; `.ci/run` starts
+//! a throwaway cluster and sets it). Without it the tests fail under CI=true and are skipped,
+//! with a note, elsewhere.
+
+mod common;
+
+use common::*;
+use sqlx::Connection;
+use sqlx::Row;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use tunehub_proto::v1 as pb;
+use tunehub_server::jobs::store::{JobStore, NewJob};
+use tunehub_server::records::{RecordStore, SqlStore};
+
+/// A fresh database on the test cluster, or None (skip) when no cluster is configured.
+async fn fresh_db(name: &str) -> Option<String> {
+    let Ok(base) = std::env::var("TUNEHUB_TEST_PG_URL") else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("TUNEHUB_TEST_PG_URL is not set: CI must run the PostgreSQL tests");
+        }
+        eprintln!("note: TUNEHUB_TEST_PG_URL not set; skipping the PostgreSQL test {name}");
+        return None;
+    };
+    let db = format!("t_{name}_{:08x}", rand::random::<u32>());
+    let mut conn = sqlx::PgConnection::connect(&base)
+        .await
+        .expect("the PostgreSQL test cluster answers");
+    sqlx::query(&format!("CREATE DATABASE {db}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    // Replace the database name at the end of the URL.
+    let (prefix, _) = base.rsplit_once('/').expect("a URL with a database name");
+    Some(format!("{prefix}/{db}"))
+}
+
+#[tokio::test]
+async fn submit_watch_and_query_on_postgres() {
+    let Some(url) = fresh_db("e2e").await else {
+        return;
+    };
+    let server = Server::start(&url, "pg1", &[]);
+    let mut c = server.client().await;
+    let job = submit(&mut c, submit_req(vec![task("matmul(32,32,32)", 3)], 3)).await;
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(240)).await;
+    assert_eq!(j.state, pb::JobState::Done as i32, "{j:?}");
+    assert_eq!(j.tasks[0].trials_done, 3);
+    let best = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(op("matmul(32,32,32)")),
+            target: String::new(),
+            with_source: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(best.found && best.source.contains("tunehub_kernel"));
+    assert_eq!(best.records_total, 3);
+    // Export and import through the same server: everything already known.
+    let mut s = c
+        .records
+        .export(pb::ExportRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut lines = vec![];
+    while let Some(m) = tokio_stream::StreamExt::next(&mut s).await {
+        lines.extend(m.unwrap().lines);
+    }
+    assert_eq!(lines.len(), 5);
+    let r = c
+        .records
+        .import(tokio_stream::iter(vec![pb::RecordLines { lines }]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((r.records_new, r.records_known), (0, 3));
+}
+
+#[tokio::test]
+async fn concurrent_claims_take_each_job_once() {
+    let Some(url) = fresh_db("claims").await else {
+        return;
+    };
+    let store = SqlStore::open(&url).await.unwrap();
+    store.put_target("t", "{}").await.unwrap();
+    store.put_workload("w", "w", "{}", 1).await.unwrap();
+    let jobs = JobStore::new(store);
+    let mut ids = HashSet::new();
+    for _ in 0..20 {
+        ids.insert(
+            jobs.create(&NewJob {
+                name: String::new(),
+                target_key: "t".into(),
+                seed: 1,
+                batch_size: 1,
+                scheduler: "round_robin".into(),
+                measure: Default::default(),
+                tasks: vec![("w".into(), 1.0, 1)],
+            })
+            .await
+            .unwrap(),
+        );
+    }
+    // Eight claimers race until nothing is left; a long lease, so nothing expires meanwhile.
+    let jobs = Arc::new(jobs);
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let jobs = Arc::clone(&jobs);
+            tokio::spawn(async move {
+                let mut got = vec![];
+                while let Some(j) = jobs
+                    .claim_next(&format!("c{i}"), "t", 600_000, None)
+                    .await
+                    .unwrap()
+                {
+                    got.push(j.id);
+                }
+                got
+            })
+        })
+        .collect();
+    let mut claimed = vec![];
+    for h in handles {
+        claimed.extend(h.await.unwrap());
+    }
+    assert_eq!(claimed.len(), 20, "every job claimed exactly once");
+    assert_eq!(claimed.iter().cloned().collect::<HashSet<_>>(), ids);
+}
+
+#[tokio::test]
+async fn two_servers_on_one_database_never_run_a_job_twice() {
+    let Some(url) = fresh_db("two").await else {
+        return;
+    };
+    // Start one first so that the migrations are applied once, then the second.
+    let a = Server::start(&url, "A", &[]);
+    let b = Server::start(&url, "B", &[]);
+    let mut ca = a.client().await;
+    let mut cb = b.client().await;
+    let mut ids = vec![];
+    for (i, spec) in [
+        "matmul(16,16,16)",
+        "matmul(16,8,16)",
+        "matmul(8,16,16)",
+        "matmul(8,8,16)",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let c = if i % 2 == 0 { &mut ca } else { &mut cb };
+        ids.push(submit(c, submit_req(vec![task(spec, 3)], 3)).await.id);
+    }
+    let mut runners = HashSet::new();
+    for id in &ids {
+        let j = wait_final(&mut ca, id, Duration::from_secs(300)).await;
+        assert_eq!(j.state, pb::JobState::Done as i32, "{j:?}");
+        assert_eq!(j.claims, 1, "claimed once: {j:?}");
+        assert_eq!(j.tasks[0].trials_done, 3);
+        runners.insert(j.claimed_by.clone());
+    }
+    // Every record of a job was measured by the server that claimed it.
+    let store = SqlStore::open(&url).await.unwrap();
+    let rows = sqlx::query(
+        "SELECT j.id, j.claimed_by, r.worker FROM job_records jr JOIN jobs j ON j.id = jr.job_id \
+         JOIN records r ON r.id = jr.record_id",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 12);
+    for r in &rows {
+        let (claimed, worker): (String, String) = (r.try_get(1).unwrap(), r.try_get(2).unwrap());
+        assert_eq!(claimed, worker);
+    }
+    eprintln!("jobs ran on: {runners:?}");
+}

@@ -1,0 +1,528 @@
+//! The gRPC service end to end on SQLite: a real `tunehub server` process on loopback, real
+//! compiler and kernels, a real database file. Tiny shapes and budgets keep it quick.
+
+mod common;
+
+use common::*;
+use sqlx::Row;
+use std::time::Duration;
+use tokio_stream::StreamExt;
+use tonic::Code;
+use tunehub_proto::v1 as pb;
+use tunehub_server::records::SqlStore;
+
+async fn count(db: &str, sql: &str) -> i64 {
+    let store = SqlStore::open(db).await.unwrap();
+    let n = sqlx::query(sql)
+        .fetch_one(store_pool(&store))
+        .await
+        .unwrap()
+        .try_get::<i64, _>(0)
+        .unwrap();
+    store.close().await;
+    n
+}
+
+fn store_pool(s: &SqlStore) -> &sqlx::AnyPool {
+    s.pool()
+}
+
+#[tokio::test]
+async fn submit_watch_and_query_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "e2e.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut c = server.client().await;
+
+    let mut req = submit_req(
+        vec![task("matmul(32,32,32)", 4), task("matmul(16,24,8)", 3)],
+        2,
+    );
+    req.tasks[1].weight = 2.0;
+    let job = submit(&mut c, req).await;
+    assert!(job.id.starts_with("j-"));
+    assert_eq!(job.tasks.len(), 2);
+
+    // Watch: a snapshot first, rounds and a new best on the way, `done` last.
+    let mut events = c
+        .jobs
+        .watch(pb::WatchRequest { id: job.id.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut kinds = vec![];
+    let mut done = None;
+    let watching = async {
+        while let Some(ev) = events.next().await {
+            use pb::job_event::Event;
+            match ev.unwrap().event.unwrap() {
+                Event::Snapshot(_) => kinds.push("snapshot"),
+                Event::Round(_) => kinds.push("round"),
+                Event::NewBest(b) => {
+                    assert!(b.gflops > 0.0 && b.seconds > 0.0);
+                    kinds.push("new_best")
+                }
+                Event::Error(_) => kinds.push("error"),
+                Event::Done(j) => {
+                    done = Some(j);
+                    break;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(300), watching)
+        .await
+        .expect("the job finishes");
+    let done = done.expect("a done event");
+    assert_eq!(kinds.first(), Some(&"snapshot"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"round") && kinds.contains(&"new_best"),
+        "{kinds:?}"
+    );
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    for (t, want) in done.tasks.iter().zip([4, 3]) {
+        assert_eq!(t.trials_done, want, "{t:?}");
+        assert_eq!(t.new_records, want);
+        assert!(t.ok > 0 && t.best_gflops.unwrap() > 0.0, "{t:?}");
+    }
+
+    // The best schedule, with its C source; GFLOP/s is the workload's FLOPs over its time.
+    let best = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(op("matmul(32,32,32)")),
+            target: "local".into(),
+            with_source: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let rec = best.record.unwrap();
+    assert!(best.found && best.source.contains("void tunehub_kernel("));
+    assert_eq!(best.flops, 2 * 32 * 32 * 32);
+    assert!((rec.gflops - best.flops as f64 / rec.seconds / 1e9).abs() < 1e-6 * rec.gflops);
+    assert_eq!(rec.record_id, done.tasks[0].best_record_id);
+    assert_eq!(rec.worker, "s1");
+    assert_eq!(best.records_total, 4);
+
+    // The text form of the same operator names the same workload; batch answers per workload.
+    let batch = c
+        .query
+        .best_batch(pb::BestBatchRequest {
+            workloads: vec![
+                pb::Workload {
+                    kind: Some(pb::workload::Kind::Expr(
+                        "C[i,j] += A[i,k] * B[k,j] where i<32, j<32, k<32".into(),
+                    )),
+                },
+                op("matmul(8,8,8)"),
+            ],
+            target: String::new(),
+            with_source: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    assert!(batch[0].found && !batch[1].found);
+    assert_eq!(batch[0].record.as_ref().unwrap().record_id, rec.record_id);
+
+    let top = c
+        .query
+        .top_k(pb::TopKRequest {
+            workload: Some(op("matmul(32,32,32)")),
+            target: String::new(),
+            k: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .records;
+    assert_eq!(top[0].record_id, rec.record_id);
+    assert!(top.windows(2).all(|p| p[0].seconds <= p[1].seconds));
+
+    let tuned = c
+        .query
+        .list_tuned(pb::ListTunedRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(tuned.targets.len(), 1);
+    assert_eq!(tuned.targets[0].trials, 7);
+    let mut trials: Vec<u64> = tuned.workloads.iter().map(|w| w.trials).collect();
+    trials.sort_unstable();
+    assert_eq!(trials, [3, 4]);
+
+    let jobs = c
+        .jobs
+        .list(pb::ListJobsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!((jobs[0].claims, jobs[0].claimed_by.as_str()), (1, "s1"));
+    drop(c);
+    drop(server);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM job_records").await, 7);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM records").await, 7);
+}
+
+#[tokio::test]
+async fn bad_input_gives_the_right_status_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "bad.db");
+    let server = Server::start(
+        &db,
+        "s1",
+        &["--max-trials-per-job", "50", "--max-tasks-per-job", "2"],
+    );
+    let mut c = server.client().await;
+    let expr = |s: &str| pb::TaskSpec {
+        workload: Some(pb::Workload {
+            kind: Some(pb::workload::Kind::Expr(s.into())),
+        }),
+        trials: 2,
+        weight: 1.0,
+    };
+    let cases: Vec<(pb::SubmitRequest, Code, &str)> = vec![
+        (
+            submit_req(vec![task("nosuchop(1,2)", 2)], 0),
+            Code::InvalidArgument,
+            "nosuchop",
+        ),
+        (
+            submit_req(vec![task("matmul(512,512)", 2)], 0),
+            Code::InvalidArgument,
+            "matmul",
+        ),
+        (
+            submit_req(vec![task("matmul(0,4,4)", 2)], 0),
+            Code::InvalidArgument,
+            "task 0",
+        ),
+        (
+            submit_req(vec![task("matmul(4,4,4)", 0)], 0),
+            Code::InvalidArgument,
+            "at least 1",
+        ),
+        (
+            submit_req(vec![task("matmul(4,4,4)", 51)], 0),
+            Code::InvalidArgument,
+            "limit",
+        ),
+        (
+            submit_req(
+                vec![task("matmul(4,4,4)", 30), task("matmul(8,4,4)", 30)],
+                0,
+            ),
+            Code::InvalidArgument,
+            "60 trials",
+        ),
+        (
+            submit_req(vec![task("matmul(4,4,4)", 1); 3], 0),
+            Code::InvalidArgument,
+            "at most 2",
+        ),
+        (
+            submit_req(vec![], 0),
+            Code::InvalidArgument,
+            "at least one task",
+        ),
+        (
+            submit_req(vec![expr("C[i,j] += A[i,k] * B[k,j] where i<4, j<4")], 0),
+            Code::InvalidArgument,
+            "expr",
+        ),
+        (
+            submit_req(vec![task("matmul(4,4,4)", 2), task("matmul(4,4,", 2)], 0),
+            Code::InvalidArgument,
+            "task 1",
+        ),
+        (
+            submit_req(vec![task("matmul(4,4,4)", 2)], 5000),
+            Code::InvalidArgument,
+            "batch_size",
+        ),
+        (
+            pb::SubmitRequest {
+                target: "x86_64-nosuch-c9-00000000".into(),
+                ..submit_req(vec![task("matmul(4,4,4)", 2)], 0)
+            },
+            Code::NotFound,
+            "unknown target",
+        ),
+        (
+            pb::SubmitRequest {
+                measure: Some(pb::MeasureOptions {
+                    timeout_s: Some(-1.0),
+                    ..quick()
+                }),
+                ..submit_req(vec![task("matmul(4,4,4)", 2)], 0)
+            },
+            Code::InvalidArgument,
+            "timeout_s",
+        ),
+        (
+            submit_req(
+                vec![pb::TaskSpec {
+                    workload: Some(pb::Workload {
+                        kind: Some(pb::workload::Kind::WorkloadKey("nope".into())),
+                    }),
+                    trials: 1,
+                    weight: 1.0,
+                }],
+                0,
+            ),
+            Code::NotFound,
+            "unknown workload key",
+        ),
+    ];
+    for (req, code, needle) in cases {
+        let (got, msg) = code_of(c.jobs.submit(req.clone()).await);
+        assert_eq!(got, code, "{req:?}: {msg}");
+        assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+    }
+    // Queries: bad workload, unknown target, unknown job.
+    let (got, _) = code_of(
+        c.query
+            .best(pb::BestRequest {
+                workload: Some(op("matmul(1,2)")),
+                target: String::new(),
+                with_source: false,
+            })
+            .await,
+    );
+    assert_eq!(got, Code::InvalidArgument);
+    let (got, msg) = code_of(
+        c.query
+            .best(pb::BestRequest {
+                workload: Some(op("matmul(4,4,4)")),
+                target: "nosuch".into(),
+                with_source: false,
+            })
+            .await,
+    );
+    assert_eq!(got, Code::NotFound, "{msg}");
+    let (got, _) = code_of(c.jobs.get(pb::GetJobRequest { id: "j-0".into() }).await);
+    assert_eq!(got, Code::NotFound);
+    // A malformed import line refuses the whole import, the good lines before it included.
+    let lines = vec![
+        r#"{"target": {"key": "k", "target": {}}}"#.to_string(),
+        "not json".to_string(),
+    ];
+    let (got, msg) = code_of(
+        c.records
+            .import(tokio_stream::iter(vec![pb::RecordLines { lines }]))
+            .await,
+    );
+    assert_eq!(got, Code::InvalidArgument);
+    assert!(msg.contains("line 1"), "{msg}");
+    let (got, msg) = code_of(
+        c.records
+            .import(tokio_stream::iter(vec![pb::RecordLines {
+                lines: vec!["{\"i\": 1}".into()],
+            }]))
+            .await,
+    );
+    assert_eq!(got, Code::InvalidArgument);
+    assert!(msg.contains("line 1"), "{msg}");
+
+    drop(c);
+    drop(server);
+    for table in ["jobs", "tasks", "workloads", "targets", "records"] {
+        assert_eq!(
+            count(&db, &format!("SELECT COUNT(*) FROM {table}")).await,
+            0,
+            "{table}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn unauthenticated_calls_are_refused_except_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "auth.db");
+    let server = Server::start(&db, "s1", &[]);
+    for token in [None, Some("wrong")] {
+        let mut c = server.client_with(token).await;
+        let (code, _) = code_of(c.jobs.list(pb::ListJobsRequest::default()).await);
+        assert_eq!(code, Code::Unauthenticated);
+        let (code, _) = code_of(
+            c.jobs
+                .submit(submit_req(vec![task("matmul(4,4,4)", 1)], 0))
+                .await,
+        );
+        assert_eq!(code, Code::Unauthenticated);
+        let (code, _) = code_of(c.query.list_tuned(pb::ListTunedRequest {}).await);
+        assert_eq!(code, Code::Unauthenticated);
+        let (code, _) = code_of(c.records.export(pb::ExportRequest::default()).await);
+        assert_eq!(code, Code::Unauthenticated);
+        // Health needs no token.
+        let mut health = tonic_health::pb::health_client::HealthClient::new(c.channel.clone());
+        let h = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: "tunehub.v1.Jobs".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            h.status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+    }
+    let mut c = server.client().await;
+    assert!(c.jobs.list(pb::ListJobsRequest::default()).await.is_ok());
+
+    // A server with no token refuses to start unless told to serve without.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tunehub"))
+        .args(["server", "--db", &db, "--listen", "127.0.0.1:0"])
+        .env_remove("TUNEHUB_TOKENS")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-unauthenticated"));
+}
+
+#[tokio::test]
+async fn a_job_survives_a_server_crash_and_finishes_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "restart.db");
+    let mut first = Server::start(&db, "first", &[]);
+    let mut c = first.client().await;
+    let job = submit(&mut c, submit_req(vec![task("matmul(24,16,16)", 8)], 2)).await;
+    // Wait for some progress, then crash the server mid-job.
+    let start = std::time::Instant::now();
+    loop {
+        let j = get(&mut c, &job.id).await;
+        if j.tasks[0].trials_done >= 2 {
+            assert!(
+                j.tasks[0].trials_done < 8,
+                "finished before the crash: {j:?}"
+            );
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "no progress");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    first.kill();
+
+    let second = Server::start(&db, "second", &[]);
+    let mut c = second.client().await;
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(240)).await;
+    assert_eq!(j.state, pb::JobState::Done as i32, "{j:?}");
+    assert_eq!(j.tasks[0].trials_done, 8);
+    assert_eq!((j.claims, j.claimed_by.as_str()), (2, "second"));
+    drop(c);
+    drop(second);
+    // Every trial is one record, none lost, none twice.
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM records").await, 8);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM job_records").await, 8);
+    assert_eq!(
+        count(&db, "SELECT COUNT(DISTINCT schedule_hash) FROM records").await,
+        8
+    );
+}
+
+#[tokio::test]
+async fn records_export_and_import_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let a_db = sqlite_path(dir.path(), "a.db");
+    let a = Server::start(&a_db, "a", &[]);
+    let mut ca = a.client().await;
+    let job = submit(&mut ca, submit_req(vec![task("softmax(4,40)", 3)], 3)).await;
+    wait_final(&mut ca, &job.id, Duration::from_secs(240)).await;
+    let export = |mut c: tunehub_server::client::Clients| async move {
+        let mut s = c
+            .records
+            .export(pb::ExportRequest::default())
+            .await
+            .unwrap()
+            .into_inner();
+        let mut lines = vec![];
+        while let Some(m) = s.next().await {
+            lines.extend(m.unwrap().lines);
+        }
+        lines
+    };
+    let lines = export(ca.clone()).await;
+    assert_eq!(
+        lines.len(),
+        1 + 1 + 3,
+        "a workload, a target, 3 records: {lines:?}"
+    );
+    assert!(lines[2].contains("\"v\":\"tunehub-v1\""));
+
+    let b = Server::start(&sqlite_path(dir.path(), "b.db"), "b", &[]);
+    let mut cb = b.client().await;
+    let send = |mut c: tunehub_server::client::Clients, lines: Vec<String>| async move {
+        c.records
+            .import(tokio_stream::iter(vec![pb::RecordLines { lines }]))
+            .await
+            .unwrap()
+            .into_inner()
+    };
+    let r = send(cb.clone(), lines.clone()).await;
+    assert_eq!(
+        (r.records_new, r.records_known, r.workloads, r.targets),
+        (3, 0, 1, 1)
+    );
+    let r = send(cb.clone(), lines.clone()).await;
+    assert_eq!(
+        (r.records_new, r.records_known),
+        (0, 3),
+        "an import again adds nothing"
+    );
+    assert_eq!(
+        export(cb.clone()).await,
+        lines,
+        "the same lines come back out"
+    );
+
+    let best = |mut c: tunehub_server::client::Clients, target: String| async move {
+        c.query
+            .best(pb::BestRequest {
+                workload: Some(op("softmax(4,40)")),
+                target,
+                with_source: true,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    };
+    let (ba, bb) = (
+        best(ca.clone(), String::new()).await,
+        best(cb.clone(), String::new()).await,
+    );
+    assert_eq!(ba.record, bb.record);
+    assert_eq!(ba.source, bb.source);
+    let _ = cb.jobs.list(pb::ListJobsRequest::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_job_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "cancel.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut c = server.client().await;
+    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 2000)], 2)).await;
+    let j = c
+        .jobs
+        .cancel(pb::CancelJobRequest { id: job.id.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(j.state, pb::JobState::Cancelled as i32);
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(60)).await;
+    assert_eq!(j.state, pb::JobState::Cancelled as i32);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let n = get(&mut c, &job.id).await.tasks[0].trials_done;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        get(&mut c, &job.id).await.tasks[0].trials_done,
+        n,
+        "still measuring"
+    );
+    assert!(n < 2000);
+}
