@@ -327,12 +327,11 @@ impl TaskSearch {
             let mut copies = vec![];
             for _ in 0..pop {
                 let parent = &population[self.rng.sample(&dist)];
-                if self.rng.gen_bool(self.params.mutation_prob) {
-                    if let Some(d) = mutate(&parent.decisions, &self.params.weights, &mut self.rng)
-                    {
-                        jobs.push((parent.sketch, d));
-                        continue;
-                    }
+                if self.rng.gen_bool(self.params.mutation_prob)
+                    && let Some(d) = mutate(&parent.decisions, &self.params.weights, &mut self.rng)
+                {
+                    jobs.push((parent.sketch, d));
+                    continue;
                 }
                 copies.push((parent.sketch, parent.decisions.clone()));
             }

@@ -59,7 +59,7 @@ impl TaskScheduler {
     }
 
     /// The task that gets the next round; `None` when every task is done.
-    pub fn next(&mut self) -> Option<usize> {
+    pub fn next_task(&mut self) -> Option<usize> {
         let alive: Vec<usize> = (0..self.weights.len()).filter(|&i| !self.done[i]).collect();
         if alive.is_empty() {
             return None;
@@ -151,7 +151,7 @@ mod tests {
         let mut s = TaskScheduler::new(vec![1.0, 1.0, 1.0], SchedulerKind::Gradient, 0);
         let mut seen = vec![];
         for _ in 0..3 {
-            let i = s.next().unwrap();
+            let i = s.next_task().unwrap();
             seen.push(i);
             s.observe(i, Some(1.0));
         }
@@ -167,7 +167,7 @@ mod tests {
         s.observe(1, Some(1e-2));
         let mut counts = [0, 0];
         for _ in 0..100 {
-            let i = s.next().unwrap();
+            let i = s.next_task().unwrap();
             counts[i] += 1;
             let b = s.best(i);
             s.observe(i, Some(b * 0.99));
@@ -179,13 +179,13 @@ mod tests {
     fn round_robin_cycles_and_skips_finished() {
         let mut s = TaskScheduler::new(vec![1.0; 3], SchedulerKind::RoundRobin, 0);
         for i in 0..3 {
-            assert_eq!(s.next(), Some(i));
+            assert_eq!(s.next_task(), Some(i));
             s.observe(i, Some(1.0));
         }
         s.finish(1);
         let order: Vec<usize> = (0..4)
             .map(|_| {
-                let i = s.next().unwrap();
+                let i = s.next_task().unwrap();
                 s.observe(i, Some(1.0));
                 i
             })
@@ -193,6 +193,6 @@ mod tests {
         assert_eq!(order, vec![0, 2, 0, 2]);
         s.finish(0);
         s.finish(2);
-        assert_eq!(s.next(), None);
+        assert_eq!(s.next_task(), None);
     }
 }

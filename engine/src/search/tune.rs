@@ -84,7 +84,7 @@ pub fn tune(
     let mut total = 0;
     let mut round = 0;
     while total < opts.trials {
-        let Some(i) = sched.next() else { break };
+        let Some(i) = sched.next_task() else { break };
         let n = opts.batch.min(opts.trials - total);
         let t0 = Instant::now();
         let batch = searches[i].next_batch(model, n)?;
