@@ -377,9 +377,15 @@ pub struct TuneArgs {
     #[command(flatten)]
     pub db: DbArgs,
 
-    /// Seed of the random sampler [default: from the clock; the summary prints it].
+    /// Seed of the search [default: from the clock; the summary prints it].
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+
+    /// Evolutionary search population per round (Ansor's is 2048; smaller rounds are faster
+    /// and search less) [default: 2048].
+    #[arg(long, value_name = "N", env = "TUNEHUB_POPULATION",
+          value_parser = value_parser!(u64).range(1..=1_000_000))]
+    pub population: Option<u64>,
 
     /// Print the best kernel's C source after tuning.
     #[arg(long)]

@@ -56,6 +56,7 @@ pub struct ServerFile {
     pub cache_ttl_ms: Option<u64>,
     pub instance: Option<String>,
     pub batch: Option<u32>,
+    pub population: Option<usize>,
     pub cores: Option<u32>,
     pub cc: Option<String>,
     pub cflags: Option<String>,
@@ -167,6 +168,11 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024))]
     pub batch: Option<u32>,
 
+    /// Evolutionary search population per round (Ansor's is 2048; smaller is faster per round
+    /// and searches less) [default: 2048].
+    #[arg(long, value_name = "N", env = "TUNEHUB_POPULATION", value_parser = value_parser!(u64).range(1..=1_000_000))]
+    pub population: Option<u64>,
+
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -185,6 +191,8 @@ pub struct ServerConfig {
     pub cache_ttl_ms: u64,
     pub instance: String,
     pub target: TargetOverrides,
+    /// Evolutionary population per round.
+    pub population: usize,
     /// Whether the server claims and runs queued jobs (the embedded server of `tunehub tune`
     /// runs only its own, through `jobs::run_one`).
     pub run_jobs: bool,
@@ -304,6 +312,12 @@ impl ServerConfig {
                 march: args.target.march.clone().or(f.march),
                 ..TargetOverrides::default()
             },
+            population: args
+                .population
+                .map(|p| p as usize)
+                .or(f.population)
+                .unwrap_or(2048)
+                .max(1),
             run_jobs: true,
         })
     }

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tunehub_engine::search::SearchParams;
 use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::jobs_server::JobsServer;
@@ -115,6 +116,10 @@ pub async fn start_with(
         cfg.instance.clone(),
         cfg.lease_ms,
         Duration::from_millis(cfg.poll_ms),
+        SearchParams {
+            population: cfg.population,
+            ..SearchParams::default()
+        },
     );
     let api = Api {
         ctx: ctx.clone(),

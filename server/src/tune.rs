@@ -166,6 +166,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         cache_ttl_ms: 0,
         instance: WORKER.into(),
         target: TargetOverrides::default(),
+        population: args.population.map_or(2048, |p| p as usize),
         run_jobs: false,
     };
     let running = server::start_with(&cfg, Arc::new(LocalBackend::new(target))).await?;

@@ -516,13 +516,11 @@ async fn a_cancelled_job_stops() {
     assert_eq!(j.state, pb::JobState::Cancelled as i32);
     let j = wait_final(&mut c, &job.id, Duration::from_secs(60)).await;
     assert_eq!(j.state, pb::JobState::Cancelled as i32);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A batch already in flight when the cancel landed is still stored (it was measured);
+    // nothing after it. Cancelled right after submitting: at most the first batch of 2.
+    tokio::time::sleep(Duration::from_secs(4)).await;
     let n = get(&mut c, &job.id).await.tasks[0].trials_done;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        get(&mut c, &job.id).await.tasks[0].trials_done,
-        n,
-        "still measuring"
-    );
-    assert!(n < 2000);
+    assert!(n <= 2, "{n} trials after the cancel");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(get(&mut c, &job.id).await.tasks[0].trials_done, n, "still measuring");
 }

@@ -1,7 +1,27 @@
 //! Ansor-style search: sketches of a DAG, random annotation into complete schedules, mutation,
 //! an evolutionary strategy ranked by a cost model, and a task scheduler that shares a job's
 //! trials among its tasks.
+//!
+//! The seams:
+//! - [`CostModel`]: `predict` scores for lowered candidates, `update` with measurements.
+//! - [`SketchRule`]: a value in an ordered list per target; a target or a user may bring its own.
+//! - [`TaskSearch`]: one task's search state: `next_batch` proposes unmeasured candidates,
+//!   `record` takes their results (and `add_measured` re-adds old records when a job resumes).
+//! - [`TaskScheduler`]: which task gets the next round.
+//!
+//! [`tune`] drives them with a [`crate::measure::Measurer`] for the CLI and the benchmark; the
+//! server drives `TaskSearch` and `TaskScheduler` itself, since it measures through its fleet.
 
+pub mod annotate;
 pub mod cost_model;
+pub mod evolve;
+pub mod mutate;
+pub mod scheduler;
+pub mod sketch;
+pub mod tune;
 
 pub use cost_model::{CostModel, CostModelError, RandomModel};
+pub use evolve::{SearchParams, SearchStats, TaskSearch};
+pub use scheduler::{SchedulerKind, TaskScheduler};
+pub use sketch::{Sketch, SketchRule};
+pub use tune::{RoundReport, TuneOptions, tune};

@@ -1,86 +1,77 @@
 //! The job driver: runs one claimed job to its end, round by round.
 //!
-//! Each round the task picker chooses a task, its `Proposer` proposes a batch of candidates not
-//! measured before, the measure backend builds and runs them, and the results are stored in one
-//! transaction that also checks the lease. A resumed job first feeds its proposers every record
-//! of their (workload, target), so nothing is proposed twice and no budget is spent twice (the
-//! task's progress is its rows in `job_records`).
+//! Each round the engine's `TaskScheduler` picks a task, its `Proposer` (the engine's
+//! `TaskSearch`, ranked by the cost model) proposes a batch of candidates not measured before,
+//! the measure backend builds and runs them, and the results are stored in one transaction that
+//! also checks the lease. A resumed job first feeds each search every record of its (workload,
+//! target), so nothing is proposed twice and no budget is spent twice (a task's progress is its
+//! rows in `job_records`).
 //!
-//! The search seam is `Proposer` (`propose` / `add_measured` / `record`), shaped like the engine's
-//! planned `TaskSearch`; `SamplerProposer` implements it with the random sampler until the
-//! search lands. The cost model rides along as `&mut dyn CostModel` (a `RandomModel` for now).
+//! The search runs off the async threads (it lowers thousands of candidates per round), in the
+//! same blocking call as the measurement.
 
 use super::store::{JobRow, JobState, JobStore, Lease, TaskRow};
 use super::{JobContext, JobError};
 use crate::records::{self, NewRecord, Record, RecordStore};
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use tunehub_engine::ir::ComputeDag;
-use tunehub_engine::measure::{ErrorCode, MeasureResult};
-use tunehub_engine::sample::RandomSampler;
+use tunehub_engine::measure::{ErrorCode, MeasureResult, Measurer};
 use tunehub_engine::schedule::Schedule;
-use tunehub_engine::search::{CostModel, RandomModel};
+use tunehub_engine::search::{
+    CostModel, CostModelError, RandomModel, SchedulerKind, TaskScheduler, TaskSearch,
+};
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 
-/// Consecutive already-seen samples after which the sampler is taken to have run out of new
-/// candidates (small spaces, such as an elementwise chain's, are exhausted quickly).
-const MAX_DUPLICATE_STREAK: usize = 1000;
-
-/// Proposes candidates for one task: the search seam.
+/// Proposes candidates for one task: the search seam (the engine's `TaskSearch` implements it;
+/// a test or another strategy may bring its own).
 pub trait Proposer: Send {
     /// A candidate measured before (by any job): never propose it, and learn from it.
     fn add_measured(&mut self, schedule: &Schedule, result: &MeasureResult);
     /// Up to `n` candidates not measured before; fewer (or none) when the space runs dry.
-    fn propose(&mut self, model: &mut dyn CostModel, n: usize) -> Vec<Schedule>;
+    fn propose(
+        &mut self,
+        model: &mut dyn CostModel,
+        n: usize,
+    ) -> Result<Vec<Schedule>, CostModelError>;
     /// What measuring a proposed batch gave.
-    fn record(&mut self, model: &mut dyn CostModel, batch: &[Schedule], results: &[MeasureResult]);
+    fn record(
+        &mut self,
+        model: &mut dyn CostModel,
+        batch: &[Schedule],
+        results: &[MeasureResult],
+    ) -> Result<(), CostModelError>;
+    /// The best trusted cost seen (seconds), for the task scheduler.
+    fn best_cost(&self) -> Option<f64>;
 }
 
-/// The random sampler as a proposer (the stand-in for the engine's `TaskSearch`).
-pub struct SamplerProposer {
-    sampler: RandomSampler,
-    seen: HashSet<String>,
-}
-
-impl SamplerProposer {
-    pub fn new(dag: &ComputeDag, target: &Target, seed: u64) -> Self {
-        SamplerProposer {
-            sampler: RandomSampler::new(dag, target, seed),
-            seen: HashSet::new(),
-        }
-    }
-}
-
-/// The store's hash of a schedule, so that candidates recorded earlier count as seen.
-fn hash_of(schedule: &Schedule) -> String {
-    let json = records::canonical_steps(&schedule.to_json()).expect("steps JSON is valid");
-    records::schedule_hash(&json)
-}
-
-impl Proposer for SamplerProposer {
-    fn add_measured(&mut self, schedule: &Schedule, _result: &MeasureResult) {
-        self.seen.insert(hash_of(schedule));
+impl Proposer for TaskSearch {
+    fn add_measured(&mut self, schedule: &Schedule, result: &MeasureResult) {
+        TaskSearch::add_measured(self, schedule, result);
     }
 
-    fn propose(&mut self, _model: &mut dyn CostModel, n: usize) -> Vec<Schedule> {
-        let mut out = Vec::with_capacity(n);
-        let mut streak = 0;
-        while out.len() < n && streak < MAX_DUPLICATE_STREAK {
-            let s = self.sampler.sample();
-            if self.seen.insert(hash_of(&s)) {
-                out.push(s);
-                streak = 0;
-            } else {
-                streak += 1;
-            }
-        }
-        out
+    fn propose(
+        &mut self,
+        model: &mut dyn CostModel,
+        n: usize,
+    ) -> Result<Vec<Schedule>, CostModelError> {
+        self.next_batch(model, n)
     }
 
-    fn record(&mut self, _model: &mut dyn CostModel, _b: &[Schedule], _r: &[MeasureResult]) {}
+    fn record(
+        &mut self,
+        model: &mut dyn CostModel,
+        batch: &[Schedule],
+        results: &[MeasureResult],
+    ) -> Result<(), CostModelError> {
+        TaskSearch::record(self, model, batch, results)
+    }
+
+    fn best_cost(&self) -> Option<f64> {
+        self.best().map(|(_, c)| c)
+    }
 }
 
 /// A stored record as the measurement it was (for `add_measured` on resume).
@@ -105,13 +96,12 @@ fn maybe_interrupt_casualty(r: &MeasureResult) -> bool {
     )
 }
 
-/// One task of the running job.
+/// One task of the running job. The search is `None` while a blocking call has it.
 struct TaskRun {
     row: TaskRow,
     task: Arc<Task>,
-    proposer: Box<dyn Proposer>,
+    search: Option<Box<dyn Proposer>>,
     done: u32,
-    rounds: u32,
     exhausted: bool,
 }
 
@@ -121,20 +111,56 @@ impl TaskRun {
     }
 }
 
-/// Which task gets the next round: the open task with the fewest rounds per unit of weight
-/// (weighted round robin); ties go to the lower index. The gradient scheduler of the engine's
-/// search replaces this for `gradient` jobs when it lands.
-fn pick(tasks: &[TaskRun]) -> Option<usize> {
-    tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.open())
-        .min_by(|(_, a), (_, b)| {
-            let ka = f64::from(a.rounds) / a.row.weight.max(1e-9);
-            let kb = f64::from(b.rounds) / b.row.weight.max(1e-9);
-            ka.total_cmp(&kb)
-        })
-        .map(|(i, _)| i)
+/// What one blocking round gives back: the search, the model and the measurer (moved in and
+/// out), the batch and its results.
+struct Round {
+    search: Box<dyn Proposer>,
+    model: Box<dyn CostModel>,
+    measurer: Measurer,
+    batch: Vec<Schedule>,
+    results: Vec<MeasureResult>,
+    error: Option<CostModelError>,
+}
+
+/// Proposes, measures and records one batch: CPU and child processes, off the async threads.
+fn blocking_round(
+    task: &Task,
+    mut search: Box<dyn Proposer>,
+    mut model: Box<dyn CostModel>,
+    mut measurer: Measurer,
+    want: usize,
+) -> Round {
+    let batch = match search.propose(model.as_mut(), want) {
+        Ok(b) => b,
+        Err(e) => {
+            return Round {
+                search,
+                model,
+                measurer,
+                batch: vec![],
+                results: vec![],
+                error: Some(e),
+            };
+        }
+    };
+    let results = if batch.is_empty() {
+        vec![]
+    } else {
+        measurer.measure(task, &batch)
+    };
+    let error = if results.len() == batch.len() {
+        search.record(model.as_mut(), &batch, &results).err()
+    } else {
+        None
+    };
+    Round {
+        search,
+        model,
+        measurer,
+        batch,
+        results,
+        error,
+    }
 }
 
 /// Lease states shared with the heartbeat task.
@@ -195,15 +221,20 @@ async fn drive(
         let dag: ComputeDag = serde_json::from_str(&w.dag_json)
             .map_err(|e| JobError::Invalid(format!("workload {}: {e}", w.key)))?;
         let task = Arc::new(Task::new(dag, w.description.unwrap_or_default()));
+        // Another seed per claim: a resumed search does not retrace the first one's steps.
         let seed = job
             .seed
             .wrapping_add(u64::from(row.idx))
             .wrapping_add(u64::from(job.claims) << 32);
-        let mut proposer: Box<dyn Proposer> =
-            Box::new(SamplerProposer::new(&task.dag, target, seed));
+        let mut search: Box<dyn Proposer> = Box::new(TaskSearch::new(
+            Arc::clone(&task),
+            target,
+            ctx.search.clone(),
+            seed,
+        ));
         for r in store.records(&task.key, &job.target_key).await? {
             if let Ok(s) = Schedule::from_json(&r.steps_json) {
-                proposer.add_measured(&s, &result_of(&r));
+                search.add_measured(&s, &result_of(&r));
             }
         }
         let done = stats.get(&row.idx).map_or(0, |s| s.trials_done);
@@ -211,13 +242,24 @@ async fn drive(
             exhausted: row.exhausted,
             row,
             task,
-            proposer,
+            search: Some(search),
             done,
-            rounds: 0,
         });
     }
     // The cost model slot: the XGBoost model (saved per target in `cost_models`) replaces this.
-    let mut model: Box<dyn CostModel> = Box::new(RandomModel::new(job.seed));
+    let mut model: Option<Box<dyn CostModel>> = Some(Box::new(RandomModel::new(job.seed)));
+    let kind = if job.scheduler == "gradient" {
+        SchedulerKind::Gradient
+    } else {
+        SchedulerKind::RoundRobin
+    };
+    let mut scheduler =
+        TaskScheduler::new(tasks.iter().map(|t| t.row.weight).collect(), kind, job.seed);
+    for (i, t) in tasks.iter().enumerate() {
+        if !t.open() {
+            scheduler.finish(i);
+        }
+    }
 
     // Heartbeat: renew the lease while batches build and run.
     let lease = Arc::new(AtomicU8::new(HELD));
@@ -256,29 +298,34 @@ async fn drive(
         if ctx.shutting_down() {
             return Ok(None);
         }
-        let Some(i) = pick(&tasks) else {
+        let Some(i) = scheduler.next_task() else {
             return Ok(Some(JobState::Done));
         };
         let t = &mut tasks[i];
-        t.rounds += 1;
         let want = (t.row.trials - t.done).min(job.batch_size) as usize;
-        let batch = t.proposer.propose(model.as_mut(), want);
+        let (task, search, m, mo) = (
+            Arc::clone(&t.task),
+            t.search.take().expect("the search is back after each round"),
+            measurer.take().expect("the measurer is back after each round"),
+            model.take().expect("the model is back after each round"),
+        );
+        let round = tokio::task::spawn_blocking(move || blocking_round(&task, search, mo, m, want))
+            .await
+            .map_err(|e| JobError::Invalid(format!("the search or the measurer panicked: {e}")))?;
+        t.search = Some(round.search);
+        measurer = Some(round.measurer);
+        model = Some(round.model);
+        let (batch, results) = (round.batch, round.results);
+        if let Some(e) = round.error {
+            return Err(JobError::Invalid(format!("the cost model failed: {e}")));
+        }
         if batch.is_empty() {
             t.exhausted = true;
+            scheduler.finish(i);
             jobs.update_task(&job.id, t.row.idx, true, None, 0).await?;
             ctx.changed();
             continue;
         }
-        // Building and running block (compilers, child processes): off the async threads.
-        let (task, schedules, m) = (Arc::clone(&t.task), batch.clone(), measurer.take());
-        let (m, results) = tokio::task::spawn_blocking(move || {
-            let mut m = m.expect("the measurer is back after each batch");
-            let results = m.measure(&task, &schedules);
-            (m, results)
-        })
-        .await
-        .map_err(|e| JobError::Invalid(format!("the measurer panicked: {e}")))?;
-        measurer = Some(m);
         if results.len() != batch.len() {
             return Err(JobError::Invalid(format!(
                 "the measurer returned {} results for {} candidates",
@@ -324,8 +371,12 @@ async fn drive(
         {
             ctx.cache.invalidate(&t.task.key, &job.target_key);
         }
-        t.proposer.record(model.as_mut(), &keep_s, &keep_r);
         t.done += new.len() as u32;
+        let best = t.search.as_ref().and_then(|s| s.best_cost());
+        scheduler.observe(i, best);
+        if !t.open() {
+            scheduler.finish(i);
+        }
         let last_error = keep_r
             .iter()
             .rev()

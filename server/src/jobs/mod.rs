@@ -13,6 +13,7 @@ use std::time::Duration;
 use store::JobStore;
 use tokio::sync::watch;
 use tunehub_engine::measure::{MeasureOptions, Measurer};
+use tunehub_engine::search::SearchParams;
 use tunehub_engine::target::Target;
 
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +65,8 @@ pub struct JobContext {
     pub lease_ms: u64,
     /// How often an idle server looks for a job (another server may have queued it).
     pub poll: Duration,
+    /// The search's knobs for every task this server tunes.
+    pub search: SearchParams,
     /// Bumped whenever a job's progress changes here: wakes watchers and the claim loop.
     changes: Arc<watch::Sender<u64>>,
     shutdown: Arc<AtomicBool>,
@@ -77,6 +80,7 @@ impl JobContext {
         instance: String,
         lease_ms: u64,
         poll: Duration,
+        search: SearchParams,
     ) -> Self {
         JobContext {
             jobs,
@@ -85,6 +89,7 @@ impl JobContext {
             instance,
             lease_ms: lease_ms.max(300),
             poll,
+            search,
             changes: Arc::new(watch::channel(0).0),
             shutdown: Arc::new(AtomicBool::new(false)),
         }

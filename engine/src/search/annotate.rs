@@ -1,0 +1,621 @@
+//! Random annotation: turns a [`Sketch`] into a complete schedule by drawing its numbers (tile
+//! sizes, the order of the outer tile loops, compute locations, the parallel degree, the
+//! auto-unroll step) and writing the steps that apply them.
+//!
+//! Every draw goes through a [`Decider`], which records it as a [`Decision`]. The same sketch
+//! with the same decisions gives the same steps, so a mutation is a change of one decision and
+//! a replay (MetaSchedule's trace-and-decisions idea): the split of a fused consumer and the
+//! split of its producer come from one decision and always agree.
+//!
+//! Schedules are valid by construction for the shapes the rules admit; the caller still
+//! lowers each one and counts the rare rejection with its reason.
+
+use super::sketch::{Fusion, Sketch, StagePlan};
+use crate::ir::ComputeDag;
+use crate::schedule::{Annotation, Attach, Schedule, State, Step};
+use rand::Rng;
+
+/// Innermost tile factors stay at or below this (Ansor's `max_innermost_split_factor`).
+pub const MAX_INNERMOST: i64 = 64;
+
+/// The auto-unroll steps Ansor samples on CPU.
+pub const AUTO_UNROLL_STEPS: [i64; 4] = [0, 16, 64, 512];
+
+/// Space axes are cut into this many tile levels (`SSRSRS` has four S), reduction axes into two.
+const SPACE_LEVELS: usize = 4;
+const REDUCE_LEVELS: usize = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionKind {
+    TileSize,
+    AxisOrder,
+    ComputeLocation,
+    Parallel,
+    AutoUnroll,
+}
+
+/// One recorded draw.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// A perfect factorization of an extent into tile lengths, outermost first.
+    Tile(Vec<i64>),
+    /// Option `index` of `n`.
+    Pick {
+        kind: DecisionKind,
+        index: usize,
+        n: usize,
+    },
+}
+
+impl Decision {
+    pub fn kind(&self) -> DecisionKind {
+        match self {
+            Decision::Tile(_) => DecisionKind::TileSize,
+            Decision::Pick { kind, .. } => *kind,
+        }
+    }
+}
+
+/// Draws decisions, replaying recorded ones where they still fit.
+pub struct Decider<'a, R: Rng> {
+    rng: &'a mut R,
+    replay: &'a [Decision],
+    pos: usize,
+    pub made: Vec<Decision>,
+}
+
+impl<'a, R: Rng> Decider<'a, R> {
+    /// Fresh random decisions.
+    pub fn sample(rng: &'a mut R) -> Self {
+        Decider::replay(rng, &[])
+    }
+
+    /// Replays `decisions` in order; a decision that no longer fits is drawn afresh.
+    pub fn replay(rng: &'a mut R, decisions: &'a [Decision]) -> Self {
+        Decider {
+            rng,
+            replay: decisions,
+            pos: 0,
+            made: vec![],
+        }
+    }
+
+    fn next_recorded(&mut self) -> Option<&'a Decision> {
+        let d = self.replay.get(self.pos);
+        self.pos += 1;
+        d
+    }
+
+    /// Tile lengths for `extent` in `parts` levels, outermost first.
+    pub fn tile(&mut self, extent: i64, parts: usize) -> Vec<i64> {
+        let f = match self.next_recorded() {
+            Some(Decision::Tile(f))
+                if f.len() == parts
+                    && f.iter().product::<i64>() == extent
+                    && f[parts - 1] <= MAX_INNERMOST =>
+            {
+                f.clone()
+            }
+            _ => sample_factorization(self.rng, extent, parts, MAX_INNERMOST),
+        };
+        self.made.push(Decision::Tile(f.clone()));
+        f
+    }
+
+    /// One of `n` options; `fresh` draws it when there is nothing to replay.
+    pub fn pick(
+        &mut self,
+        kind: DecisionKind,
+        n: usize,
+        fresh: impl FnOnce(&mut R) -> usize,
+    ) -> usize {
+        let index = match self.next_recorded() {
+            Some(&Decision::Pick { kind: k, index, .. }) if k == kind && index < n => index,
+            _ => fresh(self.rng).min(n.saturating_sub(1)),
+        };
+        self.made.push(Decision::Pick { kind, index, n });
+        index
+    }
+}
+
+/// Prime factors with multiplicity, ascending.
+pub fn prime_factors(mut n: i64) -> Vec<i64> {
+    let mut out = vec![];
+    let mut p = 2;
+    while p * p <= n {
+        while n % p == 0 {
+            out.push(p);
+            n /= p;
+        }
+        p += 1;
+    }
+    if n > 1 {
+        out.push(n);
+    }
+    out
+}
+
+/// A factorization of `extent` into `parts` ordered factors, uniform over all of them (each
+/// prime's exponent is spread by a uniform composition), redrawn while the innermost factor
+/// exceeds `max_inner`.
+pub fn sample_factorization<R: Rng>(
+    rng: &mut R,
+    extent: i64,
+    parts: usize,
+    max_inner: i64,
+) -> Vec<i64> {
+    let primes = prime_factors(extent.max(1));
+    let mut groups: Vec<(i64, usize)> = vec![];
+    for p in primes {
+        match groups.last_mut() {
+            Some((q, e)) if *q == p => *e += 1,
+            _ => groups.push((p, 1)),
+        }
+    }
+    let mut f = vec![1i64; parts];
+    for _ in 0..32 {
+        f = vec![1; parts];
+        for &(p, e) in &groups {
+            // A uniform composition of e into `parts` non-negative parts: choose parts - 1 bar
+            // positions among e + parts - 1 slots.
+            let slots = e + parts - 1;
+            let mut bars: Vec<usize> = rand::seq::index::sample(rng, slots, parts - 1).into_vec();
+            bars.sort_unstable();
+            let mut prev = 0;
+            for (k, &b) in bars.iter().chain(std::iter::once(&slots)).enumerate() {
+                let count = b - prev;
+                f[k] *= p.pow(count as u32);
+                prev = b + 1;
+            }
+        }
+        if f[parts - 1] <= max_inner {
+            return f;
+        }
+    }
+    // Move factors out of the innermost level until it fits.
+    while f[parts - 1] > max_inner {
+        let p = prime_factors(f[parts - 1])[0];
+        f[parts - 1] /= p;
+        f[0] *= p;
+    }
+    f
+}
+
+/// What annotation needs of the target.
+#[derive(Debug, Clone, Copy)]
+pub struct AnnotateContext {
+    pub cores: i64,
+    pub vector_lanes: i64,
+}
+
+/// The steps under construction and the state they lead to.
+struct Gen {
+    state: State,
+    steps: Vec<Step>,
+    /// Current stage index of every stage of the original DAG (cache writes insert stages).
+    cur: Vec<usize>,
+}
+
+impl Gen {
+    fn apply(&mut self, step: Step) -> Result<(), String> {
+        self.state
+            .apply(&step)
+            .map_err(|e| format!("{}: {e}", step.to_json()))?;
+        self.steps.push(step);
+        Ok(())
+    }
+
+    fn leaves(&self, t: usize) -> usize {
+        self.state.stages[t].leaves.len()
+    }
+
+    fn ann(&self, t: usize, k: usize) -> Annotation {
+        let st = &self.state.stages[t];
+        st.nodes[st.leaves[k]].ann
+    }
+
+    /// Consumers of current stage `t` with loops (inlined readers looked through).
+    fn consumers(&self, t: usize) -> Vec<usize> {
+        let mut out = vec![];
+        for (c, stage) in self.state.dag.stages.iter().enumerate() {
+            if stage.inputs().contains(&t) {
+                if self.state.stages[c].attach == Attach::Inline {
+                    for cc in self.consumers(c) {
+                        if !out.contains(&cc) {
+                            out.push(cc);
+                        }
+                    }
+                } else if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The orders the outer tile loops may take: identity first, then reversed and, for up to
+/// three axes, every other permutation (e.g. matmul's j-panel-major order).
+fn axis_orders(ns: usize) -> Vec<Vec<usize>> {
+    let id: Vec<usize> = (0..ns).collect();
+    let mut out = vec![id.clone()];
+    if ns <= 1 {
+        return out;
+    }
+    let mut rev = id.clone();
+    rev.reverse();
+    out.push(rev);
+    if ns == 3 {
+        for p in [[0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1]] {
+            out.push(p.to_vec());
+        }
+    } else if ns >= 4 {
+        let mut swap = id.clone();
+        swap.swap(ns - 2, ns - 1);
+        out.push(swap);
+    }
+    out
+}
+
+/// Ansor's parallel rule: fuse outer loops until the degree reaches `cores * 16`.
+fn default_fuse_count(extents: &[i64], cores: i64) -> usize {
+    let mut prod = 1;
+    for (k, e) in extents.iter().enumerate() {
+        prod *= e;
+        if prod >= cores * 16 {
+            return k + 1;
+        }
+    }
+    extents.len()
+}
+
+/// Annotates `sketch` of `dag` into steps and the state they give.
+pub fn annotate<R: Rng>(
+    dag: &ComputeDag,
+    sketch: &Sketch,
+    ctx: &AnnotateContext,
+    d: &mut Decider<R>,
+) -> Result<(Schedule, State), String> {
+    let mut g = Gen {
+        state: State::new(dag),
+        steps: vec![],
+        cur: (0..dag.stages.len()).collect(),
+    };
+    let outputs = dag.outputs();
+    for s in (0..dag.stages.len()).rev() {
+        match &sketch.plans[s] {
+            StagePlan::Placeholder | StagePlan::Unset | StagePlan::FusedConsumer { .. } => {}
+            StagePlan::Inline => g.apply(Step::ComputeInline { stage: g.cur[s] })?,
+            StagePlan::Tile(f) => tile(&mut g, dag, s, *f, ctx, d)?,
+            StagePlan::Skip => skip(&mut g, dag, s, outputs.contains(&s), ctx, d)?,
+        }
+    }
+    Ok((Schedule::new(g.steps), g.state))
+}
+
+fn pick_unroll<R: Rng>(g: &mut Gen, t: usize, d: &mut Decider<R>) -> Result<(), String> {
+    let i = d.pick(DecisionKind::AutoUnroll, AUTO_UNROLL_STEPS.len(), |r| {
+        r.gen_range(0..AUTO_UNROLL_STEPS.len())
+    });
+    let max_step = AUTO_UNROLL_STEPS[i];
+    if max_step > 0 {
+        g.apply(Step::AutoUnroll {
+            stage: t,
+            iter: 0,
+            max_step,
+        })?;
+    }
+    Ok(())
+}
+
+/// Vectorizes loop `k` of `t` when it is a free space loop of a useful length.
+fn vectorize(
+    g: &mut Gen,
+    t: usize,
+    k: usize,
+    extent: i64,
+    ctx: &AnnotateContext,
+) -> Result<(), String> {
+    let st = &g.state.stages[t];
+    let node = &st.nodes[st.leaves[k]];
+    if node.kind == crate::schedule::IterKind::Space
+        && node.ann == Annotation::None
+        && extent > 1
+        && extent <= MAX_INNERMOST * ctx.vector_lanes
+    {
+        g.apply(Step::Annotate {
+            stage: t,
+            iter: k,
+            ann: Annotation::Vectorize,
+        })?;
+    }
+    Ok(())
+}
+
+/// Fuses the first `k` loops of `t` and marks the result parallel (when it has work to share).
+fn parallel(g: &mut Gen, t: usize, k: usize, extents: &[i64]) -> Result<(), String> {
+    if k == 0 || extents[..k].iter().product::<i64>() < 2 {
+        return Ok(());
+    }
+    if k > 1 {
+        g.apply(Step::Fuse {
+            stage: t,
+            iters: (0..k).collect(),
+        })?;
+    }
+    g.apply(Step::Annotate {
+        stage: t,
+        iter: 0,
+        ann: Annotation::Parallel,
+    })
+}
+
+/// Splits axis loops `0..lens.len()` of `t` (one loop per axis, in axis order) into the given
+/// inner lengths, last axis first so that earlier positions stay put.
+fn split_axes(g: &mut Gen, t: usize, extents: &[i64], lens: &[Vec<i64>]) -> Result<(), String> {
+    for a in (0..lens.len()).rev() {
+        g.apply(Step::Split {
+            stage: t,
+            iter: a,
+            extent: Some(extents[a]),
+            lengths: lens[a].clone(),
+            inner_to_outer: true,
+        })?;
+    }
+    Ok(())
+}
+
+fn tile<R: Rng>(
+    g: &mut Gen,
+    dag: &ComputeDag,
+    s: usize,
+    fusion: Fusion,
+    ctx: &AnnotateContext,
+    d: &mut Decider<R>,
+) -> Result<(), String> {
+    let stage = &dag.stages[s];
+    let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
+    let reduce: Vec<i64> = stage.reduce_axes().iter().map(|a| a.extent).collect();
+    let (ns, nr) = (space.len(), reduce.len());
+    let p: Vec<Vec<i64>> = space.iter().map(|&e| d.tile(e, SPACE_LEVELS)).collect();
+    let r: Vec<Vec<i64>> = reduce.iter().map(|&e| d.tile(e, REDUCE_LEVELS)).collect();
+    let orders = axis_orders(ns);
+    let oi = d.pick(DecisionKind::AxisOrder, orders.len(), |rng| {
+        rng.gen_range(0..orders.len())
+    });
+    let order0 = &orders[oi];
+
+    let (t, consumer, level) = match fusion {
+        Fusion::None => (g.cur[s], None, 0),
+        Fusion::CacheWrite { level } => {
+            let cs = g.cur[s];
+            g.apply(Step::CacheWrite { stage: cs })?;
+            for c in g.cur.iter_mut().skip(s) {
+                *c += 1;
+            }
+            (cs, Some(cs + 1), level)
+        }
+        Fusion::Consumer { consumer, level } => (g.cur[s], Some(g.cur[consumer]), level),
+    };
+
+    let Some(c) = consumer else {
+        // Plain SSRSRS at root: S0 S1 R0 S2 R1 S3.
+        let mut lens: Vec<Vec<i64>> = p.iter().map(|f| f[1..].to_vec()).collect();
+        lens.extend(r.iter().map(|f| f[1..].to_vec()));
+        let all: Vec<i64> = space.iter().chain(&reduce).copied().collect();
+        split_axes(g, t, &all, &lens)?;
+        let sp = |a: usize, l: usize| a * SPACE_LEVELS + l;
+        let rp = |b: usize, l: usize| ns * SPACE_LEVELS + b * REDUCE_LEVELS + l;
+        let mut order: Vec<usize> = order0.iter().map(|&a| sp(a, 0)).collect();
+        order.extend((0..ns).map(|a| sp(a, 1)));
+        order.extend((0..nr).map(|b| rp(b, 0)));
+        order.extend((0..ns).map(|a| sp(a, 2)));
+        order.extend((0..nr).map(|b| rp(b, 1)));
+        order.extend((0..ns).map(|a| sp(a, 3)));
+        g.apply(Step::Reorder { stage: t, order })?;
+        let outer: Vec<i64> = order0
+            .iter()
+            .map(|&a| p[a][0])
+            .chain((0..ns).map(|a| p[a][1]))
+            .collect();
+        let k = pick_parallel(d, &outer, ctx);
+        parallel(g, t, k, &outer)?;
+        let last = g.leaves(t) - 1;
+        vectorize(g, t, last, p[ns - 1][3], ctx)?;
+        return pick_unroll(g, t, d);
+    };
+
+    // The consumer's loops: level 0 and (for level 2) level 1 of each axis, then the rest.
+    let parts = level + 1;
+    let lens: Vec<Vec<i64>> = p
+        .iter()
+        .map(|f| {
+            if level == 2 {
+                vec![f[1], f[2] * f[3]]
+            } else {
+                vec![f[1] * f[2] * f[3]]
+            }
+        })
+        .collect();
+    split_axes(g, c, &space, &lens)?;
+    let cp = |a: usize, l: usize| a * parts + l;
+    let mut order: Vec<usize> = order0.iter().map(|&a| cp(a, 0)).collect();
+    for l in 1..parts {
+        order.extend((0..ns).map(|a| cp(a, l)));
+    }
+    g.apply(Step::Reorder { stage: c, order })?;
+    // Parallel over outer tile loops, never past the loop the tiled stage is computed at.
+    let outer: Vec<i64> = order0
+        .iter()
+        .map(|&a| p[a][0])
+        .chain((0..ns).filter(|_| level == 2).map(|a| p[a][1]))
+        .collect();
+    let k = pick_parallel(d, &outer, ctx);
+    parallel(g, c, k, &outer)?;
+    let fused = if k > 1 && outer[..k].iter().product::<i64>() >= 2 {
+        k - 1
+    } else {
+        0
+    };
+    let last = g.leaves(c) - 1;
+    let rest_last = lens[ns - 1].last().copied().unwrap_or(1);
+    vectorize(g, c, last, rest_last, ctx)?;
+    g.apply(Step::ComputeAt {
+        stage: t,
+        target: c,
+        target_iter: level * ns - 1 - fused,
+    })?;
+
+    // The tiled stage inside: (S1) R0 S2 R1 S3 over its region.
+    let inner_lens: Vec<Vec<i64>> = p
+        .iter()
+        .map(|f| {
+            if level == 2 {
+                vec![f[3]]
+            } else {
+                vec![f[2], f[3]]
+            }
+        })
+        .chain(r.iter().map(|f| vec![f[1]]))
+        .collect();
+    let region: Vec<i64> = p
+        .iter()
+        .map(|f| f[level..].iter().product())
+        .chain(reduce.iter().copied())
+        .collect();
+    split_axes(g, t, &region, &inner_lens)?;
+    let sl = SPACE_LEVELS - level; // space levels inside: 2 (level 2) or 3 (level 1)
+    let sp = |a: usize, l: usize| a * sl + l;
+    let rp = |b: usize, l: usize| ns * sl + b * REDUCE_LEVELS + l;
+    let mut order = vec![];
+    if level == 1 {
+        order.extend((0..ns).map(|a| sp(a, 0)));
+    }
+    order.extend((0..nr).map(|b| rp(b, 0)));
+    order.extend((0..ns).map(|a| sp(a, sl - 2)));
+    order.extend((0..nr).map(|b| rp(b, 1)));
+    order.extend((0..ns).map(|a| sp(a, sl - 1)));
+    g.apply(Step::Reorder { stage: t, order })?;
+    let last = g.leaves(t) - 1;
+    vectorize(g, t, last, p[ns - 1][3], ctx)?;
+    pick_unroll(g, t, d)
+}
+
+fn pick_parallel<R: Rng>(d: &mut Decider<R>, outer: &[i64], ctx: &AnnotateContext) -> usize {
+    if outer.is_empty() {
+        return 0;
+    }
+    let default = default_fuse_count(outer, ctx.cores);
+    1 + d.pick(DecisionKind::Parallel, outer.len(), |_| default - 1)
+}
+
+fn skip<R: Rng>(
+    g: &mut Gen,
+    dag: &ComputeDag,
+    s: usize,
+    is_output: bool,
+    ctx: &AnnotateContext,
+    d: &mut Decider<R>,
+) -> Result<(), String> {
+    let stage = &dag.stages[s];
+    let t = g.cur[s];
+    let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
+    let reduction = stage.is_reduction();
+    if !is_output {
+        // Root, or inside one loop of the single consumer (not a vectorized loop, and not under
+        // an unrolled one, whose body would copy the stage's nest).
+        let cons = g.consumers(t);
+        let mut spots = vec![];
+        if let [c] = cons[..] {
+            let n = g.leaves(c);
+            let first_unrolled = (0..n)
+                .find(|&k| g.ann(c, k) == Annotation::Unroll)
+                .unwrap_or(n);
+            spots.extend(
+                (0..first_unrolled)
+                    .filter(|&k| g.ann(c, k) != Annotation::Vectorize)
+                    .map(|k| (c, k)),
+            );
+        }
+        let i = d.pick(DecisionKind::ComputeLocation, spots.len() + 1, |r| {
+            r.gen_range(0..=spots.len())
+        });
+        if i > 0 {
+            let (c, k) = spots[i - 1];
+            g.apply(Step::ComputeAt {
+                stage: t,
+                target: c,
+                target_iter: k,
+            })?;
+            let n = g.leaves(t);
+            if n > 0 {
+                let e = *stage.axis_extents().last().unwrap_or(&1);
+                vectorize(g, t, n - 1, e, ctx)?;
+            }
+            if reduction {
+                pick_unroll(g, t, d)?;
+            }
+            return Ok(());
+        }
+    }
+    let k = pick_parallel(d, &space, ctx);
+    parallel(g, t, k, &space)?;
+    let n = g.leaves(t);
+    if n > 0 {
+        let e = *stage.axis_extents().last().unwrap_or(&1);
+        vectorize(g, t, n - 1, e, ctx)?;
+    }
+    if reduction {
+        pick_unroll(g, t, d)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn factorizations_are_perfect_and_bounded() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for extent in [1, 2, 7, 12, 56, 64, 512, 1000, 1024, 97] {
+            for _ in 0..50 {
+                let f = sample_factorization(&mut rng, extent, 4, 64);
+                assert_eq!(f.iter().product::<i64>(), extent, "{f:?}");
+                assert!(f[3] <= 64, "{f:?}");
+            }
+        }
+        // Uniform over factorizations: 512 = 2^9 into 4 parts has 220; a few hundred draws see
+        // many distinct ones, and the innermost reaches 32 or more sometimes.
+        let draws: std::collections::HashSet<Vec<i64>> = (0..400)
+            .map(|_| sample_factorization(&mut rng, 512, 4, 64))
+            .collect();
+        assert!(draws.len() > 100, "{}", draws.len());
+        assert!(draws.iter().any(|f| f[3] >= 32));
+    }
+
+    #[test]
+    fn replay_of_own_decisions_gives_same_steps() {
+        let dag = crate::ops::matmul(64, 48, 32).unwrap();
+        let sketches = super::super::sketch::generate(&dag, &super::super::sketch::cpu_rules());
+        let ctx = AnnotateContext {
+            cores: 2,
+            vector_lanes: 16,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for sk in &sketches {
+            for _ in 0..20 {
+                let mut d = Decider::sample(&mut rng);
+                let (sched, _) = annotate(&dag, sk, &ctx, &mut d).unwrap();
+                let made = d.made;
+                let mut rng2 = ChaCha8Rng::seed_from_u64(99);
+                let mut d2 = Decider::replay(&mut rng2, &made);
+                let (again, _) = annotate(&dag, sk, &ctx, &mut d2).unwrap();
+                assert_eq!(sched, again);
+                assert_eq!(made, d2.made);
+            }
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! One task's search: Ansor's evolutionary strategy over annotated sketches.
+//!
+//! A round ([`TaskSearch::next_batch`]): build a population from fresh random annotations plus
+//! the best measured candidates; for a few generations, score it with the cost model and breed
+//! the next one by roulette selection and mutation; then propose the best-scored candidates
+//! never measured before, plus an eps-greedy share of fresh random ones. Candidates are
+//! generated and lowered on all cores (each with its own seeded RNG, so the result does not
+//! depend on the thread count); the model scores each distinct program once per round.
+
+use super::annotate::{AnnotateContext, Decider, Decision, annotate};
+use super::cost_model::{CostModel, CostModelError};
+use super::mutate::{MutationWeights, mutate};
+use super::sketch::{self, Sketch, SketchRule};
+use crate::lower::{LoweredFunc, lower};
+use crate::measure::MeasureResult;
+use crate::schedule::Schedule;
+use crate::target::Target;
+use crate::task::Task;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The knobs of one task's search, with Ansor's defaults where it has them.
+#[derive(Debug, Clone)]
+pub struct SearchParams {
+    /// Candidates per generation (Ansor: 2048).
+    pub population: usize,
+    /// Generations of evolution per round (Ansor: 4).
+    pub generations: usize,
+    /// Probability that a selected parent is mutated rather than copied (Ansor: 0.85).
+    pub mutation_prob: f64,
+    /// Share of each batch taken from fresh random candidates (Ansor: 0.05).
+    pub eps_greedy: f64,
+    /// Share of the initial population taken from the best measured candidates (Ansor: 0.2).
+    pub measured_ratio: f64,
+    pub weights: MutationWeights,
+    /// Threads that generate and lower candidates; 0 = all cores.
+    pub threads: usize,
+}
+
+impl Default for SearchParams {
+    fn default() -> Self {
+        SearchParams {
+            population: 2048,
+            generations: 4,
+            mutation_prob: 0.85,
+            eps_greedy: 0.05,
+            measured_ratio: 0.2,
+            weights: MutationWeights::default(),
+            threads: 0,
+        }
+    }
+}
+
+/// Counters for logs and the benchmark.
+#[derive(Debug, Clone, Default)]
+pub struct SearchStats {
+    pub rounds: usize,
+    /// Wall time of the last `next_batch` and of all of them.
+    pub last_round_s: f64,
+    pub total_s: f64,
+    /// Candidates generated (sampled or mutated) and lowered.
+    pub generated: u64,
+    /// Programs the model scored.
+    pub scored: u64,
+    /// Generated candidates thrown away because they did not lower, with the last reason.
+    pub rejected: u64,
+    pub last_rejection: Option<String>,
+}
+
+/// A generated, lowered candidate.
+struct Candidate {
+    sketch: usize,
+    decisions: Vec<Decision>,
+    schedule: Schedule,
+    hash: u64,
+    lowered: LoweredFunc,
+}
+
+/// A measured candidate whose decisions are known, kept to seed later populations.
+struct Elite {
+    cost: f64,
+    sketch: usize,
+    decisions: Vec<Decision>,
+}
+
+/// The canonical identity of a schedule: its steps (generation is deterministic, so equal
+/// steps are the same program).
+pub fn schedule_hash(s: &Schedule) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.steps.hash(&mut h);
+    h.finish()
+}
+
+pub struct TaskSearch {
+    task: Arc<Task>,
+    ctx: AnnotateContext,
+    params: SearchParams,
+    rng: ChaCha8Rng,
+    sketches: Vec<Sketch>,
+    /// Every schedule proposed or measured: never proposed again.
+    seen: HashSet<u64>,
+    /// Proposed and not yet recorded: what the model needs at `record`.
+    pending: HashMap<u64, Candidate>,
+    /// Measured results not yet given to the model (from `add_measured`).
+    backlog: Vec<(LoweredFunc, MeasureResult)>,
+    elites: Vec<Elite>,
+    best: Option<(Schedule, f64)>,
+    trials: usize,
+    pub stats: SearchStats,
+}
+
+/// Runs `f(0..n)` on `threads` scoped threads, results in index order.
+fn par_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = threads.clamp(1, n.max(1));
+    if threads == 1 {
+        return (0..n).map(f).collect();
+    }
+    let chunk = n.div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    (t * chunk..((t + 1) * chunk).min(n))
+                        .map(f)
+                        .collect::<Vec<T>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("candidate generation panicked"))
+            .collect()
+    })
+}
+
+impl TaskSearch {
+    /// A search with the target's sketch rules ([`sketch::cpu_rules`] on every CPU today).
+    pub fn new(task: Arc<Task>, target: &Target, params: SearchParams, seed: u64) -> Self {
+        Self::with_rules(task, target, params, seed, &sketch::cpu_rules())
+    }
+
+    pub fn with_rules(
+        task: Arc<Task>,
+        target: &Target,
+        params: SearchParams,
+        seed: u64,
+        rules: &[Box<dyn SketchRule>],
+    ) -> Self {
+        let sketches = sketch::generate(&task.dag, rules);
+        TaskSearch {
+            ctx: AnnotateContext {
+                cores: target.cores.max(1) as i64,
+                vector_lanes: i64::from(target.vector_lanes_f32()).max(1),
+            },
+            task,
+            params,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            sketches,
+            seen: HashSet::new(),
+            pending: HashMap::new(),
+            backlog: vec![],
+            elites: vec![],
+            best: None,
+            trials: 0,
+            stats: SearchStats::default(),
+        }
+    }
+
+    pub fn task(&self) -> &Arc<Task> {
+        &self.task
+    }
+
+    pub fn sketches(&self) -> &[Sketch] {
+        &self.sketches
+    }
+
+    /// The best valid, quiet measurement so far: the schedule and its mean cost in seconds.
+    pub fn best(&self) -> Option<(&Schedule, f64)> {
+        self.best.as_ref().map(|(s, c)| (s, *c))
+    }
+
+    /// Measurements recorded (including re-added ones).
+    pub fn trials(&self) -> usize {
+        self.trials
+    }
+
+    fn threads(&self) -> usize {
+        if self.params.threads > 0 {
+            self.params.threads
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    fn build(
+        &self,
+        sketch: usize,
+        replay: &[Decision],
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Candidate, String> {
+        let mut d = Decider::replay(rng, replay);
+        let (schedule, state) =
+            annotate(&self.task.dag, &self.sketches[sketch], &self.ctx, &mut d)?;
+        let lowered = lower(&state).map_err(|e| e.to_string())?;
+        Ok(Candidate {
+            sketch,
+            decisions: d.made,
+            hash: schedule_hash(&schedule),
+            schedule,
+            lowered,
+        })
+    }
+
+    /// Builds candidates in parallel: job `i` is (sketch, decisions to replay); the RNG of job
+    /// `i` is seeded from `seed` and `i`. Rejections are counted and dropped.
+    fn build_all(&mut self, jobs: Vec<(usize, Vec<Decision>)>, seed: u64) -> Vec<Candidate> {
+        let threads = self.threads();
+        let this = &*self;
+        let out = par_map(jobs.len(), threads, |i| {
+            let mut rng =
+                ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            this.build(jobs[i].0, &jobs[i].1, &mut rng)
+        });
+        self.stats.generated += out.len() as u64;
+        let mut cands = vec![];
+        for r in out {
+            match r {
+                Ok(c) => cands.push(c),
+                Err(e) => {
+                    self.stats.rejected += 1;
+                    tracing::debug!(reason = %e, "candidate rejected");
+                    self.stats.last_rejection = Some(e);
+                }
+            }
+        }
+        cands
+    }
+
+    /// `n` fresh random candidates over the sketches.
+    fn sample(&mut self, n: usize) -> Vec<Candidate> {
+        let k = self.sketches.len();
+        let jobs = (0..n).map(|_| (self.rng.gen_range(0..k), vec![])).collect();
+        let seed = self.rng.r#gen();
+        self.build_all(jobs, seed)
+    }
+
+    /// Scores `cands` with the model, each distinct program once (cached by hash).
+    fn score(
+        &mut self,
+        model: &mut dyn CostModel,
+        cands: &[Candidate],
+        cache: &mut HashMap<u64, f32>,
+    ) -> Result<Vec<f32>, CostModelError> {
+        let mut todo: Vec<usize> = vec![];
+        let mut queued = HashSet::new();
+        for (i, c) in cands.iter().enumerate() {
+            if !cache.contains_key(&c.hash) && queued.insert(c.hash) {
+                todo.push(i);
+            }
+        }
+        if !todo.is_empty() {
+            let progs: Vec<&LoweredFunc> = todo.iter().map(|&i| &cands[i].lowered).collect();
+            let scores = model.predict(&self.task, &progs)?;
+            self.stats.scored += todo.len() as u64;
+            for (&i, s) in todo.iter().zip(scores) {
+                cache.insert(cands[i].hash, if s.is_finite() { s } else { f32::MIN });
+            }
+        }
+        Ok(cands.iter().map(|c| cache[&c.hash]).collect())
+    }
+
+    /// Proposes up to `n` candidates never proposed before, best predicted first. Fewer (or
+    /// none) when the space is exhausted.
+    pub fn next_batch(
+        &mut self,
+        model: &mut dyn CostModel,
+        n: usize,
+    ) -> Result<Vec<Schedule>, CostModelError> {
+        let t0 = Instant::now();
+        if !self.backlog.is_empty() {
+            let backlog = std::mem::take(&mut self.backlog);
+            let progs: Vec<&LoweredFunc> = backlog.iter().map(|(l, _)| l).collect();
+            let results: Vec<MeasureResult> = backlog.iter().map(|(_, r)| r.clone()).collect();
+            model.update(&self.task, &progs, &results)?;
+        }
+        let pop = self.params.population.max(n);
+        // Initial population: the best measured candidates, then fresh samples.
+        self.elites.sort_by(|a, b| a.cost.total_cmp(&b.cost));
+        let n_elite = ((pop as f64 * self.params.measured_ratio) as usize).min(self.elites.len());
+        let jobs: Vec<(usize, Vec<Decision>)> = self.elites[..n_elite]
+            .iter()
+            .map(|e| (e.sketch, e.decisions.clone()))
+            .collect();
+        let seed = self.rng.r#gen();
+        let mut population = self.build_all(jobs, seed);
+        let fresh = self.sample(pop - population.len());
+        let fresh_hashes: Vec<u64> = fresh.iter().map(|c| c.hash).collect();
+        population.extend(fresh);
+
+        let mut cache: HashMap<u64, f32> = HashMap::new();
+        // The best-scored unmeasured candidate per program, over all generations.
+        let mut pool: HashMap<u64, (f32, Candidate)> = HashMap::new();
+        for generation in 0..=self.params.generations {
+            if population.is_empty() {
+                break;
+            }
+            let scores = self.score(model, &population, &mut cache)?;
+            if generation == self.params.generations {
+                for (c, s) in population.into_iter().zip(scores) {
+                    if !self.seen.contains(&c.hash) {
+                        pool.entry(c.hash).or_insert((s, c));
+                    }
+                }
+                break;
+            }
+            // Roulette selection on scores shifted to be positive, then mutation.
+            let min = scores.iter().copied().fold(f32::INFINITY, f32::min);
+            let weights: Vec<f64> = scores.iter().map(|&s| f64::from(s - min) + 1e-6).collect();
+            let dist = rand::distributions::WeightedIndex::new(&weights).expect("positive weights");
+            let mut jobs = Vec::with_capacity(pop);
+            let mut copies = vec![];
+            for _ in 0..pop {
+                let parent = &population[self.rng.sample(&dist)];
+                if self.rng.gen_bool(self.params.mutation_prob)
+                    && let Some(d) = mutate(&parent.decisions, &self.params.weights, &mut self.rng)
+                {
+                    jobs.push((parent.sketch, d));
+                    continue;
+                }
+                copies.push((parent.sketch, parent.decisions.clone()));
+            }
+            let seed = self.rng.r#gen();
+            let mut next = self.build_all(jobs, seed);
+            // Unchanged copies replay exactly; rebuilding them keeps `Candidate` owned and simple.
+            let seed = self.rng.r#gen();
+            next.extend(self.build_all(copies, seed));
+            for (c, s) in population.into_iter().zip(scores) {
+                if !self.seen.contains(&c.hash) {
+                    pool.entry(c.hash).or_insert((s, c));
+                }
+            }
+            population = next;
+        }
+
+        // The batch: best predicted, then an eps-greedy share of fresh random candidates.
+        let n_random = ((n as f64) * self.params.eps_greedy).round() as usize;
+        let mut ranked: Vec<(f32, u64)> = pool.iter().map(|(&h, (s, _))| (*s, h)).collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut chosen: Vec<u64> = vec![];
+        let mut taken = HashSet::new();
+        for &(_, h) in ranked.iter().take(n.saturating_sub(n_random)) {
+            chosen.push(h);
+            taken.insert(h);
+        }
+        let mut randoms: Vec<u64> = fresh_hashes
+            .into_iter()
+            .filter(|h| pool.contains_key(h) && !taken.contains(h))
+            .collect();
+        randoms.sort_unstable();
+        randoms.dedup();
+        randoms.shuffle(&mut self.rng);
+        for h in randoms.into_iter().take(n - chosen.len().min(n)) {
+            if chosen.len() >= n {
+                break;
+            }
+            chosen.push(h);
+            taken.insert(h);
+        }
+        for &(_, h) in &ranked {
+            if chosen.len() >= n {
+                break;
+            }
+            if taken.insert(h) {
+                chosen.push(h);
+            }
+        }
+        let mut batch = vec![];
+        for h in chosen {
+            let (_, c) = pool.remove(&h).expect("chosen from the pool");
+            self.seen.insert(h);
+            batch.push(c.schedule.clone());
+            self.pending.insert(h, c);
+        }
+        let dt = t0.elapsed().as_secs_f64();
+        self.stats.rounds += 1;
+        self.stats.last_round_s = dt;
+        self.stats.total_s += dt;
+        Ok(batch)
+    }
+
+    /// Takes the results of proposed schedules: updates the best, the elites and the model.
+    pub fn record(
+        &mut self,
+        model: &mut dyn CostModel,
+        schedules: &[Schedule],
+        results: &[MeasureResult],
+    ) -> Result<(), CostModelError> {
+        if schedules.len() != results.len() {
+            return Err(CostModelError::Invalid(format!(
+                "{} schedules but {} results",
+                schedules.len(),
+                results.len()
+            )));
+        }
+        let mut progs = vec![];
+        let mut kept = vec![];
+        for (s, r) in schedules.iter().zip(results) {
+            let h = schedule_hash(s);
+            self.seen.insert(h);
+            self.trials += 1;
+            self.note_best(s, r);
+            let lowered = match self.pending.remove(&h) {
+                Some(c) => {
+                    if r.is_ok() && !r.noisy {
+                        self.elites.push(Elite {
+                            cost: r.mean_cost(),
+                            sketch: c.sketch,
+                            decisions: c.decisions,
+                        });
+                    }
+                    Some(c.lowered)
+                }
+                None => s.replay(&self.task.dag).ok().and_then(|st| lower(&st).ok()),
+            };
+            if let Some(l) = lowered {
+                progs.push(l);
+                kept.push(r.clone());
+            }
+        }
+        if progs.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&LoweredFunc> = progs.iter().collect();
+        model.update(&self.task, &refs, &kept)
+    }
+
+    /// Re-adds a measurement made earlier (a resumed job): it is never proposed again, counts
+    /// for the best, and reaches the model at the next round. Its decisions are unknown, so it
+    /// does not seed populations.
+    pub fn add_measured(&mut self, schedule: &Schedule, result: &MeasureResult) {
+        let h = schedule_hash(schedule);
+        if !self.seen.insert(h) && !self.pending.contains_key(&h) {
+            return;
+        }
+        self.pending.remove(&h);
+        self.trials += 1;
+        self.note_best(schedule, result);
+        if let Ok(l) = schedule
+            .replay(&self.task.dag)
+            .map_err(|e| e.to_string())
+            .and_then(|st| lower(&st).map_err(|e| e.to_string()))
+        {
+            self.backlog.push((l, result.clone()));
+        }
+    }
+
+    fn note_best(&mut self, s: &Schedule, r: &MeasureResult) {
+        if !r.is_ok() || r.noisy {
+            return;
+        }
+        let cost = r.mean_cost();
+        if self.best.as_ref().is_none_or(|(_, c)| cost < *c) {
+            self.best = Some((s.clone(), cost));
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! Sketches: the structure of a schedule (which stages are inlined, which are tiled, with
+//! which fusion), without its numbers. Annotation ([`super::annotate`]) fills in the numbers.
+//!
+//! As in Ansor, stages are visited from the output backwards and an ordered list of rules is
+//! tried on each; a rule may branch (several sketches) and may stop the rules after it. The
+//! rules are values behind [`SketchRule`], so a target can bring its own list and a user can
+//! add one; [`cpu_rules`] is Ansor's CPU order without rfactor.
+
+use crate::ir::{ComputeDag, Expr};
+
+/// What a sketch does with one stage of the DAG (indices are the DAG's, before cache writes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum StagePlan {
+    /// An input: nothing to schedule.
+    Placeholder,
+    /// Not decided yet (only while sketches are generated).
+    Unset,
+    /// Inlined into its consumers.
+    Inline,
+    /// Multi-level `SSRSRS` tiling, optionally fused with a consumer.
+    Tile(Fusion),
+    /// Tiled along with its producer (the `Tile(Fusion::Consumer)` stage that names it).
+    FusedConsumer { producer: usize },
+    /// No structural change: annotation picks its compute location, parallel, vectorize and
+    /// unroll.
+    Skip,
+}
+
+/// How a tiled stage shares loops with the stage after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fusion {
+    /// Tiled at root on its own.
+    None,
+    /// Computed into a local accumulator (cache_write) that is computed at `level` (1 or 2)
+    /// of the copy-out's tile loops.
+    CacheWrite { level: usize },
+    /// Computed at `level` (1 or 2) of the tile loops of its single elementwise consumer.
+    Consumer { consumer: usize, level: usize },
+}
+
+/// One plan per DAG stage.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sketch {
+    pub plans: Vec<StagePlan>,
+}
+
+impl Sketch {
+    /// A one-line summary for logs and tests, e.g. `C:tile+cw@2`.
+    pub fn describe(&self, dag: &ComputeDag) -> String {
+        let mut parts = vec![];
+        for (s, p) in self.plans.iter().enumerate() {
+            let name = &dag.stages[s].name;
+            let what = match p {
+                StagePlan::Placeholder | StagePlan::Unset => continue,
+                StagePlan::Inline => "inline".to_string(),
+                StagePlan::Tile(Fusion::None) => "tile".to_string(),
+                StagePlan::Tile(Fusion::CacheWrite { level }) => format!("tile+cw@{level}"),
+                StagePlan::Tile(Fusion::Consumer { consumer, level }) => {
+                    format!("tile+fuse({})@{level}", dag.stages[*consumer].name)
+                }
+                StagePlan::FusedConsumer { .. } => "fused".to_string(),
+                StagePlan::Skip => "skip".to_string(),
+            };
+            parts.push(format!("{name}:{what}"));
+        }
+        parts.join(" ")
+    }
+}
+
+/// What a rule does with a stage of a partial sketch.
+pub enum RuleOutcome {
+    /// The rule does not apply; the next one is tried.
+    Pass,
+    /// These sketches continue, and so does the next rule on the unchanged sketch.
+    Apply(Vec<Sketch>),
+    /// These sketches continue; no later rule is tried.
+    ApplyAndSkipRest(Vec<Sketch>),
+}
+
+/// Facts about the DAG that rules share.
+pub struct SketchContext<'a> {
+    pub dag: &'a ComputeDag,
+    pub consumers: Vec<Vec<usize>>,
+    pub outputs: Vec<usize>,
+}
+
+impl<'a> SketchContext<'a> {
+    pub fn new(dag: &'a ComputeDag) -> Self {
+        SketchContext {
+            dag,
+            consumers: dag.consumers(),
+            outputs: dag.outputs(),
+        }
+    }
+
+    /// Whether the stage has data reuse worth multi-level tiling: a reduction some input of
+    /// which does not vary along a space axis longer than 1 (matmul's A along j, a conv's
+    /// filter along y and x). Ansor's NeedsMultiLevelTiling, on the DAG.
+    pub fn needs_tiling(&self, s: usize) -> bool {
+        let stage = &self.dag.stages[s];
+        if !stage.is_reduction() {
+            return false;
+        }
+        let space = stage.space();
+        let mut reuse = false;
+        if let Some(body) = stage.body() {
+            body.visit_loads(&mut |_, idx| {
+                for (a, ax) in space.iter().enumerate() {
+                    if ax.extent > 1 && idx.iter().all(|e| e.coef(a) == 0) {
+                        reuse = true;
+                    }
+                }
+            });
+        }
+        reuse
+    }
+
+    /// The consumers of `s` once inlined stages are looked through, under `sketch`'s plans.
+    pub fn effective_consumers(&self, sketch: &Sketch, s: usize) -> Vec<usize> {
+        let mut out = vec![];
+        for &c in &self.consumers[s] {
+            if sketch.plans[c] == StagePlan::Inline {
+                for cc in self.effective_consumers(sketch, c) {
+                    if !out.contains(&cc) {
+                        out.push(cc);
+                    }
+                }
+            } else if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// Whether every read of `s` by `c` is `s[i0, i1, ...]` with `c`'s own space axes, and `c`
+    /// is an elementwise stage of the same shape.
+    fn reads_elementwise(&self, s: usize, c: usize) -> bool {
+        let (st, ct) = (&self.dag.stages[s], &self.dag.stages[c]);
+        if ct.is_reduction() || ct.space().len() != st.space().len() {
+            return false;
+        }
+        if ct
+            .space()
+            .iter()
+            .zip(st.space())
+            .any(|(a, b)| a.extent != b.extent)
+        {
+            return false;
+        }
+        let mut ok = true;
+        if let Some(body) = ct.body() {
+            visit_loads_of(body, s, &mut |idx| {
+                let identity = idx.len() == st.space().len()
+                    && idx
+                        .iter()
+                        .enumerate()
+                        .all(|(k, e)| e.offset == 0 && e.terms.len() == 1 && e.terms[0] == (k, 1));
+                ok &= identity;
+            });
+        }
+        ok
+    }
+
+    /// Ansor's "single elementwise matched consumer": the one effective consumer of `s`, when
+    /// it and every inlined stage on the way read `s` elementwise and it is not yet planned.
+    pub fn fusible_consumer(&self, sketch: &Sketch, s: usize) -> Option<usize> {
+        let eff = self.effective_consumers(sketch, s);
+        let [c] = eff[..] else { return None };
+        if sketch.plans[c] != StagePlan::Skip {
+            return None;
+        }
+        // Walk the inline chain from s to c: each hop must be elementwise.
+        let mut frontier = vec![s];
+        while let Some(x) = frontier.pop() {
+            for &y in &self.consumers[x] {
+                if !self.reads_elementwise(x, y) {
+                    return None;
+                }
+                if y != c {
+                    frontier.push(y);
+                }
+            }
+        }
+        Some(c)
+    }
+}
+
+fn visit_loads_of(e: &Expr, tensor: usize, f: &mut impl FnMut(&[crate::ir::Affine])) {
+    e.visit_loads(&mut |t, idx| {
+        if t == tensor {
+            f(idx)
+        }
+    });
+}
+
+/// A sketch generation rule.
+pub trait SketchRule: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Decides stage `s` of `sketch` (every later stage is decided already).
+    fn apply(&self, ctx: &SketchContext, sketch: &Sketch, s: usize) -> RuleOutcome;
+}
+
+fn with_plan(sketch: &Sketch, s: usize, plan: StagePlan) -> Sketch {
+    let mut out = sketch.clone();
+    out.plans[s] = plan;
+    out
+}
+
+/// Inlines cheap producers: not an output, not a reduction (padding, bias, activations).
+pub struct AlwaysInline;
+
+impl SketchRule for AlwaysInline {
+    fn name(&self) -> &'static str {
+        "always-inline"
+    }
+    fn apply(&self, ctx: &SketchContext, sketch: &Sketch, s: usize) -> RuleOutcome {
+        let stage = &ctx.dag.stages[s];
+        if stage.is_reduction() || ctx.outputs.contains(&s) {
+            return RuleOutcome::Pass;
+        }
+        RuleOutcome::ApplyAndSkipRest(vec![with_plan(sketch, s, StagePlan::Inline)])
+    }
+}
+
+/// A local accumulator for a tiled stage with no consumer to fuse with; computed at level 1 or
+/// 2 of the copy-out's tiles. Branches: the sketch without it continues too.
+pub struct AddCacheWrite;
+
+impl SketchRule for AddCacheWrite {
+    fn name(&self) -> &'static str {
+        "add-cache-write"
+    }
+    fn apply(&self, ctx: &SketchContext, sketch: &Sketch, s: usize) -> RuleOutcome {
+        if !ctx.needs_tiling(s) || ctx.fusible_consumer(sketch, s).is_some() {
+            return RuleOutcome::Pass;
+        }
+        RuleOutcome::Apply(
+            [1, 2]
+                .iter()
+                .map(|&level| with_plan(sketch, s, StagePlan::Tile(Fusion::CacheWrite { level })))
+                .collect(),
+        )
+    }
+}
+
+/// Tiling with the single elementwise consumer (bias, relu) fused at level 1 or 2.
+pub struct MultiLevelTilingWithFusion;
+
+impl SketchRule for MultiLevelTilingWithFusion {
+    fn name(&self) -> &'static str {
+        "multi-level-tiling-with-fusion"
+    }
+    fn apply(&self, ctx: &SketchContext, sketch: &Sketch, s: usize) -> RuleOutcome {
+        if !ctx.needs_tiling(s) {
+            return RuleOutcome::Pass;
+        }
+        let Some(c) = ctx.fusible_consumer(sketch, s) else {
+            return RuleOutcome::Pass;
+        };
+        RuleOutcome::ApplyAndSkipRest(
+            [1, 2]
+                .iter()
+                .map(|&level| {
+                    let mut k = with_plan(
+                        sketch,
+                        s,
+                        StagePlan::Tile(Fusion::Consumer { consumer: c, level }),
+                    );
+                    k.plans[c] = StagePlan::FusedConsumer { producer: s };
+                    k
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Plain `SSRSRS` tiling at root.
+pub struct MultiLevelTiling;
+
+impl SketchRule for MultiLevelTiling {
+    fn name(&self) -> &'static str {
+        "multi-level-tiling"
+    }
+    fn apply(&self, ctx: &SketchContext, sketch: &Sketch, s: usize) -> RuleOutcome {
+        if !ctx.needs_tiling(s) {
+            return RuleOutcome::Pass;
+        }
+        RuleOutcome::ApplyAndSkipRest(vec![with_plan(sketch, s, StagePlan::Tile(Fusion::None))])
+    }
+}
+
+/// Leaves the stage to annotation. Always applies, so it ends every list.
+pub struct SkipStage;
+
+impl SketchRule for SkipStage {
+    fn name(&self) -> &'static str {
+        "skip"
+    }
+    fn apply(&self, _ctx: &SketchContext, sketch: &Sketch, s: usize) -> RuleOutcome {
+        RuleOutcome::ApplyAndSkipRest(vec![with_plan(sketch, s, StagePlan::Skip)])
+    }
+}
+
+/// Ansor's CPU rules, in its order (rfactor is not implemented yet).
+pub fn cpu_rules() -> Vec<Box<dyn SketchRule>> {
+    vec![
+        Box::new(AlwaysInline),
+        Box::new(AddCacheWrite),
+        Box::new(MultiLevelTilingWithFusion),
+        Box::new(MultiLevelTiling),
+        Box::new(SkipStage),
+    ]
+}
+
+/// All sketches of `dag` under `rules`, deduplicated, in generation order.
+pub fn generate(dag: &ComputeDag, rules: &[Box<dyn SketchRule>]) -> Vec<Sketch> {
+    let ctx = SketchContext::new(dag);
+    let start = Sketch {
+        plans: dag
+            .stages
+            .iter()
+            .map(|st| {
+                if st.is_placeholder() {
+                    StagePlan::Placeholder
+                } else {
+                    StagePlan::Unset
+                }
+            })
+            .collect(),
+    };
+    let mut current = vec![start];
+    for s in (0..dag.stages.len()).rev() {
+        let mut next: Vec<Sketch> = vec![];
+        for sk in current {
+            // A consumer already tiled with its producer, or an input: nothing to decide.
+            if sk.plans[s] != StagePlan::Unset {
+                next.push(sk);
+                continue;
+            }
+            for rule in rules {
+                match rule.apply(&ctx, &sk, s) {
+                    RuleOutcome::Pass => {}
+                    RuleOutcome::Apply(v) => next.extend(v),
+                    RuleOutcome::ApplyAndSkipRest(v) => {
+                        next.extend(v);
+                        break;
+                    }
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        next.retain(|k| seen.insert(k.clone()));
+        current = next;
+    }
+    current
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{self, PoolKind, Window};
+
+    fn describe_all(dag: &ComputeDag) -> Vec<String> {
+        generate(dag, &cpu_rules())
+            .iter()
+            .map(|k| k.describe(dag))
+            .collect()
+    }
+
+    #[test]
+    fn matmul_gets_cache_write_and_plain_tiling() {
+        let dag = ops::matmul(64, 64, 64).unwrap();
+        let d = describe_all(&dag);
+        assert_eq!(d, vec!["C:tile+cw@1", "C:tile+cw@2", "C:tile"], "{d:?}");
+    }
+
+    #[test]
+    fn conv_bias_relu_fuses_the_epilogue_and_inlines_padding() {
+        let w = Window {
+            kh: 3,
+            kw: 3,
+            stride: 1,
+            pad: 1,
+            dilation: 1,
+        };
+        let dag = ops::conv2d_nchw(1, 8, 10, 10, 16, w, true, true).unwrap();
+        let sketches = generate(&dag, &cpu_rules());
+        assert_eq!(sketches.len(), 2, "{:?}", describe_all(&dag));
+        for k in &sketches {
+            let pad = dag
+                .stages
+                .iter()
+                .position(|s| s.name.contains("pad"))
+                .expect("a padding stage");
+            assert_eq!(k.plans[pad], StagePlan::Inline);
+            let tiled: Vec<_> = k
+                .plans
+                .iter()
+                .filter(|p| matches!(p, StagePlan::Tile(Fusion::Consumer { .. })))
+                .collect();
+            assert_eq!(tiled.len(), 1, "{}", k.describe(&dag));
+            let out = *dag.outputs().first().unwrap();
+            assert!(matches!(k.plans[out], StagePlan::FusedConsumer { .. }));
+        }
+    }
+
+    #[test]
+    fn plain_conv_gets_cache_write() {
+        let w = Window {
+            kh: 3,
+            kw: 3,
+            stride: 1,
+            pad: 1,
+            dilation: 1,
+        };
+        let dag = ops::conv2d_nchw(1, 8, 10, 10, 16, w, false, false).unwrap();
+        let d = describe_all(&dag);
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert!(d.iter().any(|x| x.contains("tile+cw@2")), "{d:?}");
+    }
+
+    #[test]
+    fn softmax_and_pool_have_no_tiling() {
+        let dag = ops::softmax(4, 10).unwrap();
+        let sk = generate(&dag, &cpu_rules());
+        assert_eq!(sk.len(), 1);
+        assert!(!sk[0].plans.iter().any(|p| matches!(p, StagePlan::Tile(_))));
+        let w = Window {
+            kh: 2,
+            kw: 2,
+            stride: 2,
+            pad: 0,
+            dilation: 1,
+        };
+        let dag = ops::pool2d(PoolKind::Max, 1, 2, 8, 8, w).unwrap();
+        let sk = generate(&dag, &cpu_rules());
+        assert_eq!(sk.len(), 1);
+        assert!(!sk[0].plans.iter().any(|p| matches!(p, StagePlan::Tile(_))));
+    }
+
+    #[test]
+    fn dense_bias_relu_fuses() {
+        let dag = ops::dense(16, 32, 24, true, true).unwrap();
+        let d = describe_all(&dag);
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d.iter().all(|x| x.contains("tile+fuse")), "{d:?}");
+    }
+}
