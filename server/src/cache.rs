@@ -68,3 +68,47 @@ impl BestCache {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::NewRecord;
+
+    #[tokio::test]
+    async fn invalidation_shows_a_better_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqlStore::open(dir.path().join("c.db").to_str().unwrap())
+            .await
+            .unwrap();
+        s.put_workload("w", "w", "{}", 1).await.unwrap();
+        s.put_target("t", "{}").await.unwrap();
+        let rec = |n: u32, cost: f64| NewRecord {
+            workload_key: "w".into(),
+            target_key: "t".into(),
+            steps_json: format!("[[\"SP\", {n}]]"),
+            costs: vec![cost],
+            error_code: 0,
+            error_msg: String::new(),
+            noisy: false,
+            build_s: 0.0,
+            run_s: 0.0,
+            worker: None,
+            created_at: None,
+        };
+        let cache = BestCache::new(Duration::from_secs(3600));
+        assert_eq!(cache.best(&s, "w", "t").await.unwrap(), None);
+        s.commit(&rec(1, 2.0)).await.unwrap();
+        // Cached: the miss is remembered until invalidated (or the TTL runs out).
+        assert_eq!(cache.best(&s, "w", "t").await.unwrap(), None);
+        cache.invalidate("w", "t");
+        let best = cache.best(&s, "w", "t").await.unwrap().unwrap();
+        assert_eq!(best.mean_cost, Some(2.0));
+        assert_eq!(cache.len(), 1);
+        s.commit(&rec(2, 1.0)).await.unwrap();
+        cache.invalidate("w", "t");
+        assert_eq!(
+            cache.best(&s, "w", "t").await.unwrap().unwrap().mean_cost,
+            Some(1.0)
+        );
+    }
+}

@@ -522,5 +522,100 @@ async fn a_cancelled_job_stops() {
     let n = get(&mut c, &job.id).await.tasks[0].trials_done;
     assert!(n <= 2, "{n} trials after the cancel");
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(get(&mut c, &job.id).await.tasks[0].trials_done, n, "still measuring");
+    assert_eq!(
+        get(&mut c, &job.id).await.tasks[0].trials_done,
+        n,
+        "still measuring"
+    );
+}
+
+/// The client commands against a running server: submit --watch, jobs, query (with the C
+/// source), records export and import, bad input exiting 2.
+#[tokio::test]
+async fn the_cli_commands_are_clients_of_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&sqlite_path(dir.path(), "cli.db"), "s1", &[]);
+    let url = server.url();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tunehub"))
+            .args(args)
+            .env("TUNEHUB_SERVER", &url)
+            .env("TUNEHUB_TOKEN", TOKEN)
+            .env_remove("TUNEHUB_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let ok = |out: &std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let quick = [
+        "--repeat",
+        "1",
+        "--number",
+        "1",
+        "--min-repeat-ms",
+        "1",
+        "--noise-threshold",
+        "0",
+    ];
+    let mut args = vec![
+        "submit",
+        "matmul(16,16,16)",
+        "--trials",
+        "3",
+        "--batch",
+        "3",
+        "--watch",
+    ];
+    args.extend_from_slice(&quick);
+    let out = ok(&run(&args));
+    let job_id = out.lines().next().unwrap().to_string();
+    assert!(job_id.starts_with("j-"), "{out}");
+    assert!(out.contains("done") && out.contains("3/3 trials"), "{out}");
+
+    let out = ok(&run(&["jobs", "--json"]));
+    let j: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (j["id"].as_str(), j["state"].as_str()),
+        (Some(job_id.as_str()), Some("done"))
+    );
+
+    let c_file = dir.path().join("best.c");
+    let out = ok(&run(&[
+        "query",
+        "matmul(16,16,16)",
+        "--out-c",
+        c_file.to_str().unwrap(),
+    ]));
+    assert!(out.contains("GFLOP/s"), "{out}");
+    assert!(
+        std::fs::read_to_string(&c_file)
+            .unwrap()
+            .contains("void tunehub_kernel(")
+    );
+    let out = ok(&run(&["query", "--list"]));
+    assert!(out.contains("matmul(16,16,16)"), "{out}");
+
+    let file = dir.path().join("records.jsonl");
+    ok(&run(&["records", "export", "-o", file.to_str().unwrap()]));
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 5);
+    let out = ok(&run(&["records", "import", file.to_str().unwrap()]));
+    assert!(out.contains("0 new records (3 already known)"), "{out}");
+
+    // Bad input: one line, status 2.
+    let out = run(&["submit", "matmul(16,16)", "--trials", "3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid argument"));
+    // A wrong token: refused.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tunehub"))
+        .args(["jobs", "--server", &url, "--token", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unauthenticated"));
 }

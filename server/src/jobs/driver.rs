@@ -305,8 +305,12 @@ async fn drive(
         let want = (t.row.trials - t.done).min(job.batch_size) as usize;
         let (task, search, m, mo) = (
             Arc::clone(&t.task),
-            t.search.take().expect("the search is back after each round"),
-            measurer.take().expect("the measurer is back after each round"),
+            t.search
+                .take()
+                .expect("the search is back after each round"),
+            measurer
+                .take()
+                .expect("the measurer is back after each round"),
             model.take().expect("the model is back after each round"),
         );
         let round = tokio::task::spawn_blocking(move || blocking_round(&task, search, mo, m, want))

@@ -500,3 +500,31 @@ impl JobStore {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::RecordStore;
+
+    #[tokio::test]
+    async fn a_saved_cost_model_reads_back_and_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = SqlStore::open(dir.path().join("m.db").to_str().unwrap())
+            .await
+            .unwrap();
+        db.put_target("t", "{}").await.unwrap();
+        let jobs = JobStore::new(db);
+        assert_eq!(jobs.cost_model("t").await.unwrap(), None);
+        let bytes: Vec<u8> = (0..=255).collect();
+        jobs.save_cost_model("t", "xgb", &bytes, 10).await.unwrap();
+        assert_eq!(
+            jobs.cost_model("t").await.unwrap(),
+            Some(("xgb".to_string(), bytes, 10))
+        );
+        jobs.save_cost_model("t", "xgb", &[1, 2], 20).await.unwrap();
+        assert_eq!(
+            jobs.cost_model("t").await.unwrap(),
+            Some(("xgb".to_string(), vec![1, 2], 20))
+        );
+    }
+}
