@@ -1,13 +1,14 @@
 //! The search's guarantees, with real kernels: every candidate it proposes (sampled or
-//! mutated) is correct on small shapes, it is deterministic for a seed whatever the thread
-//! count, and a tiny tuning run beats the naive schedule by a wide margin.
+//! mutated) is correct on small shapes, and it is deterministic for a seed whatever the thread
+//! count. The tiny end-to-end tuning run has its own file (`tune_e2e.rs`), so that no other
+//! test of this binary measures while it times kernels.
 
 use std::sync::Arc;
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
 use tunehub_engine::ops::{self, PoolKind, Window};
 use tunehub_engine::schedule::Schedule;
-use tunehub_engine::search::{RandomModel, SearchParams, TaskSearch, TuneOptions, tune};
+use tunehub_engine::search::{RandomModel, SearchParams, TaskSearch};
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 
@@ -148,55 +149,4 @@ fn search_is_deterministic_for_a_seed_whatever_the_threads() {
     let all: Vec<&Schedule> = a.iter().flatten().collect();
     let distinct: std::collections::HashSet<&Schedule> = all.iter().copied().collect();
     assert_eq!(all.len(), distinct.len());
-}
-
-/// matmul 128^3, 2 rounds of 8: the best found is at least 3x faster than the naive schedule
-/// timed in the same run. On one core: parallel kernels timed while other tests load the
-/// machine measure the contention more than the kernel.
-#[test]
-fn tiny_tuning_run_beats_naive_by_3x() {
-    let target = Target::detect().with_overrides(&tunehub_engine::target::TargetOverrides {
-        cores: Some(1),
-        ..Default::default()
-    });
-    let task = Arc::new(Task::new(
-        ops::matmul(128, 128, 128).unwrap(),
-        "matmul(128,128,128)",
-    ));
-    let opts = MeasureOptions {
-        min_repeat_ms: 20,
-        repeat: 3,
-        calib_ms: 0,
-        noise_threshold: 0.0,
-        ..MeasureOptions::default()
-    };
-    let mut measurer = Measurer::new(&target, opts);
-    let naive = measurer.measure(&task, &[Schedule::default()]);
-    assert!(naive[0].is_ok(), "{}", naive[0].error_msg);
-    let mut model = RandomModel::new(1);
-    let tune_opts = TuneOptions {
-        trials: 16,
-        batch: 8,
-        params: SearchParams {
-            population: 256,
-            ..SearchParams::default()
-        },
-        seed: 3,
-        ..TuneOptions::default()
-    };
-    let searches = tune(
-        &[(task.clone(), 1.0)],
-        &mut measurer,
-        &mut model,
-        &tune_opts,
-        |_, _, _| std::ops::ControlFlow::Continue(()),
-    )
-    .unwrap();
-    let (_, best) = searches[0].best().expect("a valid kernel");
-    let speedup = naive[0].mean_cost() / best;
-    assert!(
-        speedup >= 3.0,
-        "best {best:e} s vs naive {:e} s: {speedup:.2}x",
-        naive[0].mean_cost()
-    );
 }

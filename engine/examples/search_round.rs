@@ -1,0 +1,37 @@
+//! Times one search round (sketch annotation, mutation, lowering, random scores) without
+//! measuring anything: `cargo run --release -p tunehub-engine --example search_round -- [spec] [threads]`.
+
+use std::sync::Arc;
+use std::time::Instant;
+use tunehub_engine::search::{RandomModel, SearchParams, TaskSearch};
+use tunehub_engine::target::Target;
+use tunehub_engine::task::Task;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let spec = args.get(1).map_or("matmul(512,512,512)", |s| s.as_str());
+    let threads: usize = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(0);
+    let target = Target::detect();
+    let task = Arc::new(Task::new(
+        tunehub_engine::ops::build_op(spec).unwrap(),
+        spec,
+    ));
+    let params = SearchParams {
+        threads,
+        ..SearchParams::default()
+    };
+    let mut s = TaskSearch::new(task, &target, params, 1);
+    let mut m = RandomModel::new(1);
+    for round in 0..3 {
+        let t = Instant::now();
+        let b = s.next_batch(&mut m, 64).unwrap();
+        println!(
+            "round {round}: {} proposed in {:.3} s; {} generated, {} scored, {} rejected so far",
+            b.len(),
+            t.elapsed().as_secs_f64(),
+            s.stats.generated,
+            s.stats.scored,
+            s.stats.rejected
+        );
+    }
+}
