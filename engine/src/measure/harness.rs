@@ -164,6 +164,22 @@ pub fn harness_source(args: &[ArgSpec]) -> String {
         s,
         "void tunehub_kernel({params}); /* must match the kernel's definition */"
     );
+    // Layout-free inputs: filled in their own layout, packed once by the kernel source's
+    // pack function, and the kernel gets the packed buffer.
+    let mut pack = String::new();
+    for (i, a) in args.iter().enumerate() {
+        if let Some(n) = a.packed_len {
+            let _ = writeln!(
+                s,
+                "void tunehub_kernel_pack_{i}(const float* restrict, float* restrict);"
+            );
+            let bytes = (n.max(1) * 4 + 63) / 64 * 64;
+            let _ = write!(
+                pack,
+                "  {{\n    float* p = aligned_alloc(64, {bytes});\n    if (!p) {{ fprintf(stderr, \"tunehub harness: cannot allocate the packed argument {i}\\n\"); return 3; }}\n    tunehub_kernel_pack_{i}(buf[{i}], p);\n    free(buf[{i}]);\n    buf[{i}] = p;\n  }}\n"
+            );
+        }
+    }
     s.push_str(C_INPUT_VALUE);
     s.push_str(CALIBRATION_C);
     let _ = write!(
@@ -213,7 +229,7 @@ int main(int argc, char** argv) {{
     for (size_t i = 0; i < tunehub_len[a]; i++)
       buf[a][i] = tunehub_is_output[a] ? NAN : tunehub_input_value(tunehub_stage[a], (unsigned int)i);
   }}
-  tunehub_kernel_fn volatile kernel = tunehub_kernel;
+{pack}  tunehub_kernel_fn volatile kernel = tunehub_kernel;
 
   /* The checked run: outputs start as NaN. */
   kernel({call});
@@ -281,6 +297,7 @@ int main(int argc, char** argv) {{
 }}
 "#,
         nargs = args.len(),
+        pack = pack,
         call = call.join(", "),
     );
     s
@@ -387,6 +404,7 @@ mod tests {
             shape: shape.to_vec(),
             stage,
             is_output,
+            packed_len: None,
         }
     }
 

@@ -29,6 +29,11 @@ pub struct ArgSpec {
     /// are filled with `data::input_value(stage, flat index)`, as the reference's are.
     pub stage: usize,
     pub is_output: bool,
+    /// For a layout-free input the kernel reads packed: the packed buffer's elements. The
+    /// harness fills the tensor of `shape` as usual, then packs it once, before anything is
+    /// run, with the kernel source's `tunehub_pack_<argument position>(src, dst)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed_len: Option<i64>,
 }
 
 impl ArgSpec {
