@@ -38,7 +38,9 @@ const WORKER: &str = "local";
 fn build_workload(w: &WorkloadArgs) -> Result<(ComputeDag, String), UsageError> {
     match (&w.op_spec, &w.expr) {
         (Some(spec), None) => {
-            let dag = ops::build_op(spec).map_err(|e| UsageError(e.to_string()))?;
+            // `layout_free=B` names inputs, not a shape: it is the task's (see `tune`).
+            let (op, _) = tunehub_engine::task::split_layout_free(spec);
+            let dag = ops::build_op(&op).map_err(|e| UsageError(e.to_string()))?;
             Ok((dag, spec.trim().to_string()))
         }
         (None, Some(src)) => {
@@ -194,7 +196,18 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
     let (dag, desc) = build_workload(&args.workload)?;
     let target = Target::detect().with_overrides(&target_overrides(&args.target));
     let target_key = target.key();
-    let task = Arc::new(Task::new(dag, desc));
+    let layout_free = args
+        .workload
+        .op_spec
+        .as_deref()
+        .map(|s| tunehub_engine::task::split_layout_free(s).1)
+        .unwrap_or_default();
+    let names: Vec<&str> = layout_free.iter().map(String::as_str).collect();
+    let task = Arc::new(
+        Task::new(dag, desc)
+            .with_layout_free(&names)
+            .map_err(UsageError)?,
+    );
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

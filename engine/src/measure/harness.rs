@@ -127,6 +127,43 @@ pub fn program_source(kernel_source: &str, args: &[ArgSpec]) -> String {
     s
 }
 
+/// The kernel's prototype (and its pack functions') as the harness calls them. Appended to a
+/// kernel compiled apart from its harness, so that a kernel whose definition disagrees still
+/// fails to compile rather than link into a wrong call.
+pub fn kernel_declarations(args: &[ArgSpec]) -> String {
+    let mut s = format!(
+        "void tunehub_kernel({}); /* must match the kernel's definition */\n",
+        kernel_params(args)
+    );
+    for (i, a) in args.iter().enumerate() {
+        if a.packed_len.is_some() {
+            let _ = writeln!(
+                s,
+                "void tunehub_kernel_pack_{i}(const float* restrict, float* restrict);"
+            );
+        }
+    }
+    s
+}
+
+fn kernel_params(args: &[ArgSpec]) -> String {
+    let params: Vec<&str> = args
+        .iter()
+        .map(|a| {
+            if a.is_output {
+                "float* restrict"
+            } else {
+                "const float* restrict"
+            }
+        })
+        .collect();
+    if params.is_empty() {
+        "void".to_string()
+    } else {
+        params.join(", ")
+    }
+}
+
 /// The harness `main` for a kernel with these arguments (see the module docs).
 pub fn harness_source(args: &[ArgSpec]) -> String {
     let params: Vec<&str> = args
