@@ -3,7 +3,11 @@
 //! our steps, (d) OpenBLAS `cblas_sgemm` through the same harness (built, run and checked
 //! against the reference exactly like our kernels). Needs Debian's libopenblas-dev for (d).
 //!
-//! `cargo bench -p tunehub-engine --bench matmul512 [-- --threads N]`
+//! (c') is (c) with B marked layout-free (packed once outside the timed kernel, as Ansor's
+//! layout rewrite does).
+//!
+//! `cargo bench -p tunehub-engine --bench matmul512 [-- --threads N] [--hand-only]`
+//! (`--hand-only`: (c), (c') and (d) alone, for quick comparisons)
 
 use tunehub_engine::codegen::GeneratedKernel;
 use tunehub_engine::measure::{
@@ -80,26 +84,35 @@ fn main() {
     println!("flags {}", target.compile_flags().join(" "));
     let mut m = Measurer::new(&target, opts.clone());
 
+    let hand_only = args.iter().any(|a| a == "--hand-only");
     let naive = m.measure(&task, &[Schedule::default()]);
     line("(a) naive schedule", &task, &naive[0]);
 
-    let mut sampler = RandomSampler::new(&task.dag, &target, 2026);
-    let random: Vec<Schedule> = (0..64).map(|_| sampler.sample()).collect();
-    let t0 = std::time::Instant::now();
-    let results = m.measure(&task, &random);
-    let ok = results.iter().filter(|r| r.is_ok()).count();
-    let (bi, best) = results
-        .iter()
-        .enumerate()
-        .min_by(|a, b| a.1.mean_cost().total_cmp(&b.1.mean_cost()))
-        .unwrap();
-    line(&format!("(b) best of 64 random ({ok} ok)"), &task, best);
-    println!(
-        "    64 random candidates measured in {:.1} s; best: {}",
-        t0.elapsed().as_secs_f64(),
-        random[bi].to_json()
-    );
+    if !hand_only {
+        let mut sampler = RandomSampler::new(&task.dag, &target, 2026);
+        let random: Vec<Schedule> = (0..64).map(|_| sampler.sample()).collect();
+        let t0 = std::time::Instant::now();
+        let results = m.measure(&task, &random);
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        let (bi, best) = results
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.mean_cost().total_cmp(&b.1.mean_cost()))
+            .unwrap();
+        line(&format!("(b) best of 64 random ({ok} ok)"), &task, best);
+        println!(
+            "    64 random candidates measured in {:.1} s; best: {}",
+            t0.elapsed().as_secs_f64(),
+            random[bi].to_json()
+        );
+    }
 
+    let packed = Task::new(
+        ops::matmul(N, N, N).unwrap(),
+        "matmul(512,512,512,layout_free=B)",
+    )
+    .with_layout_free(&["B"])
+    .expect("B is an input");
     let mut hand_best = f64::INFINITY;
     for (ti, tj) in [(4, 64), (6, 64), (8, 32), (8, 64)] {
         if N % ti != 0 {
@@ -108,6 +121,12 @@ fn main() {
         let r = m.measure(&task, &[hand::matmul_register_tiled(N, ti, tj)]);
         line(&format!("(c) hand schedule {ti}x{tj}"), &task, &r[0]);
         hand_best = hand_best.min(r[0].mean_cost());
+        let r = m.measure(&packed, &[hand::matmul_register_tiled(N, ti, tj)]);
+        line(
+            &format!("(c') hand {ti}x{tj}, B layout-free"),
+            &packed,
+            &r[0],
+        );
     }
 
     let mut blas_builder = LocalBuilder::new(&target, &opts);

@@ -10,7 +10,8 @@
 use crate::ir::ComputeDag;
 use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::lower::{
-    Buffer, LoopKind, LoweredFunc, STACK_LIMIT_BYTES, Scope, Stmt, VCond, VExpr, Var, lower,
+    Buffer, LoopKind, LowerOptions, LoweredFunc, PackedInput, STACK_LIMIT_BYTES, Scope, Stmt,
+    VCond, VExpr, Var, lower_with,
 };
 use crate::measure::ArgSpec;
 use crate::schedule::{Schedule, ScheduleError};
@@ -34,8 +35,18 @@ pub fn generate(
     sched: &Schedule,
     target: &Target,
 ) -> Result<GeneratedKernel, ScheduleError> {
+    generate_with(dag, sched, target, &LowerOptions::default())
+}
+
+/// [`generate`] with lowering options (layout-free inputs: see [`LowerOptions`]).
+pub fn generate_with(
+    dag: &ComputeDag,
+    sched: &Schedule,
+    target: &Target,
+    opts: &LowerOptions,
+) -> Result<GeneratedKernel, ScheduleError> {
     let state = sched.replay(dag)?;
-    let func = lower(&state)?;
+    let func = lower_with(&state, opts)?;
     Ok(emit(&func, target))
 }
 
@@ -156,7 +167,8 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
     let mut args = vec![];
     let mut in_ord = 0;
     let mut out_ord = 0;
-    for &b in &func.args {
+    let mut packs = String::new();
+    for (pos, &b) in func.args.iter().enumerate() {
         let buf = &func.buffers[b];
         let name = g.names.bufs[b].clone();
         let is_output = buf.scope == Scope::Output;
@@ -174,22 +186,52 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
             in_ord += 1;
             in_ord - 1
         };
+        let pk = func.packed.iter().find(|p| p.buf == b);
+        if let Some(pk) = pk {
+            packs.push_str(&pack_function(pos, pk));
+        }
         args.push(ArgSpec {
             name,
-            shape: buf.shape.clone(),
+            shape: pk.map_or_else(|| buf.shape.clone(), |p| p.orig_shape.clone()),
             stage: seed,
             is_output,
+            packed_len: pk.map(PackedInput::packed_elems),
         });
     }
     for stmt in &func.body {
         g.stmt(stmt);
     }
     let source = format!(
-        "{header}void {KERNEL_NAME}({}) {{\n{prologue}{}}}\n",
+        "{header}void {KERNEL_NAME}({}) {{\n{prologue}{}}}\n{packs}",
         params.join(", "),
         g.out
     );
     GeneratedKernel { source, args }
+}
+
+/// `tunehub_pack_<pos>(src, dst)`: the layout rewrite of argument `pos` (see
+/// [`PackedInput`]), run once by the harness outside the timed kernel.
+fn pack_function(pos: usize, pk: &PackedInput) -> String {
+    let n: i64 = pk.orig_shape.iter().product();
+    let mut s = format!(
+        "\nvoid {KERNEL_NAME}_pack_{pos}(const float* restrict src, float* restrict dst) {{\n  long p = 0;\n"
+    );
+    let mut orig = format!("{}L", pk.c);
+    for (d, g) in pk.digits.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "{}for (long t{d} = 0; t{d} < {}; ++t{d})",
+            "  ".repeat(d + 1),
+            g.extent
+        );
+        let _ = write!(orig, " + {}L * ({}L + t{d})", g.coef, g.lo);
+    }
+    let ind = "  ".repeat(pk.digits.len() + 1);
+    let _ = writeln!(
+        s,
+        "{ind}{{ const long o = {orig}; dst[p++] = (o >= 0 && o < {n}L) ? src[o] : 0.0f; }}\n}}"
+    );
+    s
 }
 
 struct Gen<'a> {

@@ -2,7 +2,9 @@
 //! computed once and shared by every measurement of the task.
 
 use crate::ir::ComputeDag;
+use crate::lower::LowerOptions;
 use crate::reference;
+use sha2::{Digest, Sha256};
 use std::sync::{Arc, OnceLock};
 
 #[derive(Debug)]
@@ -13,6 +15,10 @@ pub struct Task {
     pub flops: u64,
     /// How the user named it: an op spec or the text form.
     pub desc: String,
+    /// Inputs (ordinals among the DAG's placeholders) whose layout the kernel may choose:
+    /// constant weights, packed once outside the timed kernel (Ansor's layout-free
+    /// placeholders). Schedules are unaffected; lowering packs what it can.
+    pub layout_free: Vec<usize>,
     reference: OnceLock<Arc<Vec<Vec<f32>>>>,
 }
 
@@ -23,7 +29,49 @@ impl Task {
             flops: dag.flop_count(),
             dag,
             desc: desc.into(),
+            layout_free: vec![],
             reference: OnceLock::new(),
+        }
+    }
+
+    /// A task described by `desc`, with the layout-free inputs its op spec names
+    /// (`matmul(512,512,512,layout_free=B)`); `dag` is built from the spec without them.
+    pub fn from_desc(dag: ComputeDag, desc: impl Into<String>) -> Result<Task, String> {
+        let desc = desc.into();
+        let names = split_layout_free(&desc).1;
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        Task::new(dag, desc).with_layout_free(&refs)
+    }
+
+    /// Marks inputs, by tensor name, as layout-free. The task's key changes with them: the
+    /// same schedule runs at another speed on packed weights, so its records are kept apart.
+    pub fn with_layout_free(mut self, names: &[&str]) -> Result<Task, String> {
+        let inputs = self.dag.placeholders();
+        for name in names {
+            let o = inputs
+                .iter()
+                .position(|&s| self.dag.stages[s].name == *name)
+                .ok_or_else(|| format!("layout_free: `{name}` is not an input of the workload"))?;
+            if !self.layout_free.contains(&o) {
+                self.layout_free.push(o);
+            }
+        }
+        self.layout_free.sort_unstable();
+        let base = self.dag.workload_key();
+        self.key = if self.layout_free.is_empty() {
+            base
+        } else {
+            let tag = format!("{base} layout_free={:?}", self.layout_free);
+            let d = Sha256::digest(tag.as_bytes());
+            d[..12].iter().map(|b| format!("{b:02x}")).collect()
+        };
+        Ok(self)
+    }
+
+    /// How this task's kernels are lowered.
+    pub fn lower_options(&self) -> LowerOptions {
+        LowerOptions {
+            layout_free: self.layout_free.clone(),
         }
     }
 
@@ -41,5 +89,71 @@ impl Task {
         } else {
             0.0
         }
+    }
+}
+
+/// Splits a `layout_free=X+Y` (or `layout_free=X`) argument off an op spec: the spec without
+/// it, and the named inputs. `matmul(512,512,512,layout_free=B)` -> (`matmul(512,512,512)`,
+/// [`B`]).
+pub fn split_layout_free(spec: &str) -> (String, Vec<String>) {
+    let Some(open) = spec.find('(') else {
+        return (spec.to_string(), vec![]);
+    };
+    let close = spec.rfind(')').unwrap_or(spec.len());
+    let mut names = vec![];
+    let kept: Vec<&str> = spec[open + 1..close]
+        .split(',')
+        .filter(|a| {
+            let a = a.trim();
+            match a.strip_prefix("layout_free") {
+                Some(rest) if rest.trim_start().starts_with('=') => {
+                    let v = rest.trim_start()[1..].trim();
+                    names.extend(v.split('+').map(|n| n.trim().to_string()));
+                    false
+                }
+                _ => !a.is_empty(),
+            }
+        })
+        .collect();
+    (
+        format!(
+            "{}({}){}",
+            &spec[..open],
+            kept.join(","),
+            &spec[close.min(spec.len())..].get(1..).unwrap_or("")
+        ),
+        names,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_free_is_split_off_an_op_spec() {
+        assert_eq!(
+            split_layout_free("matmul(512, 512, 512, layout_free=B)"),
+            ("matmul(512, 512, 512)".to_string(), vec!["B".to_string()])
+        );
+        assert_eq!(
+            split_layout_free("dense(n=1,layout_free=W+bias,k=4)"),
+            (
+                "dense(n=1,k=4)".to_string(),
+                vec!["W".to_string(), "bias".to_string()]
+            )
+        );
+        assert_eq!(split_layout_free("relu"), ("relu".to_string(), vec![]));
+    }
+
+    #[test]
+    fn layout_free_names_inputs_and_changes_the_key() {
+        let dag = crate::ops::matmul(8, 8, 8).unwrap();
+        let t = Task::new(dag.clone(), "m");
+        let k = t.key.clone();
+        let t = t.with_layout_free(&["B"]).unwrap();
+        assert_eq!(t.layout_free, vec![1]);
+        assert_ne!(t.key, k);
+        assert!(Task::new(dag, "m").with_layout_free(&["Z"]).is_err());
     }
 }

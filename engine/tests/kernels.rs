@@ -26,8 +26,26 @@ fn quick() -> MeasureOptions {
 }
 
 fn check_random_schedules(dag: ComputeDag, seed: u64, n: usize) {
+    check_random_schedules_of(Task::new(dag, "property test"), seed, n)
+}
+
+/// Every input but the first marked layout-free (weights, filters, biases).
+fn check_layout_free(dag: ComputeDag, seed: u64, n: usize) {
+    let inputs: Vec<String> = dag
+        .placeholders()
+        .iter()
+        .skip(1)
+        .map(|&s| dag.stages[s].name.clone())
+        .collect();
+    let names: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let task = Task::new(dag, "layout-free property test")
+        .with_layout_free(&names)
+        .unwrap();
+    check_random_schedules_of(task, seed, n)
+}
+
+fn check_random_schedules_of(task: Task, seed: u64, n: usize) {
     let target = Target::detect();
-    let task = Task::new(dag, "property test");
     let mut sampler = RandomSampler::new(&task.dag, &target, seed);
     let schedules: Vec<_> = (0..n).map(|_| sampler.sample()).collect();
     assert_eq!(
@@ -65,6 +83,23 @@ fn hand_written_matmul_schedules_match_the_reference() {
     }
 }
 
+#[test]
+fn hand_written_matmul_with_packed_weights_matches_the_reference() {
+    let target = Target::detect();
+    let task = Task::new(ops::matmul(64, 64, 64).unwrap(), "matmul(64,64,64)")
+        .with_layout_free(&["B"])
+        .unwrap();
+    let sched = tunehub_engine::schedule::hand::matmul_register_tiled(64, 4, 16);
+    let k =
+        tunehub_engine::codegen::generate_with(&task.dag, &sched, &target, &task.lower_options())
+            .unwrap();
+    assert!(k.source.contains("tunehub_kernel_pack_1"), "B is packed");
+    assert_eq!(k.args[1].packed_len, Some(64 * 64));
+    for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
+        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+    }
+}
+
 fn win() -> impl Strategy<Value = Window> {
     (1..=3i64, 1..=3i64, 1..=2i64, 0..=1i64, 1..=2i64).prop_map(
         |(kh, kw, stride, pad, dilation)| Window {
@@ -75,6 +110,18 @@ fn win() -> impl Strategy<Value = Window> {
             dilation,
         },
     )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4, failure_persistence: None, max_shrink_iters: 8, ..ProptestConfig::default() })]
+    #[test]
+    fn layout_free_weights(m in 1..24i64, n in 1..24i64, k in 1..24i64, c in 1..5i64, h in 3..9i64, f in 1..5i64, w in win(), seed: u64) {
+        check_layout_free(ops::matmul(m, n, k).unwrap(), seed, PER_CASE);
+        check_layout_free(ops::dense(m, n, k, true, true).unwrap(), seed, PER_CASE);
+        if let Ok(dag) = ops::conv2d_nchw(1, c, h, h + 1, f, w, true, false) {
+            check_layout_free(dag, seed, PER_CASE);
+        }
+    }
 }
 
 proptest! {

@@ -34,6 +34,7 @@ fn args() -> Vec<ArgSpec> {
         shape: vec![N as i64],
         stage,
         is_output,
+        packed_len: None,
     };
     vec![a("A", 0, false), a("B", 1, false), a("C", 2, true)]
 }
@@ -125,6 +126,7 @@ fn several_outputs_are_checked_in_argument_order() {
         shape: vec![n],
         stage,
         is_output,
+        packed_len: None,
     };
     let args = vec![
         spec("X", 8, 0, false),

@@ -37,7 +37,8 @@ const WORKER: &str = "local";
 fn build_workload(w: &WorkloadArgs) -> Result<(ComputeDag, String), UsageError> {
     match (&w.op_spec, &w.expr) {
         (Some(spec), None) => {
-            let dag = ops::build_op(spec).map_err(|e| UsageError(e.to_string()))?;
+            let clean = tunehub_engine::task::split_layout_free(spec).0;
+            let dag = ops::build_op(&clean).map_err(|e| UsageError(e.to_string()))?;
             Ok((dag, spec.trim().to_string()))
         }
         (None, Some(src)) => {
@@ -132,7 +133,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
     // All input is checked before the database is touched: bad input stores nothing.
     let (dag, desc) = build_workload(&args.workload)?;
     let target = Target::detect().with_overrides(&target_overrides(&args.target));
-    let task = Task::new(dag, desc);
+    let task = Task::from_desc(dag, desc).map_err(UsageError)?;
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -43,7 +43,7 @@ impl Lin {
         }
     }
 
-    fn atom(a: Atom) -> Lin {
+    pub fn atom(a: Atom) -> Lin {
         Lin {
             terms: vec![(a, 1)],
             c: 0,
@@ -151,6 +151,23 @@ impl Lin {
         }
     }
 
+    /// The expression with variables replaced where `f` gives a replacement (recursively
+    /// inside divisions, remainders, minima and maxima), re-canonicalised.
+    pub fn substitute(&self, f: &impl Fn(Var) -> Option<Lin>) -> Lin {
+        let mut out = Lin::constant(self.c);
+        for (a, k) in &self.terms {
+            let t = match a {
+                Atom::Var(v) => f(*v).unwrap_or_else(|| Lin::var(*v)),
+                Atom::Div(x, d) => x.substitute(f).div(*d),
+                Atom::Mod(x, d) => x.substitute(f).rem(*d),
+                Atom::Max(x, y) => x.substitute(f).maximum(&y.substitute(f)),
+                Atom::Min(x, y) => x.substitute(f).minimum(&y.substitute(f)),
+            };
+            out = out.add(&t.scale(*k));
+        }
+        out
+    }
+
     /// Inclusive bounds, given the bounds of each variable.
     pub fn range(&self, var: &impl Fn(Var) -> (i64, i64)) -> (i64, i64) {
         let (mut lo, mut hi) = (self.c, self.c);
@@ -210,7 +227,12 @@ impl Lin {
 }
 
 impl Atom {
-    fn range(&self, var: &impl Fn(Var) -> (i64, i64)) -> (i64, i64) {
+    /// Every variable the atom uses.
+    pub fn vars(&self, out: &mut Vec<Var>) {
+        Lin::atom(self.clone()).vars(out)
+    }
+
+    pub fn range(&self, var: &impl Fn(Var) -> (i64, i64)) -> (i64, i64) {
         match self {
             Atom::Var(v) => var(*v),
             Atom::Div(x, d) => {
@@ -232,7 +254,7 @@ impl Atom {
         }
     }
 
-    fn to_c(&self, name: &impl Fn(Var) -> String) -> String {
+    pub fn to_c(&self, name: &impl Fn(Var) -> String) -> String {
         match self {
             Atom::Var(v) => name(*v),
             Atom::Div(x, d) => format!("(({}) / {d})", x.to_c(name)),

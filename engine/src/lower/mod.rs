@@ -108,7 +108,51 @@ pub struct LoweredFunc {
     pub loop_extents: HashMap<Var, i64>,
     /// The state's name of every loop (`i.0` for a split part, `i@j` for a fusion).
     pub loop_names: HashMap<Var, String>,
+    /// Layout-free inputs the kernel reads in a packed layout (see [`LowerOptions`]).
+    pub packed: Vec<PackedInput>,
 }
+
+/// What lowering may decide beyond the schedule.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LowerOptions {
+    /// Inputs, by ordinal among the DAG's placeholders, whose memory layout the kernel may
+    /// choose (constant weights, Ansor's layout-free placeholders): each is packed, once and
+    /// outside the timed kernel, into the order its reading loop nest walks it.
+    pub layout_free: Vec<usize>,
+}
+
+/// A layout-free input the kernel reads packed. Its argument buffer's shape is the packed one
+/// (`digits`' extents); the caller fills the original tensor and packs it: packed element
+/// `sum(t_d * stride_d)` (row-major over the digits) holds original flat element
+/// `c + sum(coef_d * (lo_d + t_d))`, or 0 where that is outside the tensor (never read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedInput {
+    /// The argument buffer.
+    pub buf: usize,
+    pub orig_shape: Vec<i64>,
+    pub digits: Vec<PackDigit>,
+    pub c: i64,
+}
+
+/// One dimension of a packed layout: an index atom (a loop variable, or a quotient or
+/// remainder of a fused one) of the reader's access, with its coefficient in the original
+/// flat index and its range `lo .. lo + extent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PackDigit {
+    pub coef: i64,
+    pub lo: i64,
+    pub extent: i64,
+}
+
+impl PackedInput {
+    pub fn packed_elems(&self) -> i64 {
+        self.digits.iter().map(|d| d.extent).product()
+    }
+}
+
+/// Packed layouts larger than this multiple of the tensor are not worth their memory (an
+/// input read through a sum of loop variables, `y + ry`, would be unrolled im2col-style).
+const MAX_PACK_BLOWUP: i64 = 2;
 
 /// What bound inference found for one stage.
 #[derive(Debug, Clone)]
@@ -170,6 +214,11 @@ fn analyze(state: &State) -> Result<Lowerer<'_>, ScheduleError> {
 
 /// Lowers a state to a loop-nest program.
 pub fn lower(state: &State) -> Result<LoweredFunc, ScheduleError> {
+    lower_with(state, &LowerOptions::default())
+}
+
+/// Lowers a state, with layout-free inputs packed where the rewrite applies.
+pub fn lower_with(state: &State, opts: &LowerOptions) -> Result<LoweredFunc, ScheduleError> {
     let dag = &state.dag;
     let n = dag.stages.len();
     let mut lw = analyze(state)?;
@@ -178,6 +227,19 @@ pub fn lower(state: &State) -> Result<LoweredFunc, ScheduleError> {
     for s in 0..n {
         if lw.eff[s].is_some() && state.stages[s].attach == Attach::Root {
             body.extend(lw.emit_stage(s, false)?);
+        }
+    }
+    let mut packed = vec![];
+    let placeholders = dag.placeholders();
+    for &o in &opts.layout_free {
+        let Some(&p) = placeholders.get(o) else {
+            return Err(invalid(format!(
+                "layout-free input #{o}: the DAG has no such input"
+            )));
+        };
+        let buf = lw.buf_of[p].expect("inputs have buffers");
+        if let Some(pk) = lw.pack_layout(buf, &mut body) {
+            packed.push(pk);
         }
     }
     // Intermediate root stages live for the whole kernel.
@@ -207,10 +269,84 @@ pub fn lower(state: &State) -> Result<LoweredFunc, ScheduleError> {
         dag: dag.clone(),
         loop_extents,
         loop_names,
+        packed,
     })
 }
 
 impl Lowerer<'_> {
+    /// Ansor's layout rewrite for one input: when the program reads `buf` at exactly one
+    /// place, its index (region starts substituted, so it is in loop variables only) is a sum
+    /// of atoms; the packed layout has one dimension per atom, ordered as their loops nest
+    /// (outermost first; the larger coefficient first within one loop), so the innermost loop
+    /// walks the packed buffer contiguously and each tile's slice of it is one block. The load
+    /// is rewritten to the packed index. `None` (nothing changed) where it does not apply.
+    fn pack_layout(&mut self, buf: usize, body: &mut [Stmt]) -> Option<PackedInput> {
+        let mut sites = vec![];
+        let mut stack = vec![];
+        find_loads(body, buf, &mut stack, &mut sites);
+        let [(index, nest)] = sites.as_slice() else {
+            return None;
+        };
+        // Region starts may be defined through other region starts: substitute to a fixpoint.
+        let mut lin = index.clone();
+        for _ in 0..16 {
+            let mut vs = vec![];
+            lin.vars(&mut vs);
+            if !vs.iter().any(|v| matches!(v, Var::Lo { .. })) {
+                break;
+            }
+            lin = lin.substitute(&|v| match v {
+                Var::Lo { stage, dim } => Some(self.info[stage].as_ref()?.lo_def[dim].clone()),
+                _ => None,
+            });
+        }
+        let mut digits = vec![];
+        let range = |v: Var| self.ranges.get(&v).copied().unwrap_or((0, 0));
+        for (atom, coef) in &lin.terms {
+            let mut vs = vec![];
+            atom.vars(&mut vs);
+            let depth = vs
+                .iter()
+                .map(|v| nest.iter().position(|n| n == v))
+                .collect::<Option<Vec<_>>>()?
+                .into_iter()
+                .max()?;
+            let (lo, hi) = atom.range(&range);
+            digits.push((depth, *coef, atom.clone(), lo, hi - lo + 1));
+        }
+        digits.sort_by_key(|d| (d.0, -d.1.abs()));
+        let orig = &self.buffers[buf];
+        let elems: i64 = digits
+            .iter()
+            .map(|d| d.4)
+            .try_fold(1i64, |a, e| a.checked_mul(e))?;
+        if elems > MAX_PACK_BLOWUP * orig.elems().max(1) {
+            return None;
+        }
+        let mut new_index = Lin::constant(0);
+        let mut stride = 1;
+        for (_, _, atom, lo, ext) in digits.iter().rev() {
+            new_index = new_index.add(&Lin::atom(atom.clone()).add_const(-lo).scale(stride));
+            stride *= ext;
+        }
+        set_load_index(body, buf, &new_index);
+        let pk = PackedInput {
+            buf,
+            orig_shape: orig.shape.clone(),
+            digits: digits
+                .iter()
+                .map(|d| PackDigit {
+                    coef: d.1,
+                    lo: d.3,
+                    extent: d.4,
+                })
+                .collect(),
+            c: lin.c,
+        };
+        self.buffers[buf].shape = pk.digits.iter().map(|d| d.extent).collect();
+        Some(pk)
+    }
+
     fn inline_bodies(&mut self) -> Result<(), ScheduleError> {
         for (s, stage) in self.dag.stages.iter().enumerate() {
             let Some(body) = stage.body() else { continue };
@@ -827,6 +963,105 @@ impl Lowerer<'_> {
             ),
             Cond::Not(a) => VCond::Not(Box::new(self.cond(s, a, axes)?)),
         })
+    }
+}
+
+/// Every load of `buf` in `body`: its index and the loop variables around it, outermost first.
+fn find_loads(body: &[Stmt], buf: usize, stack: &mut Vec<Var>, out: &mut Vec<(Lin, Vec<Var>)>) {
+    for s in body {
+        match s {
+            Stmt::For { var, body, .. } => {
+                stack.push(*var);
+                find_loads(body, buf, stack, out);
+                stack.pop();
+            }
+            Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => {
+                find_loads(body, buf, stack, out)
+            }
+            Stmt::Let { .. } => {}
+            Stmt::Store { value, .. } => visit_vexpr(value, &mut |e| {
+                if let VExpr::Load { buf: b, index } = e
+                    && *b == buf
+                {
+                    out.push((index.clone(), stack.clone()));
+                }
+            }),
+        }
+    }
+}
+
+fn visit_vexpr(e: &VExpr, f: &mut impl FnMut(&VExpr)) {
+    f(e);
+    match e {
+        VExpr::Const(_) | VExpr::Load { .. } | VExpr::Index(_) => {}
+        VExpr::Unary(_, a) => visit_vexpr(a, f),
+        VExpr::Binary(_, a, b) => {
+            visit_vexpr(a, f);
+            visit_vexpr(b, f)
+        }
+        VExpr::Select(c, a, b) => {
+            visit_vcond(c, f);
+            visit_vexpr(a, f);
+            visit_vexpr(b, f)
+        }
+    }
+}
+
+fn visit_vcond(c: &VCond, f: &mut impl FnMut(&VExpr)) {
+    match c {
+        VCond::Index(..) => {}
+        VCond::Value(_, a, b) => {
+            visit_vexpr(a, f);
+            visit_vexpr(b, f)
+        }
+        VCond::And(a, b) | VCond::Or(a, b) => {
+            visit_vcond(a, f);
+            visit_vcond(b, f)
+        }
+        VCond::Not(a) => visit_vcond(a, f),
+    }
+}
+
+/// Sets the index of every load of `buf` (there is one: see `pack_layout`).
+fn set_load_index(body: &mut [Stmt], buf: usize, index: &Lin) {
+    fn in_expr(e: &mut VExpr, buf: usize, index: &Lin) {
+        match e {
+            VExpr::Load { buf: b, index: i } if *b == buf => *i = index.clone(),
+            VExpr::Const(_) | VExpr::Load { .. } | VExpr::Index(_) => {}
+            VExpr::Unary(_, a) => in_expr(a, buf, index),
+            VExpr::Binary(_, a, b) => {
+                in_expr(a, buf, index);
+                in_expr(b, buf, index)
+            }
+            VExpr::Select(c, a, b) => {
+                in_cond(c, buf, index);
+                in_expr(a, buf, index);
+                in_expr(b, buf, index)
+            }
+        }
+    }
+    fn in_cond(c: &mut VCond, buf: usize, index: &Lin) {
+        match c {
+            VCond::Index(..) => {}
+            VCond::Value(_, a, b) => {
+                in_expr(a, buf, index);
+                in_expr(b, buf, index)
+            }
+            VCond::And(a, b) | VCond::Or(a, b) => {
+                in_cond(a, buf, index);
+                in_cond(b, buf, index)
+            }
+            VCond::Not(a) => in_cond(a, buf, index),
+        }
+    }
+    for s in body {
+        match s {
+            Stmt::For { body, .. } | Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => {
+                set_load_index(body, buf, index)
+            }
+            Stmt::Let { .. } => {}
+            Stmt::Store { value, .. } => in_expr(value, buf, index),
+        }
     }
 }
 

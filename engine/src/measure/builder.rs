@@ -2,16 +2,22 @@
 //!
 //! [`LocalBuilder`] compiles with the target's C compiler, several builds at a time, each in a
 //! fresh temporary directory that lives as long as the [`Built`] it produced.
+//!
+//! The harness is the same for every candidate of a task (it depends only on the arguments),
+//! so it is compiled once to an object file, cached by its source and flags, and each
+//! candidate compiles only its kernel and links (measured: see ARCHITECTURE.md). Where the
+//! object cannot be built, the kernel and harness are compiled together as one program.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tempfile::TempDir;
 
-use super::harness::program_source;
+use super::harness::{harness_source, kernel_declarations, program_source};
 use super::runner::run_bounded;
 use super::{BuildInput, ErrorCode, MeasureOptions, MeasureResult};
 use crate::target::Target;
@@ -59,6 +65,15 @@ pub struct LocalBuilder {
     pub timeout_s: f64,
     /// Where build directories go; the system temp dir when `None`.
     pub workdir: Option<PathBuf>,
+    /// Compiled harness objects by (harness source, compiler, flags), shared by clones; `None`
+    /// remembers a harness that did not compile on its own.
+    harness_objs: Arc<Mutex<HarnessCache>>,
+}
+
+#[derive(Debug, Default)]
+struct HarnessCache {
+    dir: Option<TempDir>,
+    objs: HashMap<String, Option<PathBuf>>,
 }
 
 impl LocalBuilder {
@@ -72,7 +87,50 @@ impl LocalBuilder {
                 .unwrap_or(1),
             timeout_s: opts.build_timeout_s,
             workdir: None,
+            harness_objs: Arc::default(),
         }
+    }
+
+    /// The harness object for these arguments, compiled on first need (under the cache's
+    /// lock: parallel builds of one task wait for it rather than compile it twice).
+    fn harness_object(&self, harness: &str) -> Option<PathBuf> {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(harness.as_bytes());
+        h.update(self.compiler.as_bytes());
+        for f in &self.flags {
+            h.update([0]);
+            h.update(f.as_bytes());
+        }
+        let key: String = h.finalize()[..12]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let mut cache = self.harness_objs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(o) = cache.objs.get(&key) {
+            return o.clone();
+        }
+        if cache.dir.is_none() {
+            let mut tmp = tempfile::Builder::new();
+            tmp.prefix("tunehub-harness-");
+            cache.dir = match &self.workdir {
+                Some(w) => tmp.tempdir_in(w),
+                None => tmp.tempdir(),
+            }
+            .ok();
+        }
+        let obj = cache.dir.as_ref().and_then(|d| {
+            compile_object(
+                &self.compiler,
+                &self.flags,
+                d.path(),
+                &key,
+                harness,
+                Duration::from_secs_f64(self.timeout_s.max(0.001)),
+            )
+        });
+        cache.objs.insert(key, obj.clone());
+        obj
     }
 
     pub fn with_jobs(mut self, n: usize) -> Self {
@@ -98,11 +156,16 @@ impl LocalBuilder {
                 format!("cannot create a build directory: {e}"),
             )
         })?;
-        std::fs::write(
-            dir.path().join("kernel.c"),
-            program_source(&input.kernel_source, &input.args),
-        )
-        .map_err(|e| {
+        let harness_obj = self.harness_object(&harness_source(&input.args));
+        let source = match harness_obj {
+            Some(_) => format!(
+                "{}\n{}",
+                input.kernel_source,
+                kernel_declarations(&input.args)
+            ),
+            None => program_source(&input.kernel_source, &input.args),
+        };
+        std::fs::write(dir.path().join("kernel.c"), source).map_err(|e| {
             MeasureResult::error(
                 ErrorCode::UnknownError,
                 format!("cannot write kernel.c: {e}"),
@@ -113,6 +176,7 @@ impl LocalBuilder {
         let mut cmd = Command::new(&self.compiler);
         cmd.args(&self.flags)
             .args(["-o", "kernel", "kernel.c"])
+            .args(harness_obj.iter())
             .args(&self.libs)
             .arg("-lm")
             .current_dir(dir.path());
@@ -205,6 +269,24 @@ impl Builder for LocalBuilder {
             })
             .collect()
     }
+}
+
+/// Compiles `source` to `<dir>/<name>.o`; `None` when that fails.
+fn compile_object(
+    compiler: &str,
+    flags: &[String],
+    dir: &Path,
+    name: &str,
+    source: &str,
+    timeout: Duration,
+) -> Option<PathBuf> {
+    let src = dir.join(format!("{name}.c"));
+    let obj = dir.join(format!("{name}.o"));
+    std::fs::write(&src, source).ok()?;
+    let mut cmd = Command::new(compiler);
+    cmd.args(flags).arg("-c").arg(&src).arg("-o").arg(&obj);
+    let out = run_bounded(&mut cmd, timeout, 64 << 10).ok()?;
+    (!out.timed_out && out.status.is_some_and(|s| s.success()) && obj.is_file()).then_some(obj)
 }
 
 pub(crate) fn describe_status(s: Option<std::process::ExitStatus>) -> String {

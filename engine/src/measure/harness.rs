@@ -127,6 +127,43 @@ pub fn program_source(kernel_source: &str, args: &[ArgSpec]) -> String {
     s
 }
 
+/// The kernel's prototype (and its pack functions') as the harness calls them. Appended to a
+/// kernel compiled apart from its harness, so that a kernel whose definition disagrees still
+/// fails to compile rather than link into a wrong call.
+pub fn kernel_declarations(args: &[ArgSpec]) -> String {
+    let mut s = format!(
+        "void tunehub_kernel({}); /* must match the kernel's definition */\n",
+        kernel_params(args)
+    );
+    for (i, a) in args.iter().enumerate() {
+        if a.packed_len.is_some() {
+            let _ = writeln!(
+                s,
+                "void tunehub_kernel_pack_{i}(const float* restrict, float* restrict);"
+            );
+        }
+    }
+    s
+}
+
+fn kernel_params(args: &[ArgSpec]) -> String {
+    let params: Vec<&str> = args
+        .iter()
+        .map(|a| {
+            if a.is_output {
+                "float* restrict"
+            } else {
+                "const float* restrict"
+            }
+        })
+        .collect();
+    if params.is_empty() {
+        "void".to_string()
+    } else {
+        params.join(", ")
+    }
+}
+
 /// The harness `main` for a kernel with these arguments (see the module docs).
 pub fn harness_source(args: &[ArgSpec]) -> String {
     let params: Vec<&str> = args
@@ -164,6 +201,22 @@ pub fn harness_source(args: &[ArgSpec]) -> String {
         s,
         "void tunehub_kernel({params}); /* must match the kernel's definition */"
     );
+    // Layout-free inputs: filled in their own layout, packed once by the kernel source's
+    // pack function, and the kernel gets the packed buffer.
+    let mut pack = String::new();
+    for (i, a) in args.iter().enumerate() {
+        if let Some(n) = a.packed_len {
+            let _ = writeln!(
+                s,
+                "void tunehub_kernel_pack_{i}(const float* restrict, float* restrict);"
+            );
+            let bytes = (n.max(1) * 4 + 63) / 64 * 64;
+            let _ = write!(
+                pack,
+                "  {{\n    float* p = aligned_alloc(64, {bytes});\n    if (!p) {{ fprintf(stderr, \"tunehub harness: cannot allocate the packed argument {i}\\n\"); return 3; }}\n    tunehub_kernel_pack_{i}(buf[{i}], p);\n    free(buf[{i}]);\n    buf[{i}] = p;\n  }}\n"
+            );
+        }
+    }
     s.push_str(C_INPUT_VALUE);
     s.push_str(CALIBRATION_C);
     let _ = write!(
@@ -213,7 +266,7 @@ int main(int argc, char** argv) {{
     for (size_t i = 0; i < tunehub_len[a]; i++)
       buf[a][i] = tunehub_is_output[a] ? NAN : tunehub_input_value(tunehub_stage[a], (unsigned int)i);
   }}
-  tunehub_kernel_fn volatile kernel = tunehub_kernel;
+{pack}  tunehub_kernel_fn volatile kernel = tunehub_kernel;
 
   /* The checked run: outputs start as NaN. */
   kernel({call});
@@ -281,6 +334,7 @@ int main(int argc, char** argv) {{
 }}
 "#,
         nargs = args.len(),
+        pack = pack,
         call = call.join(", "),
     );
     s
@@ -387,6 +441,7 @@ mod tests {
             shape: shape.to_vec(),
             stage,
             is_output,
+            packed_len: None,
         }
     }
 

@@ -40,10 +40,11 @@ impl Measurer {
     /// One result per schedule, in order. A schedule that does not replay or lower is an
     /// `InvalidSchedule` result, not an error of the call.
     pub fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
+        let opts = task.lower_options();
         let kernels: Vec<Result<GeneratedKernel, MeasureResult>> = schedules
             .iter()
             .map(|s| {
-                codegen::generate(&task.dag, s, &self.target)
+                codegen::generate_with(&task.dag, s, &self.target, &opts)
                     .map_err(|e| MeasureResult::error(ErrorCode::InvalidSchedule, e.to_string()))
             })
             .collect();

@@ -29,6 +29,11 @@ pub struct ArgSpec {
     /// are filled with `data::input_value(stage, flat index)`, as the reference's are.
     pub stage: usize,
     pub is_output: bool,
+    /// For a layout-free input the kernel reads packed: the packed buffer's elements. The
+    /// harness fills the tensor of `shape` as usual, then packs it once, before anything is
+    /// run, with the kernel source's `tunehub_pack_<argument position>(src, dst)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed_len: Option<i64>,
 }
 
 impl ArgSpec {
@@ -74,8 +79,10 @@ pub struct MeasureOptions {
     pub calib_ms: u32,
 }
 
+/// 10 ms per window: long enough to see a neighbour that holds a core (it slows the whole
+/// window), short enough that two windows cost a small part of a candidate's run.
 fn default_calib_ms() -> u32 {
-    20
+    10
 }
 
 impl Default for MeasureOptions {

@@ -11,7 +11,7 @@ use super::annotate::{AnnotateContext, Decider, Decision, annotate};
 use super::cost_model::{CostModel, CostModelError};
 use super::mutate::{MutationWeights, mutate};
 use super::sketch::{self, Sketch, SketchRule};
-use crate::lower::{LoweredFunc, lower};
+use crate::lower::{LoweredFunc, lower_with};
 use crate::measure::MeasureResult;
 use crate::schedule::Schedule;
 use crate::target::Target;
@@ -98,6 +98,9 @@ pub fn schedule_hash(s: &Schedule) -> u64 {
 
 pub struct TaskSearch {
     task: Arc<Task>,
+    /// How the task's kernels are lowered (packed layout-free inputs), so that the model sees
+    /// the programs that are measured.
+    lower_opts: crate::lower::LowerOptions,
     ctx: AnnotateContext,
     params: SearchParams,
     rng: ChaCha8Rng,
@@ -154,6 +157,7 @@ impl TaskSearch {
     ) -> Self {
         let sketches = sketch::generate(&task.dag, rules);
         TaskSearch {
+            lower_opts: task.lower_options(),
             ctx: AnnotateContext {
                 cores: target.cores.max(1) as i64,
                 vector_lanes: i64::from(target.vector_lanes_f32()).max(1),
@@ -207,7 +211,7 @@ impl TaskSearch {
         let mut d = Decider::replay(rng, replay);
         let (schedule, state) =
             annotate(&self.task.dag, &self.sketches[sketch], &self.ctx, &mut d)?;
-        let lowered = lower(&state).map_err(|e| e.to_string())?;
+        let lowered = lower_with(&state, &self.lower_opts).map_err(|e| e.to_string())?;
         Ok(Candidate {
             sketch,
             decisions: d.made,
@@ -426,7 +430,10 @@ impl TaskSearch {
                     }
                     Some(c.lowered)
                 }
-                None => s.replay(&self.task.dag).ok().and_then(|st| lower(&st).ok()),
+                None => s
+                    .replay(&self.task.dag)
+                    .ok()
+                    .and_then(|st| lower_with(&st, &self.lower_opts).ok()),
             };
             if let Some(l) = lowered {
                 progs.push(l);
@@ -454,7 +461,7 @@ impl TaskSearch {
         if let Ok(l) = schedule
             .replay(&self.task.dag)
             .map_err(|e| e.to_string())
-            .and_then(|st| lower(&st).map_err(|e| e.to_string()))
+            .and_then(|st| lower_with(&st, &self.lower_opts).map_err(|e| e.to_string()))
         {
             self.backlog.push((l, result.clone()));
         }

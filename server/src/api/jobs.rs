@@ -114,7 +114,9 @@ impl Api {
             }
             total += u64::from(t.trials);
             let weight = if t.weight == 0.0 { 1.0 } else { t.weight };
-            tasks.push((Task::new(dag, desc), weight, t.trials));
+            let task = Task::from_desc(dag, desc)
+                .map_err(|e| Status::invalid_argument(format!("task {i}: {e}")))?;
+            tasks.push((task, weight, t.trials));
         }
         if total > u64::from(limits.max_trials_per_job) {
             return Err(Status::invalid_argument(format!(

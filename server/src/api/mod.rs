@@ -68,9 +68,11 @@ impl Api {
             None => Err(Status::invalid_argument(
                 "no workload: give op_spec, expr or workload_key",
             )),
-            Some(Kind::OpSpec(spec)) => ops::build_op(spec)
-                .map(|d| (d, spec.trim().to_string()))
-                .map_err(|e| Status::invalid_argument(format!("op_spec '{spec}': {e}"))),
+            Some(Kind::OpSpec(spec)) => {
+                ops::build_op(&tunehub_engine::task::split_layout_free(spec).0)
+                    .map(|d| (d, spec.trim().to_string()))
+                    .map_err(|e| Status::invalid_argument(format!("op_spec '{spec}': {e}")))
+            }
             Some(Kind::Expr(src)) => text::parse(src)
                 .map(|d| (d, src.trim().to_string()))
                 .map_err(|e| Status::invalid_argument(format!("expr: {e}"))),

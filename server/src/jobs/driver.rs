@@ -220,7 +220,10 @@ async fn drive(
             .ok_or_else(|| JobError::Invalid(format!("workload {} is gone", row.workload_key)))?;
         let dag: ComputeDag = serde_json::from_str(&w.dag_json)
             .map_err(|e| JobError::Invalid(format!("workload {}: {e}", w.key)))?;
-        let task = Arc::new(Task::new(dag, w.description.unwrap_or_default()));
+        let task = Arc::new(
+            Task::from_desc(dag, w.description.unwrap_or_default())
+                .map_err(|e| JobError::Invalid(format!("workload {}: {e}", w.key)))?,
+        );
         // Another seed per claim: a resumed search does not retrace the first one's steps.
         let seed = job
             .seed
