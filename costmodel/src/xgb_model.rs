@@ -98,15 +98,19 @@ pub struct XgbParams {
 
 impl Default for XgbParams {
     fn default() -> Self {
-        // Ansor's tree parameters (depth 10, eta 0.2, gamma 0.001, min_child_weight 0), with a
-        // fixed round count sized for the 2 s budget on 5,000 records.
+        // Ansor uses depth 10, eta 0.2, min_child_weight 0; on our few hundred records per task
+        // shallower, slower-learning trees generalised better to held-out records (pack-sum,
+        // 3-fold: top-5 recall 0.56 vs 0.44, a-peak@8 0.86 vs 0.78). Fixed rounds: no
+        // validation split to stop early on, and a bounded training time. Labels stay Ansor's
+        // throughput: a log-scaled label raised pairwise accuracy a little (0.61 vs 0.56) but
+        // lost the fast region (top-5 0.33), which is what the search needs.
         XgbParams {
             objective: Objective::PackSum,
             rounds: 60,
-            max_depth: 10,
-            eta: 0.2,
+            max_depth: 6,
+            eta: 0.1,
             gamma: 0.001,
-            min_child_weight: 0.0,
+            min_child_weight: 1.0,
             max_bin: 64,
             nthread: 1,
             max_train_samples: 5000,
@@ -320,6 +324,11 @@ impl XgbModel {
         ] {
             b.set_param(k, &v)?;
         }
+        if p.objective != Objective::PackSum {
+            // XGBoost samples one pair per program by default: too few for a few hundred.
+            b.set_param("lambdarank_pair_method", "mean")?;
+            b.set_param("lambdarank_num_pair_per_sample", "8")?;
+        }
         if p.objective == Objective::RankNdcg {
             // Exponential gain needs small integer relevance; labels here are in [0, 1].
             b.set_param("ndcg_exp_gain", "false")?;
@@ -495,5 +504,160 @@ impl CostModel for XgbModel {
 
     fn name(&self) -> &str {
         self.params.objective.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tunehub_engine::ops;
+    use tunehub_engine::sample::RandomSampler;
+    use tunehub_engine::target::Target;
+
+    /// A synthetic task: programs of 1-3 stores whose true speed is a known function of two
+    /// features (more of feature 0 is faster, feature 5 slows down).
+    fn synthetic(n: usize, seed: u64) -> Vec<Sample> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let k = rng.gen_range(1..=3);
+                let stores: Vec<[f32; N_FEATURES]> = (0..k)
+                    .map(|_| {
+                        let mut s = [0.0f32; N_FEATURES];
+                        for v in s.iter_mut().take(12) {
+                            *v = rng.r#gen::<f32>();
+                        }
+                        s
+                    })
+                    .collect();
+                let speed: f32 = stores.iter().map(|s| 1.0 + 4.0 * s[0] - 2.0 * s[5]).sum();
+                Sample {
+                    stores,
+                    cost: 1.0 / f64::from(speed.max(0.01)),
+                }
+            })
+            .collect()
+    }
+
+    fn pairwise(samples: &[Sample], scores: &[f32]) -> f64 {
+        let costs: Vec<f64> = samples.iter().map(|s| s.cost).collect();
+        crate::eval::metrics(&costs, scores).pairwise
+    }
+
+    fn fitted(objective: Objective) -> XgbModel {
+        let mut m = XgbModel::new(XgbParams {
+            objective,
+            rounds: 30,
+            ..XgbParams::default()
+        });
+        m.add_samples("synthetic", synthetic(400, 1));
+        m.retrain().expect("trains");
+        m
+    }
+
+    fn refs(samples: &[Sample]) -> Vec<&[[f32; N_FEATURES]]> {
+        samples.iter().map(|s| s.stores.as_slice()).collect()
+    }
+
+    #[test]
+    fn recovers_a_synthetic_ranking() {
+        let test = synthetic(200, 2);
+        for objective in [Objective::PackSum, Objective::RankPairwise] {
+            let mut m = fitted(objective);
+            let scores = m.predict_stores(&refs(&test)).expect("predicts");
+            let acc = pairwise(&test, &scores);
+            assert!(acc > 0.85, "{objective:?}: pairwise accuracy {acc}");
+        }
+    }
+
+    #[test]
+    fn save_load_round_trips_exactly_and_warm_starts() {
+        let test = synthetic(50, 3);
+        let mut m = fitted(Objective::PackSum);
+        let bytes = m.save().expect("saves");
+        let mut l = XgbModel::load(&bytes).expect("loads");
+        assert_eq!(l.params(), m.params());
+        assert_eq!(
+            l.predict_stores(&refs(&test)).unwrap(),
+            m.predict_stores(&refs(&test)).unwrap()
+        );
+        assert_eq!(
+            l.save().unwrap(),
+            bytes,
+            "saving again gives the same bytes"
+        );
+        // Warm start: the loaded trees are kept, new rounds are added on new records.
+        l.add_samples("other", synthetic(100, 4));
+        l.retrain().expect("continues training");
+        assert_ne!(l.save().unwrap(), bytes);
+
+        assert!(XgbModel::load(b"not a model").is_err());
+        assert!(XgbModel::load(&bytes[..bytes.len() - 10]).is_err());
+        let untrained = XgbModel::new(XgbParams::default()).save().unwrap();
+        assert!(!XgbModel::load(&untrained).unwrap().is_trained());
+    }
+
+    #[test]
+    fn empty_or_malformed_batches_are_errors() {
+        let mut m = fitted(Objective::PackSum);
+        assert!(matches!(m.predict_stores(&[]), Err(ModelError::Invalid(_))));
+        let none: &[[f32; N_FEATURES]] = &[];
+        assert!(matches!(
+            m.predict_stores(&[none]),
+            Err(ModelError::Invalid(_))
+        ));
+        let mut bad = [0.0f32; N_FEATURES];
+        bad[3] = f32::NAN;
+        assert!(matches!(
+            m.predict_stores(&[&[bad][..]]),
+            Err(ModelError::Invalid(_))
+        ));
+        // The same through the trait, and mismatched update lengths.
+        let dag = ops::matmul(16, 16, 16).unwrap();
+        let task = Task::new(dag.clone(), "matmul(16,16,16)");
+        assert!(CostModel::predict(&mut m, &task, &[]).is_err());
+        let func = tunehub_engine::lower::lower(
+            &RandomSampler::new(&dag, &Target::detect(), 1)
+                .sample()
+                .replay(&dag)
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(CostModel::update(&mut m, &task, &[&func], &[]).is_err());
+        let scores = CostModel::predict(&mut m, &task, &[&func, &func]).unwrap();
+        assert_eq!(scores.len(), 2);
+        assert_eq!(scores[0], scores[1]);
+    }
+
+    #[test]
+    fn update_through_the_trait_learns_and_failures_rank_last() {
+        let dag = ops::matmul(32, 32, 32).unwrap();
+        let task = Task::new(dag.clone(), "matmul(32,32,32)");
+        let mut sampler = RandomSampler::new(&dag, &Target::detect(), 5);
+        let funcs: Vec<LoweredFunc> = (0..40)
+            .map(|_| tunehub_engine::lower::lower(&sampler.sample().replay(&dag).unwrap()).unwrap())
+            .collect();
+        let progs: Vec<&LoweredFunc> = funcs.iter().collect();
+        let results: Vec<MeasureResult> = (0..40)
+            .map(|i| {
+                if i % 10 == 0 {
+                    MeasureResult::error(tunehub_engine::measure::ErrorCode::RunTimeout, "t")
+                } else {
+                    let mut r =
+                        MeasureResult::error(tunehub_engine::measure::ErrorCode::NoError, "");
+                    r.costs = vec![1e-3];
+                    r
+                }
+            })
+            .collect();
+        let mut m = XgbModel::new(XgbParams {
+            rounds: 10,
+            ..XgbParams::default()
+        });
+        assert!(!m.is_trained());
+        m.update(&task, &progs, &results).expect("updates");
+        assert!(m.is_trained());
+        assert_eq!(m.num_samples(), 40);
+        assert_eq!(m.predict(&task, &progs).unwrap().len(), 40);
     }
 }

@@ -22,8 +22,11 @@ pub enum CostModelError {
 /// call: higher means predicted faster.
 pub trait CostModel: Send {
     /// One score per program, in order. An empty batch is an `Invalid` error.
-    fn predict(&mut self, task: &Task, programs: &[&LoweredFunc])
-    -> Result<Vec<f32>, CostModelError>;
+    fn predict(
+        &mut self,
+        task: &Task,
+        programs: &[&LoweredFunc],
+    ) -> Result<Vec<f32>, CostModelError>;
 
     /// Learn from measured programs. Failed measurements are passed too (a model may treat them
     /// as the worst of the task); `programs` and `results` have the same length.
