@@ -3,7 +3,9 @@
 //! and run, the best of as many purely random schedules, OpenBLAS for the matmuls, and the
 //! best-so-far curve; writes the curves as SVG and everything as JSON.
 //!
-//! `cargo run --release -p tunehub-bench -- search [--workloads matmul512,conv2d] [--trials 200]`
+//! `cargo run -p tunehub-bench -- search [--workloads matmul512,conv2d] [--trials 200] [--model xgb|random]`
+//! (the dev profile builds every crate it runs with opt-level 2; a release build would compile
+//! XGBoost's C++ a second time).
 //!
 //! Check the machine is quiet first (`../shared/tools/machine-check`): a neighbour on one core
 //! halves 2-thread figures.
@@ -28,25 +30,33 @@ use tunehub_engine::search::{
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::Task;
 
-/// The workload set: (short name, op spec).
-const WORKLOADS: &[(&str, &str)] = &[
-    ("matmul512", "matmul(512,512,512)"),
-    ("matmul1024", "matmul(1024,1024,1024)"),
-    ("dense", "dense(m=1,n=1000,k=1024,bias=1,relu=1)"),
+/// The workload set: (short name, op spec, its constant weight, which `--layout-free`
+/// marks layout-free as Ansor's runs in the baselines file did).
+const WORKLOADS: &[(&str, &str, Option<&str>)] = &[
+    ("matmul512", "matmul(512,512,512)", Some("B")),
+    ("matmul1024", "matmul(1024,1024,1024)", Some("B")),
+    (
+        "dense",
+        "dense(m=1,n=1000,k=1024,bias=1,relu=1)",
+        Some("weight"),
+    ),
     (
         "conv2d",
         "conv2d_nchw(n=1,c=64,h=56,w=56,f=64,kh=3,kw=3,pad=1)",
+        Some("kernel"),
     ),
     (
         "conv2d_nhwc",
         "conv2d_nhwc(n=1,h=56,w=56,c=64,f=64,kh=3,kw=3,pad=1)",
+        Some("kernel"),
     ),
     (
         "depthwise",
         "depthwise_conv2d_nchw(n=1,c=32,h=112,w=112,kh=3,kw=3,pad=1)",
+        Some("kernel"),
     ),
-    ("batch_matmul", "batch_matmul(b=12,m=128,n=128,k=64)"),
-    ("softmax", "softmax(m=128,n=1000)"),
+    ("batch_matmul", "batch_matmul(b=12,m=128,n=128,k=64)", None),
+    ("softmax", "softmax(m=128,n=1000)", None),
 ];
 
 #[derive(Parser)]
@@ -77,8 +87,9 @@ struct SearchArgs {
     population: usize,
     #[arg(long, default_value_t = 4)]
     generations: usize,
-    /// Cost model: random (the search without a model).
-    #[arg(long, default_value = "random")]
+    /// Cost model: xgb (XGBoost, Ansor's pack-sum objective) or random (the search without a
+    /// model).
+    #[arg(long, default_value = "xgb")]
     model: String,
     /// Random schedules measured as the baseline (0: none).
     #[arg(long, default_value_t = 200)]
@@ -95,6 +106,9 @@ struct SearchArgs {
     repeat: u32,
     #[arg(long, default_value_t = 100)]
     min_repeat_ms: u32,
+    /// Mark each workload's constant weight layout-free (packed once outside the timed kernel).
+    #[arg(long)]
+    layout_free: bool,
     /// Skip OpenBLAS even when it is installed.
     #[arg(long)]
     no_blas: bool,
@@ -106,7 +120,13 @@ struct SearchArgs {
 fn make_model(name: &str, seed: u64) -> Result<Box<dyn CostModel>> {
     match name {
         "random" => Ok(Box::new(RandomModel::new(seed))),
-        _ => bail!("unknown model {name:?} (random)"),
+        "xgb" => Ok(Box::new(tunehub_costmodel::XgbModel::new(
+            tunehub_costmodel::XgbParams {
+                seed,
+                ..tunehub_costmodel::XgbParams::default()
+            },
+        ))),
+        _ => bail!("unknown model {name:?} (random, xgb)"),
     }
 }
 
@@ -137,7 +157,7 @@ fn main() -> Result<()> {
         cores: a.threads,
         ..TargetOverrides::default()
     });
-    let chosen: Vec<(&str, &str)> = if a.workloads == "all" {
+    let chosen: Vec<(&str, &str, Option<&str>)> = if a.workloads == "all" {
         WORKLOADS.to_vec()
     } else {
         a.workloads
@@ -145,7 +165,7 @@ fn main() -> Result<()> {
             .map(|w| {
                 WORKLOADS
                     .iter()
-                    .find(|(n, _)| *n == w.trim())
+                    .find(|(n, _, _)| *n == w.trim())
                     .copied()
                     .with_context(|| format!("unknown workload {w:?}"))
             })
@@ -170,8 +190,15 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&a.out)?;
     let mut panels = vec![];
     let mut report = vec![];
-    for (name, spec) in chosen {
-        let task = Arc::new(Task::new(ops::build_op(spec)?, spec));
+    for (name, spec, weight) in chosen {
+        let task = match weight.filter(|_| a.layout_free) {
+            Some(w) => Task::new(ops::build_op(spec)?, spec).with_layout_free(&[w]),
+            None => Ok(Task::new(ops::build_op(spec)?, spec)),
+        };
+        let task = Arc::new(task.map_err(anyhow::Error::msg)?);
+        if a.layout_free && weight.is_some() {
+            println!("(layout rewrite on for {})", weight.unwrap_or(""));
+        }
         println!("\n== {name}: {spec} ({:.1} MFLOP)", task.flops as f64 / 1e6);
         let mut measurer = Measurer::new(&target, tune_opts.clone());
         let mut model = make_model(&a.model, a.seed)?;

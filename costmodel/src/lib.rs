@@ -1,5 +1,14 @@
 //! tunehub's learned cost model. [`features`] turns a lowered program into Ansor-style feature
-//! vectors, one per buffer store; the gradient-boosted ranking model that scores them arrives
-//! with its own issue, and until then the search uses the engine's sampler alone.
+//! vectors, one per buffer store; [`xgb_model`] ranks programs with XGBoost (Ansor's pack-sum
+//! objective, or XGBoost's own ranking objectives); [`linear`] is the linear baseline;
+//! [`dataset`] and [`eval`] hold the measured records and the ranking metrics the models are
+//! judged by.
 
+pub mod dataset;
+pub mod eval;
 pub mod features;
+pub mod linear;
+pub mod samples;
+pub mod xgb_model;
+
+pub use xgb_model::{Objective, XgbModel, XgbParams};

@@ -39,6 +39,12 @@ pub trait CostModel: Send {
 
     /// A short name for logs and benchmark tables.
     fn name(&self) -> &str;
+
+    /// The model's own serialisation, for a model worth keeping (per target) and reloading
+    /// later; `None` for a model with nothing learned to keep.
+    fn save_bytes(&self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Uniform random scores: the search without a model.

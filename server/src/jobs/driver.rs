@@ -16,14 +16,16 @@ use crate::records::{self, NewRecord, Record, RecordStore};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
+use tunehub_costmodel::{XgbModel, XgbParams};
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::{ErrorCode, MeasureResult, Measurer};
 use tunehub_engine::schedule::Schedule;
-use tunehub_engine::search::{
-    CostModel, CostModelError, RandomModel, SchedulerKind, TaskScheduler, TaskSearch,
-};
+use tunehub_engine::search::{CostModel, CostModelError, SchedulerKind, TaskScheduler, TaskSearch};
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
+
+/// The kind under which the job driver saves its cost model per target.
+const MODEL_KIND: &str = "xgb-packsum";
 
 /// Proposes candidates for one task: the search seam (the engine's `TaskSearch` implements it;
 /// a test or another strategy may bring its own).
@@ -252,8 +254,25 @@ async fn drive(
             done,
         });
     }
-    // The cost model slot: the XGBoost model (saved per target in `cost_models`) replaces this.
-    let mut model: Option<Box<dyn CostModel>> = Some(Box::new(RandomModel::new(job.seed)));
+    // The XGBoost model, warm-started from the one saved for this target when there is one (a
+    // model that does not load is replaced, not fatal: it is only a ranking aid).
+    let saved = match jobs.cost_model(&job.target_key).await {
+        Ok(Some((kind, bytes, _))) if kind == MODEL_KIND => XgbModel::load(&bytes)
+            .inspect_err(|e| tracing::warn!(job = %job.id, "saved cost model ignored: {e}"))
+            .ok(),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(job = %job.id, "reading the saved cost model: {e}");
+            None
+        }
+    };
+    let fresh = || {
+        XgbModel::new(XgbParams {
+            seed: job.seed,
+            ..XgbParams::default()
+        })
+    };
+    let mut model: Option<Box<dyn CostModel>> = Some(Box::new(saved.unwrap_or_else(fresh)));
     let kind = if job.scheduler == "gradient" {
         SchedulerKind::Gradient
     } else {
@@ -305,6 +324,15 @@ async fn drive(
             return Ok(None);
         }
         let Some(i) = scheduler.next_task() else {
+            if let Some(bytes) = model.as_ref().and_then(|m| m.save_bytes()) {
+                let trained_on = tasks.iter().map(|t| t.done as u64).sum();
+                if let Err(e) = jobs
+                    .save_cost_model(&job.target_key, MODEL_KIND, &bytes, trained_on)
+                    .await
+                {
+                    tracing::warn!(job = %job.id, "saving the cost model: {e}");
+                }
+            }
             return Ok(Some(JobState::Done));
         };
         let t = &mut tasks[i];

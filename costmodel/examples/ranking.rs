@@ -1,0 +1,88 @@
+//! The cost model evaluation: XGBoost pack-sum, XGBoost rank objectives, the linfa linear
+//! baseline and random scores, on real measured records (see `gen_dataset`), for held-out
+//! records of seen workloads (3-fold per task) and for held-out workloads (leave one out).
+//!
+//! `cargo run -p tunehub-costmodel --example ranking -- [DATASET]`
+//! (default costmodel/data/records.jsonl). The costmodel crate is built with opt-level 2 in the
+//! dev profile, so this is the optimised model without a second XGBoost C++ build for `release`.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::fs::File;
+use std::io::BufReader;
+use std::time::Instant;
+use tunehub_costmodel::dataset::{read_records, to_task_samples};
+use tunehub_costmodel::eval::{
+    LinearRanker, Metrics, RandomRanker, Ranker, XgbRanker, seen_workloads, unseen_workloads,
+};
+use tunehub_costmodel::linear::LinearModel;
+use tunehub_costmodel::{Objective, XgbParams};
+
+fn main() {
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "costmodel/data/records.jsonl".into());
+    let records = read_records(BufReader::new(File::open(&path).expect("open the dataset")))
+        .expect("read the dataset");
+    let tasks = to_task_samples(&records).expect("replay the dataset");
+    println!("{path}: {} records", records.len());
+    for t in &tasks {
+        let ok = t.samples.iter().filter(|s| s.cost.is_finite()).count();
+        let best = t
+            .samples
+            .iter()
+            .map(|s| s.cost)
+            .fold(f64::INFINITY, f64::min);
+        let worst = t
+            .samples
+            .iter()
+            .map(|s| s.cost)
+            .filter(|c| c.is_finite())
+            .fold(0.0, f64::max);
+        println!(
+            "  {:<52} {:>4} records, {:>4} ok, best {:.3} ms, worst/best {:.0}x",
+            t.key,
+            t.samples.len(),
+            ok,
+            best * 1e3,
+            worst / best
+        );
+    }
+    let xgb = |objective| XgbParams {
+        objective,
+        ..XgbParams::default()
+    };
+    let mut rankers: Vec<Box<dyn Ranker>> = vec![
+        Box::new(XgbRanker(xgb(Objective::PackSum), None)),
+        Box::new(XgbRanker(xgb(Objective::RankPairwise), None)),
+        Box::new(XgbRanker(xgb(Objective::RankNdcg), None)),
+        Box::new(LinearRanker(LinearModel::new(10.0))),
+        Box::new(RandomRanker(ChaCha8Rng::seed_from_u64(7))),
+    ];
+    let header = || {
+        println!(
+            "  {:<22} {:>8} {:>6} {:>6} {:>8} {:>8} {:>5} {:>8}",
+            "model", "pairwise", "top-1", "top-5", "apeak@8", "apeak@32", "sets", "time s"
+        )
+    };
+    let row = |name: &str, m: &Metrics, secs: f64| {
+        println!(
+            "  {:<22} {:>8.3} {:>6.2} {:>6.2} {:>8.3} {:>8.3} {:>5} {:>8.1}",
+            name, m.pairwise, m.top1, m.top5, m.apeak8, m.apeak32, m.sets, secs
+        )
+    };
+    println!("\nheld-out records of seen workloads (3 folds per task, all tasks trained together)");
+    header();
+    for r in rankers.iter_mut() {
+        let t = Instant::now();
+        let m = seen_workloads(r.as_mut(), &tasks, 3, 42).expect("evaluate");
+        row(&r.name(), &m, t.elapsed().as_secs_f64());
+    }
+    println!("\nheld-out workloads (train on the others, score all records of the one left out)");
+    header();
+    for r in rankers.iter_mut() {
+        let t = Instant::now();
+        let m = unseen_workloads(r.as_mut(), &tasks).expect("evaluate");
+        row(&r.name(), &m, t.elapsed().as_secs_f64());
+    }
+}

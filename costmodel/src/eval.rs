@@ -1,0 +1,229 @@
+//! Ranking metrics and the two evaluation protocols: held-out records of seen workloads
+//! (k-fold within every task, all tasks trained together) and held-out workloads (leave one
+//! task out). The models are compared through [`Ranker`], fitted from scratch per split.
+
+use crate::features::N_FEATURES;
+use crate::linear::LinearModel;
+use crate::samples::{Sample, TaskSamples};
+use crate::xgb_model::{ModelError, XgbModel, XgbParams};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A model under evaluation.
+pub trait Ranker {
+    fn name(&self) -> String;
+    /// Fits from scratch on `train`.
+    fn fit(&mut self, train: &[TaskSamples]) -> Result<(), ModelError>;
+    /// Scores programs of one task (higher = predicted faster).
+    fn score(&mut self, programs: &[&[[f32; N_FEATURES]]]) -> Result<Vec<f32>, ModelError>;
+}
+
+pub struct XgbRanker(pub XgbParams, pub Option<XgbModel>);
+
+impl Ranker for XgbRanker {
+    fn name(&self) -> String {
+        self.0.objective.name().into()
+    }
+    fn fit(&mut self, train: &[TaskSamples]) -> Result<(), ModelError> {
+        let mut m = XgbModel::new(self.0.clone());
+        for t in train {
+            m.add_samples(&t.key, t.samples.iter().cloned());
+        }
+        m.retrain()?;
+        self.1 = Some(m);
+        Ok(())
+    }
+    fn score(&mut self, programs: &[&[[f32; N_FEATURES]]]) -> Result<Vec<f32>, ModelError> {
+        self.1
+            .as_mut()
+            .ok_or_else(|| ModelError::Invalid("not fitted".into()))?
+            .predict_stores(programs)
+    }
+}
+
+pub struct LinearRanker(pub LinearModel);
+
+impl Ranker for LinearRanker {
+    fn name(&self) -> String {
+        "linear-ridge (linfa)".into()
+    }
+    fn fit(&mut self, train: &[TaskSamples]) -> Result<(), ModelError> {
+        self.0.fit(train)
+    }
+    fn score(&mut self, programs: &[&[[f32; N_FEATURES]]]) -> Result<Vec<f32>, ModelError> {
+        self.0.predict_stores(programs)
+    }
+}
+
+pub struct RandomRanker(pub ChaCha8Rng);
+
+impl Ranker for RandomRanker {
+    fn name(&self) -> String {
+        "random".into()
+    }
+    fn fit(&mut self, _: &[TaskSamples]) -> Result<(), ModelError> {
+        Ok(())
+    }
+    fn score(&mut self, programs: &[&[[f32; N_FEATURES]]]) -> Result<Vec<f32>, ModelError> {
+        Ok(programs.iter().map(|_| self.0.r#gen::<f32>()).collect())
+    }
+}
+
+/// Ranking quality on one test set, or an average of several.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Metrics {
+    /// Fraction of pairs with different true costs that the scores order correctly (score
+    /// ties count half; failures are slower than any success, two failures are not a pair).
+    pub pairwise: f64,
+    /// 1 when the truly fastest program is the model's first choice.
+    pub top1: f64,
+    /// 1 when the truly fastest program is among the model's 5 best scored.
+    pub top5: f64,
+    /// Best throughput among the model's top 8 / the best throughput of the set.
+    pub apeak8: f64,
+    /// The same over the top 32 (Ansor's a-peak@32).
+    pub apeak32: f64,
+    /// Test sets averaged.
+    pub sets: usize,
+}
+
+/// The metrics of `scores` against the true `costs` (seconds, infinite for failures).
+pub fn metrics(costs: &[f64], scores: &[f32]) -> Metrics {
+    assert_eq!(costs.len(), scores.len());
+    let (mut good, mut pairs) = (0.0, 0.0);
+    for i in 0..costs.len() {
+        for j in i + 1..costs.len() {
+            if costs[i] == costs[j] {
+                continue;
+            }
+            pairs += 1.0;
+            let truth = costs[i] < costs[j]; // i faster
+            if scores[i] == scores[j] {
+                good += 0.5;
+            } else if (scores[i] > scores[j]) == truth {
+                good += 1.0;
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..costs.len()).collect();
+    // Highest score first; ties broken by position so the result is deterministic.
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    let best = costs.iter().cloned().fold(f64::INFINITY, f64::min);
+    let in_top = |k: usize| order.iter().take(k).any(|&i| costs[i] == best) as u8 as f64;
+    let apeak = |k: usize| {
+        let got = order
+            .iter()
+            .take(k)
+            .map(|&i| costs[i])
+            .fold(f64::INFINITY, f64::min);
+        if got.is_finite() { best / got } else { 0.0 }
+    };
+    Metrics {
+        pairwise: if pairs > 0.0 { good / pairs } else { 1.0 },
+        top1: in_top(1),
+        top5: in_top(5),
+        apeak8: apeak(8),
+        apeak32: apeak(32),
+        sets: 1,
+    }
+}
+
+impl Metrics {
+    pub fn mean(all: &[Metrics]) -> Metrics {
+        let n = all.len().max(1) as f64;
+        let avg = |f: fn(&Metrics) -> f64| all.iter().map(f).sum::<f64>() / n;
+        Metrics {
+            pairwise: avg(|m| m.pairwise),
+            top1: avg(|m| m.top1),
+            top5: avg(|m| m.top5),
+            apeak8: avg(|m| m.apeak8),
+            apeak32: avg(|m| m.apeak32),
+            sets: all.len(),
+        }
+    }
+}
+
+fn score_set(r: &mut dyn Ranker, test: &[Sample]) -> Result<Metrics, ModelError> {
+    let programs: Vec<&[[f32; N_FEATURES]]> = test.iter().map(|s| s.stores.as_slice()).collect();
+    let scores = r.score(&programs)?;
+    let costs: Vec<f64> = test.iter().map(|s| s.cost).collect();
+    Ok(metrics(&costs, &scores))
+}
+
+/// Held-out records of seen workloads: every task's samples are shuffled and cut into `folds`;
+/// for each fold the model trains on the others of every task and is scored per task.
+pub fn seen_workloads(
+    r: &mut dyn Ranker,
+    tasks: &[TaskSamples],
+    folds: usize,
+    seed: u64,
+) -> Result<Metrics, ModelError> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let shuffled: Vec<Vec<&Sample>> = tasks
+        .iter()
+        .map(|t| {
+            let mut v: Vec<&Sample> = t.samples.iter().collect();
+            v.shuffle(&mut rng);
+            v
+        })
+        .collect();
+    let mut all = vec![];
+    for f in 0..folds {
+        let mut train = vec![];
+        let mut tests = vec![];
+        for (t, v) in tasks.iter().zip(&shuffled) {
+            let mut tr = TaskSamples::new(t.key.clone());
+            let mut te = vec![];
+            for (i, s) in v.iter().enumerate() {
+                if i % folds == f {
+                    te.push((*s).clone());
+                } else {
+                    tr.samples.push((*s).clone());
+                }
+            }
+            train.push(tr);
+            tests.push(te);
+        }
+        r.fit(&train)?;
+        for te in &tests {
+            all.push(score_set(r, te)?);
+        }
+    }
+    Ok(Metrics::mean(&all))
+}
+
+/// Held-out workloads: for each task, train on all the others and score its samples.
+pub fn unseen_workloads(r: &mut dyn Ranker, tasks: &[TaskSamples]) -> Result<Metrics, ModelError> {
+    let mut all = vec![];
+    for i in 0..tasks.len() {
+        let train: Vec<TaskSamples> = tasks
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, t)| t.clone())
+            .collect();
+        r.fit(&train)?;
+        all.push(score_set(r, &tasks[i].samples)?);
+    }
+    Ok(Metrics::mean(&all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perfect_reversed_and_failed() {
+        let costs = [1.0, 2.0, 3.0, f64::INFINITY];
+        let m = metrics(&costs, &[4.0, 3.0, 2.0, 1.0]);
+        assert_eq!((m.pairwise, m.top1, m.apeak8), (1.0, 1.0, 1.0));
+        let m = metrics(&costs, &[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!((m.pairwise, m.top1, m.top5), (0.0, 0.0, 1.0));
+        // The model's first choice is 2x slower than the best.
+        let m = metrics(&costs, &[3.0, 4.0, 2.0, 1.0]);
+        assert_eq!(m.top1, 0.0);
+        let m1 = metrics(&costs[..2], &[0.0, 1.0]);
+        assert_eq!(m1.apeak8, 1.0, "the best is within the top 8");
+    }
+}

@@ -1,0 +1,671 @@
+//! The XGBoost cost model: ranks the lowered programs of a task from their per-store features.
+//!
+//! Two ways to train it, chosen by [`Objective`]:
+//! - [`Objective::PackSum`] (Ansor's): one row per store, a program's score is the sum of its
+//!   stores' predictions, fitted to the normalised throughput with a custom squared-error
+//!   objective on that sum, weighted by the label so that fast programs count most.
+//! - [`Objective::RankPairwise`] / [`Objective::RankNdcg`]: XGBoost's own learning-to-rank
+//!   objectives on one aggregated row per program ([`program_vector`]), one query group per task.
+//!
+//! The evaluation (`examples/ranking.rs`, numbers in ARCHITECTURE.md) decides the default.
+//!
+//! Online use: [`CostModel::update`] adds the measured programs to per-task sample sets and
+//! retrains from scratch (or from a loaded model: warm start) on a bounded subsample, so the cost
+//! of an update stays flat as records grow. [`XgbModel::save`] / [`XgbModel::load`] carry the
+//! trained booster between processes and targets; the records stay in the server's database.
+
+use crate::features::{N_FEATURES, extract};
+use crate::samples::{PROGRAM_FEATURES, Sample, TaskSamples, program_vector};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use tunehub_engine::lower::LoweredFunc;
+use tunehub_engine::measure::MeasureResult;
+use tunehub_engine::search::{CostModel, CostModelError};
+use tunehub_engine::task::Task;
+use xgb::{Booster, DMatrix};
+
+/// Start of every saved model, so that a foreign blob is rejected before XGBoost parses it.
+const MAGIC: &[u8] = b"TUNEHUB-XGB-1\n";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("invalid input: {0}")]
+    Invalid(String),
+    #[error("xgboost: {0}")]
+    Xgb(String),
+}
+
+impl From<xgb::XGBError> for ModelError {
+    fn from(e: xgb::XGBError) -> Self {
+        ModelError::Xgb(e.to_string())
+    }
+}
+
+impl From<ModelError> for CostModelError {
+    fn from(e: ModelError) -> Self {
+        match e {
+            ModelError::Invalid(m) => CostModelError::Invalid(m),
+            ModelError::Xgb(m) => CostModelError::Backend(m),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// Ansor's: per-store rows, program score = sum of store predictions (custom gradient).
+    PackSum,
+    /// XGBoost `rank:pairwise` on per-program rows grouped by task.
+    RankPairwise,
+    /// XGBoost `rank:ndcg` (linear gain, so that the real-valued labels are usable).
+    RankNdcg,
+}
+
+impl Objective {
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::PackSum => "xgb-pack-sum",
+            Objective::RankPairwise => "xgb-rank-pairwise",
+            Objective::RankNdcg => "xgb-rank-ndcg",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct XgbParams {
+    pub objective: Objective,
+    /// Boosting rounds per training (fixed: no validation split to stop early on).
+    pub rounds: u32,
+    pub max_depth: u32,
+    pub eta: f32,
+    pub gamma: f32,
+    pub min_child_weight: f32,
+    /// Histogram bins per feature (`hist` tree method); fewer bins train faster.
+    pub max_bin: u32,
+    /// XGBoost threads. 1 by default: on a 2-core machine shared with compilers and measured
+    /// kernels, spinning OpenMP workers made training 3-5x slower, and one thread keeps
+    /// training bit-for-bit deterministic.
+    pub nthread: u32,
+    /// Training uses at most this many programs (all tasks together), subsampled per task.
+    pub max_train_samples: usize,
+    /// Samples kept per task; beyond it the slowest surplus is dropped (the model needs the
+    /// good region most; the failures and slow ones are plentiful).
+    pub max_kept_per_task: usize,
+    pub seed: u64,
+}
+
+impl Default for XgbParams {
+    fn default() -> Self {
+        // Ansor uses depth 10, eta 0.2, min_child_weight 0; on our few hundred records per task
+        // shallower, slower-learning trees generalised better to held-out records (pack-sum,
+        // 3-fold: top-5 recall 0.56 vs 0.44, a-peak@8 0.86 vs 0.78). Fixed rounds: no
+        // validation split to stop early on, and a bounded training time. Labels stay Ansor's
+        // throughput: a log-scaled label raised pairwise accuracy a little (0.61 vs 0.56) but
+        // lost the fast region (top-5 0.33), which is what the search needs.
+        XgbParams {
+            objective: Objective::PackSum,
+            rounds: 60,
+            max_depth: 6,
+            eta: 0.1,
+            gamma: 0.001,
+            min_child_weight: 1.0,
+            max_bin: 64,
+            nthread: 1,
+            max_train_samples: 5000,
+            max_kept_per_task: 20_000,
+            seed: 0,
+        }
+    }
+}
+
+/// Header of a saved model (JSON), followed by XGBoost's own UBJSON bytes of the booster.
+#[derive(Serialize, Deserialize)]
+struct Header {
+    params: XgbParams,
+    booster_bytes: usize,
+}
+
+pub struct XgbModel {
+    params: XgbParams,
+    booster: Option<Booster>,
+    /// The loaded model every retraining starts from (warm start), if any.
+    base: Option<Vec<u8>>,
+    tasks: Vec<TaskSamples>,
+    rng: ChaCha8Rng,
+}
+
+impl XgbModel {
+    pub fn new(params: XgbParams) -> Self {
+        XgbModel {
+            rng: ChaCha8Rng::seed_from_u64(params.seed),
+            params,
+            booster: None,
+            base: None,
+            tasks: vec![],
+        }
+    }
+
+    pub fn params(&self) -> &XgbParams {
+        &self.params
+    }
+
+    pub fn is_trained(&self) -> bool {
+        self.booster.is_some()
+    }
+
+    /// Samples kept, all tasks together.
+    pub fn num_samples(&self) -> usize {
+        self.tasks.iter().map(|t| t.samples.len()).sum()
+    }
+
+    /// The model as bytes: a header with the parameters, then the booster. Records are not
+    /// included (the server keeps them); a model loaded on another target starts from these
+    /// trees and adds rounds on that target's records.
+    pub fn save(&self) -> Result<Vec<u8>, ModelError> {
+        let booster = match &self.booster {
+            Some(b) => b.save_buffer(true)?,
+            None => self.base.clone().unwrap_or_default(),
+        };
+        let header = serde_json::to_vec(&Header {
+            params: self.params.clone(),
+            booster_bytes: booster.len(),
+        })
+        .map_err(|e| ModelError::Invalid(e.to_string()))?;
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&header);
+        out.push(b'\n');
+        out.extend_from_slice(&booster);
+        Ok(out)
+    }
+
+    /// A model saved by [`XgbModel::save`]. Its trees predict at once; the next
+    /// [`CostModel::update`] continues training from them.
+    pub fn load(bytes: &[u8]) -> Result<Self, ModelError> {
+        let bad = |m: &str| ModelError::Invalid(format!("not a saved tunehub model: {m}"));
+        let rest = bytes.strip_prefix(MAGIC).ok_or_else(|| bad("no header"))?;
+        let nl = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| bad("truncated header"))?;
+        let header: Header =
+            serde_json::from_slice(&rest[..nl]).map_err(|e| bad(&e.to_string()))?;
+        let body = &rest[nl + 1..];
+        if body.len() != header.booster_bytes {
+            return Err(bad("truncated model"));
+        }
+        let mut m = XgbModel::new(header.params);
+        if !body.is_empty() {
+            let mut b = Booster::load_buffer(body)?;
+            m.configure(&mut b)?;
+            m.booster = Some(b);
+            m.base = Some(body.to_vec());
+        }
+        Ok(m)
+    }
+
+    /// Adds measured samples of task `key` without retraining (see [`XgbModel::retrain`]).
+    pub fn add_samples(&mut self, key: &str, samples: impl IntoIterator<Item = Sample>) {
+        let idx = match self.tasks.iter().position(|t| t.key == key) {
+            Some(i) => i,
+            None => {
+                self.tasks.push(TaskSamples::new(key));
+                self.tasks.len() - 1
+            }
+        };
+        let cap = self.params.max_kept_per_task;
+        let t = &mut self.tasks[idx];
+        t.samples.extend(samples);
+        if t.samples.len() > cap {
+            // Keep the fastest: stable sort by cost, drop the tail (failures are last).
+            t.samples.sort_by(|a, b| a.cost.total_cmp(&b.cost));
+            t.samples.truncate(cap);
+        }
+    }
+
+    /// Trains on the kept samples (subsampled to `max_train_samples`), from the loaded model if
+    /// there is one. Does nothing while no task has a successful measurement.
+    pub fn retrain(&mut self) -> Result<(), ModelError> {
+        let chosen = self.training_set();
+        if chosen.is_empty() {
+            return Ok(());
+        }
+        let booster = match self.params.objective {
+            Objective::PackSum => {
+                let mut rows = vec![];
+                let mut group = vec![];
+                let mut lab = vec![];
+                let mut weight = vec![];
+                for &(t, i, y) in &chosen {
+                    let s = &self.tasks[t].samples[i];
+                    for st in &s.stores {
+                        rows.extend_from_slice(st);
+                        lab.push(y);
+                    }
+                    group.push(s.stores.len() as u32);
+                    // Ansor weighs each program by its label: the fast region matters most.
+                    // With groups set XGBoost wants one weight per group (here: per program).
+                    weight.push(y.max(0.05));
+                }
+                let mut d = DMatrix::from_dense(&rows, lab.len())?;
+                d.set_labels(&lab)?;
+                d.set_weights(&weight)?;
+                // The query groups carry the store-to-program packing to the custom objective
+                // (a plain `fn` cannot capture it); the objective itself is ours.
+                d.set_group(&group)?;
+                let mut booster = self.start_booster(&d)?;
+                for _ in 0..self.params.rounds {
+                    booster.update_custom(&d, pack_sum_objective)?;
+                }
+                booster
+            }
+            Objective::RankPairwise | Objective::RankNdcg => {
+                let mut rows = vec![];
+                let mut group = vec![];
+                let mut lab = vec![];
+                let mut task = usize::MAX;
+                for &(ti, i, y) in &chosen {
+                    let s = &self.tasks[ti].samples[i];
+                    if ti != task {
+                        group.push(0u32);
+                        task = ti;
+                    }
+                    *group.last_mut().expect("a group") += 1;
+                    program_vector(&s.stores, &mut rows);
+                    lab.push(y);
+                }
+                let mut d = DMatrix::from_dense(&rows, lab.len())?;
+                d.set_labels(&lab)?;
+                d.set_group(&group)?;
+                let mut booster = self.start_booster(&d)?;
+                for i in 0..self.params.rounds {
+                    booster.update(&d, i as i32)?;
+                }
+                booster
+            }
+        };
+        self.booster = Some(booster);
+        Ok(())
+    }
+
+    /// A fresh booster that knows the training matrix (XGBoost sizes the model from it), or
+    /// the loaded model to continue from.
+    fn start_booster(&self, d: &DMatrix) -> Result<Booster, ModelError> {
+        let mut b = match &self.base {
+            Some(bytes) => Booster::load_buffer(bytes)?,
+            None => Booster::new_with_cached_dmats(&Default::default(), &[d])?,
+        };
+        self.configure(&mut b)?;
+        Ok(b)
+    }
+
+    fn configure(&self, b: &mut Booster) -> Result<(), ModelError> {
+        let p = &self.params;
+        let objective = match p.objective {
+            // Only configures the learner (base score, label checks): the gradient is ours.
+            Objective::PackSum => "reg:squarederror",
+            Objective::RankPairwise => "rank:pairwise",
+            Objective::RankNdcg => "rank:ndcg",
+        };
+        for (k, v) in [
+            ("verbosity", "0".to_string()),
+            ("objective", objective.into()),
+            ("tree_method", "hist".into()),
+            ("max_depth", p.max_depth.to_string()),
+            ("eta", p.eta.to_string()),
+            ("gamma", p.gamma.to_string()),
+            ("min_child_weight", p.min_child_weight.to_string()),
+            ("max_bin", p.max_bin.to_string()),
+            ("nthread", p.nthread.to_string()),
+            ("seed", p.seed.to_string()),
+            // Scores are sums over stores: no constant per store.
+            ("base_score", "0".into()),
+        ] {
+            b.set_param(k, &v)?;
+        }
+        if p.objective != Objective::PackSum {
+            // XGBoost samples one pair per program by default: too few for a few hundred.
+            b.set_param("lambdarank_pair_method", "mean")?;
+            b.set_param("lambdarank_num_pair_per_sample", "8")?;
+        }
+        if p.objective == Objective::RankNdcg {
+            // Exponential gain needs small integer relevance; labels here are in [0, 1].
+            b.set_param("ndcg_exp_gain", "false")?;
+        }
+        Ok(())
+    }
+
+    /// The programs to train on with their labels, grouped by task. Labels use every kept
+    /// sample of the task (the best is the task's best, not the subsample's); when over budget
+    /// each task gets a share proportional to its size, its fastest tenth always included.
+    fn training_set(&mut self) -> Vec<(usize, usize, f32)> {
+        let total: usize = self.tasks.iter().map(|t| t.samples.len()).sum();
+        let budget = self.params.max_train_samples.max(1);
+        let mut out = vec![];
+        for (ti, t) in self.tasks.iter().enumerate() {
+            let lab = t.labels();
+            if lab.iter().all(|&y| y == 0.0) {
+                continue; // nothing to rank against
+            }
+            let mut idx: Vec<usize> = (0..t.samples.len()).collect();
+            if total > budget {
+                let share = (t.samples.len() * budget).div_ceil(total).max(1);
+                idx.sort_by(|&a, &b| lab[b].total_cmp(&lab[a]));
+                let top = (share / 10).max(1);
+                let (head, tail) = idx.split_at_mut(top);
+                tail.shuffle(&mut self.rng);
+                let keep = head.len() + (share - top).min(tail.len());
+                idx.truncate(keep);
+                idx.sort_unstable();
+            }
+            for i in idx {
+                if t.samples[i].stores.is_empty() {
+                    continue;
+                }
+                out.push((ti, i, lab[i]));
+            }
+        }
+        out
+    }
+
+    /// Scores of programs given by their stores' features (higher = predicted faster). An
+    /// empty batch, a program without stores or a non-finite feature is an error.
+    pub fn predict_stores(
+        &mut self,
+        programs: &[&[[f32; N_FEATURES]]],
+    ) -> Result<Vec<f32>, ModelError> {
+        validate(programs)?;
+        let Some(booster) = &self.booster else {
+            // Untrained: random scores, so that the search explores uniformly (as Ansor).
+            return Ok(programs.iter().map(|_| self.rng.r#gen::<f32>()).collect());
+        };
+        match self.params.objective {
+            Objective::PackSum => {
+                let n: usize = programs.iter().map(|p| p.len()).sum();
+                let mut rows = Vec::with_capacity(n * N_FEATURES);
+                for p in programs {
+                    for s in p.iter() {
+                        rows.extend_from_slice(s);
+                    }
+                }
+                let pred = booster.predict(&DMatrix::from_dense(&rows, n)?)?;
+                let mut out = Vec::with_capacity(programs.len());
+                let mut at = 0;
+                for p in programs {
+                    out.push(pred[at..at + p.len()].iter().sum());
+                    at += p.len();
+                }
+                Ok(out)
+            }
+            Objective::RankPairwise | Objective::RankNdcg => {
+                let mut rows = Vec::with_capacity(programs.len() * PROGRAM_FEATURES);
+                for p in programs {
+                    program_vector(p, &mut rows);
+                }
+                Ok(booster.predict(&DMatrix::from_dense(&rows, programs.len())?)?)
+            }
+        }
+    }
+}
+
+pub(crate) fn validate(programs: &[&[[f32; N_FEATURES]]]) -> Result<(), ModelError> {
+    if programs.is_empty() {
+        return Err(ModelError::Invalid("empty batch".into()));
+    }
+    for (i, p) in programs.iter().enumerate() {
+        if p.is_empty() {
+            return Err(ModelError::Invalid(format!("program {i} has no stores")));
+        }
+        if p.iter().flatten().any(|v| !v.is_finite()) {
+            return Err(ModelError::Invalid(format!(
+                "program {i} has a non-finite feature"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Ansor's pack-sum squared error: for the rows (stores) of program `p`, gradient
+/// `w_p * (sum of its predictions - y_p)` and hessian `w_p`. The groups give the packing,
+/// the weights are per group (program).
+fn pack_sum_objective(pred: &[f32], d: &DMatrix) -> (Vec<f32>, Vec<f32>) {
+    let (Ok(labels), Ok(weights), Ok(ptr)) = (d.get_labels(), d.get_weights(), d.get_group())
+    else {
+        // Unreachable with the matrices built above; a zero gradient adds an empty tree.
+        return (vec![0.0; pred.len()], vec![1.0; pred.len()]);
+    };
+    let mut grad = vec![0.0; pred.len()];
+    let mut hess = vec![0.0; pred.len()];
+    for (p, w) in ptr.windows(2).enumerate() {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        let sum: f32 = pred[a..b].iter().sum();
+        let g = weights[p] * (sum - labels[a]);
+        grad[a..b].fill(g);
+        hess[a..b].fill(weights[p]);
+    }
+    (grad, hess)
+}
+
+/// Features of lowered programs, one `Vec` of store vectors per program.
+pub fn program_features(programs: &[&LoweredFunc]) -> Vec<Vec<[f32; N_FEATURES]>> {
+    programs
+        .iter()
+        .map(|f| extract(f).into_iter().map(|s| s.values).collect())
+        .collect()
+}
+
+/// The samples of measured programs (failures get an infinite cost, hence label 0).
+pub fn samples_of(
+    programs: &[&LoweredFunc],
+    results: &[MeasureResult],
+) -> Result<Vec<Sample>, ModelError> {
+    if programs.len() != results.len() {
+        return Err(ModelError::Invalid(format!(
+            "{} programs but {} results",
+            programs.len(),
+            results.len()
+        )));
+    }
+    Ok(program_features(programs)
+        .into_iter()
+        .zip(results)
+        .map(|(stores, r)| Sample {
+            stores,
+            cost: r.min_cost(),
+        })
+        .collect())
+}
+
+impl CostModel for XgbModel {
+    fn predict(
+        &mut self,
+        _task: &Task,
+        programs: &[&LoweredFunc],
+    ) -> Result<Vec<f32>, CostModelError> {
+        if programs.is_empty() {
+            return Err(CostModelError::Invalid("empty batch".into()));
+        }
+        let feats = program_features(programs);
+        let refs: Vec<&[[f32; N_FEATURES]]> = feats.iter().map(|f| f.as_slice()).collect();
+        Ok(self.predict_stores(&refs)?)
+    }
+
+    fn update(
+        &mut self,
+        task: &Task,
+        programs: &[&LoweredFunc],
+        results: &[MeasureResult],
+    ) -> Result<(), CostModelError> {
+        let samples = samples_of(programs, results)?;
+        self.add_samples(&task.key, samples);
+        Ok(self.retrain()?)
+    }
+
+    fn name(&self) -> &str {
+        self.params.objective.name()
+    }
+
+    fn save_bytes(&self) -> Option<Vec<u8>> {
+        if self.is_trained() {
+            self.save().ok()
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tunehub_engine::ops;
+    use tunehub_engine::sample::RandomSampler;
+    use tunehub_engine::target::Target;
+
+    /// A synthetic task: programs of 1-3 stores whose true speed is a known function of two
+    /// features (more of feature 0 is faster, feature 5 slows down).
+    fn synthetic(n: usize, seed: u64) -> Vec<Sample> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let k = rng.gen_range(1..=3);
+                let stores: Vec<[f32; N_FEATURES]> = (0..k)
+                    .map(|_| {
+                        let mut s = [0.0f32; N_FEATURES];
+                        for v in s.iter_mut().take(12) {
+                            *v = rng.r#gen::<f32>();
+                        }
+                        s
+                    })
+                    .collect();
+                let speed: f32 = stores.iter().map(|s| 1.0 + 4.0 * s[0] - 2.0 * s[5]).sum();
+                Sample {
+                    stores,
+                    cost: 1.0 / f64::from(speed.max(0.01)),
+                }
+            })
+            .collect()
+    }
+
+    fn pairwise(samples: &[Sample], scores: &[f32]) -> f64 {
+        let costs: Vec<f64> = samples.iter().map(|s| s.cost).collect();
+        crate::eval::metrics(&costs, scores).pairwise
+    }
+
+    fn fitted(objective: Objective) -> XgbModel {
+        let mut m = XgbModel::new(XgbParams {
+            objective,
+            rounds: 30,
+            ..XgbParams::default()
+        });
+        m.add_samples("synthetic", synthetic(400, 1));
+        m.retrain().expect("trains");
+        m
+    }
+
+    fn refs(samples: &[Sample]) -> Vec<&[[f32; N_FEATURES]]> {
+        samples.iter().map(|s| s.stores.as_slice()).collect()
+    }
+
+    #[test]
+    fn recovers_a_synthetic_ranking() {
+        let test = synthetic(200, 2);
+        for objective in [Objective::PackSum, Objective::RankPairwise] {
+            let mut m = fitted(objective);
+            let scores = m.predict_stores(&refs(&test)).expect("predicts");
+            let acc = pairwise(&test, &scores);
+            assert!(acc > 0.85, "{objective:?}: pairwise accuracy {acc}");
+        }
+    }
+
+    #[test]
+    fn save_load_round_trips_exactly_and_warm_starts() {
+        let test = synthetic(50, 3);
+        let mut m = fitted(Objective::PackSum);
+        let bytes = m.save().expect("saves");
+        let mut l = XgbModel::load(&bytes).expect("loads");
+        assert_eq!(l.params(), m.params());
+        assert_eq!(
+            l.predict_stores(&refs(&test)).unwrap(),
+            m.predict_stores(&refs(&test)).unwrap()
+        );
+        assert_eq!(
+            l.save().unwrap(),
+            bytes,
+            "saving again gives the same bytes"
+        );
+        // Warm start: the loaded trees are kept, new rounds are added on new records.
+        l.add_samples("other", synthetic(100, 4));
+        l.retrain().expect("continues training");
+        assert_ne!(l.save().unwrap(), bytes);
+
+        assert!(XgbModel::load(b"not a model").is_err());
+        assert!(XgbModel::load(&bytes[..bytes.len() - 10]).is_err());
+        let untrained = XgbModel::new(XgbParams::default()).save().unwrap();
+        assert!(!XgbModel::load(&untrained).unwrap().is_trained());
+    }
+
+    #[test]
+    fn empty_or_malformed_batches_are_errors() {
+        let mut m = fitted(Objective::PackSum);
+        assert!(matches!(m.predict_stores(&[]), Err(ModelError::Invalid(_))));
+        let none: &[[f32; N_FEATURES]] = &[];
+        assert!(matches!(
+            m.predict_stores(&[none]),
+            Err(ModelError::Invalid(_))
+        ));
+        let mut bad = [0.0f32; N_FEATURES];
+        bad[3] = f32::NAN;
+        assert!(matches!(
+            m.predict_stores(&[&[bad][..]]),
+            Err(ModelError::Invalid(_))
+        ));
+        // The same through the trait, and mismatched update lengths.
+        let dag = ops::matmul(16, 16, 16).unwrap();
+        let task = Task::new(dag.clone(), "matmul(16,16,16)");
+        assert!(CostModel::predict(&mut m, &task, &[]).is_err());
+        let func = tunehub_engine::lower::lower(
+            &RandomSampler::new(&dag, &Target::detect(), 1)
+                .sample()
+                .replay(&dag)
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(CostModel::update(&mut m, &task, &[&func], &[]).is_err());
+        let scores = CostModel::predict(&mut m, &task, &[&func, &func]).unwrap();
+        assert_eq!(scores.len(), 2);
+        assert_eq!(scores[0], scores[1]);
+    }
+
+    #[test]
+    fn update_through_the_trait_learns_and_failures_rank_last() {
+        let dag = ops::matmul(32, 32, 32).unwrap();
+        let task = Task::new(dag.clone(), "matmul(32,32,32)");
+        let mut sampler = RandomSampler::new(&dag, &Target::detect(), 5);
+        let funcs: Vec<LoweredFunc> = (0..40)
+            .map(|_| tunehub_engine::lower::lower(&sampler.sample().replay(&dag).unwrap()).unwrap())
+            .collect();
+        let progs: Vec<&LoweredFunc> = funcs.iter().collect();
+        let results: Vec<MeasureResult> = (0..40)
+            .map(|i| {
+                if i % 10 == 0 {
+                    MeasureResult::error(tunehub_engine::measure::ErrorCode::RunTimeout, "t")
+                } else {
+                    let mut r =
+                        MeasureResult::error(tunehub_engine::measure::ErrorCode::NoError, "");
+                    r.costs = vec![1e-3];
+                    r
+                }
+            })
+            .collect();
+        let mut m = XgbModel::new(XgbParams {
+            rounds: 10,
+            ..XgbParams::default()
+        });
+        assert!(!m.is_trained());
+        m.update(&task, &progs, &results).expect("updates");
+        assert!(m.is_trained());
+        assert_eq!(m.num_samples(), 40);
+        assert_eq!(m.predict(&task, &progs).unwrap().len(), 40);
+    }
+}
