@@ -717,3 +717,48 @@ async fn tls_when_configured() {
         );
     }
 }
+
+/// The reflection service lists the API (with a token, like every service but health).
+#[tokio::test]
+async fn reflection_lists_the_services() {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&sqlite_path(dir.path(), "refl.db"), "s1", &[]);
+    let c = server.client().await;
+    let token = tunehub_server::auth::BearerToken::new(Some(TOKEN)).unwrap();
+    let mut refl = ServerReflectionClient::with_interceptor(c.channel.clone(), token);
+    let req = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut resp = refl
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let msg = resp.next().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = msg.message_response else {
+        panic!("not a service list: {msg:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for want in ["tunehub.v1.Jobs", "tunehub.v1.Query", "tunehub.v1.Records"] {
+        assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+    }
+    // Without the token: refused.
+    let mut bare = ServerReflectionClient::new(c.channel.clone());
+    let req = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let refused = match bare
+        .server_reflection_info(tokio_stream::iter(vec![req]))
+        .await
+    {
+        Err(s) => s.code(),
+        Ok(r) => r.into_inner().next().await.unwrap().unwrap_err().code(),
+    };
+    assert_eq!(refused, Code::Unauthenticated);
+}

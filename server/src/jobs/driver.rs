@@ -231,17 +231,20 @@ async fn drive(
             .seed
             .wrapping_add(u64::from(row.idx))
             .wrapping_add(u64::from(job.claims) << 32);
-        let mut search: Box<dyn Proposer> = Box::new(TaskSearch::new(
-            Arc::clone(&task),
-            target,
-            ctx.search.clone(),
-            seed,
-        ));
-        for r in store.records(&task.key, &job.target_key).await? {
-            if let Ok(s) = Schedule::from_json(&r.steps_json) {
-                search.add_measured(&s, &result_of(&r));
+        let known = store.records(&task.key, &job.target_key).await?;
+        // Sketch generation and re-adding old records lower programs: off the async threads.
+        let (t, tg, params) = (Arc::clone(&task), target.clone(), ctx.search.clone());
+        let search = tokio::task::spawn_blocking(move || {
+            let mut search: Box<dyn Proposer> = Box::new(TaskSearch::new(t, &tg, params, seed));
+            for r in &known {
+                if let Ok(s) = Schedule::from_json(&r.steps_json) {
+                    search.add_measured(&s, &result_of(r));
+                }
             }
-        }
+            search
+        })
+        .await
+        .map_err(|e| JobError::Invalid(format!("building the search panicked: {e}")))?;
         let done = stats.get(&row.idx).map_or(0, |s| s.trials_done);
         tasks.push(TaskRun {
             exhausted: row.exhausted,
