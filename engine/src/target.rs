@@ -224,9 +224,12 @@ impl Target {
         // for GNU C; explicit so that a `-std=c11` among the user's flags keeps it (NEON's
         // fused multiply-add is the matmul's inner instruction).
         if self.arch == "aarch64" {
-            if self.has_feature("sve") && !self.march.contains("sve") && self.march != "native"
-            {
-                let base = if self.march.is_empty() { "armv8-a" } else { &self.march };
+            if self.has_feature("sve") && !self.march.contains("sve") && self.march != "native" {
+                let base = if self.march.is_empty() {
+                    "armv8-a"
+                } else {
+                    &self.march
+                };
                 if let Some(m) = f.iter_mut().find(|x| x.starts_with("-march=")) {
                     *m = format!("-march={base}+sve");
                 } else {
@@ -510,14 +513,21 @@ mod tests {
         let flags = t.compile_flags();
         assert!(flags.contains(&"-march=armv8-a".to_string()), "{flags:?}");
         assert!(flags.contains(&"-ffp-contract=fast".to_string()));
-        assert!(!flags.iter().any(|f| f.contains("native") || f.contains("vector-width")));
+        assert!(
+            !flags
+                .iter()
+                .any(|f| f.contains("native") || f.contains("vector-width"))
+        );
         assert!(t.cache_bytes.is_empty());
 
         let sve = t.clone().with_overrides(&TargetOverrides {
             features: Some(vec!["neon".into(), "sve".into()]),
             ..Default::default()
         });
-        assert!(sve.compile_flags().contains(&"-march=armv8-a+sve".to_string()));
+        assert!(
+            sve.compile_flags()
+                .contains(&"-march=armv8-a+sve".to_string())
+        );
         assert!(sve.key().starts_with("aarch64-sve-"));
         // The host's own arch named again changes nothing.
         let same = Target::detect().with_overrides(&TargetOverrides {

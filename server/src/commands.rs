@@ -194,6 +194,7 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
         "error": j.error,
         "claimed_by": j.claimed_by,
         "claims": j.claims,
+        "waiting": j.waiting,
         "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
     })
 }
@@ -231,7 +232,10 @@ pub async fn workers(args: WorkersArgs) -> Result<ExitCode> {
             "WORKER", "TARGET", "STATUS", "HEARTBEAT", "MEASURED", "ERRORS"
         );
         for w in &list.workers {
-            let ago = format!("{:.1}s ago", (now - w.last_heartbeat_ms).max(0) as f64 / 1e3);
+            let ago = format!(
+                "{:.1}s ago",
+                (now - w.last_heartbeat_ms).max(0) as f64 / 1e3
+            );
             let _ = writeln!(
                 out,
                 "{:<14} {:<34} {:<12} {:>9} {:>9} {:>7}  {}",

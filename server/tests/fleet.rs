@@ -44,7 +44,11 @@ impl Worker {
             .args(extra)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(if logs { Stdio::inherit() } else { Stdio::null() })
+            .stderr(if logs {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .spawn()
             .expect("tunehub-worker starts");
         Worker { child }
@@ -66,8 +70,19 @@ impl Drop for Worker {
 fn server_at(db: &str, instance: &str, listen: &str) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tunehub"))
         .args([
-            "server", "--listen", listen, "--db", db, "--token", TOKEN, "--poll-ms", "100",
-            "--lease-s", "2", "--instance", instance,
+            "server",
+            "--listen",
+            listen,
+            "--db",
+            db,
+            "--token",
+            TOKEN,
+            "--poll-ms",
+            "100",
+            "--lease-s",
+            "2",
+            "--instance",
+            instance,
         ])
         .env_remove("TUNEHUB_TOKENS")
         .env_remove("TUNEHUB_CONFIG")
@@ -216,6 +231,30 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
     devices.dedup();
     assert!(devices.iter().all(|d| d.starts_with("w-")), "{by:?}");
     assert!(devices.len() >= 2, "{by:?}");
+
+    // With no worker online, a job for the target waits (and says so) until one comes.
+    for w in &mut ws {
+        w.kill();
+    }
+    let start = Instant::now();
+    while workers(&mut c)
+        .await
+        .workers
+        .iter()
+        .any(|w| w.status != "offline")
+    {
+        assert!(start.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let job = submit(&mut c, job_req("matmul(16,16,16)", 2, 2, &key)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let j = get(&mut c, &job.id).await;
+    assert_eq!(j.state, pb::JobState::Queued as i32, "{j:?}");
+    assert!(j.waiting.contains("no worker"), "{j:?}");
+    let _d = Worker::start(&server.url(), "d", &[FLEET_CFLAGS]);
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(120)).await;
+    assert_done(&j, 2);
+    assert!(j.waiting.is_empty(), "{j:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,7 +303,10 @@ async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("quarantined: ") && text.contains(&bad.id), "{text}");
+    assert!(
+        text.contains("quarantined: ") && text.contains(&bad.id),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,5 +395,8 @@ async fn an_aarch64_worker_cross_compiles_and_runs_under_qemu() {
         .await
         .unwrap()
         .into_inner();
-    assert!(tuned.workloads.iter().all(|w| w.target_key == key), "{tuned:?}");
+    assert!(
+        tuned.workloads.iter().all(|w| w.target_key == key),
+        "{tuned:?}"
+    );
 }

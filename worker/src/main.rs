@@ -115,10 +115,7 @@ async fn connect(a: &Args) -> Result<Client> {
         }
         ep = ep.tls_config(tls)?;
     }
-    let channel = ep
-        .connect_timeout(Duration::from_secs(5))
-        .connect()
-        .await?;
+    let channel = ep.connect_timeout(Duration::from_secs(5)).connect().await?;
     let bearer = match &a.token {
         Some(t) => Some(
             format!("Bearer {t}")
@@ -127,7 +124,10 @@ async fn connect(a: &Args) -> Result<Client> {
         ),
         None => None,
     };
-    Ok(WorkersClient::with_interceptor(channel, Bearer(bearer)).max_decoding_message_size(64 << 20))
+    Ok(
+        WorkersClient::with_interceptor(channel, Bearer(bearer))
+            .max_decoding_message_size(64 << 20),
+    )
 }
 
 /// A registered session with the server.
@@ -165,7 +165,10 @@ async fn register_with_backoff(
     loop {
         match register(a, target, device_id).await {
             Ok(s) => return Some(s),
-            Err(e) => tracing::warn!("cannot register with {}: {e:#}; retrying in {wait:?}", a.server),
+            Err(e) => tracing::warn!(
+                "cannot register with {}: {e:#}; retrying in {wait:?}",
+                a.server
+            ),
         }
         if stop.load(Ordering::SeqCst) {
             return None;
@@ -233,8 +236,7 @@ fn to_pb(r: MeasureResult) -> pb::MeasuredCandidate {
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -261,8 +263,9 @@ async fn main() -> Result<()> {
     {
         let stop = Arc::clone(&stop);
         tokio::spawn(async move {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("a SIGTERM handler");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("a SIGTERM handler");
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
@@ -335,8 +338,16 @@ async fn main() -> Result<()> {
                 tokio::task::spawn_blocking(move || measure_piece(&t, build_jobs, &p)).await;
             let results = match results {
                 Ok(Ok(r)) => r,
-                Ok(Err(e)) => vec![MeasureResult::error(ErrorCode::UnknownError, format!("{e:#}")); n],
-                Err(e) => vec![MeasureResult::error(ErrorCode::UnknownError, format!("the measurement panicked: {e}")); n],
+                Ok(Err(e)) => {
+                    vec![MeasureResult::error(ErrorCode::UnknownError, format!("{e:#}")); n]
+                }
+                Err(e) => vec![
+                    MeasureResult::error(
+                        ErrorCode::UnknownError,
+                        format!("the measurement panicked: {e}")
+                    );
+                    n
+                ],
             };
             let report = pb::ReportRequest {
                 worker_id: s.id.clone(),

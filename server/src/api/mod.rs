@@ -101,7 +101,9 @@ impl Api {
         }
         let known = self.store().target_json(t).await.map_err(internal)?;
         // A fleet's target with no device online now: the job waits for one.
-        if let Some(json) = known.as_deref().filter(|_| self.ctx.backend.waits_for_devices())
+        if let Some(json) = known
+            .as_deref()
+            .filter(|_| self.ctx.backend.waits_for_devices())
             && let Ok(target) = serde_json::from_str::<Target>(json)
         {
             return Ok(target);
@@ -169,6 +171,13 @@ impl Api {
             error: job.error.clone(),
             claimed_by: job.claimed_by.clone().unwrap_or_default(),
             claims: job.claims,
+            waiting: if !job.state.is_final()
+                && !self.ctx.backend.ready_keys().contains(&job.target_key)
+            {
+                format!("no worker of target {} is online", job.target_key)
+            } else {
+                String::new()
+            },
         })
     }
 }

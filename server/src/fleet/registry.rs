@@ -233,7 +233,12 @@ impl Fleet {
     }
 
     /// Registers (or re-registers) a device; gives its worker id and target key.
-    pub fn register(&self, device_id: &str, target: Target, target_json: String) -> (String, String) {
+    pub fn register(
+        &self,
+        device_id: &str,
+        target: Target,
+        target_json: String,
+    ) -> (String, String) {
         let id = worker_id(device_id);
         let key = target.key();
         let mut guard = lock(&self.state);
@@ -578,7 +583,12 @@ mod tests {
             steps_json: vec!["[]".into(); n],
             options_json: "{}".into(),
         });
-        Piece::new(key.to_string(), payload, (0..n).collect(), Arc::clone(batch))
+        Piece::new(
+            key.to_string(),
+            payload,
+            (0..n).collect(),
+            Arc::clone(batch),
+        )
     }
 
     #[test]
@@ -593,9 +603,15 @@ mod tests {
         assert_eq!(f.reap(), 1, "a went silent: its lease expires");
         let lb = f.pull(&b).unwrap().expect("b gets it next");
         assert_ne!(la.lease_id, lb.lease_id);
-        assert!(f.report(&b, &lb.lease_id, vec![result(true), result(true)], false).unwrap());
+        assert!(
+            f.report(&b, &lb.lease_id, vec![result(true), result(true)], false)
+                .unwrap()
+        );
         // a comes back late: nothing changes.
-        assert!(!f.report(&a, &la.lease_id, vec![result(false), result(false)], false).unwrap());
+        assert!(
+            !f.report(&a, &la.lease_id, vec![result(false), result(false)], false)
+                .unwrap()
+        );
         let got = batch.wait(Duration::from_millis(10)).expect("all in");
         assert!(got.iter().all(|(r, w)| r.is_ok() && *w == b));
     }
@@ -609,18 +625,34 @@ mod tests {
             let batch = BatchSlot::new(1);
             f.enqueue(vec![piece(&key, 1, &batch)]);
             let l = f.pull(&bad).unwrap().unwrap();
-            assert!(f.report(&bad, &l.lease_id, vec![result(false)], false).unwrap());
-            let l = f.pull(&good).unwrap().expect("the failed piece moved to good");
-            assert!(f.report(&good, &l.lease_id, vec![result(true)], false).unwrap());
+            assert!(
+                f.report(&bad, &l.lease_id, vec![result(false)], false)
+                    .unwrap()
+            );
+            let l = f
+                .pull(&good)
+                .unwrap()
+                .expect("the failed piece moved to good");
+            assert!(
+                f.report(&good, &l.lease_id, vec![result(true)], false)
+                    .unwrap()
+            );
             assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
         }
         let (workers, _) = f.list();
         let w = workers.iter().find(|w| w.id == bad).unwrap();
         assert_eq!(w.status, "quarantined");
-        assert!(w.quarantine_reason.contains("compile_error"), "{}", w.quarantine_reason);
+        assert!(
+            w.quarantine_reason.contains("compile_error"),
+            "{}",
+            w.quarantine_reason
+        );
         let batch = BatchSlot::new(1);
         f.enqueue(vec![piece(&key, 1, &batch)]);
-        assert!(f.pull(&bad).unwrap().is_none(), "no work for a quarantined worker");
+        assert!(
+            f.pull(&bad).unwrap().is_none(),
+            "no work for a quarantined worker"
+        );
         assert_eq!(f.ready_workers(&key), 1);
         assert_eq!(worker_id("bad"), bad, "the same device, the same id");
     }

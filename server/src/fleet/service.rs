@@ -55,7 +55,10 @@ impl Workers for WorkersService {
         let key = target.key();
         // Stored so that jobs can name the key (and wait for it) while no worker is online.
         let json = serde_json::to_string(&target).expect("a target serializes");
-        self.store.put_target(&key, &json).await.map_err(crate::api::internal)?;
+        self.store
+            .put_target(&key, &json)
+            .await
+            .map_err(crate::api::internal)?;
         let (worker_id, target_key) = self.fleet.register(&req.device_id, target, json);
         Ok(Response::new(pb::RegisterWorkerResponse {
             worker_id,
@@ -76,9 +79,13 @@ impl Workers for WorkersService {
         Ok(Response::new(pb::HeartbeatResponse { lease_lost: !held }))
     }
 
-    async fn pull(&self, req: Request<pb::PullRequest>) -> Result<Response<pb::PullResponse>, Status> {
+    async fn pull(
+        &self,
+        req: Request<pb::PullRequest>,
+    ) -> Result<Response<pb::PullResponse>, Status> {
         let req = req.into_inner();
-        let until = Instant::now() + Duration::from_millis(u64::from(req.wait_ms)).min(MAX_PULL_WAIT);
+        let until =
+            Instant::now() + Duration::from_millis(u64::from(req.wait_ms)).min(MAX_PULL_WAIT);
         loop {
             if let Some(l) = self.fleet.pull(&req.worker_id).map_err(status)? {
                 let p = &l.payload;
