@@ -10,13 +10,12 @@ use common::{Server, TOKEN, get, is_final, quick, submit, task, wait_final};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
 
 /// These tests start many processes that compile kernels: one at a time on a small machine.
-static SERIAL: Mutex<()> = Mutex::new(());
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Keeps the workers' target apart from the server's own ("local") one, which the server
 /// measures itself: the same compiler and machine, one harmless define more.
@@ -177,7 +176,7 @@ fn assert_done(j: &pb::Job, trials: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let db = common::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
@@ -259,7 +258,7 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     // Reports the real compiler's version (so the device keys alike) and fails every build.
     let broken = dir.path().join("broken-cc");
@@ -311,7 +310,7 @@ async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_reconnect_to_a_restarted_server_and_the_job_finishes() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let db = common::sqlite_path(dir.path(), "fleet.db");
     let mut server = Server::start(&db, "s1", &[]);
@@ -360,7 +359,7 @@ async fn an_aarch64_worker_cross_compiles_and_runs_under_qemu() {
         eprintln!("skipped: aarch64-linux-gnu-gcc or qemu-aarch64 not installed");
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let db = common::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
