@@ -353,7 +353,7 @@ fn have(cmd: &str) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_aarch64_worker_cross_compiles_and_runs_under_qemu() {
+async fn an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly() {
     if !have("aarch64-linux-gnu-gcc") || !have("qemu-aarch64") {
         // .ci/run installs both; a developer machine may lack them.
         eprintln!("skipped: aarch64-linux-gnu-gcc or qemu-aarch64 not installed");
@@ -363,30 +363,63 @@ async fn an_aarch64_worker_cross_compiles_and_runs_under_qemu() {
     let dir = tempfile::tempdir().unwrap();
     let db = common::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
-    let _arm = Worker::start(
-        &server.url(),
-        "arm",
-        &[
-            "--arch",
-            "aarch64",
-            "--compiler",
-            "aarch64-linux-gnu-gcc",
-            "--run-prefix",
-            "qemu-aarch64 -L /usr/aarch64-linux-gnu",
-        ],
-    );
+    let arm_args = [
+        "--arch",
+        "aarch64",
+        "--compiler",
+        "aarch64-linux-gnu-gcc",
+        "--run-prefix",
+        "qemu-aarch64 -L /usr/aarch64-linux-gnu",
+    ];
+    let mut arm = Worker::start(&server.url(), "arm", &arm_args);
     let mut c = server.client().await;
     let key = wait_workers(&mut c, 1).await;
     assert!(key.starts_with("aarch64-neon-c"), "{key}");
 
     let spec = "matmul(16,16,16)";
-    let job = submit(&mut c, job_req(spec, 4, 4, &key)).await;
+    let trials = 8;
+    let job = submit(&mut c, job_req(spec, trials, 4, &key)).await;
+    // SIGTERM while it measures: it finishes and reports its piece, then exits.
+    let start = Instant::now();
+    while !workers(&mut c)
+        .await
+        .workers
+        .iter()
+        .any(|w| w.status == "busy")
+    {
+        assert!(start.elapsed() < Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = Command::new("kill")
+        .arg(arm.child.id().to_string())
+        .status();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = arm.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no exit on SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    let l = workers(&mut c).await;
+    assert_eq!(
+        l.workers[0].measured, 4,
+        "the piece in hand was finished: {l:?}"
+    );
+    // The same device comes back as the same worker and finishes the job.
+    let _arm = Worker::start(&server.url(), "arm", &arm_args);
     let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
-    assert_done(&j, 4);
+    assert_done(&j, trials);
     assert!(j.tasks[0].ok >= 1, "verified kernels under qemu: {j:?}");
     let (stored, by) = records(&mut c, spec, &key).await;
-    assert_eq!(stored, 4);
-    assert!(by.iter().all(|w| w.starts_with("w-")), "{by:?}");
+    assert_eq!(stored, u64::from(trials));
+    let l = workers(&mut c).await;
+    assert_eq!(l.workers.len(), 1, "{l:?}");
+    assert!(by.iter().all(|w| *w == l.workers[0].id), "{by:?}");
     // Nothing of it under any other target (the server's own x86 one).
     let tuned = c
         .query
