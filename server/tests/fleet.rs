@@ -250,10 +250,27 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
     let j = get(&mut c, &job.id).await;
     assert_eq!(j.state, pb::JobState::Queued as i32, "{j:?}");
     assert!(j.waiting.contains("no worker"), "{j:?}");
-    let _d = Worker::start(&server.url(), "d", &[FLEET_CFLAGS]);
+    let d = Worker::start(&server.url(), "d", &[FLEET_CFLAGS]);
     let j = wait_final(&mut c, &job.id, Duration::from_secs(120)).await;
     assert_done(&j, 2);
     assert!(j.waiting.is_empty(), "{j:?}");
+
+    // A running job whose every worker died can still be cancelled at once.
+    let job = submit(&mut c, job_req("matmul(16,16,8)", 40, 8, &key)).await;
+    let start = Instant::now();
+    while get(&mut c, &job.id).await.tasks[0].trials_done == 0 {
+        assert!(start.elapsed() < Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(d);
+    let j = get(&mut c, &job.id).await;
+    assert_eq!(j.state, pb::JobState::Running as i32, "{j:?}");
+    c.jobs
+        .cancel(pb::CancelJobRequest { id: job.id.clone() })
+        .await
+        .unwrap();
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(20)).await;
+    assert_eq!(j.state, pb::JobState::Cancelled as i32, "{j:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,6 +20,9 @@ pub trait MeasureBatch: Send {
     fn devices(&self) -> Vec<Option<String>> {
         vec![]
     }
+    /// A check the measurer may poll while it waits on others (remote devices): when it says
+    /// true, the batch is abandoned and fewer results (none) come back.
+    fn set_abort(&mut self, _abort: std::sync::Arc<dyn Fn() -> bool + Send + Sync>) {}
 }
 
 impl MeasureBatch for Measurer {

@@ -58,6 +58,7 @@ impl MeasureBackend for FleetBackend {
             options,
             fleet: Arc::clone(&self.fleet),
             devices: vec![],
+            abort: None,
         })
     }
 }
@@ -69,6 +70,8 @@ pub struct FleetMeasurer {
     options: MeasureOptions,
     fleet: Arc<Fleet>,
     devices: Vec<Option<String>>,
+    /// The job was cancelled or lost: stop waiting.
+    abort: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
 }
 
 impl MeasureBatch for FleetMeasurer {
@@ -78,7 +81,7 @@ impl MeasureBatch for FleetMeasurer {
 
     /// Blocks until every piece is measured: a piece whose worker dies is leased again to
     /// another, so the batch waits for devices rather than failing. Returns nothing when the
-    /// server stops (the driver then stores nothing of the batch).
+    /// server stops or the job is cancelled or lost (the driver then stores nothing of it).
     fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
         self.devices.clear();
         if schedules.is_empty() {
@@ -113,7 +116,7 @@ impl MeasureBatch for FleetMeasurer {
                 self.devices = devices.into_iter().map(Some).collect();
                 return results;
             }
-            if self.fleet.shutting_down() {
+            if self.fleet.shutting_down() || self.abort.as_ref().is_some_and(|a| a()) {
                 self.fleet.abandon(&batch);
                 return vec![];
             }
@@ -122,6 +125,10 @@ impl MeasureBatch for FleetMeasurer {
 
     fn devices(&self) -> Vec<Option<String>> {
         self.devices.clone()
+    }
+
+    fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
+        self.abort = Some(abort);
     }
 }
 

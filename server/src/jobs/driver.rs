@@ -297,6 +297,11 @@ async fn drive(
     let _stop_heartbeat = AbortOnDrop(heartbeat);
 
     let mut measurer = Some(ctx.backend.measurer(target, job.measure.clone()));
+    // A remote batch waiting on devices gives up when the job is cancelled or lost.
+    if let Some(m) = measurer.as_mut() {
+        let lease = Arc::clone(&lease);
+        m.set_abort(Arc::new(move || lease.load(Ordering::SeqCst) != HELD));
+    }
     loop {
         match jobs.renew(&job.id, &ctx.instance, ctx.lease_ms).await? {
             Lease::Held => {}
@@ -342,8 +347,13 @@ async fn drive(
         }
         // A remote batch cut short by shutdown: nothing of it is stored; the next claim
         // proposes it again.
-        if results.len() != batch.len() && ctx.shutting_down() {
-            return Ok(None);
+        if results.len() != batch.len() {
+            match lease.load(Ordering::SeqCst) {
+                CANCELLED => return Ok(Some(JobState::Cancelled)),
+                LOST => return Ok(None),
+                _ if ctx.shutting_down() => return Ok(None),
+                _ => {}
+            }
         }
         if results.len() != batch.len() {
             return Err(JobError::Invalid(format!(
