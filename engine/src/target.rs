@@ -43,6 +43,12 @@ pub struct Target {
 /// User overrides of a detected target (from the CLI). `None` keeps the detected value.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TargetOverrides {
+    /// Another architecture than the host's: a cross target (an edge device whose kernels are
+    /// built by a cross compiler and run under an emulator or on the device). Host-only facts
+    /// (features, caches, CPU model, `-march=native`) are replaced by the architecture's
+    /// baseline unless given too.
+    #[serde(default)]
+    pub arch: Option<String>,
     pub cores: Option<usize>,
     pub compiler: Option<String>,
     pub cflags: Option<Vec<String>>,
@@ -82,6 +88,13 @@ impl Target {
     /// Applies user overrides. A new compiler re-reads its version (the key depends on it);
     /// features are re-sorted so the key stays canonical.
     pub fn with_overrides(mut self, o: &TargetOverrides) -> Target {
+        if let Some(arch) = o.arch.as_ref().filter(|a| **a != self.arch) {
+            self.arch = arch.clone();
+            self.features = normalize_features(baseline_features(arch));
+            self.cache_bytes = vec![];
+            self.cpu_model = "unknown".to_string();
+            self.march = baseline_march(arch).to_string();
+        }
         if let Some(c) = o.cores {
             self.cores = c.max(1);
         }
@@ -205,8 +218,47 @@ impl Target {
         if self.arch == "x86_64" && self.has_feature("avx512f") {
             f.push("-mprefer-vector-width=512".to_string());
         }
+        // AArch64: NEON is the 128-bit vector unit (the search tiles for 4 f32 lanes, see
+        // `vector_bits`). With SVE in the features and no `-march` naming it, GCC would still
+        // emit NEON only: name it so `omp simd` loops use it. FMA contraction is GCC's default
+        // for GNU C; explicit so that a `-std=c11` among the user's flags keeps it (NEON's
+        // fused multiply-add is the matmul's inner instruction).
+        if self.arch == "aarch64" {
+            if self.has_feature("sve") && !self.march.contains("sve") && self.march != "native" {
+                let base = if self.march.is_empty() {
+                    "armv8-a"
+                } else {
+                    &self.march
+                };
+                if let Some(m) = f.iter_mut().find(|x| x.starts_with("-march=")) {
+                    *m = format!("-march={base}+sve");
+                } else {
+                    f.push(format!("-march={base}+sve"));
+                }
+            }
+            f.push("-ffp-contract=fast".to_string());
+        }
         f.extend(self.cflags.iter().cloned());
         f
+    }
+}
+
+/// ISA features every CPU of an architecture has, for a cross target's description.
+fn baseline_features(arch: &str) -> Vec<String> {
+    match arch {
+        // Advanced SIMD (NEON) is mandatory in ARMv8-A.
+        "aarch64" => vec!["neon".to_string()],
+        "x86_64" => vec!["sse".to_string(), "sse2".to_string()],
+        _ => vec![],
+    }
+}
+
+/// The `-march=` of a cross target: "native" would describe the build machine.
+fn baseline_march(arch: &str) -> &'static str {
+    match arch {
+        "aarch64" => "armv8-a",
+        "x86_64" => "x86-64",
+        _ => "",
     }
 }
 
@@ -444,6 +496,45 @@ mod tests {
         assert!(t.compile_flags().contains(&"-march=x86-64-v3".to_string()));
         let json = serde_json::to_string(&t).unwrap();
         assert_eq!(serde_json::from_str::<Target>(&json).unwrap(), t);
+    }
+
+    #[test]
+    fn cross_aarch64_target_is_neon_aware() {
+        let t = Target::detect().with_overrides(&TargetOverrides {
+            arch: Some("aarch64".into()),
+            compiler: Some("aarch64-linux-gnu-gcc".into()),
+            run_prefix: Some(vec!["qemu-aarch64".into()]),
+            ..Default::default()
+        });
+        assert_eq!(t.arch, "aarch64");
+        assert_eq!(t.features, vec!["neon".to_string()]);
+        assert_eq!(t.vector_lanes_f32(), 4);
+        assert!(t.key().starts_with("aarch64-neon-"), "{}", t.key());
+        let flags = t.compile_flags();
+        assert!(flags.contains(&"-march=armv8-a".to_string()), "{flags:?}");
+        assert!(flags.contains(&"-ffp-contract=fast".to_string()));
+        assert!(
+            !flags
+                .iter()
+                .any(|f| f.contains("native") || f.contains("vector-width"))
+        );
+        assert!(t.cache_bytes.is_empty());
+
+        let sve = t.clone().with_overrides(&TargetOverrides {
+            features: Some(vec!["neon".into(), "sve".into()]),
+            ..Default::default()
+        });
+        assert!(
+            sve.compile_flags()
+                .contains(&"-march=armv8-a+sve".to_string())
+        );
+        assert!(sve.key().starts_with("aarch64-sve-"));
+        // The host's own arch named again changes nothing.
+        let same = Target::detect().with_overrides(&TargetOverrides {
+            arch: Some(std::env::consts::ARCH.into()),
+            ..Default::default()
+        });
+        assert_eq!(same, Target::detect());
     }
 
     #[test]

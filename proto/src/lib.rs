@@ -1,5 +1,5 @@
 //! Generated gRPC types of tunehub's API (`proto/tunehub/v1/tunehub.proto`, documented there):
-//! the Jobs, Query and Records services, their clients and servers.
+//! the Jobs, Query, Records and Workers services, their clients and servers.
 
 #![allow(clippy::all, clippy::pedantic)]
 

@@ -50,6 +50,19 @@ pub enum Command {
     /// Export or import records as JSON lines.
     #[command(subcommand)]
     Records(RecordsCommand),
+    /// List the server's measurement workers: id, target, status, last heartbeat,
+    /// measurements done, errors (and why a quarantined one is).
+    Workers(WorkersArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WorkersArgs {
+    /// One JSON object per worker.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

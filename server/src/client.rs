@@ -8,6 +8,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tunehub_proto::v1::jobs_client::JobsClient;
 use tunehub_proto::v1::query_client::QueryClient;
 use tunehub_proto::v1::records_client::RecordsClient;
+use tunehub_proto::v1::workers_client::WorkersClient;
 
 pub type Authed = InterceptedService<Channel, BearerToken>;
 
@@ -36,6 +37,7 @@ pub struct Clients {
     pub jobs: JobsClient<Authed>,
     pub query: QueryClient<Authed>,
     pub records: RecordsClient<Authed>,
+    pub workers: WorkersClient<Authed>,
     pub channel: Channel,
 }
 
@@ -69,8 +71,9 @@ pub async fn connect(cfg: &ClientConfig) -> Result<Clients, ClientError> {
             .max_decoding_message_size(MAX_MESSAGE),
         query: QueryClient::with_interceptor(channel.clone(), token.clone())
             .max_decoding_message_size(MAX_MESSAGE),
-        records: RecordsClient::with_interceptor(channel.clone(), token)
+        records: RecordsClient::with_interceptor(channel.clone(), token.clone())
             .max_decoding_message_size(MAX_MESSAGE),
+        workers: WorkersClient::with_interceptor(channel.clone(), token),
         channel,
     })
 }

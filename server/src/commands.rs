@@ -13,7 +13,7 @@ use tonic::{Code, Status};
 use tunehub_proto::v1 as pb;
 use tunehub_server::cli::{
     CancelArgs, ExportArgs, ImportArgs, JobsArgs, QueryArgs, RecordsCommand, SchedulerArg,
-    SubmitArgs, UsageError, WatchArgs, one_line,
+    SubmitArgs, UsageError, WatchArgs, WorkersArgs, one_line,
 };
 use tunehub_server::client::{self, Clients};
 use tunehub_server::config::{ClientArgs, ClientConfig, ServerArgs, ServerConfig};
@@ -194,12 +194,63 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
         "error": j.error,
         "claimed_by": j.claimed_by,
         "claims": j.claims,
+        "waiting": j.waiting,
         "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
     })
 }
 
 fn short(desc: &str) -> &str {
     desc.lines().next().unwrap_or("").trim_end()
+}
+
+/// `tunehub workers`: the fleet as the server sees it.
+pub async fn workers(args: WorkersArgs) -> Result<ExitCode> {
+    let mut c = connect(&args.client).await?;
+    let list = c
+        .workers
+        .list(pb::ListWorkersRequest {})
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut out = String::new();
+    if args.json {
+        for w in &list.workers {
+            let j = json!({
+                "id": w.id, "device": w.device_id, "target": w.target_key, "status": w.status,
+                "last_heartbeat_ms": w.last_heartbeat_ms, "measured": w.measured,
+                "errors": w.errors, "quarantine_reason": w.quarantine_reason,
+            });
+            let _ = writeln!(out, "{j}");
+        }
+    } else {
+        let _ = writeln!(
+            out,
+            "{:<14} {:<34} {:<12} {:>9} {:>9} {:>7}  DEVICE",
+            "WORKER", "TARGET", "STATUS", "HEARTBEAT", "MEASURED", "ERRORS"
+        );
+        for w in &list.workers {
+            let ago = format!(
+                "{:.1}s ago",
+                (now - w.last_heartbeat_ms).max(0) as f64 / 1e3
+            );
+            let _ = writeln!(
+                out,
+                "{:<14} {:<34} {:<12} {:>9} {:>9} {:>7}  {}",
+                w.id, w.target_key, w.status, ago, w.measured, w.errors, w.device_id
+            );
+            if !w.quarantine_reason.is_empty() {
+                let _ = writeln!(out, "  quarantined: {}", w.quarantine_reason);
+            }
+        }
+        for (key, n) in &list.queued {
+            let _ = writeln!(out, "{n} piece(s) waiting for a worker of {key}");
+        }
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod fleet;
 pub mod jobs;
 pub mod oplist;
 pub mod records;

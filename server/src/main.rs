@@ -53,6 +53,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Server(args) => commands::serve(args).await,
         Command::Submit(args) => commands::submit(args).await,
         Command::Jobs(args) => commands::jobs(args).await,
+        Command::Workers(args) => commands::workers(args).await,
         Command::Watch(args) => commands::watch(args).await,
         Command::Cancel(args) => commands::cancel(args).await,
         Command::Query(args) => commands::query(args).await,

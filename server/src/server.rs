@@ -5,8 +5,9 @@ use crate::api::Api;
 use crate::auth::Auth;
 use crate::cache::BestCache;
 use crate::config::ServerConfig;
+use crate::fleet::{Fleet, FleetBackend, FleetConfig, WorkersService};
 use crate::jobs::store::JobStore;
-use crate::jobs::{JobContext, LocalBackend, MeasureBackend, run_loop};
+use crate::jobs::{JobContext, MeasureBackend, run_loop};
 use crate::records::{SqlStore, StoreError};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::jobs_server::JobsServer;
 use tunehub_proto::v1::query_server::QueryServer;
 use tunehub_proto::v1::records_server::RecordsServer;
+use tunehub_proto::v1::workers_server::WorkersServer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -52,6 +54,9 @@ pub struct RunningServer {
     shutdown: tokio::sync::watch::Sender<bool>,
     serve: JoinHandle<Result<(), tonic::transport::Error>>,
     jobs: Option<JoinHandle<()>>,
+    /// The worker fleet, when this server has one (`start`), and its lease reaper.
+    pub fleet: Option<Arc<Fleet>>,
+    reaper: Option<JoinHandle<()>>,
 }
 
 impl RunningServer {
@@ -59,6 +64,13 @@ impl RunningServer {
     /// claimable for the next server.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         self.ctx.shut_down();
+        if let Some(f) = &self.fleet {
+            // Unblocks a batch waiting on workers: the driver then stores nothing of it.
+            f.shut_down();
+        }
+        if let Some(r) = &self.reaper {
+            r.abort();
+        }
         let _ = self.shutdown.send(true);
         if let Some(j) = self.jobs {
             let _ = j.await;
@@ -97,16 +109,27 @@ async fn wait_for_signal() {
 }
 
 /// Opens the database (applying migrations), binds the listener, and starts serving and
-/// running jobs, measuring locally on this machine's target (with the configured overrides).
+/// running jobs: "local" jobs measured on this machine's target (with the configured
+/// overrides), every other target's on the worker fleet that registers with this server.
 pub async fn start(cfg: &ServerConfig) -> Result<RunningServer, ServeError> {
     let target = Target::detect().with_overrides(&cfg.target);
-    start_with(cfg, Arc::new(LocalBackend::new(target))).await
+    let fleet = Arc::new(Fleet::new(FleetConfig::default()));
+    let backend = Arc::new(FleetBackend::new(target, Arc::clone(&fleet)));
+    start_inner(cfg, backend, Some(fleet)).await
 }
 
-/// `start` with any measure backend.
+/// `start` with any measure backend and no fleet.
 pub async fn start_with(
     cfg: &ServerConfig,
     backend: Arc<dyn MeasureBackend>,
+) -> Result<RunningServer, ServeError> {
+    start_inner(cfg, backend, None).await
+}
+
+async fn start_inner(
+    cfg: &ServerConfig,
+    backend: Arc<dyn MeasureBackend>,
+    fleet: Option<Arc<Fleet>>,
 ) -> Result<RunningServer, ServeError> {
     let store = SqlStore::open(&cfg.db).await?;
     let ctx = JobContext::new(
@@ -125,6 +148,17 @@ pub async fn start_with(
         ctx: ctx.clone(),
         limits: cfg.limits,
     };
+    let workers = fleet.as_ref().map(|f| {
+        InterceptedService::new(
+            WorkersServer::new(WorkersService {
+                fleet: Arc::clone(f),
+                store: ctx.jobs.records().clone(),
+            })
+            .max_decoding_message_size(max_of(cfg))
+            .max_encoding_message_size(max_of(cfg)),
+            Auth::new(cfg.tokens.clone()),
+        )
+    });
     let auth = Auth::new(cfg.tokens.clone());
     let max = cfg.limits.max_message_bytes;
 
@@ -170,7 +204,8 @@ pub async fn start_with(
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
             auth,
-        ));
+        ))
+        .add_optional_service(workers);
 
     let listener = TcpListener::bind(cfg.listen)
         .await
@@ -190,6 +225,16 @@ pub async fn start_with(
         },
     ));
     let jobs = cfg.run_jobs.then(|| tokio::spawn(run_loop(ctx.clone())));
+    // Leases of silent workers lapse here, not only when someone pulls.
+    let reaper = fleet.as_ref().map(|f| {
+        let f = Arc::clone(f);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                f.reap();
+            }
+        })
+    });
     tracing::info!(%addr, instance = %cfg.instance, target = %ctx.backend.target().key(), "serving");
     Ok(RunningServer {
         addr,
@@ -197,5 +242,11 @@ pub async fn start_with(
         shutdown,
         serve,
         jobs,
+        fleet,
+        reaper,
     })
+}
+
+fn max_of(cfg: &ServerConfig) -> usize {
+    cfg.limits.max_message_bytes
 }

@@ -1,4 +1,5 @@
 //! End-to-end tests of tunehub as processes talking over the network (server, workers,
-//! databases) live here, in `tests/tests/`, as the service and the worker fleet land. The
-//! command-line tests that drive the `tunehub` binary live beside it in `server/tests/`, where
-//! Cargo builds the binary for them.
+//! databases) that need no binary's path live here, in `tests/tests/`. The tests that drive the
+//! `tunehub` binary live beside it in `server/tests/`, where Cargo builds the binary for them:
+//! the command line, the service, and the worker fleet (`server/tests/fleet.rs`, which finds
+//! `tunehub-worker` beside `tunehub` in the target directory).

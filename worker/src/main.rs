@@ -1,10 +1,396 @@
-//! `tunehub-worker`: measures candidates on a target device for a tunehub server. The fleet
-//! protocol lands with the worker issue; today the binary prints the device it would register.
+//! `tunehub-worker`: measures candidates on a target device for a tunehub server.
+//!
+//! It registers its device description (detected, or overridden by flags: a cross compiler and
+//! a run prefix make an edge target), then pulls pieces of batches, builds each candidate with
+//! its timing harness using the device's toolchain (several builds at once), runs them one at a
+//! time under the run prefix, checks them against the reference, and reports. Heartbeats keep
+//! its lease alive; a lost connection or a restarted server means reconnecting with backoff
+//! and registering again as the same device. SIGTERM or Ctrl-C: the piece in hand is finished
+//! and reported, then the worker exits.
 
-fn main() {
-    let target = tunehub_engine::target::Target::detect();
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&target).expect("a target serializes")
-    );
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tonic::metadata::MetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Code, Request, Status};
+use tunehub_engine::ir::ComputeDag;
+use tunehub_engine::measure::{
+    ErrorCode, LocalBuilder, LocalRunner, MeasureOptions, MeasureResult, Measurer,
+};
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::target::{Target, TargetOverrides};
+use tunehub_engine::task::Task;
+use tunehub_proto::v1 as pb;
+use tunehub_proto::v1::workers_client::WorkersClient;
+
+#[derive(Debug, Parser)]
+#[command(name = "tunehub-worker", version, about)]
+struct Args {
+    /// The server's URL (https needs --ca-cert).
+    #[arg(long, env = "TUNEHUB_SERVER", default_value = "http://127.0.0.1:50051")]
+    server: String,
+    /// API token.
+    #[arg(long, env = "TUNEHUB_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// CA certificate (PEM) of the server's TLS certificate.
+    #[arg(long, env = "TUNEHUB_CA_CERT")]
+    ca_cert: Option<std::path::PathBuf>,
+    /// Stable name of this device [default: host name and target key].
+    #[arg(long, env = "TUNEHUB_DEVICE_ID")]
+    device_id: Option<String>,
+    /// Target architecture when not the host's (a cross target, e.g. aarch64).
+    #[arg(long)]
+    arch: Option<String>,
+    /// C compiler (e.g. aarch64-linux-gnu-gcc).
+    #[arg(long, env = "CC")]
+    compiler: Option<String>,
+    /// Extra compiler flags, space separated.
+    #[arg(long, allow_hyphen_values = true)]
+    cflags: Option<String>,
+    /// The -march= value ("" for none).
+    #[arg(long, allow_hyphen_values = true)]
+    march: Option<String>,
+    /// ISA features, comma separated (neon, sve, avx2, ...).
+    #[arg(long, value_delimiter = ',')]
+    features: Option<Vec<String>>,
+    /// Cores the kernels use.
+    #[arg(long)]
+    cores: Option<usize>,
+    /// Command prefix to run kernels, space separated (e.g. "qemu-aarch64 -L /usr/aarch64-linux-gnu").
+    #[arg(long, allow_hyphen_values = true)]
+    run_prefix: Option<String>,
+    /// Builds at once [default: the host's cores].
+    #[arg(long)]
+    build_jobs: Option<usize>,
+    /// Print the device description and its key, and exit.
+    #[arg(long)]
+    print_target: bool,
+}
+
+fn words(s: &Option<String>) -> Option<Vec<String>> {
+    s.as_ref()
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+}
+
+fn target_of(a: &Args) -> Target {
+    let base = match &a.compiler {
+        Some(cc) => Target::detect_with_compiler(cc),
+        None => Target::detect(),
+    };
+    base.with_overrides(&TargetOverrides {
+        arch: a.arch.clone(),
+        cores: a.cores,
+        compiler: None,
+        cflags: words(&a.cflags),
+        march: a.march.clone(),
+        features: a.features.clone(),
+        run_prefix: words(&a.run_prefix),
+    })
+}
+
+type Client = WorkersClient<InterceptedService<Channel, Bearer>>;
+
+#[derive(Clone)]
+struct Bearer(Option<MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+async fn connect(a: &Args) -> Result<Client> {
+    let mut ep = Endpoint::from_shared(a.server.clone()).context("bad --server URL")?;
+    if a.server.starts_with("https://") {
+        let mut tls = ClientTlsConfig::new();
+        if let Some(ca) = &a.ca_cert {
+            tls = tls.ca_certificate(Certificate::from_pem(std::fs::read(ca)?));
+        }
+        ep = ep.tls_config(tls)?;
+    }
+    let channel = ep.connect_timeout(Duration::from_secs(5)).connect().await?;
+    let bearer = match &a.token {
+        Some(t) => Some(
+            format!("Bearer {t}")
+                .parse::<MetadataValue<tonic::metadata::Ascii>>()
+                .context("the token is not valid in a header")?,
+        ),
+        None => None,
+    };
+    Ok(
+        WorkersClient::with_interceptor(channel, Bearer(bearer))
+            .max_decoding_message_size(64 << 20),
+    )
+}
+
+/// A registered session with the server.
+struct Session {
+    client: Client,
+    id: String,
+    heartbeat: Duration,
+}
+
+async fn register(a: &Args, target: &Target, device_id: &str) -> Result<Session> {
+    let mut client = connect(a).await?;
+    let r = client
+        .register(pb::RegisterWorkerRequest {
+            device_id: device_id.to_string(),
+            target_json: serde_json::to_string(target)?,
+        })
+        .await?
+        .into_inner();
+    tracing::info!(worker = %r.worker_id, target = %r.target_key, "registered");
+    Ok(Session {
+        client,
+        id: r.worker_id,
+        heartbeat: Duration::from_millis(u64::from(r.heartbeat_ms.max(100))),
+    })
+}
+
+/// Registers, retrying with exponential backoff (the server may be down or restarting).
+async fn register_with_backoff(
+    a: &Args,
+    target: &Target,
+    device_id: &str,
+    stop: &AtomicBool,
+) -> Option<Session> {
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match register(a, target, device_id).await {
+            Ok(s) => return Some(s),
+            Err(e) => tracing::warn!(
+                "cannot register with {}: {e:#}; retrying in {wait:?}",
+                a.server
+            ),
+        }
+        if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Measures one piece: each candidate generated for this device, built, run, checked.
+fn measure_piece(
+    target: &Target,
+    build_jobs: usize,
+    piece: &pb::WorkPiece,
+) -> Result<Vec<MeasureResult>> {
+    let dag: ComputeDag = serde_json::from_str(&piece.dag_json).context("the piece's DAG")?;
+    let options: MeasureOptions =
+        serde_json::from_str(&piece.options_json).context("the piece's measure options")?;
+    let task = Task::new(dag, piece.description.clone());
+    if task.key != piece.workload_key {
+        bail!(
+            "workload key mismatch: {} computed, {} sent",
+            task.key,
+            piece.workload_key
+        );
+    }
+    let builder = LocalBuilder::new(target, &options).with_jobs(build_jobs);
+    let runner = LocalRunner::new(target, options);
+    let mut m = Measurer::with_parts(target, Box::new(builder), Box::new(runner));
+    let mut out: Vec<Option<MeasureResult>> = vec![None; piece.steps_json.len()];
+    let mut ok = vec![];
+    let mut idx = vec![];
+    for (i, s) in piece.steps_json.iter().enumerate() {
+        match Schedule::from_json(s) {
+            Ok(s) => {
+                idx.push(i);
+                ok.push(s);
+            }
+            Err(e) => {
+                out[i] = Some(MeasureResult::error(
+                    ErrorCode::InvalidSchedule,
+                    e.to_string(),
+                ))
+            }
+        }
+    }
+    for (i, r) in idx.into_iter().zip(m.measure(&task, &ok)) {
+        out[i] = Some(r);
+    }
+    Ok(out.into_iter().map(|r| r.expect("filled")).collect())
+}
+
+fn to_pb(r: MeasureResult) -> pb::MeasuredCandidate {
+    pb::MeasuredCandidate {
+        costs: r.costs,
+        error_code: r.error.code(),
+        error_msg: r.error_msg,
+        build_s: r.build_s,
+        run_s: r.run_s,
+        noisy: r.noisy,
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let target = target_of(&args);
+    if args.print_target {
+        println!("{}", serde_json::to_string_pretty(&target)?);
+        println!("key: {}", target.key());
+        return Ok(());
+    }
+    let device_id = args.device_id.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "device".to_string());
+        format!("{host}/{}", target.key())
+    });
+    let build_jobs = args.build_jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("a SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            tracing::info!("stopping: the piece in hand is finished first");
+            stop.store(true, Ordering::SeqCst);
+        });
+    }
+
+    // The lease in hand, for the heartbeats.
+    let lease: Arc<Mutex<String>> = Arc::default();
+    'session: while !stop.load(Ordering::SeqCst) {
+        let Some(mut s) = register_with_backoff(&args, &target, &device_id, &stop).await else {
+            break;
+        };
+        let heartbeat = {
+            let (mut c, id, lease, every) = (
+                s.client.clone(),
+                s.id.clone(),
+                Arc::clone(&lease),
+                s.heartbeat,
+            );
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let lease_id = lease.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    match c
+                        .heartbeat(pb::HeartbeatRequest {
+                            worker_id: id.clone(),
+                            lease_id,
+                        })
+                        .await
+                    {
+                        Ok(r) if r.get_ref().lease_lost => {
+                            tracing::warn!("the server took the piece in hand back (lease lost)")
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::debug!("heartbeat: {e}"),
+                    }
+                }
+            })
+        };
+        let _stop_heartbeat = AbortOnDrop(heartbeat);
+        while !stop.load(Ordering::SeqCst) {
+            let pulled = s
+                .client
+                .pull(pb::PullRequest {
+                    worker_id: s.id.clone(),
+                    wait_ms: 2000,
+                })
+                .await;
+            let piece = match pulled {
+                Ok(r) => r.into_inner().piece,
+                Err(e) => {
+                    if e.code() == Code::NotFound {
+                        tracing::warn!("the server does not know this worker: registering again");
+                    } else {
+                        tracing::warn!("pull: {e}; reconnecting");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    continue 'session;
+                }
+            };
+            let Some(piece) = piece else { continue };
+            *lease.lock().unwrap_or_else(|p| p.into_inner()) = piece.lease_id.clone();
+            let n = piece.steps_json.len();
+            tracing::info!(lease = %piece.lease_id, candidates = n, "measuring a piece");
+            let (t, p) = (target.clone(), piece.clone());
+            let results =
+                tokio::task::spawn_blocking(move || measure_piece(&t, build_jobs, &p)).await;
+            let results = match results {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    vec![MeasureResult::error(ErrorCode::UnknownError, format!("{e:#}")); n]
+                }
+                Err(e) => vec![
+                    MeasureResult::error(
+                        ErrorCode::UnknownError,
+                        format!("the measurement panicked: {e}")
+                    );
+                    n
+                ],
+            };
+            let report = pb::ReportRequest {
+                worker_id: s.id.clone(),
+                lease_id: piece.lease_id.clone(),
+                results: results.into_iter().map(to_pb).collect(),
+                handed_back: false,
+            };
+            // Reported even across a reconnect: a result under a lapsed lease is simply
+            // ignored by the server.
+            let mut sent = false;
+            for attempt in 0..5u32 {
+                match s.client.report(report.clone()).await {
+                    Ok(r) => {
+                        if !r.get_ref().accepted {
+                            tracing::info!(lease = %piece.lease_id, "report ignored: the piece was measured elsewhere");
+                        }
+                        sent = true;
+                        break;
+                    }
+                    Err(e) if e.code() == Code::NotFound => break,
+                    Err(e) => {
+                        tracing::warn!("report: {e}; retrying");
+                        tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                        if let Ok(c) = connect(&args).await {
+                            s.client = c;
+                        }
+                    }
+                }
+            }
+            lease.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            if !sent {
+                continue 'session;
+            }
+        }
+    }
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -10,6 +10,31 @@ use crate::schedule::Schedule;
 use crate::target::Target;
 use crate::task::Task;
 
+/// Measures batches of one task's schedules: the job driver's seam. [`Measurer`] does it on
+/// this machine; the server's fleet backend hands the batch to remote workers.
+pub trait MeasureBatch: Send {
+    fn target(&self) -> &Target;
+    /// One result per schedule, in order.
+    fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult>;
+    /// The device that measured each result of the last batch, where it was not this machine.
+    fn devices(&self) -> Vec<Option<String>> {
+        vec![]
+    }
+    /// A check the measurer may poll while it waits on others (remote devices): when it says
+    /// true, the batch is abandoned and fewer results (none) come back.
+    fn set_abort(&mut self, _abort: std::sync::Arc<dyn Fn() -> bool + Send + Sync>) {}
+}
+
+impl MeasureBatch for Measurer {
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
+        Measurer::measure(self, task, schedules)
+    }
+}
+
 pub struct Measurer {
     target: Target,
     builder: Box<dyn Builder>,

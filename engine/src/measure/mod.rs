@@ -15,7 +15,7 @@ pub mod runner;
 
 pub use builder::{Builder, Built, LocalBuilder};
 pub use error::ErrorCode;
-pub use measurer::Measurer;
+pub use measurer::{MeasureBatch, Measurer};
 pub use noise::Calibration;
 pub use runner::{LocalRunner, RunInput, Runner, measure_batch};
 use serde::{Deserialize, Serialize};

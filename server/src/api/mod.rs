@@ -98,13 +98,19 @@ impl Api {
         if t.is_empty() || t == "local" || t == local.key() {
             return Ok(local.clone());
         }
-        if self
-            .store()
-            .target_json(t)
-            .await
-            .map_err(internal)?
-            .is_some()
+        if let Some(target) = self.ctx.backend.target_for(t) {
+            return Ok(target);
+        }
+        let known = self.store().target_json(t).await.map_err(internal)?;
+        // A fleet's target with no device online now: the job waits for one.
+        if let Some(json) = known
+            .as_deref()
+            .filter(|_| self.ctx.backend.waits_for_devices())
+            && let Ok(target) = serde_json::from_str::<Target>(json)
         {
+            return Ok(target);
+        }
+        if known.is_some() {
             return Err(Status::failed_precondition(format!(
                 "target '{t}' has records but this server measures only on {} (no runner for it)",
                 local.key()
@@ -167,6 +173,13 @@ impl Api {
             error: job.error.clone(),
             claimed_by: job.claimed_by.clone().unwrap_or_default(),
             claims: job.claims,
+            waiting: if !job.state.is_final()
+                && !self.ctx.backend.ready_keys().contains(&job.target_key)
+            {
+                format!("no worker of target {} is online", job.target_key)
+            } else {
+                String::new()
+            },
         })
     }
 }

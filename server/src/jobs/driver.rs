@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use tunehub_costmodel::{XgbModel, XgbParams};
 use tunehub_engine::ir::ComputeDag;
-use tunehub_engine::measure::{ErrorCode, MeasureResult, Measurer};
+use tunehub_engine::measure::{ErrorCode, MeasureBatch, MeasureResult};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::{CostModel, CostModelError, SchedulerKind, TaskScheduler, TaskSearch};
 use tunehub_engine::target::Target;
@@ -118,7 +118,7 @@ impl TaskRun {
 struct Round {
     search: Box<dyn Proposer>,
     model: Box<dyn CostModel>,
-    measurer: Measurer,
+    measurer: Box<dyn MeasureBatch>,
     batch: Vec<Schedule>,
     results: Vec<MeasureResult>,
     error: Option<CostModelError>,
@@ -129,7 +129,7 @@ fn blocking_round(
     task: &Task,
     mut search: Box<dyn Proposer>,
     mut model: Box<dyn CostModel>,
-    mut measurer: Measurer,
+    mut measurer: Box<dyn MeasureBatch>,
     want: usize,
 ) -> Round {
     let batch = match search.propose(model.as_mut(), want) {
@@ -174,9 +174,14 @@ const LOST: u8 = 2;
 /// shuts down (then the job is left claimable for the next server).
 pub async fn run_job(ctx: &JobContext, job: JobRow) -> Result<(), JobError> {
     let jobs = &ctx.jobs;
-    let target = ctx.backend.target().clone();
     tracing::info!(job = %job.id, claims = job.claims, "running job");
-    let result = drive(ctx, &job, &target).await;
+    let result = match ctx.backend.target_for(&job.target_key) {
+        Some(target) => drive(ctx, &job, &target).await,
+        None => Err(JobError::Invalid(format!(
+            "this server has no device for target {}",
+            job.target_key
+        ))),
+    };
     let end = match &result {
         Ok(Some(end)) => Some(*end),
         // Shutdown or a lost lease: leave the job to whoever claims it next.
@@ -313,7 +318,12 @@ async fn drive(
     };
     let _stop_heartbeat = AbortOnDrop(heartbeat);
 
-    let mut measurer = Some(ctx.backend.measurer(job.measure.clone()));
+    let mut measurer = Some(ctx.backend.measurer(target, job.measure.clone()));
+    // A remote batch waiting on devices gives up when the job is cancelled or lost.
+    if let Some(m) = measurer.as_mut() {
+        let lease = Arc::clone(&lease);
+        m.set_abort(Arc::new(move || lease.load(Ordering::SeqCst) != HELD));
+    }
     loop {
         match jobs.renew(&job.id, &ctx.instance, ctx.lease_ms).await? {
             Lease::Held => {}
@@ -351,6 +361,8 @@ async fn drive(
             .await
             .map_err(|e| JobError::Invalid(format!("the search or the measurer panicked: {e}")))?;
         t.search = Some(round.search);
+        // Who measured each result (a fleet worker), for the records; this server otherwise.
+        let devices = round.measurer.devices();
         measurer = Some(round.measurer);
         model = Some(round.model);
         let (batch, results) = (round.batch, round.results);
@@ -364,6 +376,16 @@ async fn drive(
             ctx.changed();
             continue;
         }
+        // A remote batch cut short by shutdown: nothing of it is stored; the next claim
+        // proposes it again.
+        if results.len() != batch.len() {
+            match lease.load(Ordering::SeqCst) {
+                CANCELLED => return Ok(Some(JobState::Cancelled)),
+                LOST => return Ok(None),
+                _ if ctx.shutting_down() => return Ok(None),
+                _ => {}
+            }
+        }
         if results.len() != batch.len() {
             return Err(JobError::Invalid(format!(
                 "the measurer returned {} results for {} candidates",
@@ -373,26 +395,28 @@ async fn drive(
         }
         let cancelled = lease.load(Ordering::SeqCst) == CANCELLED
             || jobs.renew(&job.id, &ctx.instance, ctx.lease_ms).await? == Lease::Cancelled;
-        let (mut keep_s, mut keep_r, mut dropped) = (vec![], vec![], 0);
-        for (s, r) in batch.into_iter().zip(results) {
+        let (mut keep_s, mut keep_r, mut keep_d, mut dropped) = (vec![], vec![], vec![], 0);
+        for (i, (s, r)) in batch.into_iter().zip(results).enumerate() {
             if cancelled && maybe_interrupt_casualty(&r) {
                 dropped += 1;
             } else {
                 keep_s.push(s);
                 keep_r.push(r);
+                keep_d.push(devices.get(i).cloned().flatten());
             }
         }
         let new: Vec<NewRecord> = keep_s
             .iter()
             .zip(&keep_r)
-            .map(|(s, r)| {
+            .zip(&keep_d)
+            .map(|((s, r), d)| {
                 let steps = records::canonical_steps(&s.to_json()).expect("valid steps JSON");
                 NewRecord::from_measure(
                     &t.task.key,
                     &job.target_key,
                     steps,
                     r,
-                    Some(ctx.instance.as_str()),
+                    Some(d.as_deref().unwrap_or(ctx.instance.as_str())),
                 )
             })
             .collect();

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use store::JobStore;
 use tokio::sync::watch;
-use tunehub_engine::measure::{MeasureOptions, Measurer};
+use tunehub_engine::measure::{MeasureBatch, MeasureOptions, Measurer};
 use tunehub_engine::search::SearchParams;
 use tunehub_engine::target::Target;
 
@@ -24,13 +24,25 @@ pub enum JobError {
     Invalid(String),
 }
 
-/// Where candidates are built and run: the engine's `Measurer` over some `Builder` + `Runner`.
-/// `LocalBackend` measures on this machine; the worker fleet's backend will hand batches to
-/// remote workers through the same traits.
+/// Where candidates are built and run. `LocalBackend` measures on this machine with the
+/// engine's `Measurer`; the fleet's backend (`crate::fleet::FleetBackend`) hands batches of
+/// other targets to remote workers.
 pub trait MeasureBackend: Send + Sync {
-    /// The target this backend measures on.
+    /// This server's own machine: the API's "local" target.
     fn target(&self) -> &Target;
-    fn measurer(&self, options: MeasureOptions) -> Measurer;
+    /// The target of a key this backend measures on (now, or once a device of it is back).
+    fn target_for(&self, key: &str) -> Option<Target> {
+        (key == self.target().key()).then(|| self.target().clone())
+    }
+    /// Target keys whose jobs to claim now: those with a device ready.
+    fn ready_keys(&self) -> Vec<String> {
+        vec![self.target().key()]
+    }
+    /// Whether a job may name a known target with no device online, to wait for one.
+    fn waits_for_devices(&self) -> bool {
+        false
+    }
+    fn measurer(&self, target: &Target, options: MeasureOptions) -> Box<dyn MeasureBatch>;
 }
 
 /// This machine's compiler and an isolated local runner.
@@ -49,8 +61,8 @@ impl MeasureBackend for LocalBackend {
         &self.target
     }
 
-    fn measurer(&self, options: MeasureOptions) -> Measurer {
-        Measurer::new(&self.target, options)
+    fn measurer(&self, target: &Target, options: MeasureOptions) -> Box<dyn MeasureBatch> {
+        Box::new(Measurer::new(target, options))
     }
 }
 
@@ -114,25 +126,32 @@ impl JobContext {
     }
 }
 
-/// Claims jobs for this server's target and runs them, until shutdown.
+/// Claims jobs for the targets the backend has a device for (this server's, a fleet's pools)
+/// and runs them, until shutdown. A job for a target with no device ready stays queued.
 pub async fn run_loop(ctx: JobContext) {
     let mut changes = ctx.subscribe();
-    let target_key = ctx.backend.target().key();
     while !ctx.shutting_down() {
-        match ctx
-            .jobs
-            .claim_next(&ctx.instance, &target_key, ctx.lease_ms, None)
-            .await
-        {
-            Ok(Some(job)) => {
-                ctx.changed();
-                if let Err(e) = driver::run_job(&ctx, job).await {
-                    tracing::error!("job driver: {e}");
+        let mut ran = false;
+        for target_key in ctx.backend.ready_keys() {
+            match ctx
+                .jobs
+                .claim_next(&ctx.instance, &target_key, ctx.lease_ms, None)
+                .await
+            {
+                Ok(Some(job)) => {
+                    ctx.changed();
+                    if let Err(e) = driver::run_job(&ctx, job).await {
+                        tracing::error!("job driver: {e}");
+                    }
+                    ran = true;
+                    break;
                 }
-                continue;
+                Ok(None) => {}
+                Err(e) => tracing::warn!("claiming a job: {e}"),
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!("claiming a job: {e}"),
+        }
+        if ran {
+            continue;
         }
         // Wait for a submit here, or poll (a job queued through another server, a lease that
         // ran out).

@@ -1,0 +1,159 @@
+//! The fleet as the job driver's measure backend: a batch is cut into pieces, one per ready
+//! worker of the job's target, queued, and waited for; every candidate's result comes back
+//! with the worker that measured it.
+
+use super::registry::{BatchSlot, Fleet, Payload, Piece};
+use crate::jobs::{LocalBackend, MeasureBackend};
+use std::sync::Arc;
+use std::time::Duration;
+use tunehub_engine::measure::{MeasureBatch, MeasureOptions, MeasureResult};
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::target::Target;
+use tunehub_engine::task::Task;
+
+/// This server's own machine for "local" jobs, the fleet's pools for every other target.
+pub struct FleetBackend {
+    local: LocalBackend,
+    fleet: Arc<Fleet>,
+}
+
+impl FleetBackend {
+    pub fn new(local: Target, fleet: Arc<Fleet>) -> Self {
+        FleetBackend {
+            local: LocalBackend::new(local),
+            fleet,
+        }
+    }
+}
+
+impl MeasureBackend for FleetBackend {
+    fn target(&self) -> &Target {
+        self.local.target()
+    }
+
+    fn target_for(&self, key: &str) -> Option<Target> {
+        if key == self.local.target().key() {
+            return Some(self.local.target().clone());
+        }
+        self.fleet.target(key)
+    }
+
+    fn ready_keys(&self) -> Vec<String> {
+        let mut keys = vec![self.local.target().key()];
+        keys.extend(self.fleet.ready_keys());
+        keys
+    }
+
+    fn waits_for_devices(&self) -> bool {
+        true
+    }
+
+    fn measurer(&self, target: &Target, options: MeasureOptions) -> Box<dyn MeasureBatch> {
+        if target.key() == self.local.target().key() {
+            return self.local.measurer(target, options);
+        }
+        Box::new(FleetMeasurer {
+            target: target.clone(),
+            key: target.key(),
+            options,
+            fleet: Arc::clone(&self.fleet),
+            devices: vec![],
+            abort: None,
+        })
+    }
+}
+
+/// Measures one job's batches on its target's pool.
+pub struct FleetMeasurer {
+    target: Target,
+    key: String,
+    options: MeasureOptions,
+    fleet: Arc<Fleet>,
+    devices: Vec<Option<String>>,
+    /// The job was cancelled or lost: stop waiting.
+    abort: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
+}
+
+impl MeasureBatch for FleetMeasurer {
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Blocks until every piece is measured: a piece whose worker dies is leased again to
+    /// another, so the batch waits for devices rather than failing. Returns nothing when the
+    /// server stops or the job is cancelled or lost (the driver then stores nothing of it).
+    fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
+        self.devices.clear();
+        if schedules.is_empty() {
+            return vec![];
+        }
+        let payload = Arc::new(Payload {
+            workload_key: task.key.clone(),
+            dag_json: serde_json::to_string(&task.dag).expect("a DAG serializes"),
+            description: task.desc.clone(),
+            steps_json: schedules.iter().map(Schedule::to_json).collect(),
+            options_json: serde_json::to_string(&self.options).expect("options serialize"),
+        });
+        let n = schedules.len();
+        let batch = BatchSlot::new(n);
+        let parts = self.fleet.ready_workers(&self.key).clamp(1, n);
+        let pieces = split(n, parts)
+            .into_iter()
+            .map(|indices| {
+                Piece::new(
+                    self.key.clone(),
+                    Arc::clone(&payload),
+                    indices,
+                    Arc::clone(&batch),
+                )
+            })
+            .collect();
+        self.fleet.enqueue(pieces);
+        tracing::debug!(target = %self.key, candidates = n, pieces = parts, "batch queued for the fleet");
+        loop {
+            if let Some(all) = batch.wait(Duration::from_millis(200)) {
+                let (results, devices): (Vec<_>, Vec<_>) = all.into_iter().unzip();
+                self.devices = devices.into_iter().map(Some).collect();
+                return results;
+            }
+            if self.fleet.shutting_down() || self.abort.as_ref().is_some_and(|a| a()) {
+                self.fleet.abandon(&batch);
+                return vec![];
+            }
+        }
+    }
+
+    fn devices(&self) -> Vec<Option<String>> {
+        self.devices.clone()
+    }
+
+    fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
+        self.abort = Some(abort);
+    }
+}
+
+/// `0..n` cut into `parts` contiguous runs of nearly equal length.
+fn split(n: usize, parts: usize) -> Vec<Vec<usize>> {
+    let parts = parts.clamp(1, n.max(1));
+    (0..parts)
+        .map(|p| (p * n / parts..(p + 1) * n / parts).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split;
+
+    #[test]
+    fn split_covers_every_index_once() {
+        for n in 1..10 {
+            for parts in 1..5 {
+                let s = split(n, parts);
+                let flat: Vec<usize> = s.concat();
+                assert_eq!(flat, (0..n).collect::<Vec<_>>());
+                assert!(s.len() <= parts);
+            }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The worker fleet: measurement on remote devices (`tunehub-worker`).
+//!
+//! `registry` holds the workers per target key, the queue of pieces and their leases;
+//! `dispatch` is the job driver's measure backend over it (a batch cut into pieces, one per
+//! ready worker); `service` is the `Workers` gRPC service the workers call.
+//!
+//! A device that dies costs seconds, never the job: its lease lapses when its heartbeats stop,
+//! the piece goes back to the queue and to another worker, and a late report under the lapsed
+//! lease is ignored. Each candidate's result is taken once (a batch slot is filled once), and
+//! the records table's `UNIQUE(workload, target, schedule)` makes any repeat a no-op besides.
+
+pub mod dispatch;
+pub mod registry;
+pub mod service;
+
+pub use dispatch::FleetBackend;
+pub use registry::{Fleet, FleetConfig};
+pub use service::WorkersService;

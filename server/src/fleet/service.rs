@@ -1,0 +1,145 @@
+//! The `Workers` gRPC service (`proto/tunehub/v1/tunehub.proto`): registration, heartbeats,
+//! long-polled pulls of leased pieces, and reports.
+
+use super::registry::{Fleet, FleetError};
+use crate::records::{RecordStore, SqlStore};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tonic::{Request, Response, Status};
+use tunehub_engine::measure::{ErrorCode, MeasureResult};
+use tunehub_engine::target::Target;
+use tunehub_proto::v1 as pb;
+use tunehub_proto::v1::workers_server::Workers;
+
+/// The longest a Pull waits for work before answering "none".
+const MAX_PULL_WAIT: Duration = Duration::from_secs(10);
+/// How often a waiting Pull looks at the queue again.
+const PULL_POLL: Duration = Duration::from_millis(50);
+
+#[derive(Clone)]
+pub struct WorkersService {
+    pub fleet: Arc<Fleet>,
+    pub store: SqlStore,
+}
+
+fn status(e: FleetError) -> Status {
+    match e {
+        FleetError::UnknownWorker(_) => Status::not_found(e.to_string()),
+        FleetError::Invalid(_) => Status::invalid_argument(e.to_string()),
+    }
+}
+
+fn from_pb(m: pb::MeasuredCandidate) -> MeasureResult {
+    MeasureResult {
+        costs: m.costs,
+        error: ErrorCode::from_code(m.error_code).unwrap_or(ErrorCode::UnknownError),
+        error_msg: m.error_msg,
+        build_s: m.build_s,
+        run_s: m.run_s,
+        noisy: m.noisy,
+    }
+}
+
+#[tonic::async_trait]
+impl Workers for WorkersService {
+    async fn register(
+        &self,
+        req: Request<pb::RegisterWorkerRequest>,
+    ) -> Result<Response<pb::RegisterWorkerResponse>, Status> {
+        let req = req.into_inner();
+        if req.device_id.trim().is_empty() {
+            return Err(Status::invalid_argument("device_id is empty"));
+        }
+        let target: Target = serde_json::from_str(&req.target_json)
+            .map_err(|e| Status::invalid_argument(format!("target_json: {e}")))?;
+        let key = target.key();
+        // Stored so that jobs can name the key (and wait for it) while no worker is online.
+        let json = serde_json::to_string(&target).expect("a target serializes");
+        self.store
+            .put_target(&key, &json)
+            .await
+            .map_err(crate::api::internal)?;
+        let (worker_id, target_key) = self.fleet.register(&req.device_id, target, json);
+        Ok(Response::new(pb::RegisterWorkerResponse {
+            worker_id,
+            target_key,
+            heartbeat_ms: self.fleet.cfg.heartbeat.as_millis() as u32,
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        req: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let req = req.into_inner();
+        let held = self
+            .fleet
+            .heartbeat(&req.worker_id, &req.lease_id)
+            .map_err(status)?;
+        Ok(Response::new(pb::HeartbeatResponse { lease_lost: !held }))
+    }
+
+    async fn pull(
+        &self,
+        req: Request<pb::PullRequest>,
+    ) -> Result<Response<pb::PullResponse>, Status> {
+        let req = req.into_inner();
+        let until =
+            Instant::now() + Duration::from_millis(u64::from(req.wait_ms)).min(MAX_PULL_WAIT);
+        loop {
+            if let Some(l) = self.fleet.pull(&req.worker_id).map_err(status)? {
+                let p = &l.payload;
+                let piece = pb::WorkPiece {
+                    lease_id: l.lease_id,
+                    workload_key: p.workload_key.clone(),
+                    dag_json: p.dag_json.clone(),
+                    description: p.description.clone(),
+                    steps_json: l.indices.iter().map(|&i| p.steps_json[i].clone()).collect(),
+                    options_json: p.options_json.clone(),
+                };
+                return Ok(Response::new(pb::PullResponse { piece: Some(piece) }));
+            }
+            if Instant::now() >= until {
+                return Ok(Response::new(pb::PullResponse { piece: None }));
+            }
+            tokio::time::sleep(PULL_POLL).await;
+        }
+    }
+
+    async fn report(
+        &self,
+        req: Request<pb::ReportRequest>,
+    ) -> Result<Response<pb::ReportResponse>, Status> {
+        let req = req.into_inner();
+        let results = req.results.into_iter().map(from_pb).collect();
+        let accepted = self
+            .fleet
+            .report(&req.worker_id, &req.lease_id, results, req.handed_back)
+            .map_err(status)?;
+        Ok(Response::new(pb::ReportResponse { accepted }))
+    }
+
+    async fn list(
+        &self,
+        _req: Request<pb::ListWorkersRequest>,
+    ) -> Result<Response<pb::ListWorkersResponse>, Status> {
+        let (workers, queued) = self.fleet.list();
+        Ok(Response::new(pb::ListWorkersResponse {
+            workers: workers
+                .into_iter()
+                .map(|w| pb::WorkerInfo {
+                    id: w.id,
+                    device_id: w.device_id,
+                    target_key: w.target_key,
+                    status: w.status.to_string(),
+                    last_heartbeat_ms: w.last_heartbeat_ms,
+                    measured: w.measured,
+                    errors: w.errors,
+                    quarantine_reason: w.quarantine_reason,
+                    target_json: w.target_json,
+                })
+                .collect(),
+            queued: queued.into_iter().collect(),
+        }))
+    }
+}

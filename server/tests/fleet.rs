@@ -1,0 +1,451 @@
+//! The worker fleet end to end: a real `tunehub server` and real `tunehub-worker` processes on
+//! loopback, the real compiler (and the aarch64 cross compiler under qemu), SQLite.
+//!
+//! The worker binary is found beside `tunehub` in the target directory: `cargo test
+//! --workspace` builds it; alone, run `cargo build -p tunehub-worker` first.
+
+mod common;
+
+use common::{Server, TOKEN, get, is_final, quick, submit, task, wait_final};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tunehub_proto::v1 as pb;
+use tunehub_server::client::Clients;
+
+/// These tests start many processes that compile kernels: one at a time on a small machine.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Keeps the workers' target apart from the server's own ("local") one, which the server
+/// measures itself: the same compiler and machine, one harmless define more.
+const FLEET_CFLAGS: &str = "--cflags=-DTUNEHUB_FLEET_TEST";
+
+fn worker_bin() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_BIN_EXE_tunehub")).with_file_name("tunehub-worker");
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo build -p tunehub-worker` (cargo test --workspace builds it)",
+        p.display()
+    );
+    p
+}
+
+struct Worker {
+    child: Child,
+}
+
+impl Worker {
+    fn start(url: &str, device: &str, extra: &[&str]) -> Worker {
+        let logs = std::env::var_os("TUNEHUB_TEST_LOGS").is_some();
+        let child = Command::new(worker_bin())
+            .args(["--server", url, "--token", TOKEN, "--device-id", device])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(if logs {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("tunehub-worker starts");
+        Worker { child }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A server on a given address (a restart keeps the port the workers know).
+fn server_at(db: &str, instance: &str, listen: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tunehub"))
+        .args([
+            "server",
+            "--listen",
+            listen,
+            "--db",
+            db,
+            "--token",
+            TOKEN,
+            "--poll-ms",
+            "100",
+            "--lease-s",
+            "2",
+            "--instance",
+            instance,
+        ])
+        .env_remove("TUNEHUB_TOKENS")
+        .env_remove("TUNEHUB_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tunehub server starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+        .to_string();
+    Server {
+        child,
+        addr,
+        instance: instance.into(),
+    }
+}
+
+async fn workers(c: &mut Clients) -> pb::ListWorkersResponse {
+    c.workers
+        .list(pb::ListWorkersRequest {})
+        .await
+        .expect("list workers")
+        .into_inner()
+}
+
+/// Waits until `n` workers are registered and not offline; their target key.
+async fn wait_workers(c: &mut Clients, n: usize) -> String {
+    let start = Instant::now();
+    loop {
+        let l = workers(c).await;
+        let up: Vec<_> = l.workers.iter().filter(|w| w.status != "offline").collect();
+        if up.len() >= n {
+            return up[0].target_key.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{n} workers not registered: {l:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn job_req(spec: &str, trials: u32, batch: u32, target: &str) -> pb::SubmitRequest {
+    pb::SubmitRequest {
+        tasks: vec![task(spec, trials)],
+        target: target.into(),
+        measure: Some(quick()),
+        batch_size: batch,
+        seed: 11,
+        scheduler: 0,
+        name: "fleet".into(),
+    }
+}
+
+/// Records of the job's workload on `target`, and who measured them.
+async fn records(c: &mut Clients, spec: &str, target: &str) -> (u64, Vec<String>) {
+    let tuned = c
+        .query
+        .list_tuned(pb::ListTunedRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let trials = tuned
+        .workloads
+        .iter()
+        .filter(|w| w.target_key == target)
+        .map(|w| w.trials)
+        .sum();
+    let top = c
+        .query
+        .top_k(pb::TopKRequest {
+            workload: Some(common::op(spec)),
+            target: target.into(),
+            k: 1000,
+        })
+        .await
+        .map(|r| r.into_inner().records)
+        .unwrap_or_default();
+    (trials, top.into_iter().map(|r| r.worker).collect())
+}
+
+fn assert_done(j: &pb::Job, trials: u32) {
+    assert_eq!(j.state, pb::JobState::Done as i32, "{j:?}");
+    assert_eq!(j.tasks[0].trials_done, trials, "{j:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = common::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut ws: Vec<Worker> = ["a", "b", "c"]
+        .iter()
+        .map(|d| Worker::start(&server.url(), d, &[FLEET_CFLAGS]))
+        .collect();
+    let mut c = server.client().await;
+    let key = wait_workers(&mut c, 3).await;
+
+    let spec = "matmul(32,32,32)";
+    let trials = 18;
+    let job = submit(&mut c, job_req(spec, trials, 6, &key)).await;
+    assert_eq!(job.target_key, key);
+
+    // Kill -9 the first worker seen holding a lease.
+    let mut killed = None;
+    let start = Instant::now();
+    while killed.is_none() {
+        let l = workers(&mut c).await;
+        if let Some(w) = l.workers.iter().find(|w| w.status == "busy") {
+            let i = ["a", "b", "c"]
+                .iter()
+                .position(|d| *d == w.device_id)
+                .unwrap();
+            ws[i].kill();
+            killed = Some(w.id.clone());
+        }
+        assert!(
+            !is_final(&get(&mut c, &job.id).await),
+            "the job ended before any worker was seen busy"
+        );
+        assert!(start.elapsed() < Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let killed = killed.unwrap();
+
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_done(&j, trials);
+    // Every candidate stored once, and taken once from the workers.
+    let (stored, by) = records(&mut c, spec, &key).await;
+    assert_eq!(stored, u64::from(trials));
+    let l = workers(&mut c).await;
+    let measured: u64 = l.workers.iter().map(|w| w.measured).sum();
+    assert_eq!(measured, u64::from(trials), "{l:?}");
+    let dead = l.workers.iter().find(|w| w.id == killed).unwrap();
+    assert_eq!(dead.status, "offline", "{l:?}");
+    // The records name the devices that measured them, more than one of them.
+    let mut devices = by.clone();
+    devices.sort();
+    devices.dedup();
+    assert!(devices.iter().all(|d| d.starts_with("w-")), "{by:?}");
+    assert!(devices.len() >= 2, "{by:?}");
+
+    // With no worker online, a job for the target waits (and says so) until one comes.
+    for w in &mut ws {
+        w.kill();
+    }
+    let start = Instant::now();
+    while workers(&mut c)
+        .await
+        .workers
+        .iter()
+        .any(|w| w.status != "offline")
+    {
+        assert!(start.elapsed() < Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let job = submit(&mut c, job_req("matmul(16,16,16)", 2, 2, &key)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let j = get(&mut c, &job.id).await;
+    assert_eq!(j.state, pb::JobState::Queued as i32, "{j:?}");
+    assert!(j.waiting.contains("no worker"), "{j:?}");
+    let d = Worker::start(&server.url(), "d", &[FLEET_CFLAGS]);
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(120)).await;
+    assert_done(&j, 2);
+    assert!(j.waiting.is_empty(), "{j:?}");
+
+    // A running job whose every worker died can still be cancelled at once.
+    let job = submit(&mut c, job_req("matmul(16,16,8)", 40, 8, &key)).await;
+    let start = Instant::now();
+    while get(&mut c, &job.id).await.tasks[0].trials_done == 0 {
+        assert!(start.elapsed() < Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(d);
+    let j = get(&mut c, &job.id).await;
+    assert_eq!(j.state, pb::JobState::Running as i32, "{j:?}");
+    c.jobs
+        .cancel(pb::CancelJobRequest { id: job.id.clone() })
+        .await
+        .unwrap();
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(20)).await;
+    assert_eq!(j.state, pb::JobState::Cancelled as i32, "{j:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Reports the real compiler's version (so the device keys alike) and fails every build.
+    let broken = dir.path().join("broken-cc");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then exec cc --version; fi\necho 'broken-cc: no' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let db = common::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let cc = format!("--compiler={}", broken.display());
+    let _bad = Worker::start(&server.url(), "bad", &[FLEET_CFLAGS, &cc]);
+    let mut c = server.client().await;
+    let key = wait_workers(&mut c, 1).await;
+    let _good: Vec<Worker> = ["g1", "g2"]
+        .iter()
+        .map(|d| Worker::start(&server.url(), d, &[FLEET_CFLAGS]))
+        .collect();
+    assert_eq!(wait_workers(&mut c, 3).await, key, "one pool");
+
+    let spec = "matmul(16,32,16)";
+    let trials = 12;
+    let job = submit(&mut c, job_req(spec, trials, 3, &key)).await;
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_done(&j, trials);
+    // The broken device's failures were not recorded against the candidates.
+    assert_eq!(j.tasks[0].errors, 0, "{j:?}");
+    let l = workers(&mut c).await;
+    let bad = l.workers.iter().find(|w| w.device_id == "bad").unwrap();
+    assert_eq!(bad.status, "quarantined", "{l:?}");
+    assert!(bad.quarantine_reason.contains("compile_error"), "{l:?}");
+
+    // `tunehub workers` shows it, with the reason.
+    let out = Command::new(env!("CARGO_BIN_EXE_tunehub"))
+        .args(["workers", "--server", &server.url(), "--token", TOKEN])
+        .env_remove("TUNEHUB_CONFIG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("quarantined: ") && text.contains(&bad.id),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_reconnect_to_a_restarted_server_and_the_job_finishes() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = common::sqlite_path(dir.path(), "fleet.db");
+    let mut server = Server::start(&db, "s1", &[]);
+    let addr = server.addr.clone();
+    let url = server.url();
+    let _ws: Vec<Worker> = ["r1", "r2"]
+        .iter()
+        .map(|d| Worker::start(&url, d, &[FLEET_CFLAGS]))
+        .collect();
+    let mut c = server.client().await;
+    let key = wait_workers(&mut c, 2).await;
+    let spec = "matmul(32,16,32)";
+    let trials = 16;
+    let job = submit(&mut c, job_req(spec, trials, 4, &key)).await;
+    let start = Instant::now();
+    while get(&mut c, &job.id).await.tasks[0].trials_done < 4 {
+        assert!(start.elapsed() < Duration::from_secs(120));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.kill();
+    drop(c);
+
+    let server = server_at(&db, "s1", &addr);
+    let mut c = server.client().await;
+    wait_workers(&mut c, 2).await;
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_done(&j, trials);
+    assert!(j.claims >= 2, "{j:?}");
+    let (stored, _) = records(&mut c, spec, &key).await;
+    assert_eq!(stored, u64::from(trials));
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new(cmd)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly() {
+    if !have("aarch64-linux-gnu-gcc") || !have("qemu-aarch64") {
+        // .ci/run installs both; a developer machine may lack them.
+        eprintln!("skipped: aarch64-linux-gnu-gcc or qemu-aarch64 not installed");
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = common::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let arm_args = [
+        "--arch",
+        "aarch64",
+        "--compiler",
+        "aarch64-linux-gnu-gcc",
+        "--run-prefix",
+        "qemu-aarch64 -L /usr/aarch64-linux-gnu",
+    ];
+    let mut arm = Worker::start(&server.url(), "arm", &arm_args);
+    let mut c = server.client().await;
+    let key = wait_workers(&mut c, 1).await;
+    assert!(key.starts_with("aarch64-neon-c"), "{key}");
+
+    let spec = "matmul(16,16,16)";
+    let trials = 8;
+    let job = submit(&mut c, job_req(spec, trials, 4, &key)).await;
+    // SIGTERM while it measures: it finishes and reports its piece, then exits.
+    let start = Instant::now();
+    while !workers(&mut c)
+        .await
+        .workers
+        .iter()
+        .any(|w| w.status == "busy")
+    {
+        assert!(start.elapsed() < Duration::from_secs(60));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = Command::new("kill")
+        .arg(arm.child.id().to_string())
+        .status();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = arm.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no exit on SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    let l = workers(&mut c).await;
+    assert_eq!(
+        l.workers[0].measured, 4,
+        "the piece in hand was finished: {l:?}"
+    );
+    // The same device comes back as the same worker and finishes the job.
+    let _arm = Worker::start(&server.url(), "arm", &arm_args);
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_done(&j, trials);
+    assert!(j.tasks[0].ok >= 1, "verified kernels under qemu: {j:?}");
+    let (stored, by) = records(&mut c, spec, &key).await;
+    assert_eq!(stored, u64::from(trials));
+    let l = workers(&mut c).await;
+    assert_eq!(l.workers.len(), 1, "{l:?}");
+    assert!(by.iter().all(|w| *w == l.workers[0].id), "{by:?}");
+    // Nothing of it under any other target (the server's own x86 one).
+    let tuned = c
+        .query
+        .list_tuned(pb::ListTunedRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        tuned.workloads.iter().all(|w| w.target_key == key),
+        "{tuned:?}"
+    );
+}
