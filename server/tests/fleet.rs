@@ -2,7 +2,8 @@
 //! loopback, the real compiler (and the aarch64 cross compiler under qemu), SQLite.
 //!
 //! The worker binary is found beside `tunehub` in the target directory: `cargo test
-//! --workspace` builds it; alone, run `cargo build -p tunehub-worker` first.
+//! --workspace` builds it (the worker's own CLI tests need it); otherwise the first test
+//! builds it.
 
 mod common;
 
@@ -22,13 +23,22 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const FLEET_CFLAGS: &str = "--cflags=-DTUNEHUB_FLEET_TEST";
 
 fn worker_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_tunehub")).with_file_name("tunehub-worker");
-    assert!(
-        p.is_file(),
-        "{} is missing: run `cargo build -p tunehub-worker` (cargo test --workspace builds it)",
-        p.display()
-    );
-    p
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let p = PathBuf::from(env!("CARGO_BIN_EXE_tunehub")).with_file_name("tunehub-worker");
+            if !p.is_file() {
+                // `cargo test -p tunehub-server` alone does not build another package's binary.
+                let status = Command::new(env!("CARGO"))
+                    .args(["build", "-p", "tunehub-worker"])
+                    .status()
+                    .expect("cargo runs");
+                assert!(status.success(), "cargo build -p tunehub-worker failed");
+            }
+            assert!(p.is_file(), "{} is missing after the build", p.display());
+            p
+        })
+        .clone()
 }
 
 struct Worker {
