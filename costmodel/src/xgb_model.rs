@@ -26,6 +26,32 @@ use tunehub_engine::search::{CostModel, CostModelError};
 use tunehub_engine::task::Task;
 use xgb::{Booster, DMatrix};
 
+/// Sends XGBoost's own log lines (warnings such as deprecations) to `tracing` at debug level,
+/// instead of the library's default of printing them on stderr, where they would break a
+/// server's JSON log lines. XGBoost keeps the callback per thread, so every entry point calls
+/// this on the thread it runs on.
+fn route_xgboost_logs() {
+    use std::cell::Cell;
+    thread_local! {
+        static ROUTED: Cell<bool> = const { Cell::new(false) };
+    }
+    unsafe extern "C" fn forward(msg: *const std::os::raw::c_char) {
+        if msg.is_null() {
+            return;
+        }
+        // SAFETY: XGBoost passes a NUL-terminated string that lives for the call.
+        let text = unsafe { std::ffi::CStr::from_ptr(msg) }.to_string_lossy();
+        tracing::debug!(target: "xgboost", "{}", text.trim());
+    }
+    ROUTED.with(|r| {
+        if !r.get() {
+            // SAFETY: registers a plain function for this thread; it never unwinds.
+            unsafe { xgboost_sys::XGBRegisterLogCallback(Some(forward)) };
+            r.set(true);
+        }
+    });
+}
+
 /// Start of every saved model, so that a foreign blob is rejected before XGBoost parses it.
 const MAGIC: &[u8] = b"TUNEHUB-XGB-1\n";
 
@@ -164,6 +190,7 @@ impl XgbModel {
     /// included (the server keeps them); a model loaded on another target starts from these
     /// trees and adds rounds on that target's records.
     pub fn save(&self) -> Result<Vec<u8>, ModelError> {
+        route_xgboost_logs();
         let booster = match &self.booster {
             Some(b) => b.save_buffer(true)?,
             None => self.base.clone().unwrap_or_default(),
@@ -183,6 +210,7 @@ impl XgbModel {
     /// A model saved by [`XgbModel::save`]. Its trees predict at once; the next
     /// [`CostModel::update`] continues training from them.
     pub fn load(bytes: &[u8]) -> Result<Self, ModelError> {
+        route_xgboost_logs();
         let bad = |m: &str| ModelError::Invalid(format!("not a saved tunehub model: {m}"));
         let rest = bytes.strip_prefix(MAGIC).ok_or_else(|| bad("no header"))?;
         let nl = rest
@@ -227,6 +255,7 @@ impl XgbModel {
     /// Trains on the kept samples (subsampled to `max_train_samples`), from the loaded model if
     /// there is one. Does nothing while no task has a successful measurement.
     pub fn retrain(&mut self) -> Result<(), ModelError> {
+        route_xgboost_logs();
         let chosen = self.training_set();
         if chosen.is_empty() {
             return Ok(());
@@ -375,6 +404,7 @@ impl XgbModel {
         &mut self,
         programs: &[&[[f32; N_FEATURES]]],
     ) -> Result<Vec<f32>, ModelError> {
+        route_xgboost_logs();
         validate(programs)?;
         let Some(booster) = &self.booster else {
             // Untrained: random scores, so that the search explores uniformly (as Ansor).

@@ -6,6 +6,7 @@
 //! shared database show up too.
 
 use crate::records::{Record, RecordStore, SqlStore, StoreError};
+use prometheus_client::metrics::counter::Counter;
 use std::collections::HashMap;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
@@ -16,6 +17,9 @@ type Key = (String, String);
 pub struct BestCache {
     ttl: Duration,
     entries: RwLock<HashMap<Key, (Instant, Option<Record>)>>,
+    /// Lookups answered from memory and from the database (the server's metrics).
+    pub hits: Counter,
+    pub misses: Counter,
 }
 
 impl BestCache {
@@ -23,6 +27,8 @@ impl BestCache {
         BestCache {
             ttl,
             entries: RwLock::new(HashMap::new()),
+            hits: Counter::default(),
+            misses: Counter::default(),
         }
     }
 
@@ -37,8 +43,10 @@ impl BestCache {
         if let Some((at, rec)) = self.entries.read().expect("cache lock").get(&key)
             && at.elapsed() < self.ttl
         {
+            self.hits.inc();
             return Ok(rec.clone());
         }
+        self.misses.inc();
         let rec = store.best(workload_key, target_key).await?;
         self.entries
             .write()

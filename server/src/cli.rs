@@ -20,6 +20,12 @@ pub struct Cli {
     #[arg(short, long, action = ArgAction::Count, global = true)]
     pub verbose: u8,
 
+    /// Log lines on stderr as text, or as one JSON object per line (for log collectors); a
+    /// job's lines carry its id, a task's its index, a worker's its id.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text,
+          env = "TUNEHUB_LOG_FORMAT", global = true)]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -63,6 +69,12 @@ pub struct WorkersArgs {
 
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -53,6 +53,9 @@ pub async fn serve(args: ServerArgs) -> Result<ExitCode> {
     let running = server::start(&cfg).await?;
     // The first line on stdout, for scripts and tests that asked for port 0.
     crate::emit(&format!("listening on {}\n", running.addr))?;
+    if let Some(m) = running.metrics_addr {
+        crate::emit(&format!("metrics on {m}\n"))?;
+    }
     running.run_until_signal().await?;
     Ok(ExitCode::SUCCESS)
 }

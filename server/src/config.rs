@@ -43,6 +43,7 @@ pub struct ConfigFile {
 #[serde(deny_unknown_fields)]
 pub struct ServerFile {
     pub listen: Option<SocketAddr>,
+    pub metrics_addr: Option<SocketAddr>,
     pub db: Option<String>,
     pub tokens: Option<Vec<String>>,
     pub allow_unauthenticated: Option<bool>,
@@ -98,6 +99,11 @@ pub struct ServerArgs {
     /// first line on stdout says which (`listening on ADDR`).
     #[arg(long, value_name = "ADDR", env = "TUNEHUB_LISTEN")]
     pub listen: Option<SocketAddr>,
+
+    /// Serve Prometheus metrics (OpenMetrics text at http://ADDR/metrics) on this address, apart
+    /// from gRPC [default: off]. Port 0 picks a free port (`metrics on ADDR` on stdout).
+    #[arg(long, value_name = "ADDR", env = "TUNEHUB_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 
     /// Database: a SQLite file (created if missing), a sqlite:// or a postgres:// URL
     /// [default: tunehub.db].
@@ -181,6 +187,8 @@ pub struct ServerArgs {
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// Where to serve metrics; `None`: not at all.
+    pub metrics_addr: Option<SocketAddr>,
     pub db: String,
     pub tokens: Vec<String>,
     pub allow_unauthenticated: bool,
@@ -274,6 +282,7 @@ impl ServerConfig {
                 .listen
                 .or(f.listen)
                 .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid address")),
+            metrics_addr: args.metrics_addr.or(f.metrics_addr),
             db: args
                 .db
                 .clone()

@@ -12,6 +12,7 @@ pub mod client;
 pub mod config;
 pub mod fleet;
 pub mod jobs;
+pub mod metrics;
 pub mod oplist;
 pub mod records;
 pub mod server;

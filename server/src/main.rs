@@ -7,7 +7,7 @@ use clap::error::ErrorKind;
 use std::io::Write;
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
-use tunehub_server::cli::{self, Cli, Command, USAGE_EXIT, UsageError};
+use tunehub_server::cli::{self, Cli, Command, LogFormat, USAGE_EXIT, UsageError};
 use tunehub_server::oplist;
 
 mod commands;
@@ -18,7 +18,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_exit(&e),
     };
-    init_tracing(cli.verbose);
+    init_tracing(cli.verbose, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -73,8 +73,9 @@ fn clap_exit(e: &clap::Error) -> ExitCode {
 }
 
 /// Logs go to stderr (stdout carries results); `-v` raises tunehub's own level, `RUST_LOG`
-/// replaces the whole filter.
-fn init_tracing(verbose: u8) {
+/// replaces the whole filter. JSON lines carry the fields of the spans they were logged in (the
+/// job's and task's ids) in `spans`.
+fn init_tracing(verbose: u8, format: LogFormat) {
     let level = match verbose {
         0 => "warn",
         1 => "info",
@@ -86,10 +87,18 @@ fn init_tracing(verbose: u8) {
             "warn,tunehub={level},tunehub_server={level},tunehub_engine={level}"
         ))
     });
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt.init(),
+        LogFormat::Json => fmt
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .init(),
+    }
 }
 
 /// Writes results to stdout; a closed pipe (`tunehub ops | head`) ends the output quietly.

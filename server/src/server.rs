@@ -1,5 +1,9 @@
 //! Serving: the database, the job loop and the gRPC services (with health, reflection, the token
-//! interceptor, and TLS when configured) on one listener.
+//! interceptor, and TLS when configured) on one listener; metrics on another when asked for.
+//!
+//! Shutdown is graceful (`RunningServer::shutdown`): no new jobs, the batch in hand is stored,
+//! leases are handed back, the database is closed; `run_until_signal` exits at once on a second
+//! signal.
 
 use crate::api::Api;
 use crate::auth::Auth;
@@ -8,6 +12,8 @@ use crate::config::ServerConfig;
 use crate::fleet::{Fleet, FleetBackend, FleetConfig, WorkersService};
 use crate::jobs::store::JobStore;
 use crate::jobs::{JobContext, MeasureBackend, run_loop};
+use crate::metrics::Metrics;
+use crate::metrics::grpc::GrpcMetricsLayer;
 use crate::records::{SqlStore, StoreError};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -47,36 +53,56 @@ pub enum ServeError {
     Reflection(String),
 }
 
-/// A started server: its address, and handles to stop it.
+/// A started server: its addresses, and handles to stop it.
 pub struct RunningServer {
     pub addr: SocketAddr,
+    /// Where metrics are served (`--metrics-addr`), if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
     pub ctx: JobContext,
+    health: tonic_health::server::HealthReporter,
     shutdown: tokio::sync::watch::Sender<bool>,
     serve: JoinHandle<Result<(), tonic::transport::Error>>,
     jobs: Option<JoinHandle<()>>,
     /// The worker fleet, when this server has one (`start`), and its lease reaper.
     pub fleet: Option<Arc<Fleet>>,
     reaper: Option<JoinHandle<()>>,
+    metrics: Option<JoinHandle<()>>,
 }
 
 impl RunningServer {
-    /// Stops taking calls and jobs; a running job stops after its current batch and stays
-    /// claimable for the next server.
+    /// Stops gracefully, in this order:
+    /// 1. no new work: Submit answers UNAVAILABLE, watch streams end, the health service says
+    ///    NOT_SERVING (overall and for Jobs) so that probes and balancers drain this server;
+    ///    queries and workers' calls are still answered;
+    /// 2. the fleet's leases are handed back: a batch waiting on workers is abandoned (nothing
+    ///    of it stored; the job's next claim proposes it again) and late reports are ignored;
+    /// 3. the job loop stops at a batch boundary: a local batch in hand is measured and stored
+    ///    with its job records, then the job's lease is released (the job stays running and is
+    ///    claimable at once by another server or this one restarted);
+    /// 4. gRPC and metrics stop, the database pool is closed (SQLite checkpoints its log).
     pub async fn shutdown(self) -> Result<(), ServeError> {
         self.ctx.shut_down();
+        self.health
+            .set_service_status("", tonic_health::ServingStatus::NotServing)
+            .await;
+        self.health.set_not_serving::<JobsServer<Api>>().await;
         if let Some(f) = &self.fleet {
-            // Unblocks a batch waiting on workers: the driver then stores nothing of it.
             f.shut_down();
         }
+        if let Some(j) = self.jobs {
+            let _ = j.await;
+        }
+        tracing::info!("job loop stopped; leases handed back");
         if let Some(r) = &self.reaper {
             r.abort();
         }
         let _ = self.shutdown.send(true);
-        if let Some(j) = self.jobs {
-            let _ = j.await;
-        }
         let served = self.serve.await;
+        if let Some(m) = self.metrics {
+            let _ = m.await;
+        }
         self.ctx.jobs.records().close().await;
+        tracing::info!("stopped");
         match served {
             Ok(r) => Ok(r?),
             Err(e) => {
@@ -86,26 +112,40 @@ impl RunningServer {
         }
     }
 
-    /// Runs until Ctrl-C or SIGTERM, then shuts down.
+    /// Runs until SIGTERM or Ctrl-C, then shuts down gracefully; a second signal exits at once
+    /// (status 128 + the signal's number, as a shell reports a killed process).
     pub async fn run_until_signal(self) -> Result<(), ServeError> {
-        wait_for_signal().await;
-        tracing::info!("shutting down");
+        let first = wait_for_signal().await;
+        tracing::info!(
+            signal = first,
+            "shutting down: no new jobs, the batch in hand is stored, leases are handed back \
+             (a second signal exits at once)"
+        );
+        tokio::spawn(async {
+            let second = wait_for_signal().await;
+            tracing::warn!(signal = second, "second signal: exiting at once");
+            std::process::exit(128 + second);
+        });
         self.shutdown().await
     }
 }
 
-async fn wait_for_signal() {
+/// Waits for SIGTERM or SIGINT; gives its number.
+async fn wait_for_signal() -> i32 {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => 2,
+            _ = term.recv() => 15,
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        2
+    }
 }
 
 /// Opens the database (applying migrations), binds the listener, and starts serving and
@@ -132,10 +172,13 @@ async fn start_inner(
     fleet: Option<Arc<Fleet>>,
 ) -> Result<RunningServer, ServeError> {
     let store = SqlStore::open(&cfg.db).await?;
+    let cache = Arc::new(BestCache::new(Duration::from_millis(cfg.cache_ttl_ms)));
+    let metrics = Arc::new(Metrics::new(&cache, fleet.as_deref()));
     let ctx = JobContext::new(
         JobStore::new(store),
-        Arc::new(BestCache::new(Duration::from_millis(cfg.cache_ttl_ms))),
+        cache,
         backend,
+        Arc::clone(&metrics),
         cfg.instance.clone(),
         cfg.lease_ms,
         Duration::from_millis(cfg.poll_ms),
@@ -166,13 +209,19 @@ async fn start_inner(
     health.set_serving::<JobsServer<Api>>().await;
     health.set_serving::<QueryServer<Api>>().await;
     health.set_serving::<RecordsServer<Api>>().await;
+    if fleet.is_some() {
+        health
+            .set_serving::<WorkersServer<crate::fleet::WorkersService>>()
+            .await;
+    }
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| ServeError::Reflection(e.to_string()))?;
 
-    let mut builder = Server::builder();
+    // Every call is counted (by service, method and code) before the token check.
+    let mut builder = Server::builder().layer(GrpcMetricsLayer(Arc::clone(&metrics)));
     if let Some((cert, key)) = &cfg.tls {
         let read = |p: &std::path::PathBuf| {
             std::fs::read(p).map_err(|source| ServeError::TlsFile {
@@ -217,7 +266,35 @@ async fn start_inner(
         addr: cfg.listen,
         source,
     })?;
+    // Bound before anything runs: a taken metrics port fails the start, not a later scrape.
+    let metrics_listener = match cfg.metrics_addr {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .map_err(|source| ServeError::Bind { addr: a, source })?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener
+        .as_ref()
+        .map(|l| l.local_addr())
+        .transpose()
+        .map_err(|source| ServeError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
     let (shutdown, mut stop) = tokio::sync::watch::channel(false);
+    let metrics_task = metrics_listener.map(|l| {
+        crate::metrics::http::spawn(
+            l,
+            crate::metrics::http::Scrape {
+                metrics: Arc::clone(&metrics),
+                jobs: ctx.jobs.clone(),
+                fleet: fleet.clone(),
+            },
+            shutdown.subscribe(),
+        )
+    });
     let serve = tokio::spawn(router.serve_with_incoming_shutdown(
         TcpListenerStream::new(listener),
         async move {
@@ -235,15 +312,19 @@ async fn start_inner(
             }
         })
     });
-    tracing::info!(%addr, instance = %cfg.instance, target = %ctx.backend.target().key(), "serving");
+    tracing::info!(%addr, metrics = %metrics_addr.map_or("off".into(), |a| a.to_string()), instance = %cfg.instance,
+        target_key = %ctx.backend.target().key(), "serving");
     Ok(RunningServer {
         addr,
+        metrics_addr,
         ctx,
+        health,
         shutdown,
         serve,
         jobs,
         fleet,
         reaper,
+        metrics: metrics_task,
     })
 }
 

@@ -153,6 +153,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
     let token = format!("{:032x}", rand::random::<u128>());
     let cfg = ServerConfig {
         listen: "127.0.0.1:0".parse().expect("a valid address"),
+        metrics_addr: None,
         db: args.db.db.clone(),
         tokens: vec![token.clone()],
         allow_unauthenticated: false,

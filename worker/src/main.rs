@@ -17,6 +17,7 @@ use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Status};
+use tracing::Instrument;
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::{
     ErrorCode, LocalBuilder, LocalRunner, MeasureOptions, MeasureResult, Measurer,
@@ -69,6 +70,16 @@ struct Args {
     /// Print the device description and its key, and exit.
     #[arg(long)]
     print_target: bool,
+    /// Log lines on stderr as text, or as one JSON object per line (for log collectors).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text,
+          env = "TUNEHUB_LOG_FORMAT")]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 fn words(s: &Option<String>) -> Option<Vec<String>> {
@@ -146,7 +157,7 @@ async fn register(a: &Args, target: &Target, device_id: &str) -> Result<Session>
         })
         .await?
         .into_inner();
-    tracing::info!(worker = %r.worker_id, target = %r.target_key, "registered");
+    tracing::info!(worker_id = %r.worker_id, target_key = %r.target_key, "registered");
     Ok(Session {
         client,
         id: r.worker_id,
@@ -234,13 +245,8 @@ fn to_pb(r: MeasureResult) -> pb::MeasuredCandidate {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let args = Args::parse();
+    init_tracing(args.log_format);
     let target = target_of(&args);
     if args.print_target {
         println!("{}", serde_json::to_string_pretty(&target)?);
@@ -277,18 +283,61 @@ async fn main() -> Result<()> {
 
     // The lease in hand, for the heartbeats.
     let lease: Arc<Mutex<String>> = Arc::default();
-    'session: while !stop.load(Ordering::SeqCst) {
-        let Some(mut s) = register_with_backoff(&args, &target, &device_id, &stop).await else {
-            break;
-        };
-        let heartbeat = {
-            let (mut c, id, lease, every) = (
-                s.client.clone(),
-                s.id.clone(),
-                Arc::clone(&lease),
-                s.heartbeat,
-            );
-            tokio::spawn(async move {
+    async {
+        while !stop.load(Ordering::SeqCst) {
+            let Some(s) = register_with_backoff(&args, &target, &device_id, &stop).await else {
+                break;
+            };
+            let span = tracing::info_span!("session", worker_id = %s.id);
+            session(&args, &target, build_jobs, s, &lease, &stop)
+                .instrument(span)
+                .await;
+        }
+    }
+    .instrument(tracing::info_span!("worker", device_id = %device_id))
+    .await;
+    tracing::info!("worker stopped");
+    Ok(())
+}
+
+/// Logs on stderr, as text or JSON lines; lines carry the device, the worker id once
+/// registered, and the job, workload and lease of the piece being measured.
+fn init_tracing(format: LogFormat) {
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt.init(),
+        LogFormat::Json => fmt
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .init(),
+    }
+}
+
+/// Pulls, measures and reports pieces for one registration, until stopped or the connection
+/// is lost (then the caller registers again).
+async fn session(
+    args: &Args,
+    target: &Target,
+    build_jobs: usize,
+    mut s: Session,
+    lease: &Arc<Mutex<String>>,
+    stop: &AtomicBool,
+) {
+    let heartbeat = {
+        let (mut c, id, lease, every) = (
+            s.client.clone(),
+            s.id.clone(),
+            Arc::clone(lease),
+            s.heartbeat,
+        );
+        tokio::spawn(
+            async move {
                 loop {
                     tokio::time::sleep(every).await;
                     let lease_id = lease.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -306,85 +355,106 @@ async fn main() -> Result<()> {
                         Err(e) => tracing::debug!("heartbeat: {e}"),
                     }
                 }
-            })
-        };
-        let _stop_heartbeat = AbortOnDrop(heartbeat);
-        while !stop.load(Ordering::SeqCst) {
-            let pulled = s
-                .client
-                .pull(pb::PullRequest {
-                    worker_id: s.id.clone(),
-                    wait_ms: 2000,
-                })
-                .await;
-            let piece = match pulled {
-                Ok(r) => r.into_inner().piece,
-                Err(e) => {
-                    if e.code() == Code::NotFound {
-                        tracing::warn!("the server does not know this worker: registering again");
-                    } else {
-                        tracing::warn!("pull: {e}; reconnecting");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    continue 'session;
-                }
-            };
-            let Some(piece) = piece else { continue };
-            *lease.lock().unwrap_or_else(|p| p.into_inner()) = piece.lease_id.clone();
-            let n = piece.steps_json.len();
-            tracing::info!(lease = %piece.lease_id, candidates = n, "measuring a piece");
-            let (t, p) = (target.clone(), piece.clone());
-            let results =
-                tokio::task::spawn_blocking(move || measure_piece(&t, build_jobs, &p)).await;
-            let results = match results {
-                Ok(Ok(r)) => r,
-                Ok(Err(e)) => {
-                    vec![MeasureResult::error(ErrorCode::UnknownError, format!("{e:#}")); n]
-                }
-                Err(e) => vec![
-                    MeasureResult::error(
-                        ErrorCode::UnknownError,
-                        format!("the measurement panicked: {e}")
-                    );
-                    n
-                ],
-            };
-            let report = pb::ReportRequest {
-                worker_id: s.id.clone(),
-                lease_id: piece.lease_id.clone(),
-                results: results.into_iter().map(to_pb).collect(),
-                handed_back: false,
-            };
-            // Reported even across a reconnect: a result under a lapsed lease is simply
-            // ignored by the server.
-            let mut sent = false;
-            for attempt in 0..5u32 {
-                match s.client.report(report.clone()).await {
-                    Ok(r) => {
-                        if !r.get_ref().accepted {
-                            tracing::info!(lease = %piece.lease_id, "report ignored: the piece was measured elsewhere");
-                        }
-                        sent = true;
-                        break;
-                    }
-                    Err(e) if e.code() == Code::NotFound => break,
-                    Err(e) => {
-                        tracing::warn!("report: {e}; retrying");
-                        tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-                        if let Ok(c) = connect(&args).await {
-                            s.client = c;
-                        }
-                    }
-                }
             }
-            lease.lock().unwrap_or_else(|p| p.into_inner()).clear();
-            if !sent {
-                continue 'session;
+            .in_current_span(),
+        )
+    };
+    let _stop_heartbeat = AbortOnDrop(heartbeat);
+    while !stop.load(Ordering::SeqCst) {
+        let pulled = s
+            .client
+            .pull(pb::PullRequest {
+                worker_id: s.id.clone(),
+                wait_ms: 2000,
+            })
+            .await;
+        let piece = match pulled {
+            Ok(r) => r.into_inner().piece,
+            Err(e) => {
+                if e.code() == Code::NotFound {
+                    tracing::warn!("the server does not know this worker: registering again");
+                } else {
+                    tracing::warn!("pull: {e}; reconnecting");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                return;
+            }
+        };
+        let Some(piece) = piece else { continue };
+        let span = tracing::info_span!("piece", job_id = %piece.job_id,
+            workload = %piece.workload_key, lease = %piece.lease_id);
+        let sent = measure_and_report(args, target, build_jobs, &mut s, lease, piece)
+            .instrument(span)
+            .await;
+        if !sent {
+            return;
+        }
+    }
+}
+
+/// Measures one piece (off the async threads) and reports it; false when the report could not
+/// be delivered (the caller reconnects).
+async fn measure_and_report(
+    args: &Args,
+    target: &Target,
+    build_jobs: usize,
+    s: &mut Session,
+    lease: &Arc<Mutex<String>>,
+    piece: pb::WorkPiece,
+) -> bool {
+    *lease.lock().unwrap_or_else(|p| p.into_inner()) = piece.lease_id.clone();
+    let n = piece.steps_json.len();
+    tracing::info!(candidates = n, "measuring a piece");
+    let (t, p, span) = (target.clone(), piece.clone(), tracing::Span::current());
+    let results = tokio::task::spawn_blocking(move || {
+        let _in = span.enter();
+        measure_piece(&t, build_jobs, &p)
+    })
+    .await;
+    let results = match results {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => vec![MeasureResult::error(ErrorCode::UnknownError, format!("{e:#}")); n],
+        Err(e) => vec![
+            MeasureResult::error(
+                ErrorCode::UnknownError,
+                format!("the measurement panicked: {e}")
+            );
+            n
+        ],
+    };
+    let errors = results.iter().filter(|r| !r.is_ok()).count();
+    let report = pb::ReportRequest {
+        worker_id: s.id.clone(),
+        lease_id: piece.lease_id.clone(),
+        results: results.into_iter().map(to_pb).collect(),
+        handed_back: false,
+    };
+    // Reported even across a reconnect: a result under a lapsed lease is simply ignored by the
+    // server.
+    let mut sent = false;
+    for attempt in 0..5u32 {
+        match s.client.report(report.clone()).await {
+            Ok(r) => {
+                if r.get_ref().accepted {
+                    tracing::info!(candidates = n, errors, "piece reported");
+                } else {
+                    tracing::info!("report ignored: the piece was measured elsewhere");
+                }
+                sent = true;
+                break;
+            }
+            Err(e) if e.code() == Code::NotFound => break,
+            Err(e) => {
+                tracing::warn!("report: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                if let Ok(c) = connect(args).await {
+                    s.client = c;
+                }
             }
         }
     }
-    tracing::info!("worker stopped");
-    Ok(())
+    lease.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    sent
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

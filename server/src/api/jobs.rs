@@ -182,7 +182,7 @@ impl Api {
             })
             .await
             .map_err(internal)?;
-        tracing::info!(job = %id, tasks = tasks.len(), total, "job queued");
+        tracing::info!(job_id = %id, tasks = tasks.len(), total, "job queued");
         self.ctx.changed();
         self.get_job(&id).await
     }
@@ -249,6 +249,12 @@ impl Jobs for Api {
         &self,
         req: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
+        if self.ctx.shutting_down() {
+            return Err(Status::unavailable(
+                "this server is shutting down and takes no new jobs: submit to another server \
+                 of the same database, or again once it is back",
+            ));
+        }
         let job = self.submit_job(req.get_ref()).await?;
         Ok(Response::new(pb::SubmitResponse { job: Some(job) }))
     }
@@ -334,6 +340,16 @@ impl Jobs for Api {
                 tokio::select! {
                     _ = tokio::time::timeout(WATCH_POLL, changes.changed()) => {}
                     () = tx.closed() => return,
+                }
+                // A stream left open would hold the server's graceful stop.
+                if api.ctx.shutting_down() {
+                    let _ = tx
+                        .send(Err(Status::unavailable(
+                            "this server is shutting down: watch the job again on another \
+                             server of the same database, or once it is back",
+                        )))
+                        .await;
+                    return;
                 }
                 let now = match api.get_job(&id).await {
                     Ok(j) => j,

@@ -48,11 +48,17 @@ impl MeasureBackend for FleetBackend {
         true
     }
 
-    fn measurer(&self, target: &Target, options: MeasureOptions) -> Box<dyn MeasureBatch> {
+    fn measurer(
+        &self,
+        target: &Target,
+        options: MeasureOptions,
+        job_id: &str,
+    ) -> Box<dyn MeasureBatch> {
         if target.key() == self.local.target().key() {
-            return self.local.measurer(target, options);
+            return self.local.measurer(target, options, job_id);
         }
         Box::new(FleetMeasurer {
+            job_id: job_id.to_string(),
             target: target.clone(),
             key: target.key(),
             options,
@@ -65,6 +71,7 @@ impl MeasureBackend for FleetBackend {
 
 /// Measures one job's batches on its target's pool.
 pub struct FleetMeasurer {
+    job_id: String,
     target: Target,
     key: String,
     options: MeasureOptions,
@@ -88,6 +95,7 @@ impl MeasureBatch for FleetMeasurer {
             return vec![];
         }
         let payload = Arc::new(Payload {
+            job_id: self.job_id.clone(),
             workload_key: task.key.clone(),
             dag_json: serde_json::to_string(&task.dag).expect("a DAG serializes"),
             description: task.desc.clone(),
@@ -109,7 +117,7 @@ impl MeasureBatch for FleetMeasurer {
             })
             .collect();
         self.fleet.enqueue(pieces);
-        tracing::debug!(target = %self.key, candidates = n, pieces = parts, "batch queued for the fleet");
+        tracing::debug!(target_key = %self.key, candidates = n, pieces = parts, "batch queued for the fleet");
         loop {
             if let Some(all) = batch.wait(Duration::from_millis(200)) {
                 let (results, devices): (Vec<_>, Vec<_>) = all.into_iter().unzip();

@@ -6,6 +6,9 @@
 //! rows in the database, and a batch cut short by a restart is proposed again by the resumed
 //! job (whose search skips what was stored). Workers re-register after a restart.
 
+use crate::metrics::TargetLabel;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +53,8 @@ pub enum FleetError {
 /// What the candidates of one batch need on a device: the same for every piece of it.
 #[derive(Debug)]
 pub struct Payload {
+    /// The job the batch is for: in the workers' logs.
+    pub job_id: String,
     pub workload_key: String,
     pub dag_json: String,
     pub description: String,
@@ -182,6 +187,8 @@ pub struct Fleet {
     pub cfg: FleetConfig,
     state: Mutex<State>,
     shutdown: AtomicBool,
+    /// Leases taken back by the reaper, per target (the server's metrics).
+    pub lease_expiries: Family<TargetLabel, Counter>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -216,6 +223,7 @@ impl Fleet {
             cfg,
             state: Mutex::new(State::default()),
             shutdown: AtomicBool::new(false),
+            lease_expiries: Family::default(),
         }
     }
 
@@ -282,7 +290,7 @@ impl Fleet {
         if let Some(l) = old_lease {
             requeue(st, &l);
         }
-        tracing::info!(worker = %id, device = %device_id, target = %key, "worker registered");
+        tracing::info!(worker_id = %id, device_id = %device_id, target_key = %key, "worker registered");
         (id, key)
     }
 
@@ -337,6 +345,8 @@ impl Fleet {
             payload: Arc::clone(&piece.payload),
             indices: piece.indices.clone(),
         };
+        tracing::debug!(worker_id = %id, lease = %lease_id, job_id = %piece.payload.job_id,
+            candidates = piece.indices.len(), "piece leased");
         st.workers.get_mut(id).expect("looked up above").lease = Some(lease_id.clone());
         st.leases.insert(
             lease_id,
@@ -369,7 +379,7 @@ impl Fleet {
         w.last_seen = now;
         w.last_seen_ms = now_ms();
         if st.leases.get(lease_id).is_none_or(|l| l.worker != id) {
-            tracing::info!(worker = %id, lease = %lease_id, "late report ignored: the lease is gone");
+            tracing::info!(worker_id = %id, lease = %lease_id, "late report ignored: the lease is gone");
             return Ok(false);
         }
         let lease = st.leases.remove(lease_id).expect("checked above");
@@ -401,7 +411,7 @@ impl Fleet {
                     last.error.name(),
                     msg.trim()
                 );
-                tracing::warn!(worker = %id, %reason, "worker quarantined");
+                tracing::warn!(worker_id = %id, %reason, "worker quarantined");
                 w.quarantine = Some(reason);
             }
         } else {
@@ -455,7 +465,14 @@ impl Fleet {
             .map(|(id, _)| id.clone())
             .collect();
         for id in &expired {
-            tracing::warn!(lease = %id, "lease expired: the piece goes back to the queue");
+            if let Some(l) = st.leases.get(id) {
+                tracing::warn!(lease = %id, worker_id = %l.worker, "lease expired: the piece goes back to the queue");
+                self.lease_expiries
+                    .get_or_create(&TargetLabel {
+                        target: l.piece.key.clone(),
+                    })
+                    .inc();
+            }
             requeue(st, id);
         }
         expired.len()
@@ -577,6 +594,7 @@ mod tests {
 
     fn piece(key: &str, n: usize, batch: &Arc<BatchSlot>) -> Piece {
         let payload = Arc::new(Payload {
+            job_id: "j".into(),
             workload_key: "w".into(),
             dag_json: "{}".into(),
             description: String::new(),

@@ -91,6 +91,7 @@ impl Workers for WorkersService {
                 let p = &l.payload;
                 let piece = pb::WorkPiece {
                     lease_id: l.lease_id,
+                    job_id: p.job_id.clone(),
                     workload_key: p.workload_key.clone(),
                     dag_json: p.dag_json.clone(),
                     description: p.description.clone(),

@@ -12,10 +12,12 @@
 
 use super::store::{JobRow, JobState, JobStore, Lease, TaskRow};
 use super::{JobContext, JobError};
+use crate::metrics::Metrics;
 use crate::records::{self, NewRecord, Record, RecordStore};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
+use tracing::Instrument;
 use tunehub_costmodel::{XgbModel, XgbParams};
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::{ErrorCode, MeasureBatch, MeasureResult};
@@ -131,6 +133,7 @@ fn blocking_round(
     mut model: Box<dyn CostModel>,
     mut measurer: Box<dyn MeasureBatch>,
     want: usize,
+    metrics: &Metrics,
 ) -> Round {
     let batch = match search.propose(model.as_mut(), want) {
         Ok(b) => b,
@@ -148,6 +151,7 @@ fn blocking_round(
     let results = if batch.is_empty() {
         vec![]
     } else {
+        let _queued = metrics.queued(&measurer.target().key(), batch.len());
         measurer.measure(task, &batch)
     };
     let error = if results.len() == batch.len() {
@@ -173,8 +177,14 @@ const LOST: u8 = 2;
 /// Runs a claimed job until it is done, failed, cancelled, its lease is lost, or the server
 /// shuts down (then the job is left claimable for the next server).
 pub async fn run_job(ctx: &JobContext, job: JobRow) -> Result<(), JobError> {
+    // Every line logged for the job's work, here and in the engine, names it.
+    let span = tracing::info_span!("job", job_id = %job.id);
+    run_job_in_span(ctx, job).instrument(span).await
+}
+
+async fn run_job_in_span(ctx: &JobContext, job: JobRow) -> Result<(), JobError> {
     let jobs = &ctx.jobs;
-    tracing::info!(job = %job.id, claims = job.claims, "running job");
+    tracing::info!(claims = job.claims, "running job");
     let result = match ctx.backend.target_for(&job.target_key) {
         Some(target) => drive(ctx, &job, &target).await,
         None => Err(JobError::Invalid(format!(
@@ -187,7 +197,7 @@ pub async fn run_job(ctx: &JobContext, job: JobRow) -> Result<(), JobError> {
         // Shutdown or a lost lease: leave the job to whoever claims it next.
         Ok(None) => None,
         Err(e) => {
-            tracing::error!(job = %job.id, "job failed: {e}");
+            tracing::error!("job failed: {e}");
             Some(JobState::Failed)
         }
     };
@@ -197,6 +207,10 @@ pub async fn run_job(ctx: &JobContext, job: JobRow) -> Result<(), JobError> {
     };
     jobs.release(&job.id, &ctx.instance, end.map(|s| (s, msg.as_str())))
         .await?;
+    match end {
+        Some(state) => tracing::info!(state = state.as_str(), "job ended"),
+        None => tracing::info!("job left claimable (server stopping, or its lease lost)"),
+    }
     ctx.changed();
     Ok(())
 }
@@ -263,11 +277,11 @@ async fn drive(
     // model that does not load is replaced, not fatal: it is only a ranking aid).
     let saved = match jobs.cost_model(&job.target_key).await {
         Ok(Some((kind, bytes, _))) if kind == MODEL_KIND => XgbModel::load(&bytes)
-            .inspect_err(|e| tracing::warn!(job = %job.id, "saved cost model ignored: {e}"))
+            .inspect_err(|e| tracing::warn!("saved cost model ignored: {e}"))
             .ok(),
         Ok(_) => None,
         Err(e) => {
-            tracing::warn!(job = %job.id, "reading the saved cost model: {e}");
+            tracing::warn!("reading the saved cost model: {e}");
             None
         }
     };
@@ -301,24 +315,27 @@ async fn drive(
             ctx.instance.clone(),
             ctx.lease_ms,
         );
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(lease_ms / 3)).await;
-                match jobs.renew(&id, &instance, lease_ms).await {
-                    Ok(Lease::Held) => {}
-                    Ok(Lease::Cancelled) => lease.store(CANCELLED, Ordering::SeqCst),
-                    Ok(Lease::Lost) => {
-                        lease.store(LOST, Ordering::SeqCst);
-                        return;
+        tokio::spawn(
+            async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(lease_ms / 3)).await;
+                    match jobs.renew(&id, &instance, lease_ms).await {
+                        Ok(Lease::Held) => {}
+                        Ok(Lease::Cancelled) => lease.store(CANCELLED, Ordering::SeqCst),
+                        Ok(Lease::Lost) => {
+                            lease.store(LOST, Ordering::SeqCst);
+                            return;
+                        }
+                        Err(e) => tracing::warn!("renewing the lease: {e}"),
                     }
-                    Err(e) => tracing::warn!(job = %id, "renewing the lease: {e}"),
                 }
             }
-        })
+            .in_current_span(),
+        )
     };
     let _stop_heartbeat = AbortOnDrop(heartbeat);
 
-    let mut measurer = Some(ctx.backend.measurer(target, job.measure.clone()));
+    let mut measurer = Some(ctx.backend.measurer(target, job.measure.clone(), &job.id));
     // A remote batch waiting on devices gives up when the job is cancelled or lost.
     if let Some(m) = measurer.as_mut() {
         let lease = Arc::clone(&lease);
@@ -328,7 +345,10 @@ async fn drive(
         match jobs.renew(&job.id, &ctx.instance, ctx.lease_ms).await? {
             Lease::Held => {}
             Lease::Cancelled => return Ok(Some(JobState::Cancelled)),
-            Lease::Lost => return Ok(None),
+            Lease::Lost => {
+                ctx.metrics.job_leases_lost.inc();
+                return Ok(None);
+            }
         }
         if ctx.shutting_down() {
             return Ok(None);
@@ -340,7 +360,7 @@ async fn drive(
                     .save_cost_model(&job.target_key, MODEL_KIND, &bytes, trained_on)
                     .await
                 {
-                    tracing::warn!(job = %job.id, "saving the cost model: {e}");
+                    tracing::warn!("saving the cost model: {e}");
                 }
             }
             return Ok(Some(JobState::Done));
@@ -357,9 +377,14 @@ async fn drive(
                 .expect("the measurer is back after each round"),
             model.take().expect("the model is back after each round"),
         );
-        let round = tokio::task::spawn_blocking(move || blocking_round(&task, search, mo, m, want))
-            .await
-            .map_err(|e| JobError::Invalid(format!("the search or the measurer panicked: {e}")))?;
+        let span = tracing::info_span!("task", task = t.row.idx, workload = %t.task.key);
+        let metrics = Arc::clone(&ctx.metrics);
+        let round = tokio::task::spawn_blocking(move || {
+            let _in = span.enter();
+            blocking_round(&task, search, mo, m, want, &metrics)
+        })
+        .await
+        .map_err(|e| JobError::Invalid(format!("the search or the measurer panicked: {e}")))?;
         t.search = Some(round.search);
         // Who measured each result (a fleet worker), for the records; this server otherwise.
         let devices = round.measurer.devices();
@@ -381,7 +406,10 @@ async fn drive(
         if results.len() != batch.len() {
             match lease.load(Ordering::SeqCst) {
                 CANCELLED => return Ok(Some(JobState::Cancelled)),
-                LOST => return Ok(None),
+                LOST => {
+                    ctx.metrics.job_leases_lost.inc();
+                    return Ok(None);
+                }
                 _ if ctx.shutting_down() => return Ok(None),
                 _ => {}
             }
@@ -424,9 +452,11 @@ async fn drive(
             .commit_batch(&job.id, &ctx.instance, ctx.lease_ms, t.row.idx, &new)
             .await?
         else {
-            tracing::warn!(job = %job.id, "lease lost: another server runs the job now");
+            tracing::warn!("lease lost: another server runs the job now");
+            ctx.metrics.job_leases_lost.inc();
             return Ok(None);
         };
+        ctx.metrics.record_measured(&job.target_key, &keep_r);
         if outcomes
             .iter()
             .any(|o| matches!(o, records::CommitOutcome::Inserted { is_new_best: true }))
@@ -435,6 +465,14 @@ async fn drive(
         }
         t.done += new.len() as u32;
         let best = t.search.as_ref().and_then(|s| s.best_cost());
+        tracing::info!(
+            task = t.row.idx,
+            stored = new.len(),
+            done = t.done,
+            trials = t.row.trials,
+            best_s = best.unwrap_or(f64::NAN),
+            "batch stored"
+        );
         scheduler.observe(i, best);
         if !t.open() {
             scheduler.finish(i);

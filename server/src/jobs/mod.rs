@@ -6,6 +6,7 @@ pub mod driver;
 pub mod store;
 
 use crate::cache::BestCache;
+use crate::metrics::Metrics;
 use crate::records::StoreError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,7 +43,13 @@ pub trait MeasureBackend: Send + Sync {
     fn waits_for_devices(&self) -> bool {
         false
     }
-    fn measurer(&self, target: &Target, options: MeasureOptions) -> Box<dyn MeasureBatch>;
+    /// A measurer for one job's batches (`job_id` goes with remote pieces, for the logs).
+    fn measurer(
+        &self,
+        target: &Target,
+        options: MeasureOptions,
+        job_id: &str,
+    ) -> Box<dyn MeasureBatch>;
 }
 
 /// This machine's compiler and an isolated local runner.
@@ -61,7 +68,12 @@ impl MeasureBackend for LocalBackend {
         &self.target
     }
 
-    fn measurer(&self, target: &Target, options: MeasureOptions) -> Box<dyn MeasureBatch> {
+    fn measurer(
+        &self,
+        target: &Target,
+        options: MeasureOptions,
+        _job_id: &str,
+    ) -> Box<dyn MeasureBatch> {
         Box::new(Measurer::new(target, options))
     }
 }
@@ -72,6 +84,7 @@ pub struct JobContext {
     pub jobs: JobStore,
     pub cache: Arc<BestCache>,
     pub backend: Arc<dyn MeasureBackend>,
+    pub metrics: Arc<Metrics>,
     /// This server's name in `jobs.claimed_by` and in the records it measures.
     pub instance: String,
     pub lease_ms: u64,
@@ -85,10 +98,12 @@ pub struct JobContext {
 }
 
 impl JobContext {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         jobs: JobStore,
         cache: Arc<BestCache>,
         backend: Arc<dyn MeasureBackend>,
+        metrics: Arc<Metrics>,
         instance: String,
         lease_ms: u64,
         poll: Duration,
@@ -98,6 +113,7 @@ impl JobContext {
             jobs,
             cache,
             backend,
+            metrics,
             instance,
             lease_ms: lease_ms.max(300),
             poll,
@@ -115,7 +131,8 @@ impl JobContext {
         self.changes.subscribe()
     }
 
-    /// Asks the claim loop and a running job to stop after the current batch.
+    /// Asks the claim loop and a running job to stop after the current batch, submits to be
+    /// refused and watchers to end.
     pub fn shut_down(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
         self.changed();

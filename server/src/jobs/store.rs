@@ -12,7 +12,7 @@ use sqlx::any::AnyRow;
 use std::collections::BTreeMap;
 use tunehub_engine::measure::MeasureOptions;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum JobState {
     Queued,
     Running,
@@ -221,6 +221,23 @@ impl JobStore {
         .fetch_all(self.db.pool())
         .await?;
         rows.iter().map(job_from_row).collect()
+    }
+
+    /// How many jobs are in each state (states with none are missing).
+    pub async fn count_by_state(&self) -> Result<BTreeMap<JobState, u64>, StoreError> {
+        let rows = sqlx::query("SELECT state, COUNT(*) FROM jobs GROUP BY state")
+            .fetch_all(self.db.pool())
+            .await?;
+        let mut out = BTreeMap::new();
+        for r in &rows {
+            let state: String = r.try_get(0)?;
+            let state = JobState::parse(&state).ok_or_else(|| StoreError::Corrupt {
+                id: "jobs".into(),
+                msg: format!("state '{state}'"),
+            })?;
+            out.insert(state, r.try_get::<i64, _>(1)? as u64);
+        }
+        Ok(out)
     }
 
     pub async fn tasks(&self, job_id: &str) -> Result<Vec<TaskRow>, StoreError> {
