@@ -531,6 +531,18 @@ async fn sigterm_stores_the_batch_in_hand_hands_the_lease_back_and_a_restart_fin
         h.status,
         tonic_health::pb::health_check_response::ServingStatus::NotServing as i32
     );
+    // The liveness probe's service (deploy/k8s) is served until the end.
+    let q = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "tunehub.v1.Query".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        q.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
     assert_eq!(get(&mut c, &job.id).await.id, job.id);
     let end = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
