@@ -22,10 +22,21 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// A server with `extra` flags, its stderr in `log`; the lines it printed on stdout after
 /// `listening on` (the metrics address, when asked for).
 fn start_server(db: &str, instance: &str, extra: &[&str], log: &Path) -> (Server, Option<String>) {
+    start_server_at("127.0.0.1:0", db, instance, extra, log)
+}
+
+/// `start_server` on a given address (a restart keeps the port its workers know).
+fn start_server_at(
+    listen: &str,
+    db: &str,
+    instance: &str,
+    extra: &[&str],
+    log: &Path,
+) -> (Server, Option<String>) {
     let mut args = vec![
         "server",
         "--listen",
-        "127.0.0.1:0",
+        listen,
         "--db",
         db,
         "--token",
@@ -630,4 +641,89 @@ async fn a_second_sigterm_exits_at_once() {
     let (_, recs) = job_in_db(&db, &job.id).await;
     let (n, schedules) = records_in_db(&db).await;
     assert_eq!((n, schedules), (recs.len() as i64, recs.len() as i64));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_a_workers_lease_back_and_the_restarted_server_finishes_the_job() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = common::sqlite_path(dir.path(), "f.db");
+    let (mut server, _) = start_server(&db, "f1", &["-v"], &dir.path().join("f1.log"));
+    let url = server.url();
+    let _worker = Worker(
+        Command::new(worker_bin())
+            .args(["--server", &url, "--token", TOKEN])
+            .args(["--device-id", "drain-dev", "--cflags=-DTUNEHUB_DRAIN_TEST"])
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tunehub-worker starts"),
+    );
+    let mut c = server.client().await;
+    let busy = |c: &mut tunehub_server::client::Clients| {
+        let mut c = c.clone();
+        async move {
+            let l = c
+                .workers
+                .list(pb::ListWorkersRequest {})
+                .await
+                .unwrap()
+                .into_inner();
+            l.workers
+                .first()
+                .map(|w| (w.target_key.clone(), w.status.clone()))
+        }
+    };
+    let start = Instant::now();
+    let key = loop {
+        if let Some((k, _)) = busy(&mut c).await {
+            break k;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no worker");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Candidates of 1.5 s each: the worker holds its piece for 6 s or more.
+    let mut req = slow("matmul(32,32,32)", 4, 1500);
+    req.target = key;
+    let job = submit(&mut c, req).await;
+    let start = Instant::now();
+    while busy(&mut c).await.map(|(_, s)| s).as_deref() != Some("busy") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the piece was never leased"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The server does not wait for the worker: it hands the lease back and stops.
+    let signalled = Instant::now();
+    sigterm(&server.child);
+    let status = wait_exit(&mut server.child, Duration::from_secs(30));
+    assert!(status.success(), "{status:?}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "stopped in {:?}",
+        signalled.elapsed()
+    );
+    let (row, recs) = job_in_db(&db, &job.id).await;
+    assert_eq!(row.state, JobState::Running, "{row:?}");
+    assert_eq!(row.lease_until, None, "{row:?}");
+    assert!(
+        recs.is_empty(),
+        "nothing of the abandoned batch is stored: {recs:?}"
+    );
+
+    // Restarted on the same address: the worker comes back, the job is measured again, once.
+    let (server2, _) = start_server_at(&server.addr, &db, "f2", &[], &dir.path().join("f2.log"));
+    let mut c2 = server2.client().await;
+    let done = wait_final(&mut c2, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    assert_eq!(done.tasks[0].trials_done, 4, "{done:?}");
+    drop(c2);
+    let mut server2 = server2;
+    server2.stop();
+    let (_, recs) = job_in_db(&db, &job.id).await;
+    assert_eq!(recs.len(), 4);
+    assert_eq!(records_in_db(&db).await, (4, 4));
 }

@@ -619,6 +619,10 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         let (b, _) = f.register("dev-b", t, "{}".into());
         assert_eq!(f.reap(), 1, "a went silent: its lease expires");
+        let expired = f.lease_expiries.get_or_create(&TargetLabel {
+            target: key.clone(),
+        });
+        assert_eq!(expired.get(), 1, "counted for the metrics");
         let lb = f.pull(&b).unwrap().expect("b gets it next");
         assert_ne!(la.lease_id, lb.lease_id);
         assert!(
