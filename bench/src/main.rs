@@ -150,6 +150,16 @@ fn best_of(results: &[MeasureResult]) -> Option<(usize, f64)> {
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
+/// The first trial count of a best-so-far curve at `frac` of its final value: how fast a
+/// search gets close (the cost model's figure of merit).
+fn trials_to_reach(curve: &[(usize, f64)], frac: f64) -> Option<usize> {
+    let last = curve.last()?.1;
+    curve
+        .iter()
+        .find(|&&(_, g)| g >= frac * last && last > 0.0)
+        .map(|&(t, _)| t)
+}
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let Cmd::Search(a) = cli.cmd;
@@ -215,6 +225,8 @@ fn main() -> Result<()> {
         };
         let (mut search_s, mut measure_s, mut build_s, mut run_s) = (0.0, 0.0, 0.0, 0.0);
         let mut curve = vec![];
+        // Best so far after every trial, in the order the search proposed them.
+        let mut trial_curve: Vec<(usize, f64)> = vec![];
         let mut rounds = vec![];
         let t0 = Instant::now();
         let searches = tune(
@@ -222,7 +234,16 @@ fn main() -> Result<()> {
             &mut measurer,
             model.as_mut(),
             &opts,
-            |r, _, _| {
+            |r, _, results| {
+                for x in results {
+                    let prev = trial_curve.last().map_or(0.0, |p| p.1);
+                    let g = if x.is_ok() && !x.noisy {
+                        task.gflops(x.mean_cost())
+                    } else {
+                        0.0
+                    };
+                    trial_curve.push((trial_curve.len() + 1, prev.max(g)));
+                }
                 search_s += r.search_s;
                 measure_s += r.measure_s;
                 build_s += r.build_s;
@@ -277,6 +298,10 @@ fn main() -> Result<()> {
             search_s / s.stats.rounds.max(1) as f64,
             s.stats.rejected
         );
+        let to_90 = trials_to_reach(&trial_curve, 0.9);
+        if let Some(n) = to_90 {
+            println!("  trials to reach 90% of the run's final best: {n}");
+        }
         if let Some(g) = random_g {
             println!(
                 "  best of {} random schedules: {g:.1} GFLOP/s",
@@ -301,7 +326,7 @@ fn main() -> Result<()> {
         report.push(json!({
             "workload": name, "spec": spec, "best_gflops": best_g, "wall_s": wall,
             "search_s": search_s, "measure_s": measure_s, "build_s": build_s, "run_s": run_s,
-            "rounds": rounds, "random_best_gflops": random_g,
+            "rounds": rounds, "random_best_gflops": random_g, "trials_to_90pct": to_90,
             "blas": blas_g.map(|(c, g)| json!({"core": c, "gflops": g})),
             "best_schedule": best.to_json_value(),
         }));
