@@ -20,6 +20,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
+use tunehub_costmodel::dataset::{DatasetRecord, write_records};
 use tunehub_engine::measure::{MeasureOptions, MeasureResult, Measurer};
 use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
@@ -112,7 +113,8 @@ struct SearchArgs {
     /// Skip OpenBLAS even when it is installed.
     #[arg(long)]
     no_blas: bool,
-    /// Where the SVG and JSON go.
+    /// Where the SVG, the JSON and the measured records (`records.jsonl`, the cost model's
+    /// dataset format: `cargo run -p tunehub-costmodel --example ranking -- FILE`) go.
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
 }
@@ -200,12 +202,18 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&a.out)?;
     let mut panels = vec![];
     let mut report = vec![];
+    let mut records: Vec<DatasetRecord> = vec![];
     for (name, spec, weight) in chosen {
         let task = match weight.filter(|_| a.layout_free) {
             Some(w) => Task::new(ops::build_op(spec)?, spec).with_layout_free(&[w]),
             None => Ok(Task::new(ops::build_op(spec)?, spec)),
         };
         let task = Arc::new(task.map_err(anyhow::Error::msg)?);
+        // The dataset's workload names the packed weights as a job would.
+        let desc = match weight.filter(|_| a.layout_free) {
+            Some(w) => format!("{},layout_free={w})", spec.trim_end_matches(')')),
+            None => spec.to_string(),
+        };
         if a.layout_free && weight.is_some() {
             println!("(layout rewrite on for {})", weight.unwrap_or(""));
         }
@@ -234,7 +242,10 @@ fn main() -> Result<()> {
             &mut measurer,
             model.as_mut(),
             &opts,
-            |r, _, results| {
+            |r, batch, results| {
+                for (sch, x) in batch.iter().zip(results) {
+                    records.push(DatasetRecord::new(&desc, sch, x));
+                }
                 for x in results {
                     let prev = trial_curve.last().map_or(0.0, |p| p.1);
                     let g = if x.is_ok() && !x.noisy {
@@ -277,6 +288,9 @@ fn main() -> Result<()> {
             let mut sampler = RandomSampler::new(&task.dag, &target, a.seed ^ 0xbe7c);
             let cands: Vec<Schedule> = (0..a.random_trials).map(|_| sampler.sample()).collect();
             let rs = measurer.measure(&task, &cands);
+            for (sch, x) in cands.iter().zip(&rs) {
+                records.push(DatasetRecord::new(&desc, sch, x));
+            }
             best_of(&rs).map(|(i, _)| {
                 let r = fin.measure(&task, std::slice::from_ref(&cands[i]));
                 if r[0].is_ok() {
@@ -338,6 +352,17 @@ fn main() -> Result<()> {
         &js,
         serde_json::to_string_pretty(&json!({"target": target.key(), "workloads": report}))?,
     )?;
-    println!("\nwrote {} and {}", svg.display(), js.display());
+    let rec = a.out.join("records.jsonl");
+    write_records(
+        std::io::BufWriter::new(std::fs::File::create(&rec)?),
+        &records,
+    )?;
+    println!(
+        "\nwrote {}, {} and {} ({} records)",
+        svg.display(),
+        js.display(),
+        rec.display(),
+        records.len()
+    );
     Ok(())
 }
