@@ -20,6 +20,7 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
+use tunehub_costmodel::dataset::{DatasetRecord, write_records};
 use tunehub_engine::measure::{MeasureOptions, MeasureResult, Measurer};
 use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
@@ -112,7 +113,8 @@ struct SearchArgs {
     /// Skip OpenBLAS even when it is installed.
     #[arg(long)]
     no_blas: bool,
-    /// Where the SVG and JSON go.
+    /// Where the SVG, the JSON and the measured records (`records.jsonl`, the cost model's
+    /// dataset format: `cargo run -p tunehub-costmodel --example ranking -- FILE`) go.
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
 }
@@ -148,6 +150,16 @@ fn best_of(results: &[MeasureResult]) -> Option<(usize, f64)> {
         .filter(|(_, r)| r.is_ok() && !r.noisy)
         .map(|(i, r)| (i, r.mean_cost()))
         .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The first trial count of a best-so-far curve at `frac` of its final value: how fast a
+/// search gets close (the cost model's figure of merit).
+fn trials_to_reach(curve: &[(usize, f64)], frac: f64) -> Option<usize> {
+    let last = curve.last()?.1;
+    curve
+        .iter()
+        .find(|&&(_, g)| g >= frac * last && last > 0.0)
+        .map(|&(t, _)| t)
 }
 
 fn main() -> Result<()> {
@@ -190,12 +202,18 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&a.out)?;
     let mut panels = vec![];
     let mut report = vec![];
+    let mut records: Vec<DatasetRecord> = vec![];
     for (name, spec, weight) in chosen {
         let task = match weight.filter(|_| a.layout_free) {
             Some(w) => Task::new(ops::build_op(spec)?, spec).with_layout_free(&[w]),
             None => Ok(Task::new(ops::build_op(spec)?, spec)),
         };
         let task = Arc::new(task.map_err(anyhow::Error::msg)?);
+        // The dataset's workload names the packed weights as a job would.
+        let desc = match weight.filter(|_| a.layout_free) {
+            Some(w) => format!("{},layout_free={w})", spec.trim_end_matches(')')),
+            None => spec.to_string(),
+        };
         if a.layout_free && weight.is_some() {
             println!("(layout rewrite on for {})", weight.unwrap_or(""));
         }
@@ -215,6 +233,8 @@ fn main() -> Result<()> {
         };
         let (mut search_s, mut measure_s, mut build_s, mut run_s) = (0.0, 0.0, 0.0, 0.0);
         let mut curve = vec![];
+        // Best so far after every trial, in the order the search proposed them.
+        let mut trial_curve: Vec<(usize, f64)> = vec![];
         let mut rounds = vec![];
         let t0 = Instant::now();
         let searches = tune(
@@ -222,7 +242,19 @@ fn main() -> Result<()> {
             &mut measurer,
             model.as_mut(),
             &opts,
-            |r, _, _| {
+            |r, batch, results| {
+                for (sch, x) in batch.iter().zip(results) {
+                    records.push(DatasetRecord::new(&desc, sch, x));
+                }
+                for x in results {
+                    let prev = trial_curve.last().map_or(0.0, |p| p.1);
+                    let g = if x.is_ok() && !x.noisy {
+                        task.gflops(x.mean_cost())
+                    } else {
+                        0.0
+                    };
+                    trial_curve.push((trial_curve.len() + 1, prev.max(g)));
+                }
                 search_s += r.search_s;
                 measure_s += r.measure_s;
                 build_s += r.build_s;
@@ -256,6 +288,9 @@ fn main() -> Result<()> {
             let mut sampler = RandomSampler::new(&task.dag, &target, a.seed ^ 0xbe7c);
             let cands: Vec<Schedule> = (0..a.random_trials).map(|_| sampler.sample()).collect();
             let rs = measurer.measure(&task, &cands);
+            for (sch, x) in cands.iter().zip(&rs) {
+                records.push(DatasetRecord::new(&desc, sch, x));
+            }
             best_of(&rs).map(|(i, _)| {
                 let r = fin.measure(&task, std::slice::from_ref(&cands[i]));
                 if r[0].is_ok() {
@@ -277,6 +312,10 @@ fn main() -> Result<()> {
             search_s / s.stats.rounds.max(1) as f64,
             s.stats.rejected
         );
+        let to_90 = trials_to_reach(&trial_curve, 0.9);
+        if let Some(n) = to_90 {
+            println!("  trials to reach 90% of the run's final best: {n}");
+        }
         if let Some(g) = random_g {
             println!(
                 "  best of {} random schedules: {g:.1} GFLOP/s",
@@ -301,7 +340,7 @@ fn main() -> Result<()> {
         report.push(json!({
             "workload": name, "spec": spec, "best_gflops": best_g, "wall_s": wall,
             "search_s": search_s, "measure_s": measure_s, "build_s": build_s, "run_s": run_s,
-            "rounds": rounds, "random_best_gflops": random_g,
+            "rounds": rounds, "random_best_gflops": random_g, "trials_to_90pct": to_90,
             "blas": blas_g.map(|(c, g)| json!({"core": c, "gflops": g})),
             "best_schedule": best.to_json_value(),
         }));
@@ -313,6 +352,17 @@ fn main() -> Result<()> {
         &js,
         serde_json::to_string_pretty(&json!({"target": target.key(), "workloads": report}))?,
     )?;
-    println!("\nwrote {} and {}", svg.display(), js.display());
+    let rec = a.out.join("records.jsonl");
+    write_records(
+        std::io::BufWriter::new(std::fs::File::create(&rec)?),
+        &records,
+    )?;
+    println!(
+        "\nwrote {}, {} and {} ({} records)",
+        svg.display(),
+        js.display(),
+        rec.display(),
+        records.len()
+    );
     Ok(())
 }

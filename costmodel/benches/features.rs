@@ -1,12 +1,12 @@
 //! Feature extraction speed on 1000 random schedules each of matmul 512 and conv2d
 //! (1x64x56x56, 64 filters, 3x3, pad 1). Sampling and lowering happen before the clock starts:
-//! only `features::extract` is timed.
+//! only `features::extract_values` (the model's path) is timed.
 //!
 //! `cargo bench -p tunehub-costmodel --bench features`
 
 use std::hint::black_box;
 use std::time::Instant;
-use tunehub_costmodel::features::extract;
+use tunehub_costmodel::features::extract_values;
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::lower::{LoweredFunc, lower};
 use tunehub_engine::ops;
@@ -41,11 +41,11 @@ fn main() {
     for (name, dag) in &cases {
         let funcs = programs(dag, &target);
         // One untimed pass warms caches and the allocator.
-        black_box(funcs.iter().map(|f| extract(f).len()).sum::<usize>());
+        black_box(funcs.iter().map(|f| extract_values(f).len()).sum::<usize>());
         let start = Instant::now();
         let mut stores = 0;
         for f in &funcs {
-            stores += black_box(extract(black_box(f))).len();
+            stores += black_box(extract_values(black_box(f))).len();
         }
         let secs = start.elapsed().as_secs_f64();
         println!(

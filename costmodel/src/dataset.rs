@@ -5,14 +5,15 @@
 //! The file keeps schedules rather than features so that it stays valid when the features
 //! change: features are always recomputed from the current extractor.
 
-use crate::features::{N_FEATURES, extract};
+use crate::features::extract_values;
 use crate::samples::{Sample, TaskSamples};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use tunehub_engine::lower::lower;
+use tunehub_engine::lower::lower_with;
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
 use tunehub_engine::ops;
 use tunehub_engine::schedule::Schedule;
+use tunehub_engine::task::{Task, split_layout_free};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
@@ -84,25 +85,33 @@ pub fn read_records(r: impl BufRead) -> Result<Vec<DatasetRecord>, DatasetError>
 }
 
 /// Groups records by workload (in order of first appearance) and extracts the features of
-/// each schedule. A record whose schedule no longer replays is an error: the dataset and the
-/// engine disagree, and silently dropping it would bias the evaluation.
+/// each schedule, lowered as its task lowers it (a `layout_free=` workload with its weights
+/// packed). A record whose schedule no longer replays is an error: the dataset and the engine
+/// disagree, and silently dropping it would bias the evaluation. Records flagged noisy (timed
+/// while a neighbour slowed the machine) are left out: their costs rank the machine, not the
+/// schedule.
 pub fn to_task_samples(records: &[DatasetRecord]) -> Result<Vec<TaskSamples>, DatasetError> {
     let mut tasks: Vec<TaskSamples> = vec![];
-    let mut dags = vec![];
+    let mut defs: Vec<Task> = vec![];
     for (i, r) in records.iter().enumerate() {
+        if r.noisy {
+            continue;
+        }
         let err = |msg: String| DatasetError::Line { line: i + 1, msg };
         let t = match tasks.iter().position(|t| t.key == r.workload) {
             Some(t) => t,
             None => {
-                dags.push(ops::build_op(&r.workload).map_err(|e| err(e.to_string()))?);
+                let dag = ops::build_op(&split_layout_free(&r.workload).0)
+                    .map_err(|e| err(e.to_string()))?;
+                defs.push(Task::from_desc(dag, r.workload.clone()).map_err(err)?);
                 tasks.push(TaskSamples::new(r.workload.clone()));
                 tasks.len() - 1
             }
         };
         let sched = Schedule::from_json_value(&r.steps).map_err(|e| err(e.to_string()))?;
-        let state = sched.replay(&dags[t]).map_err(|e| err(e.to_string()))?;
-        let func = lower(&state).map_err(|e| err(e.to_string()))?;
-        let stores: Vec<[f32; N_FEATURES]> = extract(&func).into_iter().map(|f| f.values).collect();
+        let state = sched.replay(&defs[t].dag).map_err(|e| err(e.to_string()))?;
+        let func = lower_with(&state, &defs[t].lower_options()).map_err(|e| err(e.to_string()))?;
+        let stores = extract_values(&func);
         tasks[t].samples.push(Sample {
             stores,
             cost: r.cost(),

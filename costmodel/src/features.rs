@@ -19,7 +19,7 @@
 //!   stride (a tile narrower than a line is undercounted);
 //! - every tensor is `f32` (4 bytes) and a cache line is 64 bytes.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 use tunehub_engine::ir::{BinaryOp, ComputeDag, ReduceOp, UnaryOp};
 use tunehub_engine::lower::{
     Atom, Buffer, Lin, LoopKind, LoweredFunc, Stmt, VCond, VExpr, Var, lower, strides,
@@ -228,21 +228,42 @@ impl StoreFeatures {
 pub fn extract(func: &LoweredFunc) -> Vec<StoreFeatures> {
     let mut out = extract_raw(func);
     for f in &mut out {
-        for (i, v) in f.values.iter_mut().enumerate() {
-            if is_log_scaled(i) {
-                *v = (1.0 + *v).log2();
-            }
-        }
+        log_scale(&mut f.values);
     }
     out
 }
 
 /// Like [`extract`], before the `log2(1 + x)` scaling (for tests and inspection).
 pub fn extract_raw(func: &LoweredFunc) -> Vec<StoreFeatures> {
+    walk(func, true)
+}
+
+/// The feature vectors alone, log-scaled as by [`extract`]: the model's path, which needs no
+/// buffer names.
+pub fn extract_values(func: &LoweredFunc) -> Vec<[f32; N_FEATURES]> {
+    walk(func, false)
+        .into_iter()
+        .map(|mut f| {
+            log_scale(&mut f.values);
+            f.values
+        })
+        .collect()
+}
+
+fn log_scale(values: &mut [f32; N_FEATURES]) {
+    for (i, v) in values.iter_mut().enumerate() {
+        if is_log_scaled(i) {
+            *v = (1.0 + *v).log2();
+        }
+    }
+}
+
+fn walk(func: &LoweredFunc, names: bool) -> Vec<StoreFeatures> {
     let mut w = Walker {
         func,
+        names,
         loops: vec![],
-        lets: HashMap::new(),
+        lets: Lets::default(),
         allocs: vec![],
         guards: vec![],
         out: vec![],
@@ -268,10 +289,12 @@ struct Loop {
 
 struct Walker<'a> {
     func: &'a LoweredFunc,
+    /// Fill in buffer names (for inspection; the model's path skips the allocations).
+    names: bool,
     /// Enclosing loops, outermost first.
     loops: Vec<Loop>,
     /// Region starts, already in terms of loop variables.
-    lets: HashMap<Var, Lin>,
+    lets: Lets,
     /// Enclosing allocations: buffer and the product of extents around the `Alloc`.
     allocs: Vec<(usize, f64)>,
     /// Left-hand sides of enclosing guard conditions.
@@ -280,14 +303,14 @@ struct Walker<'a> {
 }
 
 /// The accesses of one buffer in one store.
-struct Group {
+struct Group<'x> {
     buf: usize,
     read: bool,
     write: bool,
     /// Accesses per iteration (a reduction's read and write count twice).
     count: usize,
     /// Distinct indices, with region starts substituted.
-    indices: Vec<Lin>,
+    indices: Vec<Cow<'x, Lin>>,
     /// `uses[k][i]`: whether loop `i`'s variable appears in index `k` (computed once).
     uses: Vec<Vec<bool>>,
     /// Unique elements touched under each loop level `0..=n` (level `n`: one iteration).
@@ -313,7 +336,7 @@ impl<'a> Walker<'a> {
                     self.loops.pop();
                 }
                 Stmt::Let { var, value } => {
-                    let v = subst(value, &self.lets);
+                    let v = subst(value, &self.lets).into_owned();
                     self.lets.insert(*var, v);
                 }
                 Stmt::Alloc { buf, body } => {
@@ -344,11 +367,11 @@ impl<'a> Walker<'a> {
         self.loops.iter().map(|l| l.extent as f64).product()
     }
 
-    fn store(
-        &self,
+    fn store<'e>(
+        &'e self,
         buf: usize,
-        index: &Lin,
-        value: &VExpr,
+        index: &'e Lin,
+        value: &'e VExpr,
         reduce: Option<ReduceOp>,
     ) -> StoreFeatures {
         let bufs = &self.func.buffers;
@@ -420,7 +443,7 @@ impl<'a> Walker<'a> {
 
         // Group 3: group accesses by buffer.
         let mut groups: Vec<Group> = vec![];
-        let mut add = |b: usize, idx: &Lin, read: bool, write: bool, count: usize| {
+        let mut add = |b: usize, idx: &'e Lin, read: bool, write: bool, count: usize| {
             let idx = subst(idx, &self.lets);
             let g = match groups.iter_mut().position(|g| g.buf == b) {
                 Some(p) => &mut groups[p],
@@ -465,17 +488,22 @@ impl<'a> Walker<'a> {
                 })
                 .collect();
             let elems = bufs[g.buf].elems().max(1) as f64;
-            g.unique = (0..=n)
-                .map(|lvl| {
-                    let sum: f64 = g
-                        .indices
-                        .iter()
-                        .zip(&g.uses)
-                        .map(|(ix, uses)| self.footprint(ix, uses, lvl))
-                        .sum();
-                    sum.min(elems)
-                })
-                .collect();
+            g.unique = vec![0.0; n + 1];
+            for (ix, uses) in g.indices.iter().zip(&g.uses) {
+                // Outermost level last: the product of the changing loops' extents grows as
+                // levels are added, the span is the index's range with loops `lvl..` varying.
+                // A level whose loop the index does not use leaves both unchanged.
+                let mut prod = 1.0;
+                let mut span = ix.range(&|w| self.var_range(w, n));
+                for lvl in (0..=n).rev() {
+                    if lvl < n && uses[lvl] {
+                        prod *= self.loops[lvl].extent as f64;
+                        span = ix.range(&|w| self.var_range(w, lvl));
+                    }
+                    g.unique[lvl] += prod.min((span.1 - span.0 + 1) as f64).max(1.0);
+                }
+            }
+            g.unique.iter_mut().for_each(|u| *u = u.min(elems));
         }
         // Bytes touched by all buffers under each level, for reuse distances and intensity.
         let level_bytes: Vec<f64> = (0..=n)
@@ -494,7 +522,9 @@ impl<'a> Walker<'a> {
         rows.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut accessed = vec![];
         for (slot, (_, b, r)) in rows.iter().take(MAX_BUFFERS).enumerate() {
-            accessed.push(bufs[*b].name.clone());
+            if self.names {
+                accessed.push(bufs[*b].name.clone());
+            }
             for (k, x) in r.iter().enumerate() {
                 v[BUFFERS + slot * PER_BUFFER + k] = *x as f32;
             }
@@ -559,25 +589,14 @@ impl<'a> Walker<'a> {
         v[STORE + 2] = f32::from(u8::from(!self.guards.is_empty()));
 
         StoreFeatures {
-            buffer: bufs[buf].name.clone(),
+            buffer: if self.names {
+                bufs[buf].name.clone()
+            } else {
+                String::new()
+            },
             accessed,
             values: v,
         }
-    }
-
-    /// Unique elements `ix` touches while loops `lvl..` run and the outer ones stay fixed: the
-    /// product of the extents of the loops that change it, capped by its span.
-    fn footprint(&self, ix: &Lin, uses: &[bool], lvl: usize) -> f64 {
-        let mut prod = 1.0;
-        for (l, _) in self.loops[lvl..]
-            .iter()
-            .zip(&uses[lvl..])
-            .filter(|(_, u)| **u)
-        {
-            prod *= l.extent as f64;
-        }
-        let (lo, hi) = ix.range(&|w| self.var_range(w, lvl));
-        prod.min((hi - lo + 1) as f64).max(1.0)
     }
 
     /// Range of a variable when loops `lvl..` vary and everything else is at 0.
@@ -752,9 +771,36 @@ impl<'a> Walker<'a> {
 }
 
 /// `l` with region-start variables replaced by their definitions.
-fn subst(l: &Lin, lets: &HashMap<Var, Lin>) -> Lin {
-    if lets.is_empty() {
-        return l.clone();
+/// Region-start variables and their definitions. A handful per program: a vector searched
+/// linearly beats hashing here.
+#[derive(Default)]
+struct Lets(Vec<(Var, Lin)>);
+
+impl Lets {
+    fn get(&self, v: &Var) -> Option<&Lin> {
+        self.0.iter().find(|(w, _)| w == v).map(|(_, l)| l)
+    }
+
+    fn insert(&mut self, v: Var, l: Lin) {
+        match self.0.iter_mut().find(|(w, _)| *w == v) {
+            Some(slot) => slot.1 = l,
+            None => self.0.push((v, l)),
+        }
+    }
+
+    /// Whether `l` uses a region-start variable (else substitution leaves it as it is).
+    fn used_in(&self, l: &Lin) -> bool {
+        l.terms.iter().any(|(a, _)| match a {
+            Atom::Var(v) => self.get(v).is_some(),
+            Atom::Div(x, _) | Atom::Mod(x, _) => self.used_in(x),
+            Atom::Max(x, y) | Atom::Min(x, y) => self.used_in(x) || self.used_in(y),
+        })
+    }
+}
+
+fn subst<'l>(l: &'l Lin, lets: &Lets) -> Cow<'l, Lin> {
+    if !lets.used_in(l) {
+        return Cow::Borrowed(l);
     }
     let mut out = Lin::constant(l.c);
     for (a, k) in &l.terms {
@@ -767,7 +813,7 @@ fn subst(l: &Lin, lets: &HashMap<Var, Lin>) -> Lin {
         };
         out = out.add(&t.scale(*k));
     }
-    out
+    Cow::Owned(out)
 }
 
 /// Integer operations evaluating `l`: a coefficient multiply, an add per extra summand (a
@@ -937,6 +983,23 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), N_FEATURES, "names are unique");
+    }
+
+    /// The model's path (no names) gives the same vectors as the inspected one.
+    #[test]
+    fn values_alone_equal_the_named_extraction() {
+        let dag = ops::build_op("conv2d_nchw(n=1,c=8,h=14,w=14,f=8,kh=3,kw=3,pad=1,bias=1,relu=1)")
+            .unwrap();
+        let mut s = RandomSampler::new(&dag, &Target::detect(), 5);
+        for _ in 0..50 {
+            let f = lowered(&dag, &s.sample());
+            let named: Vec<[f32; N_FEATURES]> = extract(&f).into_iter().map(|x| x.values).collect();
+            let bare = extract_values(&f);
+            assert_eq!(named.len(), bare.len());
+            for (a, b) in named.iter().zip(&bare) {
+                assert!(a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()));
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! of an update stays flat as records grow. [`XgbModel::save`] / [`XgbModel::load`] carry the
 //! trained booster between processes and targets; the records stay in the server's database.
 
-use crate::features::{N_FEATURES, extract};
+use crate::features::{N_FEATURES, extract_values};
 use crate::samples::{PROGRAM_FEATURES, Sample, TaskSamples, program_vector};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -479,10 +479,7 @@ fn pack_sum_objective(pred: &[f32], d: &DMatrix) -> (Vec<f32>, Vec<f32>) {
 
 /// Features of lowered programs, one `Vec` of store vectors per program.
 pub fn program_features(programs: &[&LoweredFunc]) -> Vec<Vec<[f32; N_FEATURES]>> {
-    programs
-        .iter()
-        .map(|f| extract(f).into_iter().map(|s| s.values).collect())
-        .collect()
+    programs.iter().map(|f| extract_values(f)).collect()
 }
 
 /// The samples of measured programs (failures get an infinite cost, hence label 0).

@@ -3,7 +3,7 @@
 //! that a bug there shows as a wrong answer instead of hiding in both.
 
 use crate::data;
-use crate::ir::{Affine, ComputeDag, Cond, Expr, ReduceOp, StageKind};
+use crate::ir::{Affine, BinaryOp, ComputeDag, Cond, Expr, ReduceOp, StageKind};
 use crate::lower::strides;
 
 /// A load compiled to a flat index: `offset + sum(coef[a] * axis[a])`.
@@ -25,6 +25,11 @@ pub fn outputs(dag: &ComputeDag) -> Vec<Vec<f32>> {
 
 /// Every stage's values, in f64.
 pub fn evaluate(dag: &ComputeDag) -> Vec<Vec<f64>> {
+    evaluate_rows(dag, ROW)
+}
+
+/// [`evaluate`] with rows of at most `row_len` points.
+fn evaluate_rows(dag: &ComputeDag, row_len: usize) -> Vec<Vec<f64>> {
     let mut vals: Vec<Vec<f64>> = Vec::with_capacity(dag.stages.len());
     let mut ordinal = 0u32;
     for s in &dag.stages {
@@ -48,22 +53,39 @@ pub fn evaluate(dag: &ComputeDag) -> Vec<Vec<f64>> {
                 let space_ext: Vec<i64> = space.iter().map(|a| a.extent).collect();
                 let red_ext: Vec<i64> = reduce_axes.iter().map(|a| a.extent).collect();
                 let compiled = compile(body, dag);
+                let ns = space_ext.len();
                 let out = parallel_fill(n, |start, chunk: &mut [f64]| {
-                    let mut axes = vec![0i64; space_ext.len() + red_ext.len()];
-                    unravel(start as i64, &space_ext, &mut axes[..space_ext.len()]);
-                    for slot in chunk.iter_mut() {
-                        *slot = match reduce {
-                            None => eval(&compiled, &axes, &vals),
-                            Some(op) => reduce_at(
+                    let mut axes = vec![0i64; ns + red_ext.len()];
+                    unravel(start as i64, &space_ext, &mut axes[..ns]);
+                    let mut scratch = vec![0.0; row_len * (depth(&compiled) + 1)];
+                    let mut done = 0;
+                    while done < chunk.len() {
+                        // A row: consecutive points along the innermost space axis, evaluated
+                        // together so that the interpreter's overhead is paid once per row.
+                        let len = match ns {
+                            0 => 1,
+                            _ => ((space_ext[ns - 1] - axes[ns - 1]) as usize)
+                                .min(chunk.len() - done)
+                                .min(row_len),
+                        };
+                        let row = &mut chunk[done..done + len];
+                        match reduce {
+                            None => eval_row(&compiled, &mut axes, ns, row, &mut scratch, &vals),
+                            Some(op) => reduce_row(
                                 *op,
                                 &compiled,
                                 &mut axes,
-                                space_ext.len(),
+                                ns,
                                 &red_ext,
+                                row,
+                                &mut scratch,
                                 &vals,
                             ),
-                        };
-                        increment(&mut axes[..space_ext.len()], &space_ext);
+                        }
+                        for _ in 0..len {
+                            increment(&mut axes[..ns], &space_ext);
+                        }
+                        done += len;
                     }
                 });
                 vals.push(out);
@@ -73,22 +95,109 @@ pub fn evaluate(dag: &ComputeDag) -> Vec<Vec<f64>> {
     vals
 }
 
-fn reduce_at(
+/// Points evaluated together: long enough to amortize the tree walk, short enough that a
+/// row's temporaries stay in L1.
+const ROW: usize = 64;
+
+/// `out[t]` = the reduction at the space point `axes` with the innermost space axis (`ns - 1`)
+/// advanced by `t`. Each point sums its terms in the same order as a scalar loop would, so the
+/// values do not depend on the row length.
+#[allow(clippy::too_many_arguments)]
+fn reduce_row(
     op: ReduceOp,
     e: &CExpr,
     axes: &mut [i64],
     ns: usize,
     red: &[i64],
+    out: &mut [f64],
+    scratch: &mut [f64],
     vals: &[Vec<f64>],
-) -> f64 {
-    let mut acc = op.identity();
+) {
+    out.fill(op.identity());
     axes[ns..].iter_mut().for_each(|a| *a = 0);
     let total: i64 = red.iter().product();
+    let (term, rest) = scratch.split_at_mut(out.len());
     for _ in 0..total {
-        acc = op.combine(acc, eval(e, axes, vals));
+        eval_row(e, axes, ns, term, rest, vals);
+        match op {
+            ReduceOp::Sum => out.iter_mut().zip(&*term).for_each(|(a, x)| *a += x),
+            _ => out
+                .iter_mut()
+                .zip(&*term)
+                .for_each(|(a, x)| *a = op.combine(*a, *x)),
+        }
         increment(&mut axes[ns..], red);
     }
-    acc
+}
+
+/// Scratch rows a subtree needs beyond its output row.
+fn depth(e: &CExpr) -> usize {
+    match e {
+        CExpr::Const(_) | CExpr::Load(_) | CExpr::Index(_) | CExpr::Select(..) => 0,
+        CExpr::Unary(_, a) => depth(a),
+        CExpr::Binary(_, a, b) => depth(a).max(1 + depth(b)),
+    }
+}
+
+/// `out[t]` = `e` at `axes` with the innermost space axis advanced by `t`; `axes` is left as
+/// it was. `scratch` holds at least `depth(e)` rows.
+fn eval_row(
+    e: &CExpr,
+    axes: &mut [i64],
+    ns: usize,
+    out: &mut [f64],
+    scratch: &mut [f64],
+    vals: &[Vec<f64>],
+) {
+    let inner = ns.wrapping_sub(1);
+    match e {
+        CExpr::Const(c) => out.fill(*c),
+        CExpr::Load(l) => {
+            let base = l.offset + l.coefs.iter().map(|&(a, c)| c * axes[a]).sum::<i64>();
+            let step = l
+                .coefs
+                .iter()
+                .find(|&&(a, _)| a == inner)
+                .map_or(0, |&(_, c)| c);
+            let v = &vals[l.tensor];
+            match step {
+                0 => out.fill(v[base as usize]),
+                1 => out.copy_from_slice(&v[base as usize..base as usize + out.len()]),
+                _ => out
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(t, o)| *o = v[(base + step * t as i64) as usize]),
+            }
+        }
+        CExpr::Unary(o, a) => {
+            eval_row(a, axes, ns, out, scratch, vals);
+            out.iter_mut().for_each(|x| *x = o.eval(*x));
+        }
+        CExpr::Binary(o, a, b) => {
+            eval_row(a, axes, ns, out, scratch, vals);
+            let (tmp, rest) = scratch.split_at_mut(out.len());
+            eval_row(b, axes, ns, tmp, rest, vals);
+            match o {
+                BinaryOp::Add => out.iter_mut().zip(&*tmp).for_each(|(x, y)| *x += y),
+                BinaryOp::Mul => out.iter_mut().zip(&*tmp).for_each(|(x, y)| *x *= y),
+                _ => out
+                    .iter_mut()
+                    .zip(&*tmp)
+                    .for_each(|(x, y)| *x = o.eval(*x, *y)),
+            }
+        }
+        // Index expressions and selects point by point: a select may guard a load that is out
+        // of bounds at the points it does not take.
+        CExpr::Index(_) | CExpr::Select(..) if ns == 0 => out[0] = eval(e, axes, vals),
+        CExpr::Index(_) | CExpr::Select(..) => {
+            let start = axes[inner];
+            for (t, o) in out.iter_mut().enumerate() {
+                axes[inner] = start + t as i64;
+                *o = eval(e, axes, vals);
+            }
+            axes[inner] = start;
+        }
+    }
 }
 
 /// Fills `n` values on all cores, each thread a contiguous chunk.
@@ -235,6 +344,34 @@ mod tests {
                     .map(|r| f64::from(a[i * k as usize + r]) * f64::from(b[r * n as usize + j]))
                     .sum();
                 assert!((f64::from(out[0][i * n as usize + j]) - want).abs() < 1e-6);
+            }
+        }
+    }
+
+    /// Rows change how the interpreter walks, never a value: every library op, bit for bit,
+    /// against one point at a time and an odd row length that splits rows at chunk ends.
+    #[test]
+    fn rows_give_the_values_of_single_points() {
+        for spec in [
+            "matmul(9,13,5)",
+            "dense(m=3,n=10,k=7,bias=1,relu=1)",
+            "conv2d_nchw(n=1,c=3,h=7,w=9,f=4,kh=3,kw=3,pad=1)",
+            "conv2d_nhwc(n=1,h=7,w=9,c=3,f=4,kh=3,kw=3,pad=1,stride=2)",
+            "depthwise_conv2d_nchw(n=1,c=3,h=9,w=7,kh=3,kw=3,pad=1)",
+            "batch_matmul(b=2,m=5,n=6,k=3)",
+            "softmax(m=3,n=17)",
+            "max_pool2d(n=1,c=2,h=7,w=7,kh=3,kw=3,stride=2,pad=1)",
+        ] {
+            let dag = ops::build_op(spec).unwrap();
+            let one = evaluate_rows(&dag, 1);
+            for row in [3, ROW] {
+                let rows = evaluate_rows(&dag, row);
+                for (a, b) in one.iter().zip(&rows) {
+                    assert!(
+                        a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                        "{spec}: rows of {row} differ from single points"
+                    );
+                }
             }
         }
     }

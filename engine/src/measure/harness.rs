@@ -14,7 +14,8 @@
 //!    `calib_before <GFLOP/s>`);
 //! 4. runs `warmup` untimed runs, grows `number` (Ansor/TVM rule) until `number` runs last at
 //!    least `min_repeat_ms`, then times `repeat` repeats of `number` runs, each optionally after
-//!    a cache flush (prints `number <n>` and `costs <s/run> ...`);
+//!    a cache flush; without flushes the probe that reached `min_repeat_ms` is the first repeat
+//!    (prints `number <n>` and `costs <s/run> ...`);
 //! 5. calibrates again (prints `calib_after <GFLOP/s>`).
 //!
 //! The kernel is called through a `volatile` function pointer: in one translation unit the
@@ -301,13 +302,21 @@ int main(int argc, char** argv) {{
 
   for (int w = 0; w < warmup; w++) kernel({call});
 
-  /* Ansor/TVM: grow `number` until one repeat lasts min_repeat_ms. */
+  /* Ansor/TVM: grow `number` until one repeat lasts min_repeat_ms. The probe that reaches it
+     is a full repeat of `number` runs, so (as TVM's time evaluator does) it counts as the
+     first repeat instead of being thrown away, unless each repeat must start from a flushed
+     cache. */
+  double first_cost = -1.0;
   if (min_repeat_ms > 0) {{
     for (;;) {{
       const double t0 = tunehub_now();
       for (long i = 0; i < number; i++) kernel({call});
       const double ms = (tunehub_now() - t0) * 1e3;
-      if (ms >= min_repeat_ms || number >= (1L << 40)) break;
+      if (ms >= min_repeat_ms) {{
+        if (!flush_buf) first_cost = ms * 1e-3 / (double)number;
+        break;
+      }}
+      if (number >= (1L << 40)) break;
       const double per_run = ms / (double)number;
       double next = per_run > 0 ? min_repeat_ms / per_run + 1 : (double)number * 16;
       if (next < (double)number * 1.618) next = (double)number * 1.618 + 1;
@@ -319,6 +328,10 @@ int main(int argc, char** argv) {{
   double* costs = malloc(sizeof(double) * (size_t)(repeat > 0 ? repeat : 1));
   if (!costs) return 3;
   for (int r = 0; r < repeat; r++) {{
+    if (r == 0 && first_cost >= 0) {{
+      costs[0] = first_cost;
+      continue;
+    }}
     if (flush_buf) tunehub_flush(flush_buf, flush_bytes);
     const double t0 = tunehub_now();
     for (long i = 0; i < number; i++) kernel({call});
