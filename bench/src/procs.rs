@@ -1,0 +1,189 @@
+//! What the service benchmarks share: the release binaries beside this one, a `tunehub server`
+//! child process, what /proc says about a process (resident memory, CPU time), the machine's
+//! load, and percentiles.
+
+use anyhow::{Context, Result, bail};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The API token the benchmarks' servers require (and their clients send).
+pub const TOKEN: &str = "bench-token";
+
+/// A binary built beside this one (`cargo build --release -p tunehub-server -p tunehub-worker`
+/// puts `tunehub` and `tunehub-worker` next to `tunehub-bench`).
+pub fn sibling_bin(name: &str) -> Result<PathBuf> {
+    let me = std::env::current_exe().context("where this executable is")?;
+    let p = me.with_file_name(name);
+    if !p.is_file() {
+        bail!(
+            "{} is missing: build it beside this benchmark (cargo build --release -p tunehub-bench \
+             -p tunehub-server -p tunehub-worker)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// A real `tunehub server` process on a free loopback port.
+pub struct ServerProc {
+    child: Child,
+    pub addr: String,
+}
+
+impl ServerProc {
+    /// Starts `tunehub server` on `db` and waits for its `listening on ADDR` line. Its logs go
+    /// to `log`.
+    pub fn start(bin: &Path, db: &str, log: &Path, extra: &[&str]) -> Result<ServerProc> {
+        let log_file =
+            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let mut child = Command::new(bin)
+            .args([
+                "server",
+                "--listen",
+                "127.0.0.1:0",
+                "--db",
+                db,
+                "--token",
+                TOKEN,
+            ])
+            .args(extra)
+            .env_remove("TUNEHUB_TOKENS")
+            .env_remove("TUNEHUB_CONFIG")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .context("reading the server's first line")?;
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            bail!(
+                "the server did not start (first line {line:?}); its log: {}",
+                log.display()
+            );
+        };
+        Ok(ServerProc {
+            addr: addr.to_string(),
+            child,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// SIGTERM, then waits for the exit (a kill after 30 s).
+    pub fn stop(mut self) -> Result<()> {
+        terminate(&mut self.child, Duration::from_secs(30))
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// SIGTERM a child and wait for it; SIGKILL once `grace` has passed.
+pub fn terminate(child: &mut Child, grace: Duration) -> Result<()> {
+    signal(child.id(), libc::SIGTERM);
+    let start = std::time::Instant::now();
+    while start.elapsed() < grace {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill()?;
+    child.wait()?;
+    Ok(())
+}
+
+pub fn signal(pid: u32, sig: i32) {
+    let pid = libc::pid_t::try_from(pid).expect("a pid fits pid_t");
+    // SAFETY: kill(2) has no memory effects; a stale pid at worst signals nothing.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// A line of /proc/PID/status in kB (`VmRSS`, `VmHWM`).
+fn status_kb(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+/// Resident memory now and at its peak, in MB (10^6 bytes).
+pub fn rss_mb(pid: u32) -> (f64, f64) {
+    let mb = |f| status_kb(pid, f).map_or(f64::NAN, |kb| kb as f64 * 1024.0 / 1e6);
+    (mb("VmRSS"), mb("VmHWM"))
+}
+
+/// CPU seconds (user + system) the process has used, all its threads.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let Some(rest) = s.rfind(')').map(|i| &s[i + 2..]) else {
+        return f64::NAN;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the state.
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) as f64 / hz
+}
+
+/// The 1, 5 and 15 minute load averages as /proc/loadavg gives them.
+pub fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The q-quantile (0..=1) of sorted values, by the nearest rank.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&v, 0.5), 50.0);
+        assert_eq!(quantile(&v, 0.99), 99.0);
+        assert_eq!(quantile(&v, 1.0), 100.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert!(quantile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn this_process_shows_in_proc() {
+        let pid = std::process::id();
+        let (rss, hwm) = rss_mb(pid);
+        assert!(rss > 0.0 && hwm >= rss, "{rss} {hwm}");
+        assert!(cpu_seconds(pid) >= 0.0);
+        assert_eq!(load().split(' ').count(), 3);
+    }
+}

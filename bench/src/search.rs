@@ -1,0 +1,350 @@
+//! `tunehub-bench search`: tunes a fixed set of workloads with a fixed trial budget and prints,
+//! per workload, the best GFLOP/s (re-measured), the tuning wall time split into search, build
+//! and run, the best of as many purely random schedules, OpenBLAS for the matmuls, and the
+//! best-so-far curve; writes the curves as SVG and everything as JSON.
+//!
+//! `cargo run -p tunehub-bench -- search [--workloads matmul512,conv2d] [--trials 200] [--model xgb|random]`
+//! (the dev profile builds every crate it runs with opt-level 2; a release build would compile
+//! XGBoost's C++ a second time).
+//!
+//! Check the machine is quiet first (`../shared/tools/machine-check`): a neighbour on one core
+//! halves 2-thread figures.
+
+use crate::{blas, plot};
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tunehub_costmodel::dataset::{DatasetRecord, write_records};
+use tunehub_engine::measure::{MeasureOptions, MeasureResult, Measurer};
+use tunehub_engine::ops;
+use tunehub_engine::sample::RandomSampler;
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::search::{
+    CostModel, RandomModel, SchedulerKind, SearchParams, TuneOptions, tune,
+};
+use tunehub_engine::target::{Target, TargetOverrides};
+use tunehub_engine::task::Task;
+
+/// The workload set: (short name, op spec, its constant weight, which `--layout-free`
+/// marks layout-free as Ansor's runs in the baselines file did).
+const WORKLOADS: &[(&str, &str, Option<&str>)] = &[
+    ("matmul512", "matmul(512,512,512)", Some("B")),
+    ("matmul1024", "matmul(1024,1024,1024)", Some("B")),
+    (
+        "dense",
+        "dense(m=1,n=1000,k=1024,bias=1,relu=1)",
+        Some("weight"),
+    ),
+    (
+        "conv2d",
+        "conv2d_nchw(n=1,c=64,h=56,w=56,f=64,kh=3,kw=3,pad=1)",
+        Some("kernel"),
+    ),
+    (
+        "conv2d_nhwc",
+        "conv2d_nhwc(n=1,h=56,w=56,c=64,f=64,kh=3,kw=3,pad=1)",
+        Some("kernel"),
+    ),
+    (
+        "depthwise",
+        "depthwise_conv2d_nchw(n=1,c=32,h=112,w=112,kh=3,kw=3,pad=1)",
+        Some("kernel"),
+    ),
+    ("batch_matmul", "batch_matmul(b=12,m=128,n=128,k=64)", None),
+    ("softmax", "softmax(m=128,n=1000)", None),
+];
+
+#[derive(clap::Args)]
+pub struct SearchArgs {
+    /// Comma-separated short names (see the list in --help of the source), or "all".
+    #[arg(long, default_value = "all")]
+    workloads: String,
+    /// Trials per workload.
+    #[arg(long, default_value_t = 200)]
+    trials: usize,
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// Evolutionary population per round.
+    #[arg(long, default_value_t = 2048)]
+    population: usize,
+    #[arg(long, default_value_t = 4)]
+    generations: usize,
+    /// Cost model: xgb (XGBoost, Ansor's pack-sum objective) or random (the search without a
+    /// model).
+    #[arg(long, default_value = "xgb")]
+    model: String,
+    /// Random schedules measured as the baseline (0: none).
+    #[arg(long, default_value_t = 200)]
+    random_trials: usize,
+    /// Threads of the kernels (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Tuning measurement: runs per repeat, repeats, minimum ms per repeat.
+    #[arg(long, default_value_t = 3)]
+    number: u32,
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    #[arg(long, default_value_t = 100)]
+    min_repeat_ms: u32,
+    /// Mark each workload's constant weight layout-free (packed once outside the timed kernel).
+    #[arg(long)]
+    layout_free: bool,
+    /// Skip OpenBLAS even when it is installed.
+    #[arg(long)]
+    no_blas: bool,
+    /// Where the SVG, the JSON and the measured records (`records.jsonl`, the cost model's
+    /// dataset format: `cargo run -p tunehub-costmodel --example ranking -- FILE`) go.
+    #[arg(long, default_value = "bench-out")]
+    out: PathBuf,
+}
+
+fn make_model(name: &str, seed: u64) -> Result<Box<dyn CostModel>> {
+    match name {
+        "random" => Ok(Box::new(RandomModel::new(seed))),
+        "xgb" => Ok(Box::new(tunehub_costmodel::XgbModel::new(
+            tunehub_costmodel::XgbParams {
+                seed,
+                ..tunehub_costmodel::XgbParams::default()
+            },
+        ))),
+        _ => bail!("unknown model {name:?} (random, xgb)"),
+    }
+}
+
+/// Ansor's final re-measurement: more runs, several repeats, on a settled kernel.
+fn final_opts() -> MeasureOptions {
+    MeasureOptions {
+        number: 10,
+        repeat: 5,
+        min_repeat_ms: 200,
+        warmup: 1,
+        ..MeasureOptions::default()
+    }
+}
+
+fn best_of(results: &[MeasureResult]) -> Option<(usize, f64)> {
+    results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.is_ok() && !r.noisy)
+        .map(|(i, r)| (i, r.mean_cost()))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The first trial count of a best-so-far curve at `frac` of its final value: how fast a
+/// search gets close (the cost model's figure of merit).
+fn trials_to_reach(curve: &[(usize, f64)], frac: f64) -> Option<usize> {
+    let last = curve.last()?.1;
+    curve
+        .iter()
+        .find(|&&(_, g)| g >= frac * last && last > 0.0)
+        .map(|&(t, _)| t)
+}
+
+pub fn run(a: SearchArgs) -> Result<()> {
+    let target = Target::detect().with_overrides(&TargetOverrides {
+        cores: a.threads,
+        ..TargetOverrides::default()
+    });
+    let chosen: Vec<(&str, &str, Option<&str>)> = if a.workloads == "all" {
+        WORKLOADS.to_vec()
+    } else {
+        a.workloads
+            .split(',')
+            .map(|w| {
+                WORKLOADS
+                    .iter()
+                    .find(|(n, _, _)| *n == w.trim())
+                    .copied()
+                    .with_context(|| format!("unknown workload {w:?}"))
+            })
+            .collect::<Result<_>>()?
+    };
+    println!(
+        "target {} ({}, {} threads), model {}, {} trials per workload, batch {}, population {}",
+        target.key(),
+        target.cpu_model,
+        target.cores,
+        a.model,
+        a.trials,
+        a.batch,
+        a.population
+    );
+    let tune_opts = MeasureOptions {
+        number: a.number,
+        repeat: a.repeat,
+        min_repeat_ms: a.min_repeat_ms,
+        ..MeasureOptions::default()
+    };
+    std::fs::create_dir_all(&a.out)?;
+    let mut panels = vec![];
+    let mut report = vec![];
+    let mut records: Vec<DatasetRecord> = vec![];
+    for (name, spec, weight) in chosen {
+        let task = match weight.filter(|_| a.layout_free) {
+            Some(w) => Task::new(ops::build_op(spec)?, spec).with_layout_free(&[w]),
+            None => Ok(Task::new(ops::build_op(spec)?, spec)),
+        };
+        let task = Arc::new(task.map_err(anyhow::Error::msg)?);
+        // The dataset's workload names the packed weights as a job would.
+        let desc = match weight.filter(|_| a.layout_free) {
+            Some(w) => format!("{},layout_free={w})", spec.trim_end_matches(')')),
+            None => spec.to_string(),
+        };
+        if a.layout_free && weight.is_some() {
+            println!("(layout rewrite on for {})", weight.unwrap_or(""));
+        }
+        println!("\n== {name}: {spec} ({:.1} MFLOP)", task.flops as f64 / 1e6);
+        let mut measurer = Measurer::new(&target, tune_opts.clone());
+        let mut model = make_model(&a.model, a.seed)?;
+        let opts = TuneOptions {
+            trials: a.trials,
+            batch: a.batch,
+            params: SearchParams {
+                population: a.population,
+                generations: a.generations,
+                ..SearchParams::default()
+            },
+            scheduler: SchedulerKind::Gradient,
+            seed: a.seed,
+        };
+        let (mut search_s, mut measure_s, mut build_s, mut run_s) = (0.0, 0.0, 0.0, 0.0);
+        let mut curve = vec![];
+        // Best so far after every trial, in the order the search proposed them.
+        let mut trial_curve: Vec<(usize, f64)> = vec![];
+        let mut rounds = vec![];
+        let t0 = Instant::now();
+        let searches = tune(
+            &[(task.clone(), 1.0)],
+            &mut measurer,
+            model.as_mut(),
+            &opts,
+            |r, batch, results| {
+                for (sch, x) in batch.iter().zip(results) {
+                    records.push(DatasetRecord::new(&desc, sch, x));
+                }
+                for x in results {
+                    let prev = trial_curve.last().map_or(0.0, |p| p.1);
+                    let g = if x.is_ok() && !x.noisy {
+                        task.gflops(x.mean_cost())
+                    } else {
+                        0.0
+                    };
+                    trial_curve.push((trial_curve.len() + 1, prev.max(g)));
+                }
+                search_s += r.search_s;
+                measure_s += r.measure_s;
+                build_s += r.build_s;
+                run_s += r.run_s;
+                let g = r.best_cost.map_or(0.0, |c| task.gflops(c));
+                println!(
+                    "  round {:>2}: {:>4} trials, best {:>7.1} GFLOP/s, search {:.2} s, measure {:.1} s, {} errors",
+                    r.round, r.total_trials, g, r.search_s, r.measure_s, r.errors
+                );
+                curve.push((r.total_trials, g));
+                rounds.push(json!({"trials": r.total_trials, "best_gflops": g, "search_s": r.search_s, "measure_s": r.measure_s}));
+                ControlFlow::Continue(())
+            },
+        )?;
+        let wall = t0.elapsed().as_secs_f64();
+        let s = &searches[0];
+        let Some((best, _)) = s.best() else {
+            println!("  no valid kernel found");
+            continue;
+        };
+        let best = best.clone();
+        let mut fin = Measurer::new(&target, final_opts());
+        let fr = fin.measure(&task, std::slice::from_ref(&best));
+        let best_g = if fr[0].is_ok() {
+            task.gflops(fr[0].mean_cost())
+        } else {
+            0.0
+        };
+
+        let random_g = if a.random_trials > 0 {
+            let mut sampler = RandomSampler::new(&task.dag, &target, a.seed ^ 0xbe7c);
+            let cands: Vec<Schedule> = (0..a.random_trials).map(|_| sampler.sample()).collect();
+            let rs = measurer.measure(&task, &cands);
+            for (sch, x) in cands.iter().zip(&rs) {
+                records.push(DatasetRecord::new(&desc, sch, x));
+            }
+            best_of(&rs).map(|(i, _)| {
+                let r = fin.measure(&task, std::slice::from_ref(&cands[i]));
+                if r[0].is_ok() {
+                    task.gflops(r[0].mean_cost())
+                } else {
+                    0.0
+                }
+            })
+        } else {
+            None
+        };
+        let blas_g = if !a.no_blas && name.starts_with("matmul") {
+            blas::sgemm_gflops(&task, &target, &final_opts())
+        } else {
+            None
+        };
+        println!(
+            "  best {best_g:.1} GFLOP/s (re-measured), tuning wall {wall:.1} s = search {search_s:.1} s + measure {measure_s:.1} s (build {build_s:.1} s, run {run_s:.1} s summed per candidate); search per round {:.2} s; rejected {}",
+            search_s / s.stats.rounds.max(1) as f64,
+            s.stats.rejected
+        );
+        let to_90 = trials_to_reach(&trial_curve, 0.9);
+        if let Some(n) = to_90 {
+            println!("  trials to reach 90% of the run's final best: {n}");
+        }
+        if let Some(g) = random_g {
+            println!(
+                "  best of {} random schedules: {g:.1} GFLOP/s",
+                a.random_trials
+            );
+        }
+        if let Some((core, g)) = &blas_g {
+            println!("  OpenBLAS sgemm ({core}): {g:.1} GFLOP/s");
+        }
+        let mut refs = vec![];
+        if let Some(g) = random_g {
+            refs.push((format!("random x{}", a.random_trials), g));
+        }
+        if let Some((core, g)) = &blas_g {
+            refs.push((format!("OpenBLAS {core}"), *g));
+        }
+        panels.push(plot::Panel {
+            title: format!("{name} (best {best_g:.1})"),
+            curve: curve.clone(),
+            refs,
+        });
+        report.push(json!({
+            "workload": name, "spec": spec, "best_gflops": best_g, "wall_s": wall,
+            "search_s": search_s, "measure_s": measure_s, "build_s": build_s, "run_s": run_s,
+            "rounds": rounds, "random_best_gflops": random_g, "trials_to_90pct": to_90,
+            "blas": blas_g.map(|(c, g)| json!({"core": c, "gflops": g})),
+            "best_schedule": best.to_json_value(),
+        }));
+    }
+    let svg = a.out.join("curves.svg");
+    std::fs::write(&svg, plot::svg(&panels))?;
+    let js = a.out.join("results.json");
+    std::fs::write(
+        &js,
+        serde_json::to_string_pretty(&json!({"target": target.key(), "workloads": report}))?,
+    )?;
+    let rec = a.out.join("records.jsonl");
+    write_records(
+        std::io::BufWriter::new(std::fs::File::create(&rec)?),
+        &records,
+    )?;
+    println!(
+        "\nwrote {}, {} and {} ({} records)",
+        svg.display(),
+        js.display(),
+        rec.display(),
+        records.len()
+    );
+    Ok(())
+}
