@@ -539,10 +539,14 @@ pub(crate) async fn commit_on(
     let mean_cost = rec.mean_cost();
     let costs_json =
         serde_json::to_string(&rec.costs).expect("a Vec<f64> of finite numbers serializes");
+    // The mean cost is bound as a number always, -1 standing for NULL (costs are checked
+    // non-negative above): sqlx 0.8's Any driver sends a NULL DOUBLE PRECISION to PostgreSQL
+    // typed float4, the statement cached on the connection keeps that type, and the next record
+    // with a mean cost on that connection is refused (22P03, "incorrect binary data format").
     let inserted = sqlx::query(
         "INSERT INTO records (id, workload_key, target_key, schedule_hash, steps_json, costs_json, mean_cost, \
          error_code, error_msg, noisy, build_s, run_s, worker, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+         VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, -1.0), $8, $9, $10, $11, $12, $13, $14) \
          ON CONFLICT DO NOTHING",
     )
     .bind(&id)
@@ -551,7 +555,7 @@ pub(crate) async fn commit_on(
     .bind(&hash)
     .bind(&steps)
     .bind(&costs_json)
-    .bind(mean_cost)
+    .bind(mean_cost.unwrap_or(-1.0))
     .bind(rec.error_code)
     .bind(&rec.error_msg)
     .bind(i32::from(rec.noisy))

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tunehub_proto::v1 as pb;
 use tunehub_server::jobs::store::{JobStore, NewJob};
-use tunehub_server::records::{RecordStore, SqlStore};
+use tunehub_server::records::{NewRecord, RecordStore, SqlStore};
 
 /// A fresh database on the test cluster, or None (skip) when no cluster is configured.
 async fn fresh_db(name: &str) -> Option<String> {
@@ -82,6 +82,43 @@ async fn submit_watch_and_query_on_postgres() {
         .unwrap()
         .into_inner();
     assert_eq!((r.records_new, r.records_known), (0, 3));
+}
+
+#[tokio::test]
+async fn a_failed_record_then_a_timed_one_on_one_connection() {
+    let Some(url) = fresh_db("nullcost").await else {
+        return;
+    };
+    let store = SqlStore::open(&url).await.unwrap();
+    store.put_target("t", "{}").await.unwrap();
+    store.put_workload("w", "w", "{}", 1).await.unwrap();
+    let rec = |n: u32, costs: Vec<f64>, error_code: i32| NewRecord {
+        workload_key: "w".into(),
+        target_key: "t".into(),
+        steps_json: format!("[[\"SP\", {n}]]"),
+        costs,
+        error_code,
+        error_msg: String::new(),
+        noisy: false,
+        build_s: 0.0,
+        run_s: 0.0,
+        worker: None,
+        created_at: None,
+    };
+    // One transaction, so one connection: the insert statement is first run with no mean
+    // cost (a compile error), then with one; an import or a job's batch does the same.
+    let (new, known) = store
+        .import(
+            &[],
+            &[],
+            &[rec(1, vec![], 2), rec(2, vec![1e-3], 0), rec(3, vec![], 2)],
+        )
+        .await
+        .unwrap();
+    assert_eq!((new, known), (3, 0));
+    let best = store.best("w", "t").await.unwrap().unwrap();
+    assert_eq!(best.mean_cost, Some(1e-3));
+    assert_eq!(store.records("w", "t").await.unwrap().len(), 3);
 }
 
 #[tokio::test]
