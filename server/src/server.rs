@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
+use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 use tunehub_engine::search::SearchParams;
 use tunehub_engine::target::Target;
@@ -296,7 +296,9 @@ async fn start_inner(
         )
     });
     let serve = tokio::spawn(router.serve_with_incoming_shutdown(
-        TcpListenerStream::new(listener),
+        // Without TCP_NODELAY a response written in two segments waits for the client's delayed
+        // ACK: every unary call took ~44 ms on loopback (measured by `tunehub-bench query`).
+        TcpIncoming::from(listener).with_nodelay(Some(true)),
         async move {
             let _ = stop.wait_for(|s| *s).await;
         },
