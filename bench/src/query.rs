@@ -254,8 +254,9 @@ async fn bench_one(
     );
 
     // Sequential latency: one connection, one query at a time, cycling over the pairs.
+    let me = std::process::id();
     let load_before = procs::load();
-    let cpu0 = procs::cpu_seconds(pid);
+    let (cpu0, my0) = (procs::cpu_seconds(pid), procs::cpu_seconds(me));
     let t_seq = Instant::now();
     let mut lat = Vec::with_capacity(a.queries);
     for i in 0..a.queries {
@@ -267,6 +268,7 @@ async fn bench_one(
     }
     let seq_s = t_seq.elapsed().as_secs_f64();
     let seq_cpu = procs::cpu_seconds(pid) - cpu0;
+    let seq_client = procs::cpu_seconds(me) - my0;
     lat.sort_by(f64::total_cmp);
     let (p50, p99, max) = (
         quantile(&lat, 0.5),
@@ -275,9 +277,10 @@ async fn bench_one(
     );
     println!(
         "sequential: {} queries in {seq_s:.2} s, p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.2} ms; \
-         server CPU {:.0} us per query (load {load_before} before, {} after)",
+         CPU per query: server {:.0} us, client {:.0} us (load {load_before} before, {} after)",
         a.queries,
         seq_cpu / a.queries as f64 * 1e6,
+        seq_client / a.queries as f64 * 1e6,
         procs::load()
     );
 
@@ -287,7 +290,7 @@ async fn bench_one(
         conns.push(client::connect(&cfg).await?);
     }
     let load_before = procs::load();
-    let cpu0 = procs::cpu_seconds(pid);
+    let (cpu0, my0) = (procs::cpu_seconds(pid), procs::cpu_seconds(me));
     let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
     let t_conc = Instant::now();
     let tasks: Vec<_> = conns
@@ -316,18 +319,19 @@ async fn bench_one(
     }
     let conc_s = t_conc.elapsed().as_secs_f64();
     let conc_cpu = procs::cpu_seconds(pid) - cpu0;
+    let conc_client = procs::cpu_seconds(me) - my0;
     all.sort_by(f64::total_cmp);
     let qps = all.len() as f64 / conc_s;
     let conc_p99 = quantile(&all, 0.99);
     println!(
         "concurrent: {} clients, {} queries in {conc_s:.2} s = {qps:.0} queries/s, p50 {:.3} ms, p99 {conc_p99:.3} ms, \
-         max {:.2} ms; server CPU {:.2} s ({:.0} us per query) (load {load_before} before, {} after)",
+         max {:.2} ms; CPU per query: server {:.0} us, clients {:.0} us (load {load_before} before, {} after)",
         a.clients,
         all.len(),
         quantile(&all, 0.5),
         all.last().copied().unwrap_or(f64::NAN),
-        conc_cpu,
         conc_cpu / all.len().max(1) as f64 * 1e6,
+        conc_client / all.len().max(1) as f64 * 1e6,
         procs::load()
     );
     let (rss2, hwm2) = procs::rss_mb(pid);

@@ -129,9 +129,16 @@ impl Api {
         if t.is_empty() || t == "local" || t == local {
             return Ok(local);
         }
-        match self.store().target_json(t).await.map_err(internal)? {
-            Some(_) => Ok(t.to_string()),
-            None => Err(Status::not_found(format!("unknown target '{t}'"))),
+        if self
+            .ctx
+            .cache
+            .target_known(self.store(), t)
+            .await
+            .map_err(internal)?
+        {
+            Ok(t.to_string())
+        } else {
+            Err(Status::not_found(format!("unknown target '{t}'")))
         }
     }
 

@@ -1,5 +1,5 @@
-//! The Query service: what compilers ask. Best records come from the cache in front of the
-//! database.
+//! The Query service: what compilers ask. Best records and their counts come from the cache in
+//! front of the database.
 
 use super::{Api, gflops, internal, schedule_record};
 use crate::records::RecordStore;
@@ -22,33 +22,28 @@ impl Api {
         let (dag, desc) = self.resolve_workload(workload).await?;
         let key = dag.workload_key();
         let flops = dag.flop_count();
-        let best = self
+        let cached = self
             .ctx
             .cache
-            .best(self.store(), &key, target_key)
-            .await
-            .map_err(internal)?;
-        let counts = self
-            .store()
-            .count(&key, target_key)
+            .entry(self.store(), &key, target_key)
             .await
             .map_err(internal)?;
         let mut resp = pb::BestResponse {
-            found: best.is_some(),
+            found: cached.best.is_some(),
             record: None,
             description: desc,
             flops,
             source: String::new(),
-            records_total: counts.total,
-            records_ok: counts.ok,
+            records_total: cached.counts.total,
+            records_ok: cached.counts.ok,
         };
-        if let Some(b) = best {
+        if let Some(b) = &cached.best {
             if with_source {
                 resp.source = self
                     .kernel_source(&dag, target_key, &b.steps_json, &b.id)
                     .await?;
             }
-            resp.record = Some(schedule_record(&b, flops));
+            resp.record = Some(schedule_record(b, flops));
         }
         Ok(resp)
     }

@@ -457,9 +457,10 @@ async fn drive(
             return Ok(None);
         };
         ctx.metrics.record_measured(&job.target_key, &keep_r);
+        // New records move the cached counts, and maybe the best.
         if outcomes
             .iter()
-            .any(|o| matches!(o, records::CommitOutcome::Inserted { is_new_best: true }))
+            .any(|o| matches!(o, records::CommitOutcome::Inserted { .. }))
         {
             ctx.cache.invalidate(&t.task.key, &job.target_key);
         }
