@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyConnection, AnyPool};
 use sqlx::{Executor, Row};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
@@ -407,12 +408,10 @@ impl SqlStore {
     /// Every (workload, target) pair with records, with counts and best cost.
     pub async fn tuned(&self) -> Result<Vec<TunedPair>, StoreError> {
         let rows = sqlx::query(
-            "SELECT r.workload_key, w.description, r.target_key, w.flops, COUNT(*), \
-             COUNT(CASE WHEN r.error_code = 0 THEN 1 END), MIN(b.mean_cost) \
-             FROM records r JOIN workloads w ON w.key = r.workload_key \
-             LEFT JOIN best_records b ON b.workload_key = r.workload_key AND b.target_key = r.target_key \
-             GROUP BY r.workload_key, w.description, r.target_key, w.flops \
-             ORDER BY r.target_key, r.workload_key",
+            "SELECT c.workload_key, w.description, c.target_key, w.flops, c.total, c.ok, b.mean_cost \
+             FROM record_counts c JOIN workloads w ON w.key = c.workload_key \
+             LEFT JOIN best_records b ON b.workload_key = c.workload_key AND b.target_key = c.target_key \
+             ORDER BY c.target_key, c.workload_key",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -434,8 +433,8 @@ impl SqlStore {
     /// Every target with its JSON and record count.
     pub async fn targets(&self) -> Result<Vec<(String, String, u64)>, StoreError> {
         let rows = sqlx::query(
-            "SELECT t.key, t.target_json, COUNT(r.id) FROM targets t \
-             LEFT JOIN records r ON r.target_key = t.key GROUP BY t.key, t.target_json ORDER BY t.key",
+            "SELECT t.key, t.target_json, CAST(COALESCE(SUM(c.total), 0) AS BIGINT) FROM targets t \
+             LEFT JOIN record_counts c ON c.target_key = t.key GROUP BY t.key, t.target_json ORDER BY t.key",
         )
         .fetch_all(&self.pool)
         .await?;
@@ -495,12 +494,14 @@ impl SqlStore {
                 .await?;
         }
         let (mut new, mut known) = (0, 0);
+        let mut counts = CountDeltas::default();
         for r in records {
-            match commit_on(&mut tx, r).await?.1 {
+            match commit_on(&mut tx, r, &mut counts).await?.1 {
                 CommitOutcome::Duplicate => known += 1,
                 CommitOutcome::Inserted { .. } => new += 1,
             }
         }
+        counts.write(&mut tx).await?;
         tx.commit().await?;
         Ok((new, known))
     }
@@ -522,11 +523,49 @@ async fn sqlite_pragmas(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
+/// Record counts a transaction added, per (workload, target): `commit_on` notes each insert and
+/// `write` adds them to `record_counts` before the transaction commits, one statement per pair
+/// rather than per record (an import stores thousands of records of a few pairs).
+#[derive(Debug, Default)]
+pub(crate) struct CountDeltas(BTreeMap<(String, String), (i64, i64)>);
+
+impl CountDeltas {
+    fn add(&mut self, rec: &NewRecord) {
+        let d = self
+            .0
+            .entry((rec.workload_key.clone(), rec.target_key.clone()))
+            .or_default();
+        d.0 += 1;
+        d.1 += i64::from(rec.error_code == ErrorCode::NoError.code());
+    }
+
+    /// Adds the counts in the caller's transaction; in key order, so that two transactions
+    /// lock the rows they share in the same order.
+    pub(crate) async fn write(self, conn: &mut AnyConnection) -> Result<(), StoreError> {
+        for ((workload_key, target_key), (total, ok)) in self.0 {
+            sqlx::query(
+                "INSERT INTO record_counts (workload_key, target_key, total, ok) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (workload_key, target_key) DO UPDATE \
+                 SET total = record_counts.total + excluded.total, ok = record_counts.ok + excluded.ok",
+            )
+            .bind(workload_key)
+            .bind(target_key)
+            .bind(total)
+            .bind(ok)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Ok(())
+    }
+}
+
 /// Stores one record inside the caller's transaction: the insert, and the best-record update
-/// when it qualifies. Shared by `commit` and the job store's batch commit.
+/// when it qualifies; a new record is noted in `counts`, which the caller writes before it
+/// commits. Shared by `commit`, `import` and the job store's batch commit.
 pub(crate) async fn commit_on(
     conn: &mut AnyConnection,
     rec: &NewRecord,
+    counts: &mut CountDeltas,
 ) -> Result<(String, CommitOutcome), StoreError> {
     if let Some(c) = rec.costs.iter().find(|c| !c.is_finite() || **c < 0.0) {
         return Err(StoreError::Invalid(format!(
@@ -569,6 +608,7 @@ pub(crate) async fn commit_on(
     if inserted == 0 {
         return Ok((id, CommitOutcome::Duplicate));
     }
+    counts.add(rec);
     let mut is_new_best = false;
     if let (Some(cost), true) = (mean_cost, rec.qualifies_for_best()) {
         // Insert the first best or replace a worse one; strictly better only, so that on a
@@ -630,10 +670,12 @@ impl RecordStore for SqlStore {
         // The insert is the transaction's first statement: on SQLite it takes the write lock
         // before any read, so concurrent committers queue on the busy timeout instead of
         // failing to upgrade a read snapshot.
-        let (_, outcome) = commit_on(&mut tx, rec).await?;
+        let mut counts = CountDeltas::default();
+        let (_, outcome) = commit_on(&mut tx, rec, &mut counts).await?;
         if outcome == CommitOutcome::Duplicate {
             tx.rollback().await?;
         } else {
+            counts.write(&mut tx).await?;
             tx.commit().await?;
         }
         Ok(outcome)
@@ -682,14 +724,17 @@ impl RecordStore for SqlStore {
         workload_key: &str,
         target_key: &str,
     ) -> Result<RecordCounts, StoreError> {
+        // Kept by `commit_on` (migration 0003), so this is a key lookup at any table size.
         let row = sqlx::query(
-            "SELECT COUNT(*), COUNT(CASE WHEN error_code = 0 THEN 1 END) FROM records \
-             WHERE workload_key = $1 AND target_key = $2",
+            "SELECT total, ok FROM record_counts WHERE workload_key = $1 AND target_key = $2",
         )
         .bind(workload_key)
         .bind(target_key)
-        .fetch_one(&self.pool)
+        .fetch_optional(&self.pool)
         .await?;
+        let Some(row) = row else {
+            return Ok(RecordCounts::default());
+        };
         let (total, ok): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
         Ok(RecordCounts {
             total: total as u64,
@@ -744,7 +789,7 @@ impl RecordStore for SqlStore {
 
     async fn targets_of(&self, workload_key: &str) -> Result<Vec<(String, u64)>, StoreError> {
         let rows = sqlx::query(
-            "SELECT target_key, COUNT(*) FROM records WHERE workload_key = $1 GROUP BY target_key ORDER BY target_key",
+            "SELECT target_key, total FROM record_counts WHERE workload_key = $1 ORDER BY target_key",
         )
         .bind(workload_key)
         .fetch_all(&self.pool)
@@ -828,6 +873,7 @@ mod tests {
                 "cost_models",
                 "job_records",
                 "jobs",
+                "record_counts",
                 "records",
                 "targets",
                 "tasks",
@@ -839,7 +885,7 @@ mod tests {
                 .fetch_one(&store.pool)
                 .await
                 .unwrap();
-        assert_eq!(applied, 2);
+        assert_eq!(applied, 3);
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(&store.pool)
             .await
@@ -1079,6 +1125,73 @@ mod tests {
             assert_eq!(top.first().and_then(|r| r.mean_cost), brute);
             assert!(top.windows(2).all(|p| p[0].mean_cost <= p[1].mean_cost));
         }
+    }
+
+    #[tokio::test]
+    async fn counts_of_records_stored_before_migration_3_are_backfilled() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            // A database at schema version 2, with records written as version 2 wrote them.
+            let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+                .await
+                .unwrap();
+            let all = sqlx::migrate!("../migrations");
+            let v2 = sqlx::migrate::Migrator {
+                migrations: all.migrations[..2].to_vec().into(),
+                ..sqlx::migrate::Migrator::DEFAULT
+            };
+            v2.run(&pool).await.unwrap();
+            sqlx::query(
+                "INSERT INTO workloads VALUES ('w0', 'w', '{}', 1, 0), ('w1', 'w', '{}', 1, 0)",
+            )
+            .execute(&pool)
+            .await
+            .unwrap();
+            sqlx::query("INSERT INTO targets VALUES ('t0', '{}', 0)")
+                .execute(&pool)
+                .await
+                .unwrap();
+            for (id, w, code) in [
+                ("a", "w0", 0),
+                ("b", "w0", 2),
+                ("c", "w0", 0),
+                ("d", "w1", 5),
+            ] {
+                let mean = (code == 0).then_some(1e-3);
+                sqlx::query(
+                    "INSERT INTO records VALUES ($1, $2, 't0', $1, '[]', '[]', $3, $4, '', 0, 0, 0, NULL, 0)",
+                )
+                .bind(id)
+                .bind(w)
+                .bind(mean)
+                .bind(code)
+                .execute(&pool)
+                .await
+                .unwrap();
+            }
+            pool.close().await;
+        }
+        let s = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+        assert_eq!(
+            s.count("w0", "t0").await.unwrap(),
+            RecordCounts { total: 3, ok: 2 }
+        );
+        assert_eq!(
+            s.count("w1", "t0").await.unwrap(),
+            RecordCounts { total: 1, ok: 0 }
+        );
+        // And kept from there on.
+        s.commit(&rec("w1", "t0", 9, &[2e-3], ErrorCode::NoError, false))
+            .await
+            .unwrap();
+        assert_eq!(
+            s.count("w1", "t0").await.unwrap(),
+            RecordCounts { total: 2, ok: 1 }
+        );
+        assert_eq!(s.targets_of("w0").await.unwrap(), [("t0".to_string(), 3)]);
+        let targets = s.targets().await.unwrap();
+        assert_eq!((targets[0].0.as_str(), targets[0].2), ("t0", 5));
     }
 
     #[tokio::test]

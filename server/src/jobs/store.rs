@@ -6,7 +6,9 @@
 //! the job runs and checked in the transaction that stores each batch, so that a server that
 //! lost its lease (it stalled past it and another took over) stores nothing more for the job.
 
-use crate::records::{Backend, CommitOutcome, NewRecord, SqlStore, StoreError, commit_on, now_ms};
+use crate::records::{
+    Backend, CommitOutcome, CountDeltas, NewRecord, SqlStore, StoreError, commit_on, now_ms,
+};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 use std::collections::BTreeMap;
@@ -424,8 +426,9 @@ impl JobStore {
             return Ok(None);
         }
         let mut outcomes = Vec::with_capacity(records.len());
+        let mut counts = CountDeltas::default();
         for rec in records {
-            let (record_id, outcome) = commit_on(&mut tx, rec).await?;
+            let (record_id, outcome) = commit_on(&mut tx, rec, &mut counts).await?;
             sqlx::query(
                 "INSERT INTO job_records (job_id, task_idx, record_id, is_new, created_at) \
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
@@ -439,6 +442,7 @@ impl JobStore {
             .await?;
             outcomes.push(outcome);
         }
+        counts.write(&mut tx).await?;
         tx.commit().await?;
         Ok(Some(outcomes))
     }
