@@ -10,11 +10,17 @@
 //!
 //! Figures, for N = 1, 4, 16 workers:
 //! - measurements/s: candidates measured / wall time of the batches;
-//! - server CPU per measurement: the CPU time (user + system, /proc/self/stat) this process,
-//!   which hosts only the server, used during the batches, divided by the candidates;
+//! - server CPU per measurement: the CPU time (user + system, CLOCK_PROCESS_CPUTIME_ID) this process,
+//!   which hosts only the server, used during the batches, divided by the candidates; beside it
+//!   the standing cost of the connected workers (the server's CPU per second over a few idle
+//!   seconds: heartbeats, long-polls), which a slow measurement rate spreads over fewer
+//!   measurements;
 //! - worker time outside build and run per measurement: (N x wall - the sum of the workers'
 //!   reported build and run seconds) / candidates: waiting for work, gRPC, the harness build
-//!   and the reference of each piece.
+//!   and the reference of each piece, and, with more workers than cores, waiting for a core.
+//!
+//! The workers compile on this machine, so with many of them the load average printed is
+//! mostly their own compilers'.
 //!
 //! And the re-dispatch time: a worker holding a lease is killed with SIGKILL; the time from the
 //! kill until another worker holds the piece.
@@ -55,6 +61,10 @@ pub struct DispatchArgs {
     /// The trivial kernel.
     #[arg(long, default_value = "elementwise(m=16,n=16)")]
     spec: String,
+    /// Seconds with the workers connected and idle, for the server's standing cost of them
+    /// (heartbeats, long-polls).
+    #[arg(long, default_value_t = 3.0)]
+    idle_s: f64,
     /// Worker kills for the re-dispatch figure (0: none), with the largest worker count.
     #[arg(long, default_value_t = 3)]
     kills: usize,
@@ -70,6 +80,9 @@ struct Row {
     errors: usize,
     wall_s: f64,
     server_cpu_s: f64,
+    /// Server CPU seconds per second with the workers connected and no work (their heartbeats
+    /// and long-polls).
+    idle_cpu_rate: f64,
     worker_busy_s: f64,
     load: String,
 }
@@ -131,21 +144,26 @@ pub async fn run(a: DispatchArgs) -> Result<()> {
         let target = fleet.target(&key).context("the pool's target")?;
         // Warm-up: one candidate per worker, not counted (first compiler runs, page cache).
         measure(&backend, &target, &opts, &task, &schedules[..n]).await?;
+        // What the connected workers cost the server with no work in flight.
+        let (c0, t0) = (procs::self_cpu_seconds(), Instant::now());
+        tokio::time::sleep(Duration::from_secs_f64(a.idle_s)).await;
+        let idle_cpu_rate = (procs::self_cpu_seconds() - c0) / t0.elapsed().as_secs_f64();
         let load = procs::load();
-        let cpu0 = procs::cpu_seconds(pid);
+        let cpu0 = procs::self_cpu_seconds();
         let t0 = Instant::now();
         let mut results = vec![];
         for b in schedules[most..].chunks(a.batch.max(1)) {
             results.extend(measure(&backend, &target, &opts, &task, b).await?.0);
         }
         let wall_s = t0.elapsed().as_secs_f64();
-        let server_cpu_s = procs::cpu_seconds(pid) - cpu0;
+        let server_cpu_s = procs::self_cpu_seconds() - cpu0;
         let row = Row {
             workers: n,
             measured: results.len(),
             errors: results.iter().filter(|r| !r.is_ok()).count(),
             wall_s,
             server_cpu_s,
+            idle_cpu_rate,
             worker_busy_s: results.iter().map(|r| r.build_s + r.run_s).sum(),
             load,
         };
@@ -242,7 +260,8 @@ pub async fn run(a: DispatchArgs) -> Result<()> {
 fn print_row(r: &Row) {
     let m = r.measured.max(1) as f64;
     println!(
-        "{:>2} workers: {} measurements ({} errors) in {:.1} s = {:.1} measurements/s; server CPU {:.3} ms per measurement; \
+        "{:>2} workers: {} measurements ({} errors) in {:.1} s = {:.1} measurements/s; server CPU {:.3} ms per measurement \
+         (idle, the {} connected workers cost it {:.2} ms CPU per second); \
          worker time outside build+run {:.1} ms per measurement (build+run {:.1} ms); load {}",
         r.workers,
         r.measured,
@@ -250,6 +269,8 @@ fn print_row(r: &Row) {
         r.wall_s,
         r.measured as f64 / r.wall_s,
         r.server_cpu_s / m * 1e3,
+        r.workers,
+        r.idle_cpu_rate * 1e3,
         (r.workers as f64 * r.wall_s - r.worker_busy_s).max(0.0) / m * 1e3,
         r.worker_busy_s / m * 1e3,
         r.load
