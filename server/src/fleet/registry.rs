@@ -187,6 +187,8 @@ pub struct Fleet {
     pub cfg: FleetConfig,
     state: Mutex<State>,
     shutdown: AtomicBool,
+    /// Notified whenever a piece enters the queue: wakes the long-polled pulls waiting for one.
+    queued: tokio::sync::Notify,
     /// Leases taken back by the reaper, per target (the server's metrics).
     pub lease_expiries: Family<TargetLabel, Counter>,
 }
@@ -223,6 +225,7 @@ impl Fleet {
             cfg,
             state: Mutex::new(State::default()),
             shutdown: AtomicBool::new(false),
+            queued: tokio::sync::Notify::new(),
             lease_expiries: Family::default(),
         }
     }
@@ -230,6 +233,12 @@ impl Fleet {
     /// Wakes every waiting batch: the server is stopping.
     pub fn shut_down(&self) {
         self.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    /// A future that completes at the next `notify` of the queue; create it before looking at
+    /// the queue, so that a piece queued in between is not missed.
+    pub fn queued(&self) -> tokio::sync::futures::Notified<'_> {
+        self.queued.notified()
     }
 
     pub fn shutting_down(&self) -> bool {
@@ -289,6 +298,7 @@ impl Fleet {
         // A worker registering again has lost whatever it was measuring (it restarted).
         if let Some(l) = old_lease {
             requeue(st, &l);
+            self.queued.notify_waiters();
         }
         tracing::info!(worker_id = %id, device_id = %device_id, target_key = %key, "worker registered");
         (id, key)
@@ -327,6 +337,7 @@ impl Fleet {
         // at a time per device), so it goes back to the queue.
         if let Some(l) = w.lease.take() {
             requeue(st, &l);
+            self.queued.notify_waiters();
         }
         let Some(pos) = st
             .queue
@@ -389,11 +400,13 @@ impl Fleet {
         }
         if handed_back {
             st.queue.push_front(lease.piece);
+            self.queued.notify_waiters();
             return Ok(true);
         }
         let n = lease.piece.indices.len();
         if results.len() != n {
             st.queue.push_front(lease.piece);
+            self.queued.notify_waiters();
             return Err(FleetError::Invalid(format!(
                 "{} results for a piece of {n} candidates",
                 results.len()
@@ -431,6 +444,7 @@ impl Fleet {
             });
             if other && (piece.failed_on.len() as u32) < self.cfg.max_attempts {
                 st.queue.push_front(piece);
+                self.queued.notify_waiters();
                 return Ok(true);
             }
             let w = st.workers.get_mut(id).expect("looked up above");
@@ -475,6 +489,9 @@ impl Fleet {
             }
             requeue(st, id);
         }
+        if !expired.is_empty() {
+            self.queued.notify_waiters();
+        }
         expired.len()
     }
 
@@ -482,6 +499,7 @@ impl Fleet {
         let mut guard = lock(&self.state);
         let st = &mut *guard;
         st.queue.extend(pieces);
+        self.queued.notify_waiters();
     }
 
     /// Drops what is left of an abandoned batch (the server is stopping).
@@ -636,6 +654,32 @@ mod tests {
         );
         let got = batch.wait(Duration::from_millis(10)).expect("all in");
         assert!(got.iter().all(|(r, w)| r.is_ok() && *w == b));
+    }
+
+    #[tokio::test]
+    async fn queueing_a_piece_wakes_a_waiting_pull_at_once() {
+        let (f, key, t) = fleet();
+        let f = Arc::new(f);
+        let (a, _) = f.register("dev-a", t, "{}".into());
+        let waiter = {
+            let (f, a) = (Arc::clone(&f), a.clone());
+            tokio::spawn(async move {
+                let queued = f.queued();
+                tokio::pin!(queued);
+                queued.as_mut().enable();
+                assert!(f.pull(&a).unwrap().is_none(), "nothing queued yet");
+                queued.await;
+                f.pull(&a).unwrap()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        let got = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the enqueue wakes the pull")
+            .unwrap();
+        assert!(got.is_some());
     }
 
     #[test]

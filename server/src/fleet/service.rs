@@ -13,8 +13,6 @@ use tunehub_proto::v1::workers_server::Workers;
 
 /// The longest a Pull waits for work before answering "none".
 const MAX_PULL_WAIT: Duration = Duration::from_secs(10);
-/// How often a waiting Pull looks at the queue again.
-const PULL_POLL: Duration = Duration::from_millis(50);
 
 #[derive(Clone)]
 pub struct WorkersService {
@@ -87,6 +85,11 @@ impl Workers for WorkersService {
         let until =
             Instant::now() + Duration::from_millis(u64::from(req.wait_ms)).min(MAX_PULL_WAIT);
         loop {
+            // Armed before looking, so that a piece queued between the look and the wait wakes
+            // it: a pull waits on the queue, not on a poll interval.
+            let queued = self.fleet.queued();
+            tokio::pin!(queued);
+            queued.as_mut().enable();
             if let Some(l) = self.fleet.pull(&req.worker_id).map_err(status)? {
                 let p = &l.payload;
                 let piece = pb::WorkPiece {
@@ -100,10 +103,11 @@ impl Workers for WorkersService {
                 };
                 return Ok(Response::new(pb::PullResponse { piece: Some(piece) }));
             }
-            if Instant::now() >= until {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 return Ok(Response::new(pb::PullResponse { piece: None }));
             }
-            tokio::time::sleep(PULL_POLL).await;
+            let _ = tokio::time::timeout(left, queued).await;
         }
     }
 
