@@ -84,12 +84,14 @@ pub struct SearchArgs {
     threads: Option<usize>,
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Tuning measurement: runs per repeat, repeats, minimum ms per repeat.
+    /// Tuning measurement: runs per repeat, repeats, minimum ms per repeat. Ansor's baseline
+    /// runs used 100 ms; 25 ms ranks candidates as well (the best is re-measured at length)
+    /// and takes a third of the run time per candidate.
     #[arg(long, default_value_t = 3)]
     number: u32,
     #[arg(long, default_value_t = 1)]
     repeat: u32,
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 25)]
     min_repeat_ms: u32,
     /// Mark each workload's constant weight layout-free (packed once outside the timed kernel).
     #[arg(long)]
@@ -125,6 +127,25 @@ fn final_opts() -> MeasureOptions {
         warmup: 1,
         ..MeasureOptions::default()
     }
+}
+
+/// Final measurements per kernel, the best kept. This machine's clock wanders by up to a fifth
+/// between seconds (the same kernel measured 150-200 GFLOP/s in one minute), so one
+/// measurement says more about the moment than the kernel; the tuned kernel, the random one
+/// and OpenBLAS each get the same number of tries.
+pub const REMEASURES: usize = 3;
+
+fn remeasure(fin: &mut Measurer, task: &Task, sched: &Schedule) -> f64 {
+    (0..REMEASURES)
+        .map(|_| {
+            let r = fin.measure(task, std::slice::from_ref(sched));
+            if r[0].is_ok() {
+                task.gflops(r[0].mean_cost())
+            } else {
+                0.0
+            }
+        })
+        .fold(0.0, f64::max)
 }
 
 fn best_of(results: &[MeasureResult]) -> Option<(usize, f64)> {
@@ -259,12 +280,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         };
         let best = best.clone();
         let mut fin = Measurer::new(&target, final_opts());
-        let fr = fin.measure(&task, std::slice::from_ref(&best));
-        let best_g = if fr[0].is_ok() {
-            task.gflops(fr[0].mean_cost())
-        } else {
-            0.0
-        };
+        let best_g = remeasure(&mut fin, &task, &best);
 
         let random_g = if a.random_trials > 0 {
             let mut sampler = RandomSampler::new(&task.dag, &target, a.seed ^ 0xbe7c);
@@ -273,14 +289,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
             for (sch, x) in cands.iter().zip(&rs) {
                 records.push(DatasetRecord::new(&desc, sch, x));
             }
-            best_of(&rs).map(|(i, _)| {
-                let r = fin.measure(&task, std::slice::from_ref(&cands[i]));
-                if r[0].is_ok() {
-                    task.gflops(r[0].mean_cost())
-                } else {
-                    0.0
-                }
-            })
+            best_of(&rs).map(|(i, _)| remeasure(&mut fin, &task, &cands[i]))
         } else {
             None
         };
@@ -290,7 +299,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
             None
         };
         println!(
-            "  best {best_g:.1} GFLOP/s (re-measured), tuning wall {wall:.1} s = search {search_s:.1} s + measure {measure_s:.1} s (build {build_s:.1} s, run {run_s:.1} s summed per candidate); search per round {:.2} s; rejected {}",
+            "  best {best_g:.1} GFLOP/s (re-measured, best of {REMEASURES}), tuning wall {wall:.1} s = search {search_s:.1} s + measure {measure_s:.1} s (build {build_s:.1} s, run {run_s:.1} s summed per candidate); search per round {:.2} s; rejected {}",
             search_s / s.stats.rounds.max(1) as f64,
             s.stats.rejected
         );

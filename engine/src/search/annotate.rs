@@ -12,14 +12,16 @@
 
 use super::sketch::{Fusion, Sketch, StagePlan};
 use crate::ir::ComputeDag;
+use crate::lower::MAX_UNROLLED_STEPS;
 use crate::schedule::{Annotation, Attach, Schedule, State, Step};
 use rand::Rng;
 
 /// Innermost tile factors stay at or below this (Ansor's `max_innermost_split_factor`).
 pub const MAX_INNERMOST: i64 = 64;
 
-/// The auto-unroll steps Ansor samples on CPU.
-pub const AUTO_UNROLL_STEPS: [i64; 4] = [0, 16, 64, 512];
+/// The auto-unroll steps sampled on CPU. Ansor's are 0, 16, 64 and 512; ours stop at
+/// [`MAX_UNROLLED_STEPS`] (what GCC compiles in reasonable time), so 512 would only repeat 64.
+pub const AUTO_UNROLL_STEPS: [i64; 4] = [0, 16, 32, MAX_UNROLLED_STEPS];
 
 /// Space axes are cut into this many tile levels (`SSRSRS` has four S), reduction axes into two.
 const SPACE_LEVELS: usize = 4;

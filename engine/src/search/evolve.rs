@@ -73,6 +73,7 @@ pub struct SearchStats {
 }
 
 /// A generated, lowered candidate.
+#[derive(Clone)]
 struct Candidate {
     sketch: usize,
     decisions: Vec<Decision>,
@@ -337,13 +338,12 @@ impl TaskSearch {
                     jobs.push((parent.sketch, d));
                     continue;
                 }
-                copies.push((parent.sketch, parent.decisions.clone()));
+                copies.push(parent.clone());
             }
             let seed = self.rng.r#gen();
             let mut next = self.build_all(jobs, seed);
-            // Unchanged copies replay exactly; rebuilding them keeps `Candidate` owned and simple.
-            let seed = self.rng.r#gen();
-            next.extend(self.build_all(copies, seed));
+            // An unchanged copy is the same program: cloned, not annotated and lowered again.
+            next.extend(copies);
             for (c, s) in population.into_iter().zip(scores) {
                 if !self.seen.contains(&c.hash) {
                     pool.entry(c.hash).or_insert((s, c));

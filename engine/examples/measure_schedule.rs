@@ -1,0 +1,67 @@
+//! Measures given schedules of one workload side by side (and prints their C with `--c`): to
+//! take a record from a benchmark's `records.jsonl` or a hand-written step list and see what
+//! it runs at.
+//!
+//! `cargo run --release -p tunehub-engine --example measure_schedule -- WORKLOAD [--c] STEPS...`
+//! (`TH_MEASURE=number,repeat,min_repeat_ms` sets the measurement; default 5,5,50)
+//! WORKLOAD is a task description (`matmul(512,512,512,layout_free=B)`); each STEPS is a
+//! schedule's JSON step list (`[]` is the naive schedule).
+
+use tunehub_engine::codegen::generate_with;
+use tunehub_engine::measure::{MeasureOptions, Measurer};
+use tunehub_engine::ops;
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::target::Target;
+use tunehub_engine::task::{Task, split_layout_free};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(desc) = args.first() else {
+        eprintln!("usage: measure_schedule WORKLOAD [--c] STEPS...");
+        std::process::exit(2);
+    };
+    let print_c = args.iter().any(|a| a == "--c");
+    let spec = split_layout_free(desc).0;
+    let dag = ops::build_op(&spec).expect("a valid op spec");
+    let task = Task::from_desc(dag, desc.as_str()).expect("valid layout_free names");
+    let target = Target::detect();
+    let scheds: Vec<Schedule> = args[1..]
+        .iter()
+        .filter(|a| *a != "--c")
+        .map(|a| Schedule::from_json(a).expect("a valid step list"))
+        .collect();
+    if print_c {
+        for s in &scheds {
+            let k = generate_with(&task.dag, s, &target, &task.lower_options()).expect("lowers");
+            println!("{}", k.source);
+        }
+    }
+    let m3: Vec<u32> = std::env::var("TH_MEASURE")
+        .unwrap_or_else(|_| "5,5,50".into())
+        .split(',')
+        .map(|v| v.parse().expect("TH_MEASURE=number,repeat,min_repeat_ms"))
+        .collect();
+    let mut m = Measurer::new(
+        &target,
+        MeasureOptions {
+            number: m3[0],
+            repeat: m3[1],
+            min_repeat_ms: m3[2],
+            warmup: 1,
+            ..MeasureOptions::default()
+        },
+    );
+    for (s, r) in scheds.iter().zip(m.measure(&task, &scheds)) {
+        if r.is_ok() {
+            println!(
+                "{:>8.1} GFLOP/s{} build {:.2} s  {}",
+                task.gflops(r.mean_cost()),
+                if r.noisy { " NOISY" } else { "" },
+                r.build_s,
+                s.to_json()
+            );
+        } else {
+            println!("error {}: {}  {}", r.error, r.error_msg, s.to_json());
+        }
+    }
+}
