@@ -163,3 +163,43 @@ proptest! {
         }
     }
 }
+
+/// Auto-unroll counts a vectorized loop per 16 lanes and stops at 64 steps: a 4-row tile of a
+/// 64-lane vector loop with the reduction split by 4 unrolls its row and inner reduction loops
+/// (4 x 4 x 4 = 64 steps) but not the outer reduction loop (8 x 64 = 512 steps), even at max
+/// step 512.
+#[test]
+fn auto_unroll_counts_vectors_and_stops_at_64_steps() {
+    let dag = ops::matmul(64, 64, 32).unwrap();
+    let steps = json!([
+        ["CHW", 2, "local"],
+        ["SP", 3, 0, 64, [4], 1],
+        ["SP", 3, 2, 64, [64], 1],
+        ["RE", 3, [2, 0, 1, 3]],
+        ["FU", 3, [0, 1]],
+        ["AN", 3, 0, 3],
+        ["AN", 3, 2, 2],
+        ["CA", 2, 3, 0],
+        ["SP", 2, 2, 32, [4], 1],
+        ["RE", 2, [2, 3, 0, 1]],
+        ["AN", 2, 3, 2],
+        ["PR", 2, 0, "auto_unroll_max_step$512"]
+    ]);
+    let sched = Schedule::from_json_value(&steps).expect("parses");
+    let src = kernel_source(&dag, &sched, &Target::detect()).expect("lowers");
+    // The update nest: k.0 (8) rolled; k.1 (4) and the rows (4) unrolled.
+    let lines: Vec<&str> = src.lines().map(str::trim).collect();
+    let pragma_before = |loop_var: &str| {
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("for (int {loop_var} ")))
+            .unwrap_or_else(|| panic!("no {loop_var} loop in\n{src}"));
+        lines[at - 1]
+    };
+    assert_eq!(
+        pragma_before("C_local_k_1"),
+        "#pragma GCC unroll 4",
+        "{src}"
+    );
+    assert!(!pragma_before("C_local_k_0").contains("unroll"), "{src}");
+}
