@@ -119,7 +119,7 @@ pub struct TaskSearch {
 }
 
 /// Runs `f(0..n)` on `threads` scoped threads, results in index order.
-fn par_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+pub fn par_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let threads = threads.clamp(1, n.max(1));
     if threads == 1 {
         return (0..n).map(f).collect();
@@ -138,7 +138,7 @@ fn par_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> 
             .collect();
         handles
             .into_iter()
-            .flat_map(|h| h.join().expect("candidate generation panicked"))
+            .flat_map(|h| h.join().expect("a par_map worker panicked"))
             .collect()
     })
 }

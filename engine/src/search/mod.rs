@@ -21,7 +21,7 @@ pub mod sketch;
 pub mod tune;
 
 pub use cost_model::{CostModel, CostModelError, RandomModel};
-pub use evolve::{SearchParams, SearchStats, TaskSearch};
+pub use evolve::{SearchParams, SearchStats, TaskSearch, par_map};
 pub use scheduler::{SchedulerKind, TaskScheduler};
 pub use sketch::{Sketch, SketchRule};
 pub use tune::{RoundReport, TuneOptions, tune};
