@@ -22,7 +22,7 @@
 use std::borrow::Cow;
 use tunehub_engine::ir::{BinaryOp, ComputeDag, ReduceOp, UnaryOp};
 use tunehub_engine::lower::{
-    Atom, Buffer, Lin, LoopKind, LoweredFunc, Stmt, VCond, VExpr, Var, lower, strides,
+    Atom, Buffer, Lin, LoopKind, LoweredFunc, Stmt, VCond, VExpr, Var, lower,
 };
 use tunehub_engine::schedule::{Schedule, ScheduleError};
 
@@ -740,14 +740,17 @@ impl<'a> Walker<'a> {
             let Some(k) = coef.filter(|_| !nonlinear) else {
                 return POS_MIXED;
             };
-            let st = strides(&buf.shape);
-            let d = st
-                .iter()
-                .position(|s| k % s == 0)
-                .unwrap_or(st.len().saturating_sub(1));
-            return if d + 1 == st.len() {
+            // The dimension the loop moves: the largest stride dividing its coefficient
+            // (local buffers may be laid out in loop order, not row-major).
+            let st = &buf.strides;
+            let d = (0..st.len())
+                .filter(|&d| st[d] > 0 && k % st[d] == 0)
+                .max_by_key(|&d| st[d])
+                .unwrap_or(0);
+            let (lo, hi) = (st.iter().min(), st.iter().max());
+            return if Some(&st[d]) == lo {
                 POS_INNER_SPATIAL
-            } else if d == 0 {
+            } else if Some(&st[d]) == hi {
                 POS_OUTER_SPATIAL
             } else {
                 POS_MIDDLE_SPATIAL

@@ -189,3 +189,63 @@ proptest! {
         check_random_schedules(tunehub_engine::text::parse(&src).unwrap(), seed, PER_CASE);
     }
 }
+
+/// A conv2d NCHW register tile vectorized over output channels (not the last axis), two
+/// output rows per tile: the local accumulator is laid out channel-innermost, the store goes
+/// through a base pointer that holds the tile-row offset, and the kernel matches the reference.
+#[test]
+fn conv_tile_vectorized_over_channels_is_contiguous_and_correct() {
+    let win = Window {
+        kh: 3,
+        kw: 3,
+        stride: 1,
+        pad: 1,
+        dilation: 1,
+    };
+    let dag = ops::conv2d_nchw(1, 8, 8, 8, 32, win, false, false).unwrap();
+    let steps = serde_json::json!([
+        ["CHW", 3, "local"],
+        ["SP", 4, 3, 8, [1, 8], 1],
+        ["SP", 4, 2, 8, [4, 2], 1],
+        ["SP", 4, 1, 32, [1, 32], 1],
+        ["SP", 4, 0, 1, [1, 1], 1],
+        ["RE", 4, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]],
+        ["FU", 4, [0, 1, 2, 3, 4, 5, 6]],
+        ["AN", 4, 0, 3],
+        ["CA", 3, 4, 1],
+        ["SP", 3, 6, 3, [3], 1],
+        ["SP", 3, 5, 3, [3], 1],
+        ["SP", 3, 4, 8, [8], 1],
+        ["SP", 3, 3, 8, [8], 1],
+        ["SP", 3, 2, 2, [1], 1],
+        ["SP", 3, 1, 32, [32], 1],
+        ["SP", 3, 0, 1, [1], 1],
+        // rc.0 ry.0 rx.0 | i.0 j.0 k.0 l.0 | rc.1 ry.1 rx.1 | i.1 k.1 l.1 j.1 (vectorized)
+        ["RE", 3, [8, 10, 12, 0, 2, 4, 6, 9, 11, 13, 1, 5, 7, 3]],
+        ["AN", 3, 13, 2]
+    ]);
+    let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
+    let state = sched.replay(&dag).unwrap();
+    let f = tunehub_engine::lower::lower(&state).unwrap();
+    let local = f.buffers.iter().find(|b| b.name == "conv.local").unwrap();
+    // Region (n, f, y, x) = (1, 32, 2, 8): channels innermost, then x, then the two rows.
+    assert_eq!(local.shape, [1, 32, 2, 8]);
+    assert_eq!(local.strides[1], 1, "{local:?}");
+    assert_eq!(local.strides[3], 32, "{local:?}");
+    assert_eq!(local.strides[2], 256, "{local:?}");
+
+    let target = Target::detect();
+    let src = tunehub_engine::codegen::kernel_source(&dag, &sched, &target).unwrap();
+    let update = src
+        .lines()
+        .find(|l| l.contains("] = conv_local_acc["))
+        .unwrap_or_else(|| panic!("no store through the accumulator base in\n{src}"));
+    let target_index = update.split(" = ").next().unwrap();
+    assert!(!target_index.contains("conv_local_k_0"), "{update}");
+    assert!(src.contains("conv_local_acc = conv_local + ("), "{src}");
+
+    let task = Task::new(dag, "conv2d tile over channels");
+    for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
+        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+    }
+}

@@ -38,8 +38,11 @@ pub struct Buffer {
     pub name: String,
     /// The DAG stage it holds.
     pub stage: usize,
-    /// Dimensions of the buffer (the region for local buffers), row-major.
+    /// Dimensions of the buffer (the region for local buffers).
     pub shape: Vec<i64>,
+    /// Element stride of each dimension: row-major, except that a local buffer is laid out in
+    /// the order its stage's loops walk it (see [`local_strides`]).
+    pub strides: Vec<i64>,
     pub scope: Scope,
 }
 
@@ -351,6 +354,7 @@ impl Lowerer<'_> {
             c: lin.c,
         };
         self.buffers[buf].shape = pk.digits.iter().map(|d| d.extent).collect();
+        self.buffers[buf].strides = strides(&self.buffers[buf].shape);
         Some(pk)
     }
 
@@ -681,6 +685,7 @@ impl Lowerer<'_> {
                     self.buffers.push(Buffer {
                         name: stage.name.clone(),
                         stage: s,
+                        strides: strides(&stage.shape),
                         shape: stage.shape.clone(),
                         scope,
                     });
@@ -696,11 +701,16 @@ impl Lowerer<'_> {
                 Attach::Root => (stage.shape.clone(), Scope::Global),
                 _ => (info.root_ext[..stage.shape.len()].to_vec(), Scope::Local),
             };
+            let strides = match scope {
+                Scope::Local => local_strides(&shape, &self.state.stages[s].leaves, s, info),
+                _ => strides(&shape),
+            };
             self.buf_of[s] = Some(self.buffers.len());
             self.buffers.push(Buffer {
                 name: stage.name.clone(),
                 stage: s,
                 shape,
+                strides,
                 scope,
             });
         }
@@ -803,7 +813,7 @@ impl Lowerer<'_> {
             .collect();
         let value = self.value(s, self.eff[s].as_ref().expect("computed stage"), &axes)?;
         let buf = self.buf_of[s].expect("buffers made");
-        let strides = strides(&self.buffers[buf].shape);
+        let strides = &self.buffers[buf].strides;
         let index = (0..n_space).fold(Lin::constant(0), |acc, d| {
             acc.add(&info.node_val[d].scale(strides[d]))
         });
@@ -937,7 +947,7 @@ impl Lowerer<'_> {
                     ))
                 })?;
                 let b = &self.buffers[buf];
-                let strides = strides(&b.shape);
+                let strides = &b.strides;
                 let mut index = Lin::constant(0);
                 for (d, a) in idx.iter().enumerate() {
                     let mut v = affine_at(a, axes);
@@ -1112,6 +1122,34 @@ fn guard(conds: Vec<(Lin, i64)>, body: Vec<Stmt>) -> Vec<Stmt> {
     } else {
         vec![Stmt::Guard { conds, body }]
     }
+}
+
+/// Strides of a local buffer: its dimensions ordered as the stage's loops nest them (by the
+/// innermost loop that moves each one; ties and untouched dimensions in their original order),
+/// row-major over that order. A tile whose innermost loop is not the last dimension (a conv
+/// accumulator vectorized over output channels) then still walks its accumulator
+/// contiguously; GCC vectorizes and keeps in registers only contiguous, unit-stride
+/// accumulators. Loops in the original order give the row-major layout.
+fn local_strides(shape: &[i64], leaves: &[usize], s: usize, info: &StageInfo) -> Vec<i64> {
+    let depth = |d: usize| {
+        let mut vs = vec![];
+        info.node_val[d].vars(&mut vs);
+        vs.iter()
+            .filter_map(|v| match *v {
+                Var::Loop { stage, node } if stage == s => leaves.iter().position(|&l| l == node),
+                _ => None,
+            })
+            .max()
+    };
+    let mut order: Vec<usize> = (0..shape.len()).collect();
+    order.sort_by_key(|&d| (depth(d), d));
+    let mut out = vec![0; shape.len()];
+    let mut stride = 1;
+    for &d in order.iter().rev() {
+        out[d] = stride;
+        stride *= shape[d];
+    }
+    out
 }
 
 /// Row-major strides of a shape.

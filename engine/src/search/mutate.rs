@@ -7,7 +7,7 @@ use rand::Rng;
 
 /// Relative weights of the mutation kinds. Ansor's defaults for the four it has (tile size
 /// 0.90, compute location 0.05, auto-unroll 0.04, parallel 0.01); the order of the outer tile
-/// loops is ours and gets a small share.
+/// loops and the vectorized axis are ours and get a small share.
 #[derive(Debug, Clone, Copy)]
 pub struct MutationWeights {
     pub tile_size: f64,
@@ -15,6 +15,7 @@ pub struct MutationWeights {
     pub auto_unroll: f64,
     pub parallel: f64,
     pub axis_order: f64,
+    pub vector_axis: f64,
 }
 
 impl Default for MutationWeights {
@@ -25,6 +26,7 @@ impl Default for MutationWeights {
             auto_unroll: 0.04,
             parallel: 0.01,
             axis_order: 0.03,
+            vector_axis: 0.03,
         }
     }
 }
@@ -37,6 +39,7 @@ impl MutationWeights {
             DecisionKind::AutoUnroll => self.auto_unroll,
             DecisionKind::Parallel => self.parallel,
             DecisionKind::AxisOrder => self.axis_order,
+            DecisionKind::VectorAxis => self.vector_axis,
         }
     }
 }
