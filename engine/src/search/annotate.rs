@@ -388,20 +388,24 @@ fn tile<R: Rng>(
     });
     let order0 = &orders[oi];
     // The axis innermost in the register tile, vectorized: the last one (Ansor's only choice)
-    // or, half the time, another axis of the stage. A conv2d NCHW tile vectorized over output
-    // channels runs at full vector width where its 56-wide rows fit only 8-lane vectors
-    // (measured on AVX-512: 150 against 119 GFLOP/s); lowering lays the local accumulator out
-    // in the tile's order so that it stays contiguous.
-    let others: Vec<usize> = (0..ns.saturating_sub(1))
-        .filter(|&a| space[a] > 1)
-        .collect();
-    let va = d.pick(DecisionKind::VectorAxis, ns, |rng| {
-        if others.is_empty() || rng.gen_bool(0.5) {
-            ns - 1
+    // or, half the time when the last axis cannot fill whole vectors, another axis of the
+    // stage. A conv2d NCHW tile vectorized over output channels runs at full vector width
+    // where its 56-wide rows fit only 8-lane vectors (measured on AVX-512: 150 against 119
+    // GFLOP/s); lowering lays the local accumulator out in the tile's order so that it stays
+    // contiguous. Where the last axis does fill vectors (matmul's columns) the others only
+    // dilute the space with strided tiles.
+    let mut options = vec![ns - 1];
+    if space[ns - 1] % ctx.vector_lanes.max(1) != 0 {
+        options.extend((0..ns - 1).filter(|&a| space[a] > 1));
+    }
+    let vi = d.pick(DecisionKind::VectorAxis, options.len(), |rng| {
+        if options.len() == 1 || rng.gen_bool(0.5) {
+            0
         } else {
-            others[rng.gen_range(0..others.len())]
+            rng.gen_range(1..options.len())
         }
     });
+    let va = options[vi];
     let inner_axes: Vec<usize> = (0..ns).filter(|&a| a != va).chain([va]).collect();
 
     let (t, consumer, level) = match fusion {
@@ -636,5 +640,68 @@ mod tests {
                 assert_eq!(made, d2.made);
             }
         }
+    }
+
+    /// The register tile's vectorized axis is a choice only where the last axis does not
+    /// fill whole vectors: matmul's 64 columns are always the vector axis; conv2d's 56-wide
+    /// rows leave the output channels (or rows) to vectorize in some draws, and then the
+    /// vectorized loop of the tiled stage walks that axis.
+    #[test]
+    fn vector_axis_is_offered_only_where_the_last_axis_leaves_partial_vectors() {
+        let ctx = AnnotateContext {
+            cores: 2,
+            vector_lanes: 16,
+        };
+        let vector_picks = |dag: &ComputeDag| {
+            let sketches = super::super::sketch::generate(dag, &super::super::sketch::cpu_rules());
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            let mut out = vec![];
+            for sk in &sketches {
+                for _ in 0..40 {
+                    let mut d = Decider::sample(&mut rng);
+                    let (_, state) = annotate(dag, sk, &ctx, &mut d).unwrap();
+                    for m in d.made {
+                        if let Decision::Pick {
+                            kind: DecisionKind::VectorAxis,
+                            index,
+                            n,
+                        } = m
+                        {
+                            out.push((index, n, state.clone()));
+                        }
+                    }
+                }
+            }
+            out
+        };
+        let mm = vector_picks(&crate::ops::matmul(64, 64, 64).unwrap());
+        assert!(!mm.is_empty());
+        assert!(mm.iter().all(|(i, n, _)| (*i, *n) == (0, 1)));
+
+        let win = crate::ops::Window {
+            kh: 3,
+            kw: 3,
+            stride: 1,
+            pad: 1,
+            dilation: 1,
+        };
+        let conv = crate::ops::conv2d_nchw(1, 8, 14, 14, 32, win, false, false).unwrap();
+        let picks = vector_picks(&conv);
+        // Options: x (the last), then the channels and the rows (the batch of 1 is no option).
+        assert!(picks.iter().all(|(_, n, _)| *n == 3));
+        let others = picks.iter().filter(|(i, _, _)| *i > 0).count();
+        assert!(
+            others > picks.len() / 4 && others < picks.len() * 3 / 4,
+            "{others}"
+        );
+        // A channel pick puts a channel loop innermost in the tiled stage.
+        let (_, _, st) = picks.iter().find(|(i, _, _)| *i == 1).unwrap();
+        let tiled = st
+            .stages
+            .iter()
+            .find(|s| s.leaves.len() > 8)
+            .expect("a multi-level tiled stage");
+        let inner = &tiled.nodes[*tiled.leaves.last().unwrap()];
+        assert!(inner.name.starts_with('j'), "{}", inner.name);
     }
 }
