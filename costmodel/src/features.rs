@@ -729,11 +729,7 @@ impl<'a> Walker<'a> {
             let nonlinear = index.terms.iter().any(|(a, _)| {
                 let mut vs = vec![];
                 if !matches!(a, Atom::Var(_)) {
-                    Lin {
-                        terms: vec![(a.clone(), 1)],
-                        c: 0,
-                    }
-                    .vars(&mut vs);
+                    a.vars(&mut vs);
                 }
                 vs.contains(&var)
             });
