@@ -2,7 +2,8 @@
 //! (1x64x56x56, 64 filters, 3x3, pad 1). Sampling and lowering happen before the clock starts:
 //! only `features::extract_values` (the model's path) is timed.
 //!
-//! `cargo bench -p tunehub-costmodel --bench features`
+//! `cargo bench -p tunehub-costmodel --bench features [-- REPEATS]` (repeats > 1 lengthen the
+//! timed loop, for a profiler).
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -24,6 +25,10 @@ fn programs(dag: &ComputeDag, target: &Target) -> Vec<LoweredFunc> {
 
 fn main() {
     let target = Target::detect();
+    let repeats: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1);
     let win = ops::Window {
         kh: 3,
         kw: 3,
@@ -44,10 +49,13 @@ fn main() {
         black_box(funcs.iter().map(|f| extract_values(f).len()).sum::<usize>());
         let start = Instant::now();
         let mut stores = 0;
-        for f in &funcs {
-            stores += black_box(extract_values(black_box(f))).len();
+        for _ in 0..repeats {
+            for f in &funcs {
+                stores += black_box(extract_values(black_box(f))).len();
+            }
         }
-        let secs = start.elapsed().as_secs_f64();
+        let secs = start.elapsed().as_secs_f64() / repeats as f64;
+        stores /= repeats;
         println!(
             "{name:<28} {} programs, {stores} stores in {:.1} ms: {:>10.0} stores/s {:>9.0} programs/s",
             funcs.len(),

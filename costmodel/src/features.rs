@@ -180,7 +180,7 @@ pub const FEATURE_NAMES: [&str; N_FEATURES] = feature_names!(
 
 /// Whether feature `i` is count-like, so that [`extract`] applies `log2(1 + x)` to it as
 /// Ansor does (one-hots, flags and the intensity curve stay raw).
-pub fn is_log_scaled(i: usize) -> bool {
+pub const fn is_log_scaled(i: usize) -> bool {
     if i < LOOPS {
         true
     } else if i < BUFFERS {
@@ -250,9 +250,21 @@ pub fn extract_values(func: &LoweredFunc) -> Vec<[f32; N_FEATURES]> {
         .collect()
 }
 
+/// [`is_log_scaled`] of every slot, computed once.
+const LOG_SCALED: [bool; N_FEATURES] = {
+    let mut m = [false; N_FEATURES];
+    let mut i = 0;
+    while i < N_FEATURES {
+        m[i] = is_log_scaled(i);
+        i += 1;
+    }
+    m
+};
+
 fn log_scale(values: &mut [f32; N_FEATURES]) {
-    for (i, v) in values.iter_mut().enumerate() {
-        if is_log_scaled(i) {
+    // Most values are 0 (one-hots, empty buffer slots), which the scaling leaves at 0.
+    for (v, scaled) in values.iter_mut().zip(LOG_SCALED) {
+        if scaled && *v != 0.0 {
             *v = (1.0 + *v).log2();
         }
     }
@@ -263,6 +275,7 @@ fn walk(func: &LoweredFunc, names: bool) -> Vec<StoreFeatures> {
         func,
         names,
         loops: vec![],
+        depth: vec![],
         lets: Lets::default(),
         allocs: vec![],
         guards: vec![],
@@ -280,6 +293,12 @@ pub fn extract_schedule(
     Ok(extract(&lower(&sched.replay(dag)?)?))
 }
 
+/// A set of enclosing loops by depth. Schedules nest a few dozen loops at most (every axis
+/// split into a few levels); deeper nests are refused rather than silently mis-described.
+type LoopSet = u128;
+const MAX_DEPTH: usize = LoopSet::BITS as usize;
+const NOT_ENCLOSING: u8 = u8::MAX;
+
 #[derive(Clone, Copy)]
 struct Loop {
     var: Var,
@@ -293,6 +312,9 @@ struct Walker<'a> {
     names: bool,
     /// Enclosing loops, outermost first.
     loops: Vec<Loop>,
+    /// `depth[stage][node]`: where the loop of that iterator sits in `loops` (`NOT_ENCLOSING`
+    /// otherwise), so that variable lookups do not scan the nest.
+    depth: Vec<Vec<u8>>,
     /// Region starts, already in terms of loop variables.
     lets: Lets,
     /// Enclosing allocations: buffer and the product of extents around the `Alloc`.
@@ -311,8 +333,10 @@ struct Group<'x> {
     count: usize,
     /// Distinct indices, with region starts substituted.
     indices: Vec<Cow<'x, Lin>>,
-    /// `uses[k][i]`: whether loop `i`'s variable appears in index `k` (computed once).
-    uses: Vec<Vec<bool>>,
+    /// Bit `i` of `uses[k]`: whether loop `i`'s variable appears in index `k` (computed once).
+    uses: Vec<LoopSet>,
+    /// The union of `uses`.
+    any_use: LoopSet,
     /// Unique elements touched under each loop level `0..=n` (level `n`: one iteration).
     unique: Vec<f64>,
 }
@@ -327,6 +351,11 @@ impl<'a> Walker<'a> {
                     kind,
                     body,
                 } => {
+                    assert!(
+                        self.loops.len() < MAX_DEPTH,
+                        "a loop nest deeper than {MAX_DEPTH} loops"
+                    );
+                    self.set_depth(*var, self.loops.len() as u8);
                     self.loops.push(Loop {
                         var: *var,
                         extent: *extent,
@@ -334,6 +363,7 @@ impl<'a> Walker<'a> {
                     });
                     self.walk(body);
                     self.loops.pop();
+                    self.set_depth(*var, NOT_ENCLOSING);
                 }
                 Stmt::Let { var, value } => {
                     let v = subst(value, &self.lets).into_owned();
@@ -417,6 +447,7 @@ impl<'a> Walker<'a> {
 
         // Group 2.
         let store_index = subst(index, &self.lets);
+        let store_uses = self.loops_in(&store_index);
         for (g, kind) in LOOP_KINDS.iter().enumerate() {
             let base = LOOPS + g * PER_LOOP_KIND;
             let mut num = 0.0;
@@ -434,7 +465,7 @@ impl<'a> Walker<'a> {
                     v[base] = num as f32;
                     v[base + 1] = prod as f32;
                     v[base + 2] = self.loops[i].extent as f32;
-                    self.position(i, &bufs[buf], &store_index)
+                    self.position(i, &bufs[buf], &store_index, store_uses)
                 }
                 None => POS_NONE,
             };
@@ -455,6 +486,7 @@ impl<'a> Walker<'a> {
                         count: 0,
                         indices: vec![],
                         uses: vec![],
+                        any_use: 0,
                         unique: vec![],
                     });
                     groups.last_mut().expect("just pushed")
@@ -478,29 +510,49 @@ impl<'a> Walker<'a> {
             add(*b, idx, true, false, 1);
         }
         for g in &mut groups {
-            g.uses = g
-                .indices
-                .iter()
-                .map(|ix| {
-                    let mut used = vec![];
-                    ix.vars(&mut used);
-                    self.loops.iter().map(|l| used.contains(&l.var)).collect()
-                })
-                .collect();
+            g.uses = g.indices.iter().map(|ix| self.loops_in(ix)).collect();
+            g.any_use = g.uses.iter().fold(0, |a, u| a | u);
             let elems = bufs[g.buf].elems().max(1) as f64;
             g.unique = vec![0.0; n + 1];
             for (ix, uses) in g.indices.iter().zip(&g.uses) {
                 // Outermost level last: the product of the changing loops' extents grows as
                 // levels are added, the span is the index's range with loops `lvl..` varying.
                 // A level whose loop the index does not use leaves both unchanged.
+                // The range sums its terms' ranges, so the width grows term by term: a
+                // variable term by |k|·(extent − 1) when its loop is added, a nonlinear term (a
+                // fused loop's quotient or remainder) recomputed when a loop inside it is.
+                // Loops of extent 1 change nothing.
+                let atom_width = |a: &Atom, lvl: usize| {
+                    let (lo, hi) = a.range(&|w| self.var_range(w, lvl));
+                    hi - lo
+                };
+                let mut nonlinear: Vec<(i64, &Atom, LoopSet, i64)> = ix
+                    .terms
+                    .iter()
+                    .filter(|(a, _)| !matches!(a, Atom::Var(_)))
+                    .map(|(a, k)| (k.abs(), a, self.atom_loops(a), atom_width(a, n)))
+                    .collect();
+                let mut width: i64 = nonlinear.iter().map(|(k, _, _, w)| k * w).sum();
                 let mut prod = 1.0;
-                let mut span = ix.range(&|w| self.var_range(w, n));
                 for lvl in (0..=n).rev() {
-                    if lvl < n && uses[lvl] {
-                        prod *= self.loops[lvl].extent as f64;
-                        span = ix.range(&|w| self.var_range(w, lvl));
+                    if lvl < n && uses >> lvl & 1 == 1 && self.loops[lvl].extent > 1 {
+                        let l = self.loops[lvl];
+                        prod *= l.extent as f64;
+                        width += ix
+                            .terms
+                            .iter()
+                            .filter(|(a, _)| matches!(a, Atom::Var(v) if *v == l.var))
+                            .map(|(_, k)| k.abs() * (l.extent - 1))
+                            .sum::<i64>();
+                        for (k, a, set, w) in &mut nonlinear {
+                            if *set >> lvl & 1 == 1 {
+                                let now = atom_width(a, lvl);
+                                width += *k * (now - *w);
+                                *w = now;
+                            }
+                        }
                     }
-                    g.unique[lvl] += prod.min((span.1 - span.0 + 1) as f64).max(1.0);
+                    g.unique[lvl] += prod.min((width + 1) as f64).max(1.0);
                 }
             }
             g.unique.iter_mut().for_each(|u| *u = u.min(elems));
@@ -599,21 +651,69 @@ impl<'a> Walker<'a> {
         }
     }
 
+    /// The enclosing loops whose variables `l` uses, as a bit set.
+    fn loops_in(&self, l: &Lin) -> LoopSet {
+        l.terms
+            .iter()
+            .fold(0, |set, (a, _)| set | self.atom_loops(a))
+    }
+
+    fn atom_loops(&self, a: &Atom) -> LoopSet {
+        match a {
+            Atom::Var(v) => self.depth_of(*v).map_or(0, |i| 1 << i),
+            Atom::Div(x, _) | Atom::Mod(x, _) => self.loops_in(x),
+            Atom::Max(x, y) | Atom::Min(x, y) => self.loops_in(x) | self.loops_in(y),
+        }
+    }
+
     /// Range of a variable when loops `lvl..` vary and everything else is at 0.
     fn var_range(&self, w: Var, lvl: usize) -> (i64, i64) {
-        match self.loops[lvl..].iter().find(|l| l.var == w) {
-            Some(l) => (0, l.extent - 1),
-            None => (0, 0),
+        match self.depth_of(w) {
+            Some(d) if d >= lvl => (0, self.loops[d].extent - 1),
+            _ => (0, 0),
         }
+    }
+
+    /// The position in `loops` of the loop whose variable is `v`, if it encloses the walk.
+    fn depth_of(&self, v: Var) -> Option<usize> {
+        let Var::Loop { stage, node } = v else {
+            return None;
+        };
+        let d = *self.depth.get(stage)?.get(node)?;
+        (d != NOT_ENCLOSING).then_some(d as usize)
+    }
+
+    fn set_depth(&mut self, v: Var, d: u8) {
+        let Var::Loop { stage, node } = v else {
+            return;
+        };
+        if self.depth.len() <= stage {
+            self.depth.resize(stage + 1, vec![]);
+        }
+        let row = &mut self.depth[stage];
+        if row.len() <= node {
+            row.resize(node + 1, NOT_ENCLOSING);
+        }
+        row[node] = d;
     }
 
     /// Local stride of `ix` along loop `i`: the step from iteration 0 to 1 with the others at
     /// 0, or the mean step over the loop when that first step is 0 (a variable under a
     /// division). 0 when the loop does not change the index.
-    fn stride(&self, ix: &Lin, uses: &[bool], i: usize) -> f64 {
+    fn stride(&self, ix: &Lin, uses: LoopSet, i: usize) -> f64 {
         let l = self.loops[i];
-        if l.extent <= 1 || !uses[i] {
+        if l.extent <= 1 || uses >> i & 1 == 0 {
             return 0.0;
+        }
+        if ix.terms.iter().all(|(a, _)| matches!(a, Atom::Var(_))) {
+            // Linear: the coefficient of the loop's variable.
+            let k: i64 = ix
+                .terms
+                .iter()
+                .filter(|(a, _)| matches!(a, Atom::Var(v) if *v == l.var))
+                .map(|(_, k)| k)
+                .sum();
+            return k.abs() as f64;
         }
         let at = |x: i64| ix.range(&|w| if w == l.var { (x, x) } else { (0, 0) }).0;
         let first = (at(1) - at(0)).abs() as f64;
@@ -626,7 +726,7 @@ impl<'a> Walker<'a> {
 
     fn changes(&self, g: &Group, i: usize) -> bool {
         let l = self.loops[i];
-        l.extent > 1 && g.uses.iter().any(|u| u[i])
+        l.extent > 1 && g.any_use >> i & 1 == 1
     }
 
     fn buffer_row(
@@ -658,7 +758,7 @@ impl<'a> Walker<'a> {
                     .indices
                     .iter()
                     .zip(&g.uses)
-                    .map(|(ix, uses)| self.stride(ix, uses, i))
+                    .map(|(ix, uses)| self.stride(ix, *uses, i))
                     .filter(|s| *s > 0.0)
                     .fold(f64::INFINITY, f64::min);
                 if !stride.is_finite() {
@@ -709,8 +809,9 @@ impl<'a> Walker<'a> {
         r
     }
 
-    /// Position one-hot of loop `i` for a store to `buf` at `index` (region starts substituted).
-    fn position(&self, i: usize, buf: &Buffer, index: &Lin) -> usize {
+    /// Position one-hot of loop `i` for a store to `buf` at `index` (region starts substituted),
+    /// which uses the loops in `used`.
+    fn position(&self, i: usize, buf: &Buffer, index: &Lin, used: LoopSet) -> usize {
         let var = self.loops[i].var;
         let Var::Loop { stage, .. } = var else {
             return POS_MIXED;
@@ -719,19 +820,17 @@ impl<'a> Walker<'a> {
             // A loop of the consumer this stage is computed in: outside the stage's whole nest.
             return POS_OUTER_SPATIAL;
         }
-        let mut used = vec![];
-        index.vars(&mut used);
-        if used.contains(&var) {
+        if used >> i & 1 == 1 {
             let coef = index
                 .terms
                 .iter()
-                .find_map(|(a, k)| (*a == Atom::Var(var)).then_some(*k));
-            let nonlinear = index.terms.iter().any(|(a, _)| {
-                let mut vs = vec![];
-                if !matches!(a, Atom::Var(_)) {
-                    a.vars(&mut vs);
+                .find_map(|(a, k)| matches!(a, Atom::Var(v) if *v == var).then_some(*k));
+            let nonlinear = index.terms.iter().any(|(a, _)| match a {
+                Atom::Var(_) => false,
+                Atom::Div(x, _) | Atom::Mod(x, _) => self.loops_in(x) >> i & 1 == 1,
+                Atom::Max(x, y) | Atom::Min(x, y) => {
+                    (self.loops_in(x) | self.loops_in(y)) >> i & 1 == 1
                 }
-                vs.contains(&var)
             });
             let Some(k) = coef.filter(|_| !nonlinear) else {
                 return POS_MIXED;
@@ -756,7 +855,7 @@ impl<'a> Walker<'a> {
         let reduce: Vec<usize> = (0..self.loops.len())
             .filter(|&j| {
                 matches!(self.loops[j].var, Var::Loop { stage: s, .. } if s == stage)
-                    && !used.contains(&self.loops[j].var)
+                    && used >> j & 1 == 0
             })
             .collect();
         if reduce.last() == Some(&i) {

@@ -8,6 +8,7 @@ pub mod dataset;
 pub mod eval;
 pub mod features;
 pub mod linear;
+pub mod predictor;
 pub mod samples;
 pub mod xgb_model;
 

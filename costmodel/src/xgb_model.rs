@@ -15,6 +15,7 @@
 //! trained booster between processes and targets; the records stay in the server's database.
 
 use crate::features::{N_FEATURES, extract_values};
+use crate::predictor::DensePredictor;
 use crate::samples::{PROGRAM_FEATURES, Sample, TaskSamples, program_vector};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -156,6 +157,8 @@ struct Header {
 pub struct XgbModel {
     params: XgbParams,
     booster: Option<Booster>,
+    /// The same trees, loaded for inplace prediction (see `predictor.rs`).
+    predictor: Option<DensePredictor>,
     /// The loaded model every retraining starts from (warm start), if any.
     base: Option<Vec<u8>>,
     tasks: Vec<TaskSamples>,
@@ -168,6 +171,7 @@ impl XgbModel {
             rng: ChaCha8Rng::seed_from_u64(params.seed),
             params,
             booster: None,
+            predictor: None,
             base: None,
             tasks: vec![],
         }
@@ -227,6 +231,7 @@ impl XgbModel {
         if !body.is_empty() {
             let mut b = Booster::load_buffer(body)?;
             m.configure(&mut b)?;
+            m.predictor = Some(DensePredictor::from_model(body)?);
             m.booster = Some(b);
             m.base = Some(body.to_vec());
         }
@@ -314,6 +319,7 @@ impl XgbModel {
                 booster
             }
         };
+        self.predictor = Some(DensePredictor::from_model(&booster.save_buffer(true)?)?);
         self.booster = Some(booster);
         Ok(())
     }
@@ -406,7 +412,7 @@ impl XgbModel {
     ) -> Result<Vec<f32>, ModelError> {
         route_xgboost_logs();
         validate(programs)?;
-        let Some(booster) = &self.booster else {
+        let Some(predictor) = &self.predictor else {
             // Untrained: random scores, so that the search explores uniformly (as Ansor).
             return Ok(programs.iter().map(|_| self.rng.r#gen::<f32>()).collect());
         };
@@ -419,7 +425,7 @@ impl XgbModel {
                         rows.extend_from_slice(s);
                     }
                 }
-                let pred = booster.predict(&DMatrix::from_dense(&rows, n)?)?;
+                let pred = predictor.predict(&rows, N_FEATURES)?;
                 let mut out = Vec::with_capacity(programs.len());
                 let mut at = 0;
                 for p in programs {
@@ -433,7 +439,7 @@ impl XgbModel {
                 for p in programs {
                     program_vector(p, &mut rows);
                 }
-                Ok(booster.predict(&DMatrix::from_dense(&rows, programs.len())?)?)
+                Ok(predictor.predict(&rows, PROGRAM_FEATURES)?)
             }
         }
     }
@@ -613,6 +619,42 @@ mod tests {
             let scores = m.predict_stores(&refs(&test)).expect("predicts");
             let acc = pairwise(&test, &scores);
             assert!(acc > 0.85, "{objective:?}: pairwise accuracy {acc}");
+        }
+    }
+
+    #[test]
+    fn inplace_prediction_equals_the_dmatrix_path() {
+        let test = synthetic(100, 4);
+        for objective in [Objective::PackSum, Objective::RankPairwise] {
+            let mut m = fitted(objective);
+            let mut rows = vec![];
+            let n = match objective {
+                Objective::PackSum => {
+                    test.iter()
+                        .flat_map(|s| &s.stores)
+                        .for_each(|st| rows.extend(st));
+                    test.iter().map(|s| s.stores.len()).sum()
+                }
+                _ => {
+                    test.iter()
+                        .for_each(|s| program_vector(&s.stores, &mut rows));
+                    test.len()
+                }
+            };
+            let booster = m.booster.as_ref().expect("trained");
+            let want = booster
+                .predict(&DMatrix::from_dense(&rows, n).unwrap())
+                .unwrap();
+            let got = m.predictor.as_ref().unwrap().predict(&rows, rows.len() / n);
+            assert_eq!(got.unwrap(), want, "{objective:?}");
+            let cols = rows.len() / n;
+            let ragged = &rows[..rows.len() - 1];
+            assert!(m.predictor.as_ref().unwrap().predict(ragged, cols).is_err());
+            // And the model's own scores are these, summed per program for pack-sum.
+            let scores = m.predict_stores(&refs(&test)).unwrap();
+            if objective == Objective::RankPairwise {
+                assert_eq!(scores, want);
+            }
         }
     }
 
