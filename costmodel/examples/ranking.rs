@@ -1,5 +1,6 @@
 //! The cost model evaluation: XGBoost pack-sum, XGBoost rank objectives, the linfa linear
-//! baseline and random scores, on real measured records (see `gen_dataset`), for held-out
+//! baseline and random scores, on real measured records (the `records.jsonl` of
+//! `tunehub-bench search` runs: the search's and the random baseline's schedules), for held-out
 //! records of seen workloads (3-fold per task) and for held-out workloads (leave one out).
 //!
 //! `cargo run -p tunehub-costmodel --example ranking -- [DATASET]`

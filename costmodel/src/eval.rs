@@ -186,7 +186,8 @@ pub fn seen_workloads(
             tests.push(te);
         }
         r.fit(&train)?;
-        for te in &tests {
+        // A task with fewer records than folds has nothing to hold out in some folds.
+        for te in tests.iter().filter(|te| !te.is_empty()) {
             all.push(score_set(r, te)?);
         }
     }
@@ -197,6 +198,9 @@ pub fn seen_workloads(
 pub fn unseen_workloads(r: &mut dyn Ranker, tasks: &[TaskSamples]) -> Result<Metrics, ModelError> {
     let mut all = vec![];
     for i in 0..tasks.len() {
+        if tasks[i].samples.is_empty() {
+            continue;
+        }
         let train: Vec<TaskSamples> = tasks
             .iter()
             .enumerate()

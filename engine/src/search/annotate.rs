@@ -184,6 +184,32 @@ pub fn sample_factorization<R: Rng>(
     f
 }
 
+/// Moves factors of the outer levels of `f` (innermost first) into its innermost length until
+/// that is a multiple of `lanes`, within [`MAX_INNERMOST`]; stops where the extent cannot give
+/// more. A deterministic function of the drawn factorization, so replays agree.
+fn whole_vectors(f: &mut [i64], lanes: i64) {
+    let inner = f.len() - 1;
+    let mut need = lanes.max(1);
+    let mut have = f[inner];
+    // The part of `lanes` the innermost length lacks.
+    for p in prime_factors(lanes.max(1)) {
+        if have % p == 0 {
+            have /= p;
+            need /= p;
+        }
+    }
+    for p in prime_factors(need) {
+        let Some(l) = (0..inner).rev().find(|&l| f[l] % p == 0) else {
+            return;
+        };
+        if f[inner] * p > MAX_INNERMOST {
+            return;
+        }
+        f[l] /= p;
+        f[inner] *= p;
+    }
+}
+
 /// What annotation needs of the target.
 #[derive(Debug, Clone, Copy)]
 pub struct AnnotateContext {
@@ -380,7 +406,7 @@ fn tile<R: Rng>(
     let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
     let reduce: Vec<i64> = stage.reduce_axes().iter().map(|a| a.extent).collect();
     let (ns, nr) = (space.len(), reduce.len());
-    let p: Vec<Vec<i64>> = space.iter().map(|&e| d.tile(e, SPACE_LEVELS)).collect();
+    let mut p: Vec<Vec<i64>> = space.iter().map(|&e| d.tile(e, SPACE_LEVELS)).collect();
     let r: Vec<Vec<i64>> = reduce.iter().map(|&e| d.tile(e, REDUCE_LEVELS)).collect();
     let orders = axis_orders(ns);
     let oi = d.pick(DecisionKind::AxisOrder, orders.len(), |rng| {
@@ -406,6 +432,11 @@ fn tile<R: Rng>(
         }
     });
     let va = options[vi];
+    if va != ns - 1 {
+        // Another axis is vectorized only to fill whole vectors: a partial one would repeat
+        // the last axis's problem with a strided tile besides.
+        whole_vectors(&mut p[va], ctx.vector_lanes);
+    }
     let inner_axes: Vec<usize> = (0..ns).filter(|&a| a != va).chain([va]).collect();
 
     let (t, consumer, level) = match fusion {
@@ -642,6 +673,44 @@ mod tests {
         }
     }
 
+    fn vectorized_extents(stmts: &[crate::lower::Stmt]) -> Vec<i64> {
+        use crate::lower::{LoopKind, Stmt};
+        let mut out = vec![];
+        for s in stmts {
+            match s {
+                Stmt::For {
+                    extent, kind, body, ..
+                } => {
+                    if *kind == LoopKind::Vectorized {
+                        out.push(*extent);
+                    }
+                    out.extend(vectorized_extents(body));
+                }
+                Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => {
+                    out.extend(vectorized_extents(body))
+                }
+                Stmt::Let { .. } | Stmt::Store { .. } => {}
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn whole_vectors_moves_factors_inward() {
+        let mut f = vec![1, 4, 2, 8];
+        whole_vectors(&mut f, 16);
+        assert_eq!(f, vec![1, 4, 1, 16]);
+        let mut f = vec![2, 1, 1, 3];
+        whole_vectors(&mut f, 16);
+        assert_eq!(f, vec![1, 1, 1, 6], "takes what the extent has");
+        let mut f = vec![1, 2, 1, 48];
+        whole_vectors(&mut f, 16);
+        assert_eq!(f, vec![1, 2, 1, 48], "already whole");
+        let mut f = vec![8, 1, 1, 56];
+        whole_vectors(&mut f, 16);
+        assert_eq!(f, vec![8, 1, 1, 56], "would exceed the innermost limit");
+    }
+
     /// The register tile's vectorized axis is a choice only where the last axis does not
     /// fill whole vectors: matmul's 64 columns are always the vector axis; conv2d's 56-wide
     /// rows leave the output channels (or rows) to vectorize in some draws, and then the
@@ -694,6 +763,13 @@ mod tests {
             others > picks.len() / 4 && others < picks.len() * 3 / 4,
             "{others}"
         );
+        // A channel pick vectorizes whole vectors of channels (32 filters, 16 lanes).
+        for (_, _, st) in picks.iter().filter(|(i, _, _)| *i == 1) {
+            let f = crate::lower::lower(st).unwrap();
+            let vec_loops = vectorized_extents(&f.body);
+            assert!(!vec_loops.is_empty());
+            assert!(vec_loops.iter().any(|e| e % 16 == 0), "{vec_loops:?}");
+        }
         // A channel pick puts a channel loop innermost in the tiled stage.
         let (_, _, st) = picks.iter().find(|(i, _, _)| *i == 1).unwrap();
         let tiled = st
