@@ -17,8 +17,8 @@ pub struct DensePredictor {
 }
 
 // SAFETY: XGBoost keeps a handle's output buffers in per-thread maps keyed by the learner, so
-// the handle may move between threads; it is not shared (`&mut self` is not needed by XGBoost,
-// but `predict` is not called concurrently because the type is not `Sync`).
+// the handle may move between threads. It is never used from two threads at once: the type is
+// not `Sync`, so `&self` cannot be shared.
 unsafe impl Send for DensePredictor {}
 
 /// XGBoost's message for the last failed call on this thread.
