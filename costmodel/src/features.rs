@@ -538,12 +538,7 @@ impl<'a> Walker<'a> {
                     if lvl < n && uses >> lvl & 1 == 1 && self.loops[lvl].extent > 1 {
                         let l = self.loops[lvl];
                         prod *= l.extent as f64;
-                        width += ix
-                            .terms
-                            .iter()
-                            .filter(|(a, _)| matches!(a, Atom::Var(v) if *v == l.var))
-                            .map(|(_, k)| k.abs() * (l.extent - 1))
-                            .sum::<i64>();
+                        width += var_coef(ix, l.var).abs() * (l.extent - 1);
                         for (k, a, set, w) in &mut nonlinear {
                             if *set >> lvl & 1 == 1 {
                                 let now = atom_width(a, lvl);
@@ -707,13 +702,7 @@ impl<'a> Walker<'a> {
         }
         if ix.terms.iter().all(|(a, _)| matches!(a, Atom::Var(_))) {
             // Linear: the coefficient of the loop's variable.
-            let k: i64 = ix
-                .terms
-                .iter()
-                .filter(|(a, _)| matches!(a, Atom::Var(v) if *v == l.var))
-                .map(|(_, k)| k)
-                .sum();
-            return k.abs() as f64;
+            return var_coef(ix, l.var).abs() as f64;
         }
         let at = |x: i64| ix.range(&|w| if w == l.var { (x, x) } else { (0, 0) }).0;
         let first = (at(1) - at(0)).abs() as f64;
@@ -825,13 +814,10 @@ impl<'a> Walker<'a> {
                 .terms
                 .iter()
                 .find_map(|(a, k)| matches!(a, Atom::Var(v) if *v == var).then_some(*k));
-            let nonlinear = index.terms.iter().any(|(a, _)| match a {
-                Atom::Var(_) => false,
-                Atom::Div(x, _) | Atom::Mod(x, _) => self.loops_in(x) >> i & 1 == 1,
-                Atom::Max(x, y) | Atom::Min(x, y) => {
-                    (self.loops_in(x) | self.loops_in(y)) >> i & 1 == 1
-                }
-            });
+            let nonlinear = index
+                .terms
+                .iter()
+                .any(|(a, _)| !matches!(a, Atom::Var(_)) && self.atom_loops(a) >> i & 1 == 1);
             let Some(k) = coef.filter(|_| !nonlinear) else {
                 return POS_MIXED;
             };
@@ -868,7 +854,6 @@ impl<'a> Walker<'a> {
     }
 }
 
-/// `l` with region-start variables replaced by their definitions.
 /// Region-start variables and their definitions. A handful per program: a vector searched
 /// linearly beats hashing here.
 #[derive(Default)]
@@ -896,6 +881,16 @@ impl Lets {
     }
 }
 
+/// The coefficient of the plain term of `v` in `l` (0 without one).
+fn var_coef(l: &Lin, v: Var) -> i64 {
+    l.terms
+        .iter()
+        .filter(|(a, _)| matches!(a, Atom::Var(w) if *w == v))
+        .map(|(_, k)| k)
+        .sum()
+}
+
+/// `l` with region-start variables replaced by their definitions.
 fn subst<'l>(l: &'l Lin, lets: &Lets) -> Cow<'l, Lin> {
     if !lets.used_in(l) {
         return Cow::Borrowed(l);

@@ -661,9 +661,9 @@ mod tests {
             let want = booster
                 .predict(&DMatrix::from_dense(&rows, n).unwrap())
                 .unwrap();
-            let got = m.predictor.as_ref().unwrap().predict(&rows, rows.len() / n);
-            assert_eq!(got.unwrap(), want, "{objective:?}");
             let cols = rows.len() / n;
+            let got = m.predictor.as_ref().unwrap().predict(&rows, cols);
+            assert_eq!(got.unwrap(), want, "{objective:?}");
             let ragged = &rows[..rows.len() - 1];
             assert!(m.predictor.as_ref().unwrap().predict(ragged, cols).is_err());
             // And the model's own scores are these, summed per program for pack-sum.
