@@ -249,3 +249,86 @@ fn conv_tile_vectorized_over_channels_is_contiguous_and_correct() {
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
 }
+
+/// A layout-free conv2d tile and a matmul tile whose row loop sits between the two reduction
+/// loops: both get their accumulators as vector variables (the generator unrolls the tile
+/// inside the innermost reduction loop) and match the reference.
+#[test]
+fn register_tiles_are_written_out_and_correct() {
+    let target = Target::detect();
+    if target.vector_lanes_f32() != 16 {
+        // The schedules below tile for 16 lanes; other widths get other tiles.
+        eprintln!("skipped: needs 16 f32 lanes");
+        return;
+    }
+    let win = Window {
+        kh: 3,
+        kw: 3,
+        stride: 1,
+        pad: 1,
+        dilation: 1,
+    };
+    let conv = Task::new(
+        ops::conv2d_nchw(1, 8, 8, 8, 32, win, false, false).unwrap(),
+        "conv2d, packed filter",
+    )
+    .with_layout_free(&["kernel"])
+    .unwrap();
+    let conv_steps = serde_json::json!([
+        ["CHW", 3, "local"],
+        ["SP", 4, 3, 8, [1, 8], 1],
+        ["SP", 4, 2, 8, [4, 2], 1],
+        ["SP", 4, 1, 32, [1, 32], 1],
+        ["SP", 4, 0, 1, [1, 1], 1],
+        ["RE", 4, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]],
+        ["FU", 4, [0, 1, 2, 3, 4, 5, 6]],
+        ["AN", 4, 0, 3],
+        ["CA", 3, 4, 1],
+        ["SP", 3, 6, 3, [3], 1],
+        ["SP", 3, 5, 3, [3], 1],
+        ["SP", 3, 4, 8, [8], 1],
+        ["SP", 3, 3, 8, [4], 1],
+        ["SP", 3, 2, 2, [1], 1],
+        ["SP", 3, 1, 32, [32], 1],
+        ["SP", 3, 0, 1, [1], 1],
+        ["RE", 3, [8, 10, 12, 0, 2, 4, 6, 9, 11, 13, 1, 5, 7, 3]],
+        ["AN", 3, 13, 2]
+    ]);
+    // k.0 | i.0 (2 rows) | k.1 | i.1 (2 rows) j.1 (16 lanes): four accumulators.
+    let mm = Task::new(ops::matmul(64, 64, 64).unwrap(), "matmul(64,64,64)");
+    let mm_steps = serde_json::json!([
+        ["CHW", 2, "local"],
+        ["SP", 3, 1, 64, [16], 1],
+        ["SP", 3, 0, 64, [4], 1],
+        ["RE", 3, [0, 2, 1, 3]],
+        ["FU", 3, [0, 1]],
+        ["AN", 3, 0, 3],
+        ["CA", 2, 3, 0],
+        ["SP", 2, 2, 64, [2], 1],
+        ["SP", 2, 0, 4, [2], 1],
+        ["RE", 2, [3, 0, 4, 1, 2]],
+        ["AN", 2, 4, 2]
+    ]);
+    for (task, steps, accumulators) in [(conv, conv_steps, 8), (mm, mm_steps, 4)] {
+        let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
+        let k = tunehub_engine::codegen::generate_with(
+            &task.dag,
+            &sched,
+            &target,
+            &task.lower_options(),
+        )
+        .unwrap();
+        let loads = k.source.matches("= th_vload(&").count();
+        assert_eq!(loads, accumulators, "{}:\n{}", task.desc, k.source);
+        assert_eq!(k.source.matches("th_vstore(&").count(), accumulators);
+        for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
+            assert_eq!(
+                r.error,
+                ErrorCode::NoError,
+                "{}: {}",
+                task.desc,
+                r.error_msg
+            );
+        }
+    }
+}

@@ -3,9 +3,13 @@
 //! Plain C99 with OpenMP: `#pragma omp parallel for` for parallel loops, `#pragma omp simd`
 //! for vectorized loops and `#pragma GCC unroll` for unrolled ones. Measured on this project's
 //! machine (AVX-512, GCC 12): a register-tiled matmul written this way reaches ~128 GFLOP/s on
-//! one core (94% of FMA peak) once the target asks for 512-bit vectors, so intrinsics or vector
-//! extensions buy nothing the compiler does not already do, and plain C keeps every target
-//! (x86, ARM, cross compilers) on one generator.
+//! one core (94% of FMA peak) once the target asks for 512-bit vectors, and plain C keeps every
+//! target (x86, ARM, cross compilers) on one generator. The one exception is a register tile
+//! under a reduction band ([`regtile`]): GCC's store motion does not reliably keep it in
+//! registers, so its accumulators are written out as vector variables (GCC vector extensions,
+//! which every GCC and Clang target lowers to its own vector unit).
+
+mod regtile;
 
 use crate::ir::ComputeDag;
 use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
@@ -16,6 +20,7 @@ use crate::lower::{
 use crate::measure::ArgSpec;
 use crate::schedule::{Schedule, ScheduleError};
 use crate::target::Target;
+use regtile::{RegTile, register_tiles};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
@@ -148,14 +153,24 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         let n = names.fresh(&b.name);
         names.bufs.push(n);
     }
+    let lanes = i64::from(target.vector_lanes_f32());
+    // 32 vector registers on AVX-512 and AArch64, 16 on AVX2, SSE and 32-bit ARM.
+    let registers = if target.arch == "aarch64" || target.vector_bits() >= 512 {
+        32
+    } else {
+        16
+    };
+    let tiles = register_tiles(&func.body, lanes, regtile::max_tile_vectors(registers));
     let mut g = Gen {
         func,
         names,
         out: String::new(),
         depth: 1,
         threads: target.cores.max(1),
-        bases: accumulator_bases(&func.body),
+        bases: accumulator_bases(&func.body, &tiles),
         base_names: HashMap::new(),
+        lanes,
+        tiles,
     };
     let mut header = String::new();
     header.push_str("#include <math.h>\n#include <stdlib.h>\n\n");
@@ -163,6 +178,20 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
     header.push_str("static inline float th_minf(float a, float b) { return a < b ? a : b; }\n");
     header.push_str("static inline int th_maxi(int a, int b) { return a > b ? a : b; }\n");
     header.push_str("static inline int th_mini(int a, int b) { return a < b ? a : b; }\n\n");
+    if !g.tiles.is_empty() {
+        // memcpy: tile rows need not be vector-aligned; GCC turns it into one vector move.
+        let _ = writeln!(
+            header,
+            "typedef float th_vf __attribute__((vector_size({})));",
+            lanes * 4
+        );
+        header.push_str(
+            "static inline th_vf th_vload(const float* p) { th_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }\n",
+        );
+        header.push_str(
+            "static inline void th_vstore(float* p, th_vf v) { __builtin_memcpy(p, &v, sizeof v); }\n\n",
+        );
+    }
 
     let mut params = vec![];
     let mut prologue = String::new();
@@ -248,6 +277,10 @@ struct Gen<'a> {
     bases: Bases,
     /// The C name of each base pointer, by its store.
     base_names: HashMap<*const Stmt, String>,
+    /// f32 lanes of the target's vectors.
+    lanes: i64,
+    /// Register tiles by their band's outermost loop (see [`regtile`]).
+    tiles: HashMap<*const Stmt, RegTile<'a>>,
 }
 
 /// For each accumulating store: the loop before which its base pointer is declared (the
@@ -267,16 +300,23 @@ struct Bases {
 /// store of one accumulator have the same address form; with an outer tile loop in the index
 /// (a conv tile of 2 rows), vectorization gave the two different forms and every FMA went
 /// through memory: measured 63 against 104 GFLOP/s on the same conv2d schedule.
-fn accumulator_bases(body: &[Stmt]) -> Bases {
-    fn walk<'s>(body: &'s [Stmt], stack: &mut Vec<(&'s Stmt, Var)>, out: &mut Bases) {
+/// Register tiles (`skip`) write their own accumulators.
+fn accumulator_bases(body: &[Stmt], skip: &HashMap<*const Stmt, RegTile>) -> Bases {
+    fn walk<'s>(
+        body: &'s [Stmt],
+        stack: &mut Vec<(&'s Stmt, Var)>,
+        skip: &HashMap<*const Stmt, RegTile>,
+        out: &mut Bases,
+    ) {
         for st in body {
             match st {
+                Stmt::For { .. } if skip.contains_key(&(st as *const Stmt)) => {}
                 Stmt::For { var, body, .. } => {
                     stack.push((st, *var));
-                    walk(body, stack, out);
+                    walk(body, stack, skip, out);
                     stack.pop();
                 }
-                Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => walk(body, stack, out),
+                Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => walk(body, stack, skip, out),
                 Stmt::Let { .. } => {}
                 Stmt::Store {
                     buf,
@@ -325,7 +365,7 @@ fn accumulator_bases(body: &[Stmt]) -> Bases {
         }
     }
     let mut out = Bases::default();
-    walk(body, &mut vec![], &mut out);
+    walk(body, &mut vec![], skip, &mut out);
     out
 }
 
@@ -380,8 +420,12 @@ impl Gen<'_> {
                 kind,
                 body,
             } => {
-                let v = self.var(*var);
                 let key = s as *const Stmt;
+                if let Some(t) = self.tiles.get(&key).cloned() {
+                    self.register_tile(&t);
+                    return;
+                }
+                let v = self.var(*var);
                 for (store, buf, offset) in
                     self.bases.at_loop.get(&key).cloned().unwrap_or_default()
                 {
@@ -391,18 +435,7 @@ impl Gen<'_> {
                     self.line(&format!("float* {name} = {b} + ({off});"));
                     self.base_names.insert(store, name);
                 }
-                match kind {
-                    LoopKind::Parallel => self.line(&format!(
-                        "#pragma omp parallel for num_threads({})",
-                        self.threads
-                    )),
-                    LoopKind::Vectorized => self.line("#pragma omp simd"),
-                    LoopKind::Unrolled => {
-                        self.line(&format!("#pragma GCC unroll {}", extent.min(&65534)))
-                    }
-                    LoopKind::Serial => {}
-                }
-                self.line(&format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"));
+                self.open_loop(&v, *extent, *kind);
                 self.block(body);
                 self.line("}");
             }
@@ -463,6 +496,20 @@ impl Gen<'_> {
                 self.line(&format!("{target} = {rhs};"));
             }
         }
+    }
+
+    /// A loop's pragma and header, up to its opening brace.
+    fn open_loop(&mut self, v: &str, extent: i64, kind: LoopKind) {
+        match kind {
+            LoopKind::Parallel => self.line(&format!(
+                "#pragma omp parallel for num_threads({})",
+                self.threads
+            )),
+            LoopKind::Vectorized => self.line("#pragma omp simd"),
+            LoopKind::Unrolled => self.line(&format!("#pragma GCC unroll {}", extent.min(65534))),
+            LoopKind::Serial => {}
+        }
+        self.line(&format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"));
     }
 
     fn block(&mut self, body: &[Stmt]) {
