@@ -38,6 +38,11 @@ enum Cmd {
     Dispatch(dispatch::DispatchArgs),
 }
 
+/// The search allocates many small index expressions from several threads; see the workspace
+/// manifest.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Search(a) => search::run(a),

@@ -1,6 +1,9 @@
 //! Times one search round (sketch annotation, mutation, lowering, random scores) without
 //! measuring anything: `cargo run --release -p tunehub-engine --example search_round -- [spec] [threads]`.
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::time::Instant;
 use tunehub_engine::search::{RandomModel, SearchParams, TaskSearch};

@@ -13,6 +13,11 @@ use tunehub_server::oplist;
 mod commands;
 mod tune;
 
+/// The search allocates many small index expressions from several threads; see the workspace
+/// manifest.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

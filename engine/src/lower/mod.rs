@@ -9,7 +9,7 @@
 
 pub mod iexpr;
 
-pub use iexpr::{Atom, Lin, Var};
+pub use iexpr::{Atom, Lin, Var, VarMap};
 
 use crate::ir::{Affine, BinaryOp, CmpOp, ComputeDag, Cond, Expr, ReduceOp, StageKind, UnaryOp};
 use crate::schedule::{Annotation, Attach, IterKind, Relation, ScheduleError, State};
@@ -108,9 +108,9 @@ pub struct LoweredFunc {
     /// The state's DAG (it has the cache stages), for names.
     pub dag: ComputeDag,
     /// Extent of every loop variable, for code generation and features.
-    pub loop_extents: HashMap<Var, i64>,
+    pub loop_extents: VarMap<i64>,
     /// The state's name of every loop (`i.0` for a split part, `i@j` for a fusion).
-    pub loop_names: HashMap<Var, String>,
+    pub loop_names: VarMap<String>,
     /// Layout-free inputs the kernel reads in a packed layout (see [`LowerOptions`]).
     pub packed: Vec<PackedInput>,
 }
@@ -187,7 +187,7 @@ struct Lowerer<'a> {
     info: Vec<Option<StageInfo>>,
     buf_of: Vec<Option<usize>>,
     buffers: Vec<Buffer>,
-    ranges: HashMap<Var, (i64, i64)>,
+    ranges: VarMap<(i64, i64)>,
     attached: HashMap<(usize, usize), Vec<usize>>,
 }
 
@@ -209,7 +209,7 @@ fn analyze(state: &State) -> Result<Lowerer<'_>, ScheduleError> {
         info: vec![None; n],
         buf_of: vec![None; n],
         buffers: vec![],
-        ranges: HashMap::new(),
+        ranges: VarMap::default(),
         attached: HashMap::new(),
     };
     lw.inline_bodies()?;
@@ -258,8 +258,8 @@ pub fn lower_with(state: &State, opts: &LowerOptions) -> Result<LoweredFunc, Sch
             body = vec![Stmt::Alloc { buf: b, body }];
         }
     }
-    let mut loop_extents = HashMap::new();
-    let mut loop_names = HashMap::new();
+    let mut loop_extents = VarMap::default();
+    let mut loop_names = VarMap::default();
     for (s, info) in lw.info.iter().enumerate() {
         if let Some(info) = info {
             for &leaf in &state.stages[s].leaves {
