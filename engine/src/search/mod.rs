@@ -13,6 +13,7 @@
 //! server drives `TaskSearch` and `TaskScheduler` itself, since it measures through its fleet.
 
 pub mod annotate;
+pub mod confirm;
 pub mod cost_model;
 pub mod evolve;
 pub mod mutate;
@@ -20,6 +21,7 @@ pub mod scheduler;
 pub mod sketch;
 pub mod tune;
 
+pub use confirm::confirm_new_best;
 pub use cost_model::{CostModel, CostModelError, RandomModel};
 pub use evolve::{SearchParams, SearchStats, TaskSearch, par_map};
 pub use scheduler::{SchedulerKind, TaskScheduler};

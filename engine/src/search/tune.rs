@@ -3,6 +3,7 @@
 //! learn. The CLI's embedded mode and the benchmark use it; the server drives the same parts
 //! itself because it measures through its worker fleet.
 
+use super::confirm::confirm_new_best;
 use super::cost_model::{CostModel, CostModelError};
 use super::evolve::{SearchParams, TaskSearch};
 use super::scheduler::{SchedulerKind, TaskScheduler};
@@ -94,7 +95,12 @@ pub fn tune(
             continue;
         }
         let t1 = Instant::now();
-        let results = measurer.measure(&searches[i].task().clone(), &batch);
+        let task = searches[i].task().clone();
+        let mut results = measurer.measure(&task, &batch);
+        let best_so_far = searches[i].best().map(|(_, c)| c);
+        confirm_new_best(best_so_far, &batch, &mut results, |_, s| {
+            measurer.measure(&task, std::slice::from_ref(s)).pop()
+        });
         let measure_s = t1.elapsed().as_secs_f64();
         let t2 = Instant::now();
         searches[i].record(model, &batch, &results)?;

@@ -22,7 +22,9 @@ use tunehub_costmodel::{XgbModel, XgbParams};
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::{ErrorCode, MeasureBatch, MeasureResult};
 use tunehub_engine::schedule::Schedule;
-use tunehub_engine::search::{CostModel, CostModelError, SchedulerKind, TaskScheduler, TaskSearch};
+use tunehub_engine::search::{
+    CostModel, CostModelError, SchedulerKind, TaskScheduler, TaskSearch, confirm_new_best,
+};
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 
@@ -123,6 +125,9 @@ struct Round {
     measurer: Box<dyn MeasureBatch>,
     batch: Vec<Schedule>,
     results: Vec<MeasureResult>,
+    /// Who measured each result (see `MeasureBatch::devices`), taken before a confirmation
+    /// run replaced the measurer's own list.
+    devices: Vec<Option<String>>,
     error: Option<CostModelError>,
 }
 
@@ -144,15 +149,28 @@ fn blocking_round(
                 measurer,
                 batch: vec![],
                 results: vec![],
+                devices: vec![],
                 error: Some(e),
             };
         }
     };
+    let mut devices = vec![];
     let results = if batch.is_empty() {
         vec![]
     } else {
         let _queued = metrics.queued(&measurer.target().key(), batch.len());
-        measurer.measure(task, &batch)
+        let mut results = measurer.measure(task, &batch);
+        devices = measurer.devices();
+        if results.len() == batch.len() {
+            // The second run counts only from the device that made the first: a record is one
+            // device's timings.
+            confirm_new_best(search.best_cost(), &batch, &mut results, |k, s| {
+                let again = measurer.measure(task, std::slice::from_ref(s)).pop()?;
+                let first = devices.get(k).cloned().flatten();
+                (measurer.devices().first().cloned().flatten() == first).then_some(again)
+            });
+        }
+        results
     };
     let error = if results.len() == batch.len() {
         search.record(model.as_mut(), &batch, &results).err()
@@ -165,6 +183,7 @@ fn blocking_round(
         measurer,
         batch,
         results,
+        devices,
         error,
     }
 }
@@ -387,7 +406,7 @@ async fn drive(
         .map_err(|e| JobError::Invalid(format!("the search or the measurer panicked: {e}")))?;
         t.search = Some(round.search);
         // Who measured each result (a fleet worker), for the records; this server otherwise.
-        let devices = round.measurer.devices();
+        let devices = round.devices;
         measurer = Some(round.measurer);
         model = Some(round.model);
         let (batch, results) = (round.batch, round.results);
