@@ -190,20 +190,22 @@ proptest! {
     }
 }
 
-/// A conv2d NCHW register tile vectorized over output channels (not the last axis), two
-/// output rows per tile: the local accumulator is laid out channel-innermost, the store goes
-/// through a base pointer that holds the tile-row offset, and the kernel matches the reference.
-#[test]
-fn conv_tile_vectorized_over_channels_is_contiguous_and_correct() {
-    let win = Window {
+/// 3x3, stride 1, pad 1.
+fn same_3x3() -> Window {
+    Window {
         kh: 3,
         kw: 3,
         stride: 1,
         pad: 1,
         dilation: 1,
-    };
-    let dag = ops::conv2d_nchw(1, 8, 8, 8, 32, win, false, false).unwrap();
-    let steps = serde_json::json!([
+    }
+}
+
+/// A schedule of conv2d NCHW 1x8x8x8, 32 filters, 3x3: two output rows of 8 per parallel
+/// tile, a local tile of `cols` columns by all 32 channels (vectorized) under the reduction
+/// band `rc.1 ry.1 rx.1`.
+fn conv_channel_tile(cols: i64) -> serde_json::Value {
+    serde_json::json!([
         ["CHW", 3, "local"],
         ["SP", 4, 3, 8, [1, 8], 1],
         ["SP", 4, 2, 8, [4, 2], 1],
@@ -216,14 +218,24 @@ fn conv_tile_vectorized_over_channels_is_contiguous_and_correct() {
         ["SP", 3, 6, 3, [3], 1],
         ["SP", 3, 5, 3, [3], 1],
         ["SP", 3, 4, 8, [8], 1],
-        ["SP", 3, 3, 8, [8], 1],
+        ["SP", 3, 3, 8, [cols], 1],
         ["SP", 3, 2, 2, [1], 1],
         ["SP", 3, 1, 32, [32], 1],
         ["SP", 3, 0, 1, [1], 1],
         // rc.0 ry.0 rx.0 | i.0 j.0 k.0 l.0 | rc.1 ry.1 rx.1 | i.1 k.1 l.1 j.1 (vectorized)
         ["RE", 3, [8, 10, 12, 0, 2, 4, 6, 9, 11, 13, 1, 5, 7, 3]],
         ["AN", 3, 13, 2]
-    ]);
+    ])
+}
+
+/// A conv2d NCHW register tile vectorized over output channels (not the last axis), two
+/// output rows per tile: the local accumulator is laid out channel-innermost, the store goes
+/// through a base pointer that holds the tile-row offset, and the kernel matches the reference.
+#[test]
+fn conv_tile_vectorized_over_channels_is_contiguous_and_correct() {
+    let win = same_3x3();
+    let dag = ops::conv2d_nchw(1, 8, 8, 8, 32, win, false, false).unwrap();
+    let steps = conv_channel_tile(8);
     let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
     let state = sched.replay(&dag).unwrap();
     let f = tunehub_engine::lower::lower(&state).unwrap();
@@ -261,39 +273,15 @@ fn register_tiles_are_written_out_and_correct() {
         eprintln!("skipped: needs 16 f32 lanes");
         return;
     }
-    let win = Window {
-        kh: 3,
-        kw: 3,
-        stride: 1,
-        pad: 1,
-        dilation: 1,
-    };
+    let win = same_3x3();
     let conv = Task::new(
         ops::conv2d_nchw(1, 8, 8, 8, 32, win, false, false).unwrap(),
         "conv2d, packed filter",
     )
     .with_layout_free(&["kernel"])
     .unwrap();
-    let conv_steps = serde_json::json!([
-        ["CHW", 3, "local"],
-        ["SP", 4, 3, 8, [1, 8], 1],
-        ["SP", 4, 2, 8, [4, 2], 1],
-        ["SP", 4, 1, 32, [1, 32], 1],
-        ["SP", 4, 0, 1, [1, 1], 1],
-        ["RE", 4, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]],
-        ["FU", 4, [0, 1, 2, 3, 4, 5, 6]],
-        ["AN", 4, 0, 3],
-        ["CA", 3, 4, 1],
-        ["SP", 3, 6, 3, [3], 1],
-        ["SP", 3, 5, 3, [3], 1],
-        ["SP", 3, 4, 8, [8], 1],
-        ["SP", 3, 3, 8, [4], 1],
-        ["SP", 3, 2, 2, [1], 1],
-        ["SP", 3, 1, 32, [32], 1],
-        ["SP", 3, 0, 1, [1], 1],
-        ["RE", 3, [8, 10, 12, 0, 2, 4, 6, 9, 11, 13, 1, 5, 7, 3]],
-        ["AN", 3, 13, 2]
-    ]);
+    // A tile of 4 columns by 32 channels (2 vectors): 8 accumulators.
+    let conv_steps = conv_channel_tile(4);
     // k.0 | i.0 (2 rows) | k.1 | i.1 (2 rows) j.1 (16 lanes): four accumulators.
     let mm = Task::new(ops::matmul(64, 64, 64).unwrap(), "matmul(64,64,64)");
     let mm_steps = serde_json::json!([
