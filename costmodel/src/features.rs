@@ -538,7 +538,7 @@ impl<'a> Walker<'a> {
                     if lvl < n && uses >> lvl & 1 == 1 && self.loops[lvl].extent > 1 {
                         let l = self.loops[lvl];
                         prod *= l.extent as f64;
-                        width += var_coef(ix, l.var).abs() * (l.extent - 1);
+                        width += ix.var_coef(l.var).abs() * (l.extent - 1);
                         for (k, a, set, w) in &mut nonlinear {
                             if *set >> lvl & 1 == 1 {
                                 let now = atom_width(a, lvl);
@@ -702,7 +702,7 @@ impl<'a> Walker<'a> {
         }
         if ix.terms.iter().all(|(a, _)| matches!(a, Atom::Var(_))) {
             // Linear: the coefficient of the loop's variable.
-            return var_coef(ix, l.var).abs() as f64;
+            return ix.var_coef(l.var).abs() as f64;
         }
         let at = |x: i64| ix.range(&|w| if w == l.var { (x, x) } else { (0, 0) }).0;
         let first = (at(1) - at(0)).abs() as f64;
@@ -879,15 +879,6 @@ impl Lets {
             Atom::Max(x, y) | Atom::Min(x, y) => self.used_in(x) || self.used_in(y),
         })
     }
-}
-
-/// The coefficient of the plain term of `v` in `l` (0 without one).
-fn var_coef(l: &Lin, v: Var) -> i64 {
-    l.terms
-        .iter()
-        .filter(|(a, _)| matches!(a, Atom::Var(w) if *w == v))
-        .map(|(_, k)| k)
-        .sum()
 }
 
 /// `l` with region-start variables replaced by their definitions.

@@ -130,22 +130,15 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
 
 /// The coefficient of `lane` in `l` (0 when absent), or `None` when it appears inside a
 /// non-linear term, where consecutive lanes need not be consecutive addresses.
-pub(super) fn lane_coef(l: &Lin, lane: Var) -> Option<i64> {
-    let mut coef = 0;
-    for (a, k) in &l.terms {
-        match a {
-            Atom::Var(v) if *v == lane => coef = *k,
-            Atom::Var(_) => {}
-            _ => {
-                let mut vs = vec![];
-                a.vars(&mut vs);
-                if vs.contains(&lane) {
-                    return None;
-                }
-            }
+fn lane_coef(l: &Lin, lane: Var) -> Option<i64> {
+    let nonlinear = l.terms.iter().any(|(a, _)| {
+        let mut vs = vec![];
+        if !matches!(a, Atom::Var(_)) {
+            a.vars(&mut vs);
         }
-    }
-    Some(coef)
+        vs.contains(&lane)
+    });
+    (!nonlinear).then(|| l.var_coef(lane))
 }
 
 fn cond_uses(c: &VCond, lane: Var) -> bool {
@@ -164,7 +157,7 @@ fn lin_uses(l: &Lin, lane: Var) -> bool {
 }
 
 /// Whether the value differs between lanes.
-pub(super) fn uses(e: &VExpr, lane: Var) -> bool {
+fn uses(e: &VExpr, lane: Var) -> bool {
     match e {
         VExpr::Const(_) => false,
         VExpr::Load { index, .. } | VExpr::Index(index) => lin_uses(index, lane),
@@ -178,7 +171,7 @@ pub(super) fn uses(e: &VExpr, lane: Var) -> bool {
 /// when it is the same in every lane (a scalar the vector operations broadcast), `None` when it
 /// needs what the tile form does not write (gathers, lane-dependent conditions, math calls or
 /// min/max over lanes).
-pub(super) fn vector_form(e: &VExpr, lane: Var) -> Option<bool> {
+fn vector_form(e: &VExpr, lane: Var) -> Option<bool> {
     if !uses(e, lane) {
         return Some(false);
     }
@@ -200,7 +193,7 @@ pub(super) fn vector_form(e: &VExpr, lane: Var) -> Option<bool> {
 }
 
 /// `e` with every index expression passed through `f`.
-pub(super) fn map_lins(e: &VExpr, f: &impl Fn(&Lin) -> Lin) -> VExpr {
+fn map_lins(e: &VExpr, f: &impl Fn(&Lin) -> Lin) -> VExpr {
     match e {
         VExpr::Const(c) => VExpr::Const(*c),
         VExpr::Load { buf, index } => VExpr::Load {
@@ -233,7 +226,7 @@ fn map_cond(c: &VCond, f: &impl Fn(&Lin) -> Lin) -> VCond {
 }
 
 /// Every point of the tile, outermost loop slowest: the value of each tile variable.
-pub(super) fn tile_points(tile: &[(Var, i64)]) -> Vec<Vec<(Var, i64)>> {
+fn tile_points(tile: &[(Var, i64)]) -> Vec<Vec<(Var, i64)>> {
     let mut points = vec![vec![]];
     for &(v, n) in tile {
         points = points

@@ -92,6 +92,16 @@ impl Lin {
         self.terms.is_empty().then_some(self.c)
     }
 
+    /// The coefficient of the plain term of `v` (0 without one); uses of `v` inside non-linear
+    /// atoms are not counted.
+    pub fn var_coef(&self, v: Var) -> i64 {
+        self.terms
+            .iter()
+            .filter(|(a, _)| matches!(a, Atom::Var(w) if *w == v))
+            .map(|(_, k)| k)
+            .sum()
+    }
+
     pub fn add(&self, o: &Lin) -> Lin {
         let mut terms = Vec::with_capacity(self.terms.len() + o.terms.len());
         let (mut i, mut j) = (0, 0);
