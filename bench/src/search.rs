@@ -264,11 +264,11 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 run_s += r.run_s;
                 let g = r.best_cost.map_or(0.0, |c| task.gflops(c));
                 println!(
-                    "  round {:>2}: {:>4} trials, best {:>7.1} GFLOP/s, search {:.2} s, measure {:.1} s, {} errors",
-                    r.round, r.total_trials, g, r.search_s, r.measure_s, r.errors
+                    "  round {:>2}: {:>4} trials, best {:>7.1} GFLOP/s, search {:.2} s (model {:.2} s), measure {:.1} s, {} errors",
+                    r.round, r.total_trials, g, r.search_s, r.model_s, r.measure_s, r.errors
                 );
                 curve.push((r.total_trials, g));
-                rounds.push(json!({"trials": r.total_trials, "best_gflops": g, "search_s": r.search_s, "measure_s": r.measure_s}));
+                rounds.push(json!({"trials": r.total_trials, "best_gflops": g, "search_s": r.search_s, "model_s": r.model_s, "measure_s": r.measure_s}));
                 ControlFlow::Continue(())
             },
         )?;

@@ -3,7 +3,8 @@
 //! it runs at.
 //!
 //! `cargo run --release -p tunehub-engine --example measure_schedule -- WORKLOAD [--c] STEPS...`
-//! (`TH_MEASURE=number,repeat,min_repeat_ms` sets the measurement; default 5,5,50)
+//! (`TH_MEASURE=number,repeat,min_repeat_ms` sets the measurement; default 5,5,50;
+//! `TH_CFLAGS="-O2 ..."` appends compiler flags, a later `-O` overriding the default)
 //! WORKLOAD is a task description (`matmul(512,512,512,layout_free=B)`); each STEPS is a
 //! schedule's JSON step list (`[]` is the naive schedule).
 
@@ -24,7 +25,12 @@ fn main() {
     let spec = split_layout_free(desc).0;
     let dag = ops::build_op(&spec).expect("a valid op spec");
     let task = Task::from_desc(dag, desc.as_str()).expect("valid layout_free names");
-    let target = Target::detect();
+    let mut target = Target::detect();
+    if let Ok(f) = std::env::var("TH_CFLAGS") {
+        target
+            .cflags
+            .extend(f.split_whitespace().map(str::to_string));
+    }
     let scheds: Vec<Schedule> = args[1..]
         .iter()
         .filter(|a| *a != "--c")

@@ -29,10 +29,11 @@ fn main() {
         let t = Instant::now();
         let b = s.next_batch(&mut m, 64).unwrap();
         println!(
-            "round {round}: {} proposed in {:.3} s; {} generated, {} scored, {} rejected so far",
+            "round {round}: {} proposed in {:.3} s; {} generated, {} lowered, {} scored, {} rejected so far",
             b.len(),
             t.elapsed().as_secs_f64(),
             s.stats.generated,
+            s.stats.lowered,
             s.stats.scored,
             s.stats.rejected
         );

@@ -95,6 +95,23 @@ fn invalid_step_lists_are_errors_with_reasons() {
             "{steps}: error '{e}' does not say '{want}'"
         );
     }
+    // rfactor: only a reduction axis, a dividing factor, before the stage's other steps.
+    for (steps, want) in [
+        (json!([["RF", 2, 0, 4]]), "not a reduction axis"),
+        (json!([["RF", 2, 2, 3]]), "divides 64"),
+        (json!([["RF", 2, 2, 1]]), "at least 2"),
+        (
+            json!([["SP", 2, 0, null, [4], 1], ["RF", 2, 2, 4]]),
+            "before any other step",
+        ),
+        (json!([["RF", 0, 0, 4]]), "is an input"),
+    ] {
+        let e = replay_err(&mm, steps.clone());
+        assert!(
+            e.contains(want),
+            "{steps}: error '{e}' does not say '{want}'"
+        );
+    }
     // compute_at on a stage that does not read the producer.
     let c = conv(); // data=0 kernel=1 pad=2 conv=3 bias=4 bias_relu=5
     let e = replay_err(&c, json!([["CA", 2, 5, 0]]));
@@ -118,6 +135,8 @@ fn malformed_json_is_an_error() {
         "[[\"AN\", 0, 0, 9]]",
         "[[\"SP\", -1, 0, null, [2], 1]]",
         "[[\"CHW\", 1, \"shared\"]]",
+        "[[\"RF\", 1, 0]]",
+        "[[\"RF\", 1, 0, \"4\"]]",
     ] {
         match Schedule::from_json(bad) {
             Err(ScheduleError::Json(msg)) => assert!(!msg.is_empty()),
@@ -143,6 +162,7 @@ fn arb_step() -> impl Strategy<Value = serde_json::Value> {
         n.clone().prop_map(|s| json!(["CI", s])),
         n.clone().prop_map(|s| json!(["CR", s])),
         n.clone().prop_map(|s| json!(["CHW", s, "local"])),
+        (n.clone(), n.clone(), 0..9i64).prop_map(|(s, a, f)| json!(["RF", s, a, f])),
         (n.clone(), n, 0..600i64).prop_map(|(s, i, m)| json!([
             "PR",
             s,

@@ -72,9 +72,76 @@ fn workloads() -> Vec<(ComputeDag, &'static str)> {
             ops::pool2d(PoolKind::Max, 1, 3, 8, 8, w(2, 2, 0)).unwrap(),
             "max_pool",
         ),
-        (ops::softmax(4, 30).unwrap(), "softmax"),
+        // Rows of 32: long enough for rfactor sketches.
+        (ops::softmax(4, 32).unwrap(), "softmax"),
         (ops::elementwise(6, 20).unwrap(), "elementwise"),
     ]
+}
+
+/// Softmax's row max and row sum each get a sketch with rfactor: annotated, their partials are
+/// a vectorized stage of their own, and the kernels compute the reference.
+#[test]
+fn rfactor_sketches_vectorize_partials_and_are_correct() {
+    use rand::SeedableRng;
+    use tunehub_engine::search::annotate::{AnnotateContext, Decider, annotate};
+    use tunehub_engine::search::sketch::{StagePlan, cpu_rules, generate};
+    let target = Target::detect();
+    let dag = ops::softmax(3, 48).unwrap();
+    let sketches = generate(&dag, &cpu_rules());
+    let n_rf = |k: &tunehub_engine::search::sketch::Sketch| {
+        k.plans.iter().filter(|p| **p == StagePlan::Rfactor).count()
+    };
+    let mut counts: Vec<usize> = sketches.iter().map(n_rf).collect();
+    counts.sort_unstable();
+    // Row max and row sum with or without rfactor, exp inlined or not.
+    assert_eq!(counts, vec![0, 0, 1, 1, 1, 1, 2, 2], "{sketches:?}");
+    let ctx = AnnotateContext {
+        cores: 2,
+        vector_lanes: 8,
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    let mut scheds = vec![];
+    for k in sketches.iter().filter(|k| n_rf(k) > 0) {
+        for _ in 0..6 {
+            let (s, state) = annotate(&dag, k, &ctx, &mut Decider::sample(&mut rng)).unwrap();
+            if !s.to_json().contains("\"RF\"") {
+                continue; // a factor of 1 leaves the reduction as it is
+            }
+            // Each partial stage is named for its reduction and vectorizes its last loop.
+            let rf: Vec<_> = (0..state.dag.stages.len())
+                .filter(|&t| state.dag.stages[t].name.ends_with(".rf"))
+                .collect();
+            assert!(!rf.is_empty(), "{}", s.to_json());
+            for t in rf {
+                let st = &state.stages[t];
+                let last = &st.nodes[*st.leaves.last().unwrap()];
+                assert_eq!(
+                    last.ann,
+                    tunehub_engine::schedule::Annotation::Vectorize,
+                    "{}: {}",
+                    state.dag.stages[t].name,
+                    s.to_json()
+                );
+            }
+            scheds.push(s);
+        }
+    }
+    assert!(
+        scheds.len() >= 6,
+        "only {} rfactored schedules",
+        scheds.len()
+    );
+    let task = Task::new(dag, "softmax(3,48)");
+    let mut measurer = Measurer::new(&target, quick());
+    for (s, r) in scheds.iter().zip(measurer.measure(&task, &scheds)) {
+        assert_eq!(
+            r.error,
+            ErrorCode::NoError,
+            "{}: {}",
+            s.to_json(),
+            r.error_msg
+        );
+    }
 }
 
 /// Two rounds per workload: the second breeds from measured elites, so proposals include

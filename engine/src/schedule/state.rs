@@ -338,6 +338,11 @@ impl State {
                 self.stages[*stage].attach = Attach::Root;
             }
             Step::CacheWrite { stage } => self.cache_write(*stage)?,
+            Step::Rfactor {
+                stage,
+                axis,
+                factor,
+            } => self.rfactor(*stage, *axis, *factor)?,
             Step::AutoUnroll {
                 stage,
                 iter,
@@ -364,12 +369,118 @@ impl State {
         })
     }
 
-    fn cache_write(&mut self, s: usize) -> Result<(), String> {
+    /// Whether stage `s` has no step applied yet (steps that grow the DAG come first).
+    fn untouched(&self, s: usize) -> Result<bool, String> {
         let st = self.compute_stage(s)?;
-        if !st.relations.is_empty()
-            || st.attach != Attach::Root
-            || st.leaves != (0..st.nodes.len()).collect::<Vec<_>>()
-        {
+        Ok(st.relations.is_empty()
+            && st.attach == Attach::Root
+            && st.leaves == (0..st.nodes.len()).collect::<Vec<_>>())
+    }
+
+    /// Inserts `new` as stage `s`, moving stage `s` and every later one up by one. Stage `s`
+    /// has just been rewritten to read `new` as stage `s`; the reads of later stages of stages
+    /// >= `s`, and attachments to them, move up with them.
+    fn insert_stage(&mut self, s: usize, new: crate::ir::Stage) {
+        for later in &mut self.dag.stages[s + 1..] {
+            if let StageKind::Compute { body, .. } = &mut later.kind {
+                *body = body.map_loads(&mut |t, idx| {
+                    Expr::Load(if t >= s { t + 1 } else { t }, idx.to_vec())
+                });
+            }
+        }
+        for o in &mut self.stages {
+            if let Attach::At { stage, .. } = &mut o.attach
+                && *stage >= s
+            {
+                *stage += 1;
+            }
+        }
+        self.stages
+            .insert(s, StageState::for_stage(new.space(), new.reduce_axes()));
+        self.dag.stages.insert(s, new);
+    }
+
+    /// See [`Step::Rfactor`].
+    fn rfactor(&mut self, s: usize, axis: usize, factor: i64) -> Result<(), String> {
+        if !self.untouched(s)? {
+            return Err("rfactor comes before any other step on its stage".into());
+        }
+        let orig = self.dag.stages[s].clone();
+        let StageKind::Compute {
+            space,
+            reduce_axes,
+            reduce: Some(op),
+            body,
+        } = &orig.kind
+        else {
+            return Err(format!("stage {s} ({}) is not a reduction", orig.name));
+        };
+        let ns = space.len();
+        let Some(r) = axis.checked_sub(ns).filter(|&r| r < reduce_axes.len()) else {
+            return Err(format!(
+                "axis {axis} is not a reduction axis of {} (those are {ns}..{})",
+                orig.name,
+                ns + reduce_axes.len()
+            ));
+        };
+        let k = &reduce_axes[r];
+        if factor < 2 || k.extent % factor != 0 {
+            return Err(format!(
+                "rfactor needs a factor of at least 2 that divides {} ({}), got {factor}",
+                k.extent, k.name
+            ));
+        }
+        // The partial stage's axes: the space axes, the factored part `ki`; then the reduction
+        // axes with `ko` in place of the axis. The axis is `ko * factor + ki`.
+        let ki = Axis {
+            name: format!("{}_in", k.name),
+            extent: factor,
+        };
+        let mut rf_space = space.clone();
+        rf_space.push(ki.clone());
+        let mut rf_reduce = reduce_axes.clone();
+        rf_reduce[r] = Axis {
+            name: format!("{}_out", k.name),
+            extent: k.extent / factor,
+        };
+        let by: Vec<Affine> = (0..ns)
+            .map(Affine::axis)
+            .chain((0..reduce_axes.len()).map(|j| {
+                if j == r {
+                    Affine::new(vec![(ns + 1 + j, factor), (ns, 1)], 0)
+                } else {
+                    Affine::axis(ns + 1 + j)
+                }
+            }))
+            .collect();
+        let partial = crate::ir::Stage {
+            name: format!("{}.rf", orig.name),
+            shape: rf_space.iter().map(|a| a.extent).collect(),
+            dtype: orig.dtype,
+            kind: StageKind::Compute {
+                space: rf_space,
+                reduce_axes: rf_reduce,
+                reduce: Some(*op),
+                body: body.substitute_axes(&by),
+            },
+        };
+        let combine = crate::ir::Stage {
+            kind: StageKind::Compute {
+                space: space.clone(),
+                reduce_axes: vec![ki],
+                reduce: Some(*op),
+                body: Expr::Load(s, (0..=ns).map(Affine::axis).collect()),
+            },
+            ..orig.clone()
+        };
+        self.stages[s] = StageState::for_stage(combine.space(), combine.reduce_axes());
+        self.dag.stages[s] = combine;
+        self.insert_stage(s, partial);
+        Ok(())
+    }
+
+    fn cache_write(&mut self, s: usize) -> Result<(), String> {
+        if !self.untouched(s)? {
             return Err("cache_write comes before any other step on its stage".into());
         }
         let orig = self.dag.stages[s].clone();
@@ -387,26 +498,9 @@ impl State {
             },
             ..orig.clone()
         };
-        // Later stages' reads of stage >= s move up by one: they now read the copy.
-        for later in &mut self.dag.stages[s + 1..] {
-            if let StageKind::Compute { body, .. } = &mut later.kind {
-                *body = body.map_loads(&mut |t, idx| {
-                    Expr::Load(if t >= s { t + 1 } else { t }, idx.to_vec())
-                });
-            }
-        }
-        self.dag.stages[s] = copy;
-        self.dag.stages.insert(s, local.clone());
-        for o in &mut self.stages {
-            if let Attach::At { stage, .. } = &mut o.attach
-                && *stage >= s
-            {
-                *stage += 1;
-            }
-        }
         self.stages[s] = StageState::for_stage(space, &[]);
-        self.stages
-            .insert(s, StageState::for_stage(local.space(), local.reduce_axes()));
+        self.dag.stages[s] = copy;
+        self.insert_stage(s, local);
         Ok(())
     }
 }

@@ -2,7 +2,9 @@
 //! Ansor logs reads ours: `["SP", stage, iter, extent, [lengths], inner_to_outer]`,
 //! `["RE", stage, [order]]`, `["FU", stage, [iters]]`, `["AN", stage, iter, code]`,
 //! `["CA", stage, target_stage, target_iter]`, `["CI", stage]`, `["CR", stage]`,
-//! `["CHW", stage, "local"]`, `["PR", stage, iter, "auto_unroll_max_step$N"]`.
+//! `["CHW", stage, "local"]`, `["PR", stage, iter, "auto_unroll_max_step$N"]`,
+//! `["RF", stage, axis, factor]` (Ansor's RF names a split iterator instead: ours splits and
+//! factors in one step).
 //!
 //! Stage and iterator numbers are positions at the time the step is applied, as in Ansor.
 
@@ -74,6 +76,15 @@ pub enum Step {
     CacheWrite {
         stage: usize,
     },
+    /// Factors reduction axis `axis` (its number among the stage's axes, space first) of a
+    /// fresh stage: `<name>.rf` (inserted before it, taking its number) reduces the axis's
+    /// outer `extent / factor` part into `factor` partial results, a space axis it can
+    /// vectorize; `stage` then reduces the partials (Ansor's rfactor of a split's inner part).
+    Rfactor {
+        stage: usize,
+        axis: usize,
+        factor: i64,
+    },
     /// Unrolls the stage's innermost loops while their product stays within `max_step`.
     AutoUnroll {
         stage: usize,
@@ -100,6 +111,7 @@ impl Step {
             | Step::ComputeInline { stage }
             | Step::ComputeRoot { stage }
             | Step::CacheWrite { stage }
+            | Step::Rfactor { stage, .. }
             | Step::AutoUnroll { stage, .. } => *stage,
         }
     }
@@ -133,6 +145,11 @@ impl Step {
             Step::ComputeInline { stage } => json!(["CI", stage]),
             Step::ComputeRoot { stage } => json!(["CR", stage]),
             Step::CacheWrite { stage } => json!(["CHW", stage, "local"]),
+            Step::Rfactor {
+                stage,
+                axis,
+                factor,
+            } => json!(["RF", stage, axis, factor]),
             Step::AutoUnroll {
                 stage,
                 iter,
@@ -285,6 +302,16 @@ impl Step {
                     stage: uint(1, "stage")?,
                 }
             }
+            "RF" => {
+                arity(4)?;
+                Step::Rfactor {
+                    stage: uint(1, "stage")?,
+                    axis: uint(2, "axis")?,
+                    factor: a[3]
+                        .as_i64()
+                        .ok_or_else(|| err("\"RF\": factor must be an integer".into()))?,
+                }
+            }
             "PR" => {
                 arity(4)?;
                 let p = a[3]
@@ -306,7 +333,7 @@ impl Step {
             }
             other => {
                 return Err(err(format!(
-                    "unknown step code \"{other}\" (known: SP RE FU AN CA CI CR CHW PR)"
+                    "unknown step code \"{other}\" (known: SP RE FU AN CA CI CR CHW RF PR)"
                 )));
             }
         })

@@ -5,7 +5,9 @@
 //! the next one by roulette selection and mutation; then propose the best-scored candidates
 //! never measured before, plus an eps-greedy share of fresh random ones. Candidates are
 //! generated and lowered on all cores (each with its own seeded RNG, so the result does not
-//! depend on the thread count); the model scores each distinct program once per round.
+//! depend on the thread count). Once the population converges, many children are copies of
+//! programs already seen this round: each distinct program is lowered and scored once per
+//! round, and the candidates that share it share one lowered copy.
 
 use super::annotate::{AnnotateContext, Decider, Decision, annotate};
 use super::cost_model::{CostModel, CostModelError};
@@ -63,8 +65,12 @@ pub struct SearchStats {
     /// Wall time of the last `next_batch` and of all of them.
     pub last_round_s: f64,
     pub total_s: f64,
-    /// Candidates generated (sampled or mutated) and lowered.
+    /// Wall time in the cost model (predict and update, feature extraction included), summed.
+    pub model_s: f64,
+    /// Candidates generated (sampled or mutated).
     pub generated: u64,
+    /// Distinct programs lowered (a candidate equal to one lowered earlier in its round is not).
+    pub lowered: u64,
     /// Programs the model scored.
     pub scored: u64,
     /// Generated candidates thrown away because they did not lower, with the last reason.
@@ -79,7 +85,15 @@ struct Candidate {
     decisions: Vec<Decision>,
     schedule: Schedule,
     hash: u64,
-    lowered: LoweredFunc,
+    lowered: Arc<LoweredFunc>,
+}
+
+/// The programs lowered in one round, by schedule hash: a candidate equal to one of them takes
+/// its lowered copy instead of lowering again; a schedule that failed to lower fails once.
+#[derive(Default)]
+struct Lowered {
+    ok: HashMap<u64, Arc<LoweredFunc>>,
+    failed: HashMap<u64, String>,
 }
 
 /// A measured candidate whose decisions are known, kept to seed later populations.
@@ -143,6 +157,18 @@ pub fn par_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync)
     })
 }
 
+/// Drops `items` on `threads` scoped threads, for large piles of small allocations.
+fn par_drop<T: Send>(mut items: Vec<T>, threads: usize) {
+    let chunk = items.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        while items.len() > chunk {
+            let part = items.split_off(items.len() - chunk);
+            scope.spawn(move || drop(part));
+        }
+        drop(items);
+    });
+}
+
 impl TaskSearch {
     /// A search with the target's sketch rules ([`sketch::cpu_rules`] on every CPU today).
     pub fn new(task: Arc<Task>, target: &Target, params: SearchParams, seed: u64) -> Self {
@@ -203,39 +229,72 @@ impl TaskSearch {
         }
     }
 
-    fn build(
-        &self,
-        sketch: usize,
-        replay: &[Decision],
-        rng: &mut ChaCha8Rng,
-    ) -> Result<Candidate, String> {
-        let mut d = Decider::replay(rng, replay);
-        let (schedule, state) =
-            annotate(&self.task.dag, &self.sketches[sketch], &self.ctx, &mut d)?;
-        let lowered = lower_with(&state, &self.lower_opts).map_err(|e| e.to_string())?;
-        Ok(Candidate {
-            sketch,
-            decisions: d.made,
-            hash: schedule_hash(&schedule),
-            schedule,
-            lowered,
-        })
-    }
-
     /// Builds candidates in parallel: job `i` is (sketch, decisions to replay); the RNG of job
-    /// `i` is seeded from `seed` and `i`. Rejections are counted and dropped.
-    fn build_all(&mut self, jobs: Vec<(usize, Vec<Decision>)>, seed: u64) -> Vec<Candidate> {
+    /// `i` is seeded from `seed` and `i`. Every job is annotated; a program is lowered only by
+    /// the first job to claim it this round, the others share its copy (the lowered program
+    /// does not depend on who lowers it, so neither does the result). Rejections are counted
+    /// and dropped.
+    fn build_all(
+        &mut self,
+        jobs: Vec<(usize, Vec<Decision>)>,
+        seed: u64,
+        lowered: &mut Lowered,
+    ) -> Vec<Candidate> {
         let threads = self.threads();
         let this = &*self;
-        let out = par_map(jobs.len(), threads, |i| {
+        let known = &*lowered;
+        let claimed = std::sync::Mutex::new(HashSet::new());
+        let built = par_map(jobs.len(), threads, |i| {
             let mut rng =
                 ChaCha8Rng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            this.build(jobs[i].0, &jobs[i].1, &mut rng)
+            let mut d = Decider::replay(&mut rng, &jobs[i].1);
+            let (schedule, state) =
+                annotate(&this.task.dag, &this.sketches[jobs[i].0], &this.ctx, &mut d)?;
+            let hash = schedule_hash(&schedule);
+            let new = !known.ok.contains_key(&hash)
+                && !known.failed.contains_key(&hash)
+                && claimed.lock().expect("not poisoned").insert(hash);
+            // The state is dropped here, on the thread that built it.
+            let lowering =
+                new.then(|| lower_with(&state, &this.lower_opts).map_err(|e| e.to_string()));
+            Ok::<_, String>((jobs[i].0, d.made, schedule, hash, lowering))
         });
-        self.stats.generated += out.len() as u64;
+        let mut fresh = 0;
+        let mut annotated = Vec::with_capacity(built.len());
+        for b in built {
+            annotated.push(b.map(|(sketch, decisions, schedule, hash, lowering)| {
+                if let Some(l) = lowering {
+                    fresh += 1;
+                    match l {
+                        Ok(l) => {
+                            lowered.ok.insert(hash, Arc::new(l));
+                        }
+                        Err(e) => {
+                            lowered.failed.insert(hash, e);
+                        }
+                    }
+                }
+                (sketch, decisions, schedule, hash)
+            }));
+        }
+        self.stats.generated += annotated.len() as u64;
+        self.stats.lowered += fresh;
         let mut cands = vec![];
-        for r in out {
-            match r {
+        for a in annotated {
+            let lowering =
+                a.and_then(
+                    |(sketch, decisions, schedule, hash)| match lowered.ok.get(&hash) {
+                        Some(l) => Ok(Candidate {
+                            sketch,
+                            decisions,
+                            schedule,
+                            hash,
+                            lowered: Arc::clone(l),
+                        }),
+                        None => Err(lowered.failed[&hash].clone()),
+                    },
+                );
+            match lowering {
                 Ok(c) => cands.push(c),
                 Err(e) => {
                     self.stats.rejected += 1;
@@ -248,11 +307,11 @@ impl TaskSearch {
     }
 
     /// `n` fresh random candidates over the sketches.
-    fn sample(&mut self, n: usize) -> Vec<Candidate> {
+    fn sample(&mut self, n: usize, lowered: &mut Lowered) -> Vec<Candidate> {
         let k = self.sketches.len();
         let jobs = (0..n).map(|_| (self.rng.gen_range(0..k), vec![])).collect();
         let seed = self.rng.r#gen();
-        self.build_all(jobs, seed)
+        self.build_all(jobs, seed, lowered)
     }
 
     /// Scores `cands` with the model, each distinct program once (cached by hash).
@@ -270,8 +329,10 @@ impl TaskSearch {
             }
         }
         if !todo.is_empty() {
-            let progs: Vec<&LoweredFunc> = todo.iter().map(|&i| &cands[i].lowered).collect();
+            let progs: Vec<&LoweredFunc> = todo.iter().map(|&i| &*cands[i].lowered).collect();
+            let t = Instant::now();
             let scores = model.predict(&self.task, &progs)?;
+            self.stats.model_s += t.elapsed().as_secs_f64();
             self.stats.scored += todo.len() as u64;
             for (&i, s) in todo.iter().zip(scores) {
                 cache.insert(cands[i].hash, if s.is_finite() { s } else { f32::MIN });
@@ -292,7 +353,9 @@ impl TaskSearch {
             let backlog = std::mem::take(&mut self.backlog);
             let progs: Vec<&LoweredFunc> = backlog.iter().map(|(l, _)| l).collect();
             let results: Vec<MeasureResult> = backlog.iter().map(|(_, r)| r.clone()).collect();
+            let t = Instant::now();
             model.update(&self.task, &progs, &results)?;
+            self.stats.model_s += t.elapsed().as_secs_f64();
         }
         let pop = self.params.population.max(n);
         // Initial population: the best measured candidates, then fresh samples.
@@ -303,8 +366,9 @@ impl TaskSearch {
             .map(|e| (e.sketch, e.decisions.clone()))
             .collect();
         let seed = self.rng.r#gen();
-        let mut population = self.build_all(jobs, seed);
-        let fresh = self.sample(pop - population.len());
+        let mut lowered = Lowered::default();
+        let mut population = self.build_all(jobs, seed, &mut lowered);
+        let fresh = self.sample(pop - population.len(), &mut lowered);
         let fresh_hashes: Vec<u64> = fresh.iter().map(|c| c.hash).collect();
         population.extend(fresh);
 
@@ -341,7 +405,7 @@ impl TaskSearch {
                 copies.push(parent.clone());
             }
             let seed = self.rng.r#gen();
-            let mut next = self.build_all(jobs, seed);
+            let mut next = self.build_all(jobs, seed, &mut lowered);
             // An unchanged copy is the same program: cloned, not annotated and lowered again.
             next.extend(copies);
             for (c, s) in population.into_iter().zip(scores) {
@@ -391,6 +455,10 @@ impl TaskSearch {
             batch.push(c.schedule.clone());
             self.pending.insert(h, c);
         }
+        // Thousands of lowered programs die here. Freed on one thread, they took a fifth of a
+        // conv2d round (perf): free them on all.
+        drop(pool);
+        par_drop(lowered.ok.into_values().collect(), self.threads());
         let dt = t0.elapsed().as_secs_f64();
         self.stats.rounds += 1;
         self.stats.last_round_s = dt;
@@ -433,7 +501,8 @@ impl TaskSearch {
                 None => s
                     .replay(&self.task.dag)
                     .ok()
-                    .and_then(|st| lower_with(&st, &self.lower_opts).ok()),
+                    .and_then(|st| lower_with(&st, &self.lower_opts).ok())
+                    .map(Arc::new),
             };
             if let Some(l) = lowered {
                 progs.push(l);
@@ -443,8 +512,11 @@ impl TaskSearch {
         if progs.is_empty() {
             return Ok(());
         }
-        let refs: Vec<&LoweredFunc> = progs.iter().collect();
-        model.update(&self.task, &refs, &kept)
+        let refs: Vec<&LoweredFunc> = progs.iter().map(|l| &**l).collect();
+        let t = Instant::now();
+        let updated = model.update(&self.task, &refs, &kept);
+        self.stats.model_s += t.elapsed().as_secs_f64();
+        updated
     }
 
     /// Re-adds a measurement made earlier (a resumed job): it is never proposed again, counts

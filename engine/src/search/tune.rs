@@ -49,6 +49,8 @@ pub struct RoundReport {
     pub best_cost: Option<f64>,
     /// Wall time of the search (sketch, evolution, model) and of the measurement.
     pub search_s: f64,
+    /// The part of `search_s` spent in the cost model (predict and update).
+    pub model_s: f64,
     pub measure_s: f64,
     /// Summed per-candidate build and run times (builds overlap, so these exceed wall time).
     pub build_s: f64,
@@ -88,6 +90,7 @@ pub fn tune(
         let Some(i) = sched.next_task() else { break };
         let n = opts.batch.min(opts.trials - total);
         let t0 = Instant::now();
+        let model_s0 = searches[i].stats.model_s;
         let batch = searches[i].next_batch(model, n)?;
         let search_s = t0.elapsed().as_secs_f64();
         if batch.is_empty() {
@@ -116,6 +119,7 @@ pub fn tune(
             total_trials: total,
             best_cost: best,
             search_s,
+            model_s: searches[i].stats.model_s - model_s0,
             measure_s,
             build_s: results.iter().map(|r| r.build_s).sum(),
             run_s: results.iter().map(|r| r.run_s).sum(),
