@@ -205,6 +205,12 @@ impl Target {
             .unwrap_or("generic")
     }
 
+    /// Whether kernels may call glibc's vector math library (libmvec: `expf` and `logf` on
+    /// 4-16 lanes, in every x86-64 glibc since 2.22). Kernels link `-lmvec` then.
+    pub fn has_vector_math(&self) -> bool {
+        self.arch == "x86_64" && self.os == "linux"
+    }
+
     /// Flags for compiling a kernel together with its harness.
     pub fn compile_flags(&self) -> Vec<String> {
         let mut f = vec!["-O3".to_string()];

@@ -320,3 +320,44 @@ fn register_tiles_are_written_out_and_correct() {
         }
     }
 }
+
+/// On glibc x86-64 a vectorized loop of `expf` calls libmvec's vector exp (GCC emits it for
+/// the declaration the generator writes), links, and matches the reference.
+#[test]
+fn vectorized_exp_calls_vector_math_and_is_correct() {
+    let target = Target::detect();
+    if !target.has_vector_math() {
+        eprintln!("skipped: no libmvec on this target");
+        return;
+    }
+    // softmax(4, 64): x=0 row_max=1 exp=2 row_sum=3 softmax=4; exp at root, its row vectorized.
+    let task = Task::new(ops::softmax(4, 64).unwrap(), "softmax(4,64)");
+    let sched =
+        tunehub_engine::schedule::Schedule::from_json_value(&serde_json::json!([["AN", 2, 1, 2]]))
+            .unwrap();
+    let k =
+        tunehub_engine::codegen::generate_with(&task.dag, &sched, &target, &task.lower_options())
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k.c"), &k.source).unwrap();
+    let out = std::process::Command::new(&target.compiler)
+        .args(target.compile_flags())
+        .args(["-S", "-o", "k.s", "k.c"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let asm = std::fs::read_to_string(dir.path().join("k.s")).unwrap();
+    assert!(
+        asm.contains("_ZGV") && asm.contains("v_expf"),
+        "no vector expf call in:\n{}",
+        k.source
+    );
+    for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
+        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+    }
+}

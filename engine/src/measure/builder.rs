@@ -81,7 +81,11 @@ impl LocalBuilder {
         LocalBuilder {
             compiler: target.compiler.clone(),
             flags: target.compile_flags(),
-            libs: vec![],
+            libs: if target.has_vector_math() {
+                vec!["-lmvec".to_string()]
+            } else {
+                vec![]
+            },
             jobs: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),
