@@ -323,6 +323,16 @@ impl Expr {
         Expr::Select(Box::new(c), Box::new(a), Box::new(b))
     }
 
+    /// Whether some unary op of the expression (conditions included) satisfies `pred`.
+    pub fn any_unary(&self, pred: &impl Fn(UnaryOp) -> bool) -> bool {
+        match self {
+            Expr::Const(_) | Expr::Load(..) | Expr::Index(_) => false,
+            Expr::Unary(op, a) => pred(*op) || a.any_unary(pred),
+            Expr::Binary(_, a, b) => a.any_unary(pred) || b.any_unary(pred),
+            Expr::Select(c, a, b) => c.any_unary(pred) || a.any_unary(pred) || b.any_unary(pred),
+        }
+    }
+
     /// Calls `f` on every load, including loads inside conditions.
     pub fn visit_loads(&self, f: &mut impl FnMut(usize, &[Affine])) {
         match self {
@@ -421,6 +431,16 @@ impl Expr {
 }
 
 impl Cond {
+    /// See [`Expr::any_unary`].
+    pub fn any_unary(&self, pred: &impl Fn(UnaryOp) -> bool) -> bool {
+        match self {
+            Cond::Index(..) => false,
+            Cond::Value(_, a, b) => a.any_unary(pred) || b.any_unary(pred),
+            Cond::And(a, b) | Cond::Or(a, b) => a.any_unary(pred) || b.any_unary(pred),
+            Cond::Not(a) => a.any_unary(pred),
+        }
+    }
+
     pub fn visit_loads(&self, f: &mut impl FnMut(usize, &[Affine])) {
         match self {
             Cond::Index(..) => {}

@@ -1097,23 +1097,7 @@ fn set_load_index(body: &mut [Stmt], buf: usize, index: &Lin) {
 
 /// Whether evaluating `e` calls a math library function.
 fn has_call(e: &Expr) -> bool {
-    match e {
-        Expr::Const(_) | Expr::Load(..) | Expr::Index(_) => false,
-        Expr::Unary(op, a) => {
-            !matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu) || has_call(a)
-        }
-        Expr::Binary(_, a, b) => has_call(a) || has_call(b),
-        Expr::Select(c, a, b) => cond_has_call(c) || has_call(a) || has_call(b),
-    }
-}
-
-fn cond_has_call(c: &Cond) -> bool {
-    match c {
-        Cond::Index(..) => false,
-        Cond::Value(_, a, b) => has_call(a) || has_call(b),
-        Cond::And(a, b) | Cond::Or(a, b) => cond_has_call(a) || cond_has_call(b),
-        Cond::Not(a) => cond_has_call(a),
-    }
+    e.any_unary(&|op| !matches!(op, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu))
 }
 
 fn guard(conds: Vec<(Lin, i64)>, body: Vec<Stmt>) -> Vec<Stmt> {

@@ -243,6 +243,15 @@ impl Gen {
         st.nodes[st.leaves[k]].ann
     }
 
+    /// The loops of `c` a producer may be computed in: not a vectorized loop, and not under an
+    /// unrolled one, whose body would copy the producer's nest.
+    fn attach_spots(&self, c: usize) -> Vec<usize> {
+        (0..self.leaves(c))
+            .take_while(|&k| self.ann(c, k) != Annotation::Unroll)
+            .filter(|&k| self.ann(c, k) != Annotation::Vectorize)
+            .collect()
+    }
+
     /// Consumers of current stage `t` with loops (inlined readers looked through).
     fn consumers(&self, t: usize) -> Vec<usize> {
         let mut out = vec![];
@@ -577,20 +586,11 @@ fn skip<R: Rng>(
     let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
     let reduction = stage.is_reduction();
     if !is_output {
-        // Root, or inside one loop of the single consumer (not a vectorized loop, and not under
-        // an unrolled one, whose body would copy the stage's nest).
+        // Root, or inside one loop of the single consumer.
         let cons = g.consumers(t);
         let mut spots = vec![];
         if let [c] = cons[..] {
-            let n = g.leaves(c);
-            let first_unrolled = (0..n)
-                .find(|&k| g.ann(c, k) == Annotation::Unroll)
-                .unwrap_or(n);
-            spots.extend(
-                (0..first_unrolled)
-                    .filter(|&k| g.ann(c, k) != Annotation::Vectorize)
-                    .map(|k| (c, k)),
-            );
+            spots.extend(g.attach_spots(c).into_iter().map(|k| (c, k)));
         }
         let i = d.pick(DecisionKind::ComputeLocation, spots.len() + 1, |r| {
             r.gen_range(0..=spots.len())
@@ -667,13 +667,13 @@ fn rfactor<R: Rng>(
         stage: rf,
         order: (0..ns).chain([ns + 1, ns]).collect(),
     })?;
-    // Root, or inside a space loop of the combination that is neither vectorized nor unrolled.
-    let spots: Vec<usize> = (0..g.leaves(comb))
-        .take_while(|&j| g.ann(comb, j) != Annotation::Unroll)
+    // Root, or inside a space loop of the combination where a producer may go.
+    let spots: Vec<usize> = g
+        .attach_spots(comb)
+        .into_iter()
         .filter(|&j| {
             let st = &g.state.stages[comb];
-            let node = &st.nodes[st.leaves[j]];
-            node.kind == crate::schedule::IterKind::Space && node.ann != Annotation::Vectorize
+            st.nodes[st.leaves[j]].kind == crate::schedule::IterKind::Space
         })
         .collect();
     let i = d.pick(DecisionKind::ComputeLocation, spots.len() + 1, |r| {

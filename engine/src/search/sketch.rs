@@ -234,26 +234,13 @@ fn is_padding(stage: &crate::ir::Stage) -> bool {
 
 /// Whether `e` calls a transcendental function (a libm call per element, unless vectorized).
 fn has_expensive_op(e: &Expr) -> bool {
-    use crate::ir::{Cond, UnaryOp};
-    fn cond(c: &Cond) -> bool {
-        match c {
-            Cond::Index(..) => false,
-            Cond::Value(_, a, b) => has_expensive_op(a) || has_expensive_op(b),
-            Cond::And(a, b) | Cond::Or(a, b) => cond(a) || cond(b),
-            Cond::Not(a) => cond(a),
-        }
-    }
-    match e {
-        Expr::Const(_) | Expr::Load(..) | Expr::Index(_) => false,
-        Expr::Unary(op, a) => {
-            matches!(
-                op,
-                UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid
-            ) || has_expensive_op(a)
-        }
-        Expr::Binary(_, a, b) => has_expensive_op(a) || has_expensive_op(b),
-        Expr::Select(c, a, b) => cond(c) || has_expensive_op(a) || has_expensive_op(b),
-    }
+    use crate::ir::UnaryOp;
+    e.any_unary(&|op| {
+        matches!(
+            op,
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid
+        )
+    })
 }
 
 impl SketchRule for AlwaysInline {
