@@ -55,7 +55,15 @@ pub const N_OUTER: usize = 3;
 /// Group 7: kind of store (3).
 pub const STORE: usize = OUTER + N_OUTER;
 pub const N_STORE: usize = 3;
-pub const N_FEATURES: usize = STORE + N_STORE;
+/// Group 8: the register tile of an accumulating store (2).
+pub const REGTILE: usize = STORE + N_STORE;
+pub const N_REGTILE: usize = 2;
+pub const N_FEATURES: usize = REGTILE + N_REGTILE;
+
+/// Accumulator floats a register tile may hold: the largest usable register file among the
+/// targets (AVX-512: 28 of 32 registers of 16 lanes, as the code generator keeps an eighth for
+/// operands). A per-target model learns where its own, smaller, file ends.
+const MAX_TILE_FLOATS: f64 = 448.0;
 
 // Group 1 slots.
 const F_MAD: usize = 0;
@@ -140,6 +148,8 @@ macro_rules! feature_names {
             "outer_prod", "num_loops", "auto_unroll",
             // Group 7.
             "is_reduce_update", "is_const_store", "guarded",
+            // Group 8.
+            "regtile_acc", "regtile_band",
         ]
     };
 }
@@ -173,6 +183,12 @@ macro_rules! feature_names {
 ///   the innermost run of unrolled loops (what auto-unroll expanded).
 /// - Group 7: flags: the store is a reduction update; it stores a constant (a reduction's
 ///   initialisation); it sits under a guard (non-divisible tiles).
+/// - Group 8: the register tile the code generator writes out for a sum whose perfect nest
+///   ends in the vector loop (see `tunehub_engine::codegen`): accumulator floats (the space
+///   loops inside the band, vector loop included) and the band's iterations (the reduction
+///   loops, from the outermost one where the tile still fits [`MAX_TILE_FLOATS`]); accumulators
+///   are loaded and stored once per band. 0 when the nest does not qualify (the value's
+///   gathers and math calls, which also disqualify it, are not checked).
 pub const FEATURE_NAMES: [&str; N_FEATURES] = feature_names!(
     loops: "vec", "unroll", "par";
     buffers: "b0", "b1", "b2", "b3", "b4"
@@ -194,7 +210,7 @@ pub const fn is_log_scaled(i: usize) -> bool {
     } else if i < ALLOC {
         false
     } else {
-        i < STORE
+        i < STORE || i >= REGTILE
     }
 }
 
@@ -293,6 +309,38 @@ pub fn extract_schedule(
     Ok(extract(&lower(&sched.replay(dag)?)?))
 }
 
+/// The register tile of a sum stored under `loops` at `index`: (accumulator floats, band
+/// iterations), or zeros. Mirrors the code generator's choice: the perfect serial nest above
+/// the innermost, vectorized, loop; the band starts at its outermost reduction loop whose
+/// inner space loops still fit the register file.
+fn register_tile(loops: &[Loop], index: &Lin) -> (f64, f64) {
+    let Some((last, rest)) = loops.split_last() else {
+        return (0.0, 0.0);
+    };
+    if last.kind != LoopKind::Vectorized || !last.perfect {
+        return (0.0, 0.0);
+    }
+    let mut used = vec![];
+    index.vars(&mut used);
+    let (mut acc, mut band) = (last.extent as f64, 1.0);
+    let mut tile = (0.0, 0.0);
+    for l in rest.iter().rev() {
+        if !l.perfect || !matches!(l.kind, LoopKind::Serial | LoopKind::Unrolled) {
+            break;
+        }
+        if used.contains(&l.var) {
+            acc *= l.extent as f64;
+            if acc > MAX_TILE_FLOATS {
+                break;
+            }
+        } else {
+            band *= l.extent as f64;
+            tile = (acc, band);
+        }
+    }
+    tile
+}
+
 /// A set of enclosing loops by depth. Schedules nest a few dozen loops at most (every axis
 /// split into a few levels); deeper nests are refused rather than silently mis-described.
 type LoopSet = u128;
@@ -304,6 +352,8 @@ struct Loop {
     var: Var,
     extent: i64,
     kind: LoopKind,
+    /// The body is one statement (a perfect nest goes on below).
+    perfect: bool,
 }
 
 struct Walker<'a> {
@@ -360,6 +410,7 @@ impl<'a> Walker<'a> {
                         var: *var,
                         extent: *extent,
                         kind: *kind,
+                        perfect: body.len() == 1,
                     });
                     self.walk(body);
                     self.loops.pop();
@@ -634,6 +685,13 @@ impl<'a> Walker<'a> {
         v[STORE] = f32::from(u8::from(reduce.is_some()));
         v[STORE + 1] = f32::from(u8::from(matches!(value, VExpr::Const(_))));
         v[STORE + 2] = f32::from(u8::from(!self.guards.is_empty()));
+
+        // Group 8.
+        if reduce == Some(ReduceOp::Sum) {
+            let (acc, band) = register_tile(&self.loops, index);
+            v[REGTILE] = acc as f32;
+            v[REGTILE + 1] = band as f32;
+        }
 
         StoreFeatures {
             buffer: if self.names {
@@ -1053,7 +1111,7 @@ mod tests {
 
     #[test]
     fn layout_and_names_agree() {
-        assert_eq!(N_FEATURES, 160);
+        assert_eq!(N_FEATURES, 162);
         assert_eq!(FEATURE_NAMES[LOOPS], "vec_num");
         assert_eq!(FEATURE_NAMES[LOOPS + 2 * PER_LOOP_KIND], "par_num");
         assert_eq!(FEATURE_NAMES[BUFFERS], "b0.acc_read");
@@ -1063,6 +1121,7 @@ mod tests {
         assert_eq!(FEATURE_NAMES[ALLOC], "alloc_size");
         assert_eq!(FEATURE_NAMES[OUTER], "outer_prod");
         assert_eq!(FEATURE_NAMES[STORE], "is_reduce_update");
+        assert_eq!(FEATURE_NAMES[REGTILE], "regtile_acc");
         let mut names = FEATURE_NAMES.to_vec();
         names.sort();
         names.dedup();
@@ -1246,5 +1305,19 @@ mod tests {
             Some(1.0),
             "the consumer's loop is outside"
         );
+        // 4 rows x 16 lanes of accumulators over the whole reduction (k.0 x k.1 = 16 x 4).
+        assert_eq!(t.get("regtile_acc"), Some(64.0));
+        assert_eq!(t.get("regtile_band"), Some(64.0));
+        let init = fs
+            .iter()
+            .find(|f| f.get("is_const_store") == Some(1.0))
+            .unwrap();
+        assert_eq!(init.get("regtile_acc"), Some(0.0), "only sums are tiles");
+        // 32 rows x 64 lanes do not fit any register file: no tile.
+        let big = extract_raw(&lowered(
+            &dag,
+            &tunehub_engine::schedule::hand::matmul_register_tiled(64, 32, 64),
+        ));
+        assert_eq!(update(&big).get("regtile_acc"), Some(0.0));
     }
 }

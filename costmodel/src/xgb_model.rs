@@ -155,6 +155,10 @@ impl Default for XgbParams {
 struct Header {
     params: XgbParams,
     booster_bytes: usize,
+    /// Features per store the trees were grown on: a model from a build that extracts other
+    /// features would score garbage (0: saved before the field existed).
+    #[serde(default)]
+    n_features: usize,
 }
 
 pub struct XgbModel {
@@ -205,6 +209,7 @@ impl XgbModel {
         let header = serde_json::to_vec(&Header {
             params: self.params.clone(),
             booster_bytes: booster.len(),
+            n_features: N_FEATURES,
         })
         .map_err(|e| ModelError::Invalid(e.to_string()))?;
         let mut out = MAGIC.to_vec();
@@ -229,6 +234,12 @@ impl XgbModel {
         let body = &rest[nl + 1..];
         if body.len() != header.booster_bytes {
             return Err(bad("truncated model"));
+        }
+        if header.n_features != N_FEATURES {
+            return Err(ModelError::Invalid(format!(
+                "the saved model was trained on {} features per store, this build extracts {}",
+                header.n_features, N_FEATURES
+            )));
         }
         let mut m = XgbModel::new(header.params);
         if !body.is_empty() {
@@ -699,6 +710,25 @@ mod tests {
         assert!(XgbModel::load(&bytes[..bytes.len() - 10]).is_err());
         let untrained = XgbModel::new(XgbParams::default()).save().unwrap();
         assert!(!XgbModel::load(&untrained).unwrap().is_trained());
+
+        // A model from a build with another feature layout is refused, not misread.
+        let nl = MAGIC.len()
+            + bytes[MAGIC.len()..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap();
+        let head = std::str::from_utf8(&bytes[..nl]).unwrap();
+        let field = format!("\"n_features\":{N_FEATURES}");
+        assert!(
+            head.contains(&field),
+            "the header records the layout: {head}"
+        );
+        let mut old = head.replacen(&field, "\"n_features\":7", 1).into_bytes();
+        old.extend_from_slice(&bytes[nl..]);
+        match XgbModel::load(&old) {
+            Err(ModelError::Invalid(m)) => assert!(m.contains("7 features"), "{m}"),
+            other => panic!("loaded a model of another layout: {:?}", other.is_ok()),
+        }
     }
 
     #[test]
