@@ -163,7 +163,9 @@ fn pick_and_remeasure(
     mut measured: Vec<(Schedule, f64)>,
 ) -> Option<(Schedule, f64)> {
     measured.sort_by(|a, b| a.1.total_cmp(&b.1));
-    measured.dedup_by(|a, b| a.0 == b.0);
+    // Random sampling can draw a schedule twice: it is one finalist.
+    let mut seen = std::collections::HashSet::new();
+    measured.retain(|(s, _)| seen.insert(s.clone()));
     measured.truncate(FINALISTS);
     let mut finalists: Vec<Schedule> = measured.into_iter().map(|(s, _)| s).collect();
     if finalists.is_empty() {
