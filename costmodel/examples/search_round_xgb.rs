@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use tunehub_costmodel::dataset::read_records;
 use tunehub_costmodel::{XgbModel, XgbParams};
-use tunehub_engine::measure::{ErrorCode, MeasureResult};
 use tunehub_engine::ops;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::{SearchParams, TaskSearch};
@@ -40,15 +39,7 @@ fn main() {
     let mut n = 0;
     for r in records.iter().filter(|r| r.workload == desc && !r.noisy) {
         let sched = Schedule::from_json_value(&r.steps).expect("a valid step list");
-        let result = if r.error == ErrorCode::NoError {
-            MeasureResult {
-                costs: r.costs.clone(),
-                ..MeasureResult::error(ErrorCode::NoError, "")
-            }
-        } else {
-            MeasureResult::error(r.error, r.error_msg.clone())
-        };
-        search.add_measured(&sched, &result);
+        search.add_measured(&sched, &r.result());
         n += 1;
     }
     assert!(n > 0, "no records of {desc} in {path}");

@@ -52,6 +52,16 @@ impl DatasetRecord {
         }
     }
 
+    /// The measurement again, as [`DatasetRecord::new`] took it (build and run times are not
+    /// kept: zero).
+    pub fn result(&self) -> MeasureResult {
+        MeasureResult {
+            costs: self.costs.clone(),
+            noisy: self.noisy,
+            ..MeasureResult::error(self.error, self.error_msg.clone())
+        }
+    }
+
     /// The best repeat, or infinity for a failed measurement.
     pub fn cost(&self) -> f64 {
         if self.error == ErrorCode::NoError && !self.costs.is_empty() {
@@ -144,6 +154,19 @@ mod tests {
             error_msg: String::new(),
             noisy,
         }
+    }
+
+    #[test]
+    fn a_record_gives_back_its_measurement() {
+        let naive = Schedule::new(vec![]);
+        let ok = record(&naive, 2e-3, true).result();
+        assert_eq!(
+            (ok.costs, ok.error, ok.noisy),
+            (vec![2e-3, 2.2e-3], ErrorCode::NoError, true)
+        );
+        let failed = MeasureResult::error(ErrorCode::WrongAnswer, "element 3 differs");
+        let back = DatasetRecord::new("matmul(16,16,16)", &naive, &failed).result();
+        assert_eq!(back, failed);
     }
 
     #[test]

@@ -60,10 +60,10 @@ pub const REGTILE: usize = STORE + N_STORE;
 pub const N_REGTILE: usize = 2;
 pub const N_FEATURES: usize = REGTILE + N_REGTILE;
 
-/// Accumulator floats a register tile may hold: the largest usable register file among the
-/// targets (AVX-512: 28 of 32 registers of 16 lanes, as the code generator keeps an eighth for
-/// operands). A per-target model learns where its own, smaller, file ends.
-const MAX_TILE_FLOATS: f64 = 448.0;
+/// Accumulator floats a register tile may hold: the code generator's limit on the largest
+/// register file among the targets (AVX-512: 32 registers of 16 lanes). A per-target model
+/// learns where its own, smaller, file ends.
+const MAX_TILE_FLOATS: f64 = (tunehub_engine::codegen::max_tile_vectors(32) * 16) as f64;
 
 // Group 1 slots.
 const F_MAD: usize = 0;

@@ -10,6 +10,7 @@
 //! which every GCC and Clang target lowers to its own vector unit).
 
 mod regtile;
+pub use regtile::max_tile_vectors;
 
 use crate::ir::ComputeDag;
 use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};

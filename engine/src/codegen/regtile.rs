@@ -21,7 +21,7 @@ use std::collections::HashMap;
 /// At most this many vector accumulators in one tile, for a register file of `registers`:
 /// an eighth is left for the operands (a loaded row, broadcasts). A larger tile would spill;
 /// a band that would hold one starts further in instead.
-pub(super) fn max_tile_vectors(registers: i64) -> i64 {
+pub const fn max_tile_vectors(registers: i64) -> i64 {
     registers - registers / 8
 }
 
