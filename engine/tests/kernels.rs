@@ -264,13 +264,15 @@ fn conv_tile_vectorized_over_channels_is_contiguous_and_correct() {
 
 /// A layout-free conv2d tile and a matmul tile whose row loop sits between the two reduction
 /// loops: both get their accumulators as vector variables (the generator unrolls the tile
-/// inside the innermost reduction loop) and match the reference.
+/// inside the innermost reduction loop), read each operand vector once per band iteration into
+/// a register (pinned, where the target has an asm constraint for one), and match the
+/// reference. The tiles are sized for the machine's lanes: 8 accumulators on AVX-512 and AVX2.
 #[test]
 fn register_tiles_are_written_out_and_correct() {
     let target = Target::detect();
-    if target.vector_lanes_f32() != 16 {
-        // The schedules below tile for 16 lanes; other widths get other tiles.
-        eprintln!("skipped: needs 16 f32 lanes");
+    let lanes = i64::from(target.vector_lanes_f32());
+    if lanes != 8 && lanes != 16 {
+        eprintln!("skipped: the tiles below are for 8 or 16 f32 lanes");
         return;
     }
     let win = same_3x3();
@@ -280,9 +282,10 @@ fn register_tiles_are_written_out_and_correct() {
     )
     .with_layout_free(&["kernel"])
     .unwrap();
-    // A tile of 4 columns by 32 channels (2 vectors): 8 accumulators.
-    let conv_steps = conv_channel_tile(4);
-    // k.0 | i.0 (2 rows) | k.1 | i.1 (2 rows) j.1 (16 lanes): four accumulators.
+    // 32 channels (32/lanes vectors) by 8/(32/lanes) columns: 8 accumulators.
+    let channel_vectors = 32 / lanes;
+    let conv_steps = conv_channel_tile(8 / channel_vectors);
+    // k.0 | i.0 (2 rows) | k.1 | i.1 (2 rows) j.1 (16 floats): 4 rows of 16/lanes vectors.
     let mm = Task::new(ops::matmul(64, 64, 64).unwrap(), "matmul(64,64,64)");
     let mm_steps = serde_json::json!([
         ["CHW", 2, "local"],
@@ -297,7 +300,11 @@ fn register_tiles_are_written_out_and_correct() {
         ["RE", 2, [3, 0, 4, 1, 2]],
         ["AN", 2, 4, 2]
     ]);
-    for (task, steps, accumulators) in [(conv, conv_steps, 8), (mm, mm_steps, 4)] {
+    let pinned = matches!(target.arch.as_str(), "x86_64" | "aarch64");
+    for (task, steps, accumulators, operands) in [
+        (conv, conv_steps, 8, channel_vectors),
+        (mm, mm_steps, 4 * 16 / lanes, 16 / lanes),
+    ] {
         let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
         let k = tunehub_engine::codegen::generate_with(
             &task.dag,
@@ -306,9 +313,18 @@ fn register_tiles_are_written_out_and_correct() {
             &task.lower_options(),
         )
         .unwrap();
-        let loads = k.source.matches("= th_vload(&").count();
-        assert_eq!(loads, accumulators, "{}:\n{}", task.desc, k.source);
-        assert_eq!(k.source.matches("th_vstore(&").count(), accumulators);
+        let src = &k.source;
+        let loads = src.matches("= th_vload(&").count() as i64;
+        // The accumulators' loads, and one load per operand vector inside the band.
+        assert_eq!(loads, accumulators + operands, "{}:\n{src}", task.desc);
+        assert_eq!(src.matches("th_vstore(&").count() as i64, accumulators);
+        let pins = src.matches("__asm__(\"\" : \"+").count() as i64;
+        assert_eq!(
+            pins,
+            if pinned { operands } else { 0 },
+            "{}:\n{src}",
+            task.desc
+        );
         for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
             assert_eq!(
                 r.error,
@@ -318,6 +334,65 @@ fn register_tiles_are_written_out_and_correct() {
                 r.error_msg
             );
         }
+    }
+}
+
+/// The operand pins are inline asm with a register-class constraint per vector width ("v" for
+/// AVX-512's 32 registers, "x" below it): a tile generated for each x86-64 level compiles with
+/// that level's flags, whatever this host runs.
+#[test]
+fn pinned_operands_compile_for_every_x86_vector_width() {
+    let host = Target::detect();
+    if host.arch != "x86_64" {
+        eprintln!("skipped: x86-64 only");
+        return;
+    }
+    let task = Task::new(ops::matmul(64, 64, 64).unwrap(), "matmul(64,64,64)");
+    // i.0 | j.0 | k | i.1 (1 row) j.1 (16 floats, vectorized).
+    let steps = serde_json::json!([
+        ["SP", 2, 1, 64, [16], 1],
+        ["SP", 2, 0, 64, [1], 1],
+        ["RE", 2, [0, 2, 4, 1, 3]],
+        ["AN", 2, 4, 2]
+    ]);
+    let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
+    for (march, features) in [
+        ("x86-64-v4", &["sse2", "avx", "avx2", "fma", "avx512f"][..]),
+        ("x86-64-v3", &["sse2", "avx", "avx2", "fma"][..]),
+        ("x86-64", &["sse2"][..]),
+    ] {
+        let target = host
+            .clone()
+            .with_overrides(&tunehub_engine::target::TargetOverrides {
+                march: Some(march.into()),
+                features: Some(features.iter().map(|f| f.to_string()).collect()),
+                ..Default::default()
+            });
+        let k = tunehub_engine::codegen::generate_with(
+            &task.dag,
+            &sched,
+            &target,
+            &task.lower_options(),
+        )
+        .unwrap();
+        assert!(
+            k.source.contains("__asm__"),
+            "{march}: no pin in\n{}",
+            k.source
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("k.c"), &k.source).unwrap();
+        let out = std::process::Command::new(&target.compiler)
+            .args(target.compile_flags())
+            .args(["-c", "-o", "k.o", "k.c"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{march}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

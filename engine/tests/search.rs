@@ -217,3 +217,55 @@ fn search_is_deterministic_for_a_seed_whatever_the_threads() {
     let distinct: std::collections::HashSet<&Schedule> = all.iter().copied().collect();
     assert_eq!(all.len(), distinct.len());
 }
+
+/// Distinct step lists can lower to one kernel (an auto-unroll step that unrolls nothing more,
+/// a split whose parts are fused back); the search proposes each kernel once. Small dense and
+/// softmax spaces hold many such twins (a tenth of the schedules of the benchmark's dense and
+/// softmax runs generated C already measured).
+#[test]
+fn no_two_proposals_generate_the_same_kernel() {
+    let target = Target::detect();
+    for (dag, name) in [
+        (ops::dense(1, 64, 96, true, true).unwrap(), "dense"),
+        (ops::softmax(8, 64).unwrap(), "softmax"),
+    ] {
+        let task = Arc::new(Task::new(dag, name));
+        let mut search = TaskSearch::new(task.clone(), &target, small_params(0), 3);
+        let mut model = RandomModel::new(3);
+        let mut kernels = std::collections::HashMap::new();
+        let mut proposed = 0;
+        for _ in 0..6 {
+            let batch = search.next_batch(&mut model, 16).unwrap();
+            let results: Vec<_> = batch
+                .iter()
+                .map(|_| tunehub_engine::measure::MeasureResult {
+                    costs: vec![1e-3],
+                    error: ErrorCode::NoError,
+                    error_msg: String::new(),
+                    build_s: 0.0,
+                    run_s: 0.0,
+                    noisy: false,
+                })
+                .collect();
+            for s in &batch {
+                let c = tunehub_engine::codegen::generate_with(
+                    &task.dag,
+                    s,
+                    &target,
+                    &task.lower_options(),
+                )
+                .unwrap()
+                .source;
+                if let Some(first) = kernels.insert(c, s.to_json()) {
+                    panic!(
+                        "{name}: two schedules generate one kernel:\n{first}\n{}",
+                        s.to_json()
+                    );
+                }
+            }
+            proposed += batch.len();
+            search.record(&mut model, &batch, &results).unwrap();
+        }
+        assert!(proposed >= 48, "{name}: only {proposed} proposals");
+    }
+}

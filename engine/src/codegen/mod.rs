@@ -162,6 +162,13 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         16
     };
     let tiles = register_tiles(&func.body, lanes, regtile::max_tile_vectors(registers));
+    // The inline-asm constraint of a vector register, where GCC has one (see `regtile`).
+    let pin = match target.arch.as_str() {
+        "x86_64" if target.vector_bits() >= 512 => Some("v"),
+        "x86_64" => Some("x"),
+        "aarch64" => Some("w"),
+        _ => None,
+    };
     let mut g = Gen {
         func,
         names,
@@ -171,6 +178,8 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         bases: accumulator_bases(&func.body, &tiles),
         base_names: HashMap::new(),
         lanes,
+        registers,
+        pin,
         tiles,
     };
     let mut header = String::new();
@@ -290,6 +299,9 @@ struct Gen<'a> {
     base_names: HashMap<*const Stmt, String>,
     /// f32 lanes of the target's vectors.
     lanes: i64,
+    /// Vector registers of the target, and the inline-asm constraint that names one.
+    registers: i64,
+    pin: Option<&'static str>,
     /// Register tiles by their band's outermost loop (see [`regtile`]).
     tiles: HashMap<*const Stmt, RegTile<'a>>,
 }

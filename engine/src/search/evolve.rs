@@ -7,7 +7,10 @@
 //! generated and lowered on all cores (each with its own seeded RNG, so the result does not
 //! depend on the thread count). Once the population converges, many children are copies of
 //! programs already seen this round: each distinct program is lowered and scored once per
-//! round, and the candidates that share it share one lowered copy.
+//! round, and the candidates that share it share one lowered copy. Distinct step lists can
+//! still lower to one kernel (an auto-unroll step that unrolls nothing more, a split of a loop
+//! that is then fused back in the same order): a batch takes a candidate only if the C it
+//! generates is new, so no trial measures a kernel twice.
 
 use super::annotate::{AnnotateContext, Decider, Decision, annotate};
 use super::cost_model::{CostModel, CostModelError};
@@ -111,17 +114,30 @@ pub fn schedule_hash(s: &Schedule) -> u64 {
     h.finish()
 }
 
+/// The identity of the kernel a lowered program becomes on `target`: its C source, the
+/// thing that is compiled and measured.
+pub fn program_hash(func: &LoweredFunc, target: &Target) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    crate::codegen::emit(func, target).source.hash(&mut h);
+    h.finish()
+}
+
 pub struct TaskSearch {
     task: Arc<Task>,
     /// How the task's kernels are lowered (packed layout-free inputs), so that the model sees
     /// the programs that are measured.
     lower_opts: crate::lower::LowerOptions,
     ctx: AnnotateContext,
+    /// The target the kernels are generated for (a program's identity is its C on it).
+    target: Target,
     params: SearchParams,
     rng: ChaCha8Rng,
     sketches: Vec<Sketch>,
     /// Every schedule proposed or measured: never proposed again.
     seen: HashSet<u64>,
+    /// The kernel of every schedule proposed or measured ([`program_hash`]): a schedule that
+    /// generates one of them is not proposed either.
+    programs: HashSet<u64>,
     /// Proposed and not yet recorded: what the model needs at `record`.
     pending: HashMap<u64, Candidate>,
     /// Measured results not yet given to the model (from `add_measured`).
@@ -189,11 +205,13 @@ impl TaskSearch {
                 cores: target.cores.max(1) as i64,
                 vector_lanes: i64::from(target.vector_lanes_f32()).max(1),
             },
+            target: target.clone(),
             task,
             params,
             rng: ChaCha8Rng::seed_from_u64(seed),
             sketches,
             seen: HashSet::new(),
+            programs: HashSet::new(),
             pending: HashMap::new(),
             backlog: vec![],
             elites: vec![],
@@ -416,37 +434,49 @@ impl TaskSearch {
             population = next;
         }
 
-        // The batch: best predicted, then an eps-greedy share of fresh random candidates.
+        // The batch: best predicted, then an eps-greedy share of fresh random candidates. A
+        // candidate whose kernel was already proposed or measured is passed over (and its
+        // schedule marked seen, so that later rounds skip it without generating its C).
         let n_random = ((n as f64) * self.params.eps_greedy).round() as usize;
         let mut ranked: Vec<(f32, u64)> = pool.iter().map(|(&h, (s, _))| (*s, h)).collect();
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut chosen: Vec<u64> = vec![];
         let mut taken = HashSet::new();
-        for &(_, h) in ranked.iter().take(n.saturating_sub(n_random)) {
-            chosen.push(h);
-            taken.insert(h);
+        let (seen, programs, target) = (&mut self.seen, &mut self.programs, &self.target);
+        let mut take = |h: u64, chosen: &mut Vec<u64>| {
+            if !taken.insert(h) {
+                return;
+            }
+            if programs.insert(program_hash(&pool[&h].1.lowered, target)) {
+                chosen.push(h);
+            } else {
+                seen.insert(h);
+            }
+        };
+        for &(_, h) in &ranked {
+            if chosen.len() >= n.saturating_sub(n_random) {
+                break;
+            }
+            take(h, &mut chosen);
         }
         let mut randoms: Vec<u64> = fresh_hashes
             .into_iter()
-            .filter(|h| pool.contains_key(h) && !taken.contains(h))
+            .filter(|h| pool.contains_key(h))
             .collect();
         randoms.sort_unstable();
         randoms.dedup();
         randoms.shuffle(&mut self.rng);
-        for h in randoms.into_iter().take(n - chosen.len().min(n)) {
+        for h in randoms {
             if chosen.len() >= n {
                 break;
             }
-            chosen.push(h);
-            taken.insert(h);
+            take(h, &mut chosen);
         }
         for &(_, h) in &ranked {
             if chosen.len() >= n {
                 break;
             }
-            if taken.insert(h) {
-                chosen.push(h);
-            }
+            take(h, &mut chosen);
         }
         let mut batch = vec![];
         for h in chosen {
@@ -498,11 +528,17 @@ impl TaskSearch {
                     }
                     Some(c.lowered)
                 }
-                None => s
-                    .replay(&self.task.dag)
-                    .ok()
-                    .and_then(|st| lower_with(&st, &self.lower_opts).ok())
-                    .map(Arc::new),
+                None => {
+                    let l = s
+                        .replay(&self.task.dag)
+                        .ok()
+                        .and_then(|st| lower_with(&st, &self.lower_opts).ok())
+                        .map(Arc::new);
+                    if let Some(l) = &l {
+                        self.programs.insert(program_hash(l, &self.target));
+                    }
+                    l
+                }
             };
             if let Some(l) = lowered {
                 progs.push(l);
@@ -535,6 +571,7 @@ impl TaskSearch {
             .map_err(|e| e.to_string())
             .and_then(|st| lower_with(&st, &self.lower_opts).map_err(|e| e.to_string()))
         {
+            self.programs.insert(program_hash(&l, &self.target));
             self.backlog.push((l, result.clone()));
         }
     }
