@@ -2,6 +2,8 @@
 //! benchmark. Benchmarks, not tests: they print measurements and judge nothing.
 //!
 //! - `search`: the search on the workload set (best GFLOP/s, time split, curves).
+//! - `remeasure`: a dataset's fastest records per workload measured again, for the cost model's
+//!   evaluation.
 //! - `query`: the service's best-schedule query over gRPC (latency, throughput, record inserts,
 //!   server memory) on SQLite and PostgreSQL.
 //! - `dispatch`: the worker fleet's overhead per measurement with 1, 4, 16 workers, and the time
@@ -15,6 +17,7 @@ mod dispatch;
 mod plot;
 mod procs;
 mod query;
+mod remeasure;
 mod search;
 
 use anyhow::Result;
@@ -31,6 +34,9 @@ struct Cli {
 enum Cmd {
     /// Tune the workload set and report best GFLOP/s, time split and curves.
     Search(search::SearchArgs),
+    /// Measure a dataset's fastest records again in interleaved passes (sharper labels for the
+    /// cost model's ranking metrics).
+    Remeasure(remeasure::RemeasureArgs),
     /// Best-schedule queries over gRPC: latency, throughput, inserts/s, server memory.
     Query(query::QueryArgs),
     /// Fleet dispatch: measurements/s and server overhead per measurement with N workers, and
@@ -46,6 +52,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Search(a) => search::run(a),
+        Cmd::Remeasure(a) => remeasure::run(a),
         Cmd::Query(a) => runtime()?.block_on(query::run(a)),
         Cmd::Dispatch(a) => runtime()?.block_on(dispatch::run(a)),
     }
