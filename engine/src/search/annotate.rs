@@ -436,11 +436,11 @@ fn tile<R: Rng>(
         }
     });
     let va = options[vi];
-    if va != ns - 1 {
-        // Another axis is vectorized only to fill whole vectors: a partial one would repeat
-        // the last axis's problem with a strided tile besides.
-        whole_vectors(&mut p[va], ctx.vector_lanes);
-    }
+    // The vectorized axis fills whole vectors where its factors allow: a partial vector
+    // leaves lanes idle in every FMA of the tile (on 8-lane AVX2 a conv2d NCHW tile's
+    // innermost 1, 2 or 4 columns of 56, five draws in eight, could not be register tiles), and
+    // on another axis than the last it is a strided tile besides.
+    whole_vectors(&mut p[va], ctx.vector_lanes);
     let inner_axes: Vec<usize> = (0..ns).filter(|&a| a != va).chain([va]).collect();
 
     let (t, consumer, level) = match fusion {
@@ -840,6 +840,71 @@ mod tests {
         let mut f = vec![8, 1, 1, 56];
         whole_vectors(&mut f, 16);
         assert_eq!(f, vec![8, 1, 1, 56], "would exceed the innermost limit");
+    }
+
+    /// The vectorized axis of a tile fills whole vectors wherever its extent has the factors:
+    /// conv2d's 56-wide rows on 8 lanes (8 or 56 columns innermost, never 1, 2 or 4).
+    #[test]
+    fn the_vector_axis_fills_whole_vectors() {
+        use crate::lower::{LoopKind, Stmt, Var};
+        // Extents of the vectorized loops of stage `t`.
+        fn vector_loops(stmts: &[Stmt], t: usize, out: &mut Vec<i64>) {
+            for s in stmts {
+                match s {
+                    Stmt::For {
+                        var,
+                        extent,
+                        kind,
+                        body,
+                    } => {
+                        if *kind == LoopKind::Vectorized
+                            && matches!(var, Var::Loop { stage, .. } if *stage == t)
+                        {
+                            out.push(*extent);
+                        }
+                        vector_loops(body, t, out);
+                    }
+                    Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => {
+                        vector_loops(body, t, out)
+                    }
+                    Stmt::Let { .. } | Stmt::Store { .. } => {}
+                }
+            }
+        }
+        let ctx = AnnotateContext {
+            cores: 2,
+            vector_lanes: 8,
+        };
+        let win = crate::ops::Window {
+            kh: 3,
+            kw: 3,
+            stride: 1,
+            pad: 1,
+            dilation: 1,
+        };
+        let conv = crate::ops::conv2d_nchw(1, 16, 56, 56, 16, win, false, false).unwrap();
+        let sketches = super::super::sketch::generate(&conv, &super::super::sketch::cpu_rules());
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut loops = 0;
+        for sk in &sketches {
+            for _ in 0..20 {
+                let mut d = Decider::sample(&mut rng);
+                let (sched, state) = annotate(&conv, sk, &ctx, &mut d).unwrap();
+                // The multi-level tiled stage (the conv or its local accumulator).
+                let Some(t) = state.stages.iter().position(|s| s.leaves.len() > 8) else {
+                    continue;
+                };
+                let mut ext = vec![];
+                vector_loops(&crate::lower::lower(&state).unwrap().body, t, &mut ext);
+                loops += ext.len();
+                assert!(
+                    ext.iter().all(|e| e % 8 == 0),
+                    "{ext:?}: {}",
+                    sched.to_json()
+                );
+            }
+        }
+        assert!(loops > 0);
     }
 
     /// The register tile's vectorized axis is a choice only where the last axis does not
