@@ -6,7 +6,7 @@
 //! once per pass, the order reversed on odd passes, so that a drift of the machine touches all
 //! alike) with the tuning measurement's own settings, and their costs become those readings.
 //!
-//! `cargo run --release -p tunehub-bench -- remeasure IN.jsonl --out OUT.jsonl [--top 16] [--passes 3]`
+//! `cargo run --release -p tunehub-bench -- remeasure IN.jsonl --out OUT.jsonl [--top 32] [--passes 3]`
 //!
 //! Prints, per workload, how far each kernel's readings spread across passes (the noise the
 //! single tuning reading carried) and whether the dataset's best stayed the best.
@@ -31,7 +31,7 @@ pub struct RemeasureArgs {
     #[arg(long)]
     out: PathBuf,
     /// Fastest distinct schedules per workload measured again.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 32)]
     top: usize,
     /// Interleaved passes over them; each pass gives every kernel one reading.
     #[arg(long, default_value_t = 3)]
