@@ -99,6 +99,12 @@ pub struct SearchArgs {
     /// Skip OpenBLAS even when it is installed.
     #[arg(long)]
     no_blas: bool,
+    /// Start the XGBoost model from one trained on the records of this dataset's other
+    /// workloads (measured on this target), as the server starts a job from the model it saved
+    /// for the job's target: then the first round is ranked by the model too. The tuned
+    /// workload's own records are left out.
+    #[arg(long)]
+    pretrain: Option<PathBuf>,
     /// Where the SVG, the JSON and the measured records (`records.jsonl`, the cost model's
     /// dataset format: `cargo run -p tunehub-costmodel --example ranking -- FILE`) go.
     #[arg(long, default_value = "bench-out")]
@@ -116,6 +122,30 @@ fn make_model(name: &str, seed: u64) -> Result<Box<dyn CostModel>> {
         ))),
         _ => bail!("unknown model {name:?} (random, xgb)"),
     }
+}
+
+/// An XGBoost model trained on every task of `tasks` but `exclude`, saved and loaded back: what
+/// the server hands a new job on a target it has tuned other workloads on.
+fn pretrained_model(
+    tasks: &[tunehub_costmodel::samples::TaskSamples],
+    exclude: &str,
+    seed: u64,
+) -> Result<Box<dyn CostModel>> {
+    let mut m = tunehub_costmodel::XgbModel::new(tunehub_costmodel::XgbParams {
+        seed,
+        ..tunehub_costmodel::XgbParams::default()
+    });
+    let mut n = 0;
+    for t in tasks.iter().filter(|t| t.key != exclude) {
+        n += t.samples.len();
+        m.add_samples(&t.key, t.samples.iter().cloned());
+    }
+    m.retrain()?;
+    println!(
+        "(model pretrained on {n} kernels of {} other workloads)",
+        tasks.iter().filter(|t| t.key != exclude).count()
+    );
+    Ok(Box::new(tunehub_costmodel::XgbModel::load(&m.save()?)?))
 }
 
 /// Ansor's final re-measurement: more runs, several repeats, on a settled kernel.
@@ -231,6 +261,16 @@ pub fn run(a: SearchArgs) -> Result<()> {
         min_repeat_ms: a.min_repeat_ms,
         ..MeasureOptions::default()
     };
+    let pretrain = match &a.pretrain {
+        Some(_) if a.model != "xgb" => bail!("--pretrain needs --model xgb"),
+        Some(path) => {
+            let file =
+                std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+            let recs = tunehub_costmodel::dataset::read_records(std::io::BufReader::new(file))?;
+            Some(tunehub_costmodel::dataset::to_task_samples(&recs)?)
+        }
+        None => None,
+    };
     std::fs::create_dir_all(&a.out)?;
     let mut panels = vec![];
     let mut report = vec![];
@@ -251,7 +291,10 @@ pub fn run(a: SearchArgs) -> Result<()> {
         }
         println!("\n== {name}: {spec} ({:.1} MFLOP)", task.flops as f64 / 1e6);
         let mut measurer = Measurer::new(&target, tune_opts.clone());
-        let mut model = make_model(&a.model, a.seed)?;
+        let mut model = match &pretrain {
+            Some(tasks) => pretrained_model(tasks, &desc, a.seed)?,
+            None => make_model(&a.model, a.seed)?,
+        };
         let opts = TuneOptions {
             trials: a.trials,
             batch: a.batch,
