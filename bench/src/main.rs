@@ -2,6 +2,7 @@
 //! benchmark. Benchmarks, not tests: they print measurements and judge nothing.
 //!
 //! - `search`: the search on the workload set (best GFLOP/s, time split, curves).
+//! - `compare`: several `search` runs' trials to one common level (model against random model).
 //! - `remeasure`: a dataset's fastest records per workload measured again, for the cost model's
 //!   evaluation.
 //! - `query`: the service's best-schedule query over gRPC (latency, throughput, record inserts,
@@ -13,6 +14,7 @@
 //! this one: `cargo build --release -p tunehub-bench -p tunehub-server -p tunehub-worker`.
 
 mod blas;
+mod compare;
 mod dispatch;
 mod plot;
 mod procs;
@@ -34,6 +36,9 @@ struct Cli {
 enum Cmd {
     /// Tune the workload set and report best GFLOP/s, time split and curves.
     Search(search::SearchArgs),
+    /// Trials several search runs needed to reach one common level (e.g. XGBoost against the
+    /// random model, same seeds).
+    Compare(compare::CompareArgs),
     /// Measure a dataset's fastest records again in interleaved passes (sharper labels for the
     /// cost model's ranking metrics).
     Remeasure(remeasure::RemeasureArgs),
@@ -52,6 +57,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Search(a) => search::run(a),
+        Cmd::Compare(a) => compare::run(a),
         Cmd::Remeasure(a) => remeasure::run(a),
         Cmd::Query(a) => runtime()?.block_on(query::run(a)),
         Cmd::Dispatch(a) => runtime()?.block_on(dispatch::run(a)),

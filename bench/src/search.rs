@@ -409,6 +409,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
             "workload": name, "spec": spec, "best_gflops": best_g, "wall_s": wall,
             "search_s": search_s, "measure_s": measure_s, "build_s": build_s, "run_s": run_s,
             "rounds": rounds, "random_best_gflops": random_g, "trials_to_90pct": to_90,
+            "trial_curve": trial_curve.iter().map(|p| p.1).collect::<Vec<f64>>(),
             "blas": blas_g.map(|(c, g)| json!({"core": c, "gflops": g})),
             "best_schedule": best.to_json_value(),
         }));
