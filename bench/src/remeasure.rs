@@ -17,7 +17,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
 use tunehub_costmodel::dataset::{DatasetRecord, read_records, write_records};
-use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
+use tunehub_engine::measure::{ErrorCode, Measurer};
 use tunehub_engine::ops;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
@@ -36,14 +36,10 @@ pub struct RemeasureArgs {
     /// Interleaved passes over them; each pass gives every kernel one reading.
     #[arg(long, default_value_t = 3)]
     passes: usize,
-    /// The measurement of one reading (the search benchmark's tuning defaults, so that the
-    /// re-measured costs are the same estimator as everyone else's in the file).
-    #[arg(long, default_value_t = 3)]
-    number: u32,
-    #[arg(long, default_value_t = 1)]
-    repeat: u32,
-    #[arg(long, default_value_t = 25)]
-    min_repeat_ms: u32,
+    // The measurement of one reading: the search benchmark's tuning defaults, so that the
+    // re-measured costs are the same estimator as everyone else's in the file.
+    #[command(flatten)]
+    measure: crate::search::TuningMeasureArgs,
 }
 
 pub fn run(a: RemeasureArgs) -> Result<()> {
@@ -51,12 +47,7 @@ pub fn run(a: RemeasureArgs) -> Result<()> {
         File::open(&a.records).with_context(|| format!("opening {}", a.records.display()))?,
     ))?;
     let target = Target::detect();
-    let opts = MeasureOptions {
-        number: a.number,
-        repeat: a.repeat,
-        min_repeat_ms: a.min_repeat_ms,
-        ..MeasureOptions::default()
-    };
+    let opts = a.measure.options();
     let mut workloads: Vec<String> = vec![];
     for r in &records {
         if !workloads.contains(&r.workload) {

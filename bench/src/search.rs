@@ -57,6 +57,34 @@ const WORKLOADS: &[(&str, &str, Option<&str>)] = &[
     ("softmax", "softmax(m=128,n=1000)", None),
 ];
 
+/// The tuning measurement of one reading, shared by `search` and `remeasure` so that a
+/// re-measured cost is the same estimator as the search's: runs per repeat, repeats, minimum
+/// ms per repeat. Ansor's baseline runs used 100 ms; 25 ms ranks candidates as well (the best
+/// is re-measured at length) and takes a third of the run time per candidate.
+#[derive(clap::Args)]
+pub struct TuningMeasureArgs {
+    /// Tuning measurement: runs per repeat.
+    #[arg(long, default_value_t = 3)]
+    number: u32,
+    /// Tuning measurement: repeats.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Tuning measurement: minimum ms per repeat.
+    #[arg(long, default_value_t = 25)]
+    min_repeat_ms: u32,
+}
+
+impl TuningMeasureArgs {
+    pub fn options(&self) -> MeasureOptions {
+        MeasureOptions {
+            number: self.number,
+            repeat: self.repeat,
+            min_repeat_ms: self.min_repeat_ms,
+            ..MeasureOptions::default()
+        }
+    }
+}
+
 #[derive(clap::Args)]
 pub struct SearchArgs {
     /// Comma-separated short names (see the list in --help of the source), or "all".
@@ -84,15 +112,8 @@ pub struct SearchArgs {
     threads: Option<usize>,
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Tuning measurement: runs per repeat, repeats, minimum ms per repeat. Ansor's baseline
-    /// runs used 100 ms; 25 ms ranks candidates as well (the best is re-measured at length)
-    /// and takes a third of the run time per candidate.
-    #[arg(long, default_value_t = 3)]
-    number: u32,
-    #[arg(long, default_value_t = 1)]
-    repeat: u32,
-    #[arg(long, default_value_t = 25)]
-    min_repeat_ms: u32,
+    #[command(flatten)]
+    measure: TuningMeasureArgs,
     /// Mark each workload's constant weight layout-free (packed once outside the timed kernel).
     #[arg(long)]
     layout_free: bool,
@@ -255,12 +276,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         a.batch,
         a.population
     );
-    let tune_opts = MeasureOptions {
-        number: a.number,
-        repeat: a.repeat,
-        min_repeat_ms: a.min_repeat_ms,
-        ..MeasureOptions::default()
-    };
+    let tune_opts = a.measure.options();
     let pretrain = match &a.pretrain {
         Some(_) if a.model != "xgb" => bail!("--pretrain needs --model xgb"),
         Some(path) => {

@@ -380,19 +380,7 @@ fn pinned_operands_compile_for_every_x86_vector_width() {
             "{march}: no pin in\n{}",
             k.source
         );
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("k.c"), &k.source).unwrap();
-        let out = std::process::Command::new(&target.compiler)
-            .args(target.compile_flags())
-            .args(["-c", "-o", "k.o", "k.c"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{march}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        compile(&target, &k.source, &["-c", "-o", "k.o"], march);
     }
 }
 
@@ -413,19 +401,7 @@ fn vectorized_exp_calls_vector_math_and_is_correct() {
     let k =
         tunehub_engine::codegen::generate_with(&task.dag, &sched, &target, &task.lower_options())
             .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("k.c"), &k.source).unwrap();
-    let out = std::process::Command::new(&target.compiler)
-        .args(target.compile_flags())
-        .args(["-S", "-o", "k.s", "k.c"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = compile(&target, &k.source, &["-S", "-o", "k.s"], "softmax");
     let asm = std::fs::read_to_string(dir.path().join("k.s")).unwrap();
     assert!(
         asm.contains("_ZGV") && asm.contains("v_expf"),
@@ -435,4 +411,24 @@ fn vectorized_exp_calls_vector_math_and_is_correct() {
     for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
+}
+
+/// Compiles `source` as `k.c` with the target's flags and `args` in a fresh directory, which
+/// it returns; a compiler error fails the test, named by `what`.
+fn compile(target: &Target, source: &str, args: &[&str], what: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k.c"), source).unwrap();
+    let out = std::process::Command::new(&target.compiler)
+        .args(target.compile_flags())
+        .args(args)
+        .arg("k.c")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
 }

@@ -180,6 +180,18 @@ fn proposed_candidates_match_the_reference() {
     }
 }
 
+/// A correct, quiet measurement of `cost` seconds (the tests stand in for the runner).
+fn timed(cost: f64) -> tunehub_engine::measure::MeasureResult {
+    tunehub_engine::measure::MeasureResult {
+        costs: vec![cost],
+        error: ErrorCode::NoError,
+        error_msg: String::new(),
+        build_s: 0.0,
+        run_s: 0.0,
+        noisy: false,
+    }
+}
+
 fn batches(threads: usize, seed: u64) -> Vec<Vec<Schedule>> {
     let target = Target::detect();
     let task = Arc::new(Task::new(ops::matmul(32, 48, 64).unwrap(), "matmul"));
@@ -191,14 +203,7 @@ fn batches(threads: usize, seed: u64) -> Vec<Vec<Schedule>> {
             // Pretend costs that depend on the schedule only, so the run is reproducible.
             let results: Vec<_> = b
                 .iter()
-                .map(|s| tunehub_engine::measure::MeasureResult {
-                    costs: vec![1e-3 + (s.to_json().len() % 97) as f64 * 1e-6],
-                    error: ErrorCode::NoError,
-                    error_msg: String::new(),
-                    build_s: 0.0,
-                    run_s: 0.0,
-                    noisy: false,
-                })
+                .map(|s| timed(1e-3 + (s.to_json().len() % 97) as f64 * 1e-6))
                 .collect();
             search.record(&mut model, &b, &results).unwrap();
             b
@@ -236,17 +241,7 @@ fn no_two_proposals_generate_the_same_kernel() {
         let mut proposed = 0;
         for _ in 0..6 {
             let batch = search.next_batch(&mut model, 16).unwrap();
-            let results: Vec<_> = batch
-                .iter()
-                .map(|_| tunehub_engine::measure::MeasureResult {
-                    costs: vec![1e-3],
-                    error: ErrorCode::NoError,
-                    error_msg: String::new(),
-                    build_s: 0.0,
-                    run_s: 0.0,
-                    noisy: false,
-                })
-                .collect();
+            let results: Vec<_> = batch.iter().map(|_| timed(1e-3)).collect();
             for s in &batch {
                 let c = tunehub_engine::codegen::generate_with(
                     &task.dag,

@@ -738,25 +738,35 @@ mod tests {
         }
     }
 
-    fn vectorized_extents(stmts: &[crate::lower::Stmt]) -> Vec<i64> {
-        use crate::lower::{LoopKind, Stmt};
-        let mut out = vec![];
+    use crate::lower::{LoopKind, Stmt, Var};
+
+    /// Calls `f` with every loop under `stmts` (variable, extent, kind, body), outermost first:
+    /// the tests below read the lowered nest through it.
+    fn for_each_loop<F: FnMut(Var, i64, LoopKind, &[Stmt])>(stmts: &[Stmt], f: &mut F) {
         for s in stmts {
             match s {
                 Stmt::For {
-                    extent, kind, body, ..
+                    var,
+                    extent,
+                    kind,
+                    body,
                 } => {
-                    if *kind == LoopKind::Vectorized {
-                        out.push(*extent);
-                    }
-                    out.extend(vectorized_extents(body));
+                    f(*var, *extent, *kind, body);
+                    for_each_loop(body, f);
                 }
-                Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => {
-                    out.extend(vectorized_extents(body))
-                }
+                Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => for_each_loop(body, f),
                 Stmt::Let { .. } | Stmt::Store { .. } => {}
             }
         }
+    }
+
+    fn vectorized_extents(stmts: &[Stmt]) -> Vec<i64> {
+        let mut out = vec![];
+        for_each_loop(stmts, &mut |_, extent, kind, _| {
+            if kind == LoopKind::Vectorized {
+                out.push(extent);
+            }
+        });
         out
     }
 
@@ -765,7 +775,6 @@ mod tests {
     /// whole row (a stage not fused into its parallel loop) is vectorized.
     #[test]
     fn long_untiled_rows_are_vectorized() {
-        use crate::lower::{LoopKind, Stmt, Var};
         // Whether a store under `stmts` is indexed by `v` (a space loop of its stage).
         fn indexes(stmts: &[Stmt], v: Var) -> bool {
             stmts.iter().any(|s| match s {
@@ -780,26 +789,6 @@ mod tests {
                 Stmt::Let { .. } => false,
             })
         }
-        // The kinds of the space loops over whole rows.
-        fn row_loops(stmts: &[Stmt], out: &mut Vec<LoopKind>) {
-            for s in stmts {
-                match s {
-                    Stmt::For {
-                        var,
-                        extent,
-                        kind,
-                        body,
-                    } => {
-                        if *extent == 1040 && indexes(body, *var) {
-                            out.push(*kind);
-                        }
-                        row_loops(body, out);
-                    }
-                    Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => row_loops(body, out),
-                    Stmt::Let { .. } | Stmt::Store { .. } => {}
-                }
-            }
-        }
         let dag = crate::ops::elementwise(128, 1040).unwrap();
         let sketches = super::super::sketch::generate(&dag, &super::super::sketch::cpu_rules());
         let mut rng = ChaCha8Rng::seed_from_u64(3);
@@ -813,8 +802,14 @@ mod tests {
                 for _ in 0..10 {
                     let mut d = Decider::sample(&mut rng);
                     let (sched, state) = annotate(&dag, sk, &ctx, &mut d).unwrap();
+                    // The kinds of the space loops over whole rows.
                     let mut kinds = vec![];
-                    row_loops(&crate::lower::lower(&state).unwrap().body, &mut kinds);
+                    let body = crate::lower::lower(&state).unwrap().body;
+                    for_each_loop(&body, &mut |var, extent, kind, body| {
+                        if extent == 1040 && indexes(body, var) {
+                            kinds.push(kind);
+                        }
+                    });
                     rows += kinds.len();
                     assert!(
                         kinds.iter().all(|k| *k == LoopKind::Vectorized),
@@ -847,31 +842,6 @@ mod tests {
     /// conv2d's 56-wide rows on 8 lanes (8 or 56 columns innermost, never 1, 2 or 4).
     #[test]
     fn the_vector_axis_fills_whole_vectors() {
-        use crate::lower::{LoopKind, Stmt, Var};
-        // Extents of the vectorized loops of stage `t`.
-        fn vector_loops(stmts: &[Stmt], t: usize, out: &mut Vec<i64>) {
-            for s in stmts {
-                match s {
-                    Stmt::For {
-                        var,
-                        extent,
-                        kind,
-                        body,
-                    } => {
-                        if *kind == LoopKind::Vectorized
-                            && matches!(var, Var::Loop { stage, .. } if *stage == t)
-                        {
-                            out.push(*extent);
-                        }
-                        vector_loops(body, t, out);
-                    }
-                    Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => {
-                        vector_loops(body, t, out)
-                    }
-                    Stmt::Let { .. } | Stmt::Store { .. } => {}
-                }
-            }
-        }
         let ctx = AnnotateContext {
             cores: 2,
             vector_lanes: 8,
@@ -895,8 +865,16 @@ mod tests {
                 let Some(t) = state.stages.iter().position(|s| s.leaves.len() > 8) else {
                     continue;
                 };
+                // Extents of the vectorized loops of stage `t`.
                 let mut ext = vec![];
-                vector_loops(&crate::lower::lower(&state).unwrap().body, t, &mut ext);
+                let body = crate::lower::lower(&state).unwrap().body;
+                for_each_loop(&body, &mut |var, extent, kind, _| {
+                    if kind == LoopKind::Vectorized
+                        && matches!(var, Var::Loop { stage, .. } if stage == t)
+                    {
+                        ext.push(extent);
+                    }
+                });
                 loops += ext.len();
                 assert!(
                     ext.iter().all(|e| e % 8 == 0),
