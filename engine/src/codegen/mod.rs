@@ -211,6 +211,22 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         header.push_str(
             "static inline void th_vstore(float* p, th_vf v) { __builtin_memcpy(p, &v, sizeof v); }\n\n",
         );
+        // The operand pin (see `regtile`) needs registers of the vector's width, which the
+        // target's flags give; a kernel written out (`tune --out-c`) and compiled without them
+        // (plain `cc`, no `-march`) would stop at "impossible constraint". There the pin is a
+        // no-op: GCC's generic vectors still compile, slower.
+        if let Some(constraint) = g.pin {
+            let guard = match (target.arch.as_str(), lanes * 4) {
+                ("aarch64", _) => "defined(__ARM_NEON)",
+                (_, 64) => "defined(__AVX512F__)",
+                (_, 32) => "defined(__AVX__)",
+                _ => "defined(__SSE2__)",
+            };
+            let _ = write!(
+                header,
+                "#if {guard}\n#define TH_PIN(v) __asm__(\"\" : \"+{constraint}\"(v))\n#else\n#define TH_PIN(v) ((void)0)\n#endif\n\n"
+            );
+        }
     }
 
     let mut params = vec![];

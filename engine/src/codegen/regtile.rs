@@ -318,12 +318,10 @@ impl super::Gen<'_> {
         // tiles of 4 rows by 16 floats (8 accumulators, 2 B vectors) over the whole reduction:
         // 124-128 -> 183-190 GFLOP/s, the loop no longer bound by 12 loads per 8 FMAs.
         let vectors = operands.order.iter().filter(|o| o.1 == "th_vf").count() as i64;
-        if let Some(constraint) = self.pin
-            && regs.len() as i64 + vectors < self.registers
-        {
+        if self.pin.is_some() && regs.len() as i64 + vectors < self.registers {
             for (name, ty, _) in &operands.order {
                 if *ty == "th_vf" {
-                    self.line(&format!("__asm__(\"\" : \"+{constraint}\"({name}));"));
+                    self.line(&format!("TH_PIN({name});"));
                 }
             }
         }
