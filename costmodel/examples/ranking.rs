@@ -3,8 +3,10 @@
 //! `tunehub-bench search` runs: the search's and the random baseline's schedules), for held-out
 //! records of seen workloads (3-fold per task) and for held-out workloads (leave one out).
 //!
-//! `cargo run -p tunehub-costmodel --example ranking -- [DATASET]`
-//! (default costmodel/data/records.jsonl). The costmodel crate is built with opt-level 2 in the
+//! `cargo run -p tunehub-costmodel --example ranking -- [DATASET [REMEASURED]]`
+//! (default costmodel/data/records.jsonl). REMEASURED, the same records measured again
+//! (`tunehub-bench remeasure DATASET --out REMEASURED`), adds the row "second measurement": each
+//! program ranked by its second reading, the ceiling the measurement's noise leaves to a model. The costmodel crate is built with opt-level 2 in the
 //! dev profile, so this is the optimised model without a second XGBoost C++ build for `release`.
 
 use rand::SeedableRng;
@@ -14,7 +16,8 @@ use std::io::BufReader;
 use std::time::Instant;
 use tunehub_costmodel::dataset::{read_records, to_task_samples};
 use tunehub_costmodel::eval::{
-    LinearRanker, Metrics, RandomRanker, Ranker, XgbRanker, seen_workloads, unseen_workloads,
+    LinearRanker, Metrics, RandomRanker, Ranker, RemeasuredRanker, XgbRanker, seen_workloads,
+    unseen_workloads,
 };
 use tunehub_costmodel::linear::LinearModel;
 use tunehub_costmodel::{Objective, XgbParams};
@@ -26,9 +29,13 @@ fn main() {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "costmodel/data/records.jsonl".into());
-    let records = read_records(BufReader::new(File::open(&path).expect("open the dataset")))
-        .expect("read the dataset");
-    let tasks = to_task_samples(&records).expect("replay the dataset");
+    let load = |path: &str| {
+        let records = read_records(BufReader::new(File::open(path).expect("open the dataset")))
+            .expect("read the dataset");
+        let tasks = to_task_samples(&records).expect("replay the dataset");
+        (records, tasks)
+    };
+    let (records, tasks) = load(&path);
     println!("{path}: {} records", records.len());
     for t in &tasks {
         let ok = t.samples.iter().filter(|s| s.cost.is_finite()).count();
@@ -63,6 +70,9 @@ fn main() {
         Box::new(LinearRanker(LinearModel::new(10.0))),
         Box::new(RandomRanker(ChaCha8Rng::seed_from_u64(7))),
     ];
+    if let Some(again) = std::env::args().nth(2) {
+        rankers.push(Box::new(RemeasuredRanker::new(&load(&again).1)));
+    }
     let header = || {
         println!(
             "  {:<22} {:>8} {:>6} {:>6} {:>8} {:>8} {:>8} {:>5} {:>8}",

@@ -5,9 +5,11 @@
 
 use std::sync::Arc;
 use tunehub_engine::ir::ComputeDag;
+use tunehub_engine::lower::lower_with;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
 use tunehub_engine::ops::{self, PoolKind, Window};
 use tunehub_engine::schedule::Schedule;
+use tunehub_engine::search::evolve::program_hash;
 use tunehub_engine::search::{RandomModel, SearchParams, TaskSearch};
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
@@ -263,4 +265,76 @@ fn no_two_proposals_generate_the_same_kernel() {
         }
         assert!(proposed >= 48, "{name}: only {proposed} proposals");
     }
+}
+
+/// Random scores that it remembers by kernel, so that a test can tell which proposals the
+/// ranking chose (scored near the top) and which came from the random share (scored anywhere).
+struct RememberingRandomModel {
+    inner: RandomModel,
+    target: Target,
+    scores: std::collections::HashMap<u64, f32>,
+}
+
+impl tunehub_engine::search::CostModel for RememberingRandomModel {
+    fn predict(
+        &mut self,
+        task: &Task,
+        programs: &[&tunehub_engine::lower::LoweredFunc],
+    ) -> Result<Vec<f32>, tunehub_engine::search::CostModelError> {
+        let s = self.inner.predict(task, programs)?;
+        for (p, &v) in programs.iter().zip(&s) {
+            self.scores.insert(program_hash(p, &self.target), v);
+        }
+        Ok(s)
+    }
+    fn update(
+        &mut self,
+        _: &Task,
+        _: &[&tunehub_engine::lower::LoweredFunc],
+        _: &[tunehub_engine::measure::MeasureResult],
+    ) -> Result<(), tunehub_engine::search::CostModelError> {
+        Ok(())
+    }
+    fn name(&self) -> &str {
+        "remembering-random"
+    }
+}
+
+/// A task's first batch, before any record of it, takes `first_batch_random` of its candidates
+/// at random; later batches only `eps_greedy`.
+#[test]
+fn the_first_batch_is_half_random_the_later_ones_ranked() {
+    let target = Target::detect();
+    let task = Arc::new(Task::new(ops::matmul(64, 64, 64).unwrap(), "matmul"));
+    let params = SearchParams {
+        population: 512,
+        ..small_params(0)
+    };
+    assert_eq!((params.first_batch_random, params.eps_greedy), (0.5, 0.05));
+    let mut search = TaskSearch::new(Arc::clone(&task), &target, params, 7);
+    let mut model = RememberingRandomModel {
+        inner: RandomModel::new(7),
+        target: target.clone(),
+        scores: Default::default(),
+    };
+    let n = 64;
+    let mut high = vec![];
+    for _ in 0..2 {
+        let b = search.next_batch(&mut model, n).unwrap();
+        assert_eq!(b.len(), n);
+        // The ranked picks are the best scored of more than a thousand uniform scores (all
+        // above 0.9); of the random share about a tenth is.
+        high.push(
+            b.iter()
+                .filter(|s| {
+                    let f = lower_with(&s.replay(&task.dag).unwrap(), &task.lower_options());
+                    model.scores[&program_hash(&f.unwrap(), &target)] > 0.9
+                })
+                .count(),
+        );
+        let results: Vec<_> = b.iter().map(|_| timed(1e-3)).collect();
+        search.record(&mut model, &b, &results).unwrap();
+    }
+    assert!((32..=42).contains(&high[0]), "first batch: {high:?}");
+    assert!(high[1] >= 58, "second batch: {high:?}");
 }

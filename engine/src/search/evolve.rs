@@ -40,6 +40,13 @@ pub struct SearchParams {
     pub mutation_prob: f64,
     /// Share of each batch taken from fresh random candidates (Ansor: 0.05).
     pub eps_greedy: f64,
+    /// The same share in a task's first batch, before any record of it is known. A model then
+    /// ranks the task from other workloads (a transferred model) or at random (an untrained
+    /// one), and whatever the first batch holds is all the model learns the task from next:
+    /// a first batch of the transferred model's picks alone kept conv2d NCHW at 152-165
+    /// GFLOP/s after 200 trials (seeds 1-3), half of it random at 170-171, while matmul 512
+    /// still reached 90% of its best at trial 1-3 (ARCHITECTURE.md, "Transfer").
+    pub first_batch_random: f64,
     /// Share of the initial population taken from the best measured candidates (Ansor: 0.2).
     pub measured_ratio: f64,
     pub weights: MutationWeights,
@@ -54,6 +61,7 @@ impl Default for SearchParams {
             generations: 4,
             mutation_prob: 0.85,
             eps_greedy: 0.05,
+            first_batch_random: 0.5,
             measured_ratio: 0.2,
             weights: MutationWeights::default(),
             threads: 0,
@@ -437,7 +445,12 @@ impl TaskSearch {
         // The batch: best predicted, then an eps-greedy share of fresh random candidates. A
         // candidate whose kernel was already proposed or measured is passed over (and its
         // schedule marked seen, so that later rounds skip it without generating its C).
-        let n_random = ((n as f64) * self.params.eps_greedy).round() as usize;
+        let eps = if self.trials == 0 {
+            self.params.first_batch_random.max(self.params.eps_greedy)
+        } else {
+            self.params.eps_greedy
+        };
+        let n_random = ((n as f64) * eps).round() as usize;
         let mut ranked: Vec<(f32, u64)> = pool.iter().map(|(&h, (s, _))| (*s, h)).collect();
         ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut chosen: Vec<u64> = vec![];
