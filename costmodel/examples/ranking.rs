@@ -6,8 +6,9 @@
 //! `cargo run -p tunehub-costmodel --example ranking -- [DATASET [REMEASURED]]`
 //! (default costmodel/data/records.jsonl). REMEASURED, the same records measured again
 //! (`tunehub-bench remeasure DATASET --out REMEASURED`), adds the row "second measurement": each
-//! program ranked by its second reading, the ceiling the measurement's noise leaves to a model. The costmodel crate is built with opt-level 2 in the
-//! dev profile, so this is the optimised model without a second XGBoost C++ build for `release`.
+//! program ranked by its second reading, the ceiling the measurement's noise leaves to a model.
+//! The costmodel crate is built with opt-level 2 in the dev profile, so this is the optimised
+//! model without a second XGBoost C++ build for `release`.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
