@@ -1,7 +1,8 @@
-//! The cost model evaluation: XGBoost pack-sum, XGBoost rank objectives, the linfa linear
-//! baseline and random scores, on real measured records (the `records.jsonl` of
-//! `tunehub-bench search` runs: the search's and the random baseline's schedules), for held-out
-//! records of seen workloads (3-fold per task) and for held-out workloads (leave one out).
+//! The cost model evaluation: XGBoost pack-sum with its head model (the default) and without,
+//! XGBoost rank objectives, the linfa linear baseline and random scores, on real measured
+//! records (the `records.jsonl` of `tunehub-bench search` runs: the search's and the random
+//! baseline's schedules), for held-out records of seen workloads (3-fold per task) and for
+//! held-out workloads (leave one out).
 //!
 //! `cargo run -p tunehub-costmodel --example ranking -- [DATASET [REMEASURED]]`
 //! (default costmodel/data/records.jsonl). REMEASURED, the same records measured again
@@ -60,14 +61,16 @@ fn main() {
             worst / best
         );
     }
-    let xgb = |objective| XgbParams {
+    let xgb = |objective, head| XgbParams {
         objective,
+        head,
         ..XgbParams::default()
     };
     let mut rankers: Vec<Box<dyn Ranker>> = vec![
-        Box::new(XgbRanker(xgb(Objective::PackSum), None)),
-        Box::new(XgbRanker(xgb(Objective::RankPairwise), None)),
-        Box::new(XgbRanker(xgb(Objective::RankNdcg), None)),
+        Box::new(XgbRanker(XgbParams::default(), None)),
+        Box::new(XgbRanker(xgb(Objective::PackSum, None), None)),
+        Box::new(XgbRanker(xgb(Objective::RankPairwise, None), None)),
+        Box::new(XgbRanker(xgb(Objective::RankNdcg, None), None)),
         Box::new(LinearRanker(LinearModel::new(10.0))),
         Box::new(RandomRanker(ChaCha8Rng::seed_from_u64(7))),
     ];

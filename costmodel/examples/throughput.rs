@@ -65,7 +65,7 @@ fn main() {
         m.retrain().expect("trains");
         println!(
             "{}: training on {} records ({} rounds, depth {}, 1 thread): {:.2} s",
-            objective.name(),
+            m.params().name(),
             m.num_samples(),
             m.params().rounds,
             m.params().max_depth,

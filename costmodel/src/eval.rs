@@ -26,7 +26,7 @@ pub struct XgbRanker(pub XgbParams, pub Option<XgbModel>);
 
 impl Ranker for XgbRanker {
     fn name(&self) -> String {
-        self.0.objective.name().into()
+        self.0.name()
     }
     fn fit(&mut self, train: &[TaskSamples]) -> Result<(), ModelError> {
         let mut m = XgbModel::new(self.0.clone());

@@ -12,4 +12,4 @@ pub mod predictor;
 pub mod samples;
 pub mod xgb_model;
 
-pub use xgb_model::{Objective, XgbModel, XgbParams};
+pub use xgb_model::{HeadParams, Objective, XgbModel, XgbParams};
