@@ -4,10 +4,14 @@
 //! baseline's schedules), for held-out records of seen workloads (3-fold per task) and for
 //! held-out workloads (leave one out).
 //!
-//! `cargo run -p tunehub-costmodel --example ranking -- [DATASET [REMEASURED]]`
-//! (default costmodel/data/records.jsonl). REMEASURED, the same records measured again
+//! `cargo run -p tunehub-costmodel --example ranking -- [--folds K] [DATASET [REMEASURED]]`
+//! (default costmodel/data/records.jsonl, 3 folds; more folds keep the test sets of a larger
+//! dataset as small as those of the default one, since top-k recall gets harder as a test set
+//! grows). REMEASURED, the same records measured again
 //! (`tunehub-bench remeasure DATASET --out REMEASURED`), adds the row "second measurement": each
 //! program ranked by its second reading, the ceiling the measurement's noise leaves to a model.
+//! The learning curve trains the default model on a share of each task's training folds and
+//! scores the same test folds: whether more records per task would rank better.
 //! The costmodel crate is built with opt-level 2 in the dev profile, so this is the optimised
 //! model without a second XGBoost C++ build for `release`.
 
@@ -19,7 +23,7 @@ use std::time::Instant;
 use tunehub_costmodel::dataset::{read_records, to_task_samples};
 use tunehub_costmodel::eval::{
     CLOSE_RUNNER_UP, LinearRanker, Metrics, RandomRanker, Ranker, RemeasuredRanker, XgbRanker,
-    seen_workloads, unseen_workloads,
+    seen_workloads, seen_workloads_subsampled, unseen_workloads,
 };
 use tunehub_costmodel::linear::LinearModel;
 use tunehub_costmodel::{Objective, XgbParams};
@@ -27,9 +31,23 @@ use tunehub_costmodel::{Objective, XgbParams};
 /// Seeds of the record shuffles that cut the folds.
 const SPLITS: [u64; 5] = [42, 43, 44, 45, 46];
 
+/// Shares of each task's training folds in the learning curve.
+const SHARES: [f64; 4] = [0.125, 0.25, 0.5, 1.0];
+
 fn main() {
-    let path = std::env::args()
-        .nth(1)
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut folds = 3;
+    if let Some(i) = args.iter().position(|a| a == "--folds") {
+        folds = args
+            .get(i + 1)
+            .and_then(|k| k.parse().ok())
+            .filter(|&k: &usize| k >= 2)
+            .expect("--folds takes a number of at least 2");
+        args.drain(i..i + 2);
+    }
+    let path = args
+        .first()
+        .cloned()
         .unwrap_or_else(|| "costmodel/data/records.jsonl".into());
     let load = |path: &str| {
         let records = read_records(BufReader::new(File::open(path).expect("open the dataset")))
@@ -74,8 +92,8 @@ fn main() {
         Box::new(LinearRanker(LinearModel::new(10.0))),
         Box::new(RandomRanker(ChaCha8Rng::seed_from_u64(7))),
     ];
-    if let Some(again) = std::env::args().nth(2) {
-        rankers.push(Box::new(RemeasuredRanker::new(&load(&again).1)));
+    if let Some(again) = args.get(1) {
+        rankers.push(Box::new(RemeasuredRanker::new(&load(again).1)));
     }
     let header = || {
         println!(
@@ -101,7 +119,7 @@ fn main() {
     // One split puts a task's few fastest kernels in one fold or another, and top-k recall over
     // 8 tasks x 3 folds moves by a tenth between splits: the mean of several splits.
     println!(
-        "\nheld-out records of seen workloads (3 folds per task, all tasks trained together; mean of {} splits)",
+        "\nheld-out records of seen workloads ({folds} folds per task, all tasks trained together; mean of {} splits)",
         SPLITS.len()
     );
     header();
@@ -110,7 +128,7 @@ fn main() {
         let t = Instant::now();
         let per_split: Vec<Metrics> = SPLITS
             .iter()
-            .map(|&seed| seen_workloads(r.as_mut(), &tasks, 3, seed).expect("evaluate"))
+            .map(|&seed| seen_workloads(r.as_mut(), &tasks, folds, seed).expect("evaluate"))
             .collect();
         let mut m = Metrics::mean(&per_split);
         m.sets = per_split.iter().map(|x| x.sets).sum();
@@ -124,6 +142,35 @@ fn main() {
         CLOSE_RUNNER_UP * 100.0,
         close
     );
+    println!(
+        "\nlearning curve: {} on a share of each task's training folds, same test folds",
+        XgbParams::default().name()
+    );
+    println!(
+        "  {:<22} {:>8} {:>6} {:>6} {:>8} {:>8}",
+        "records per task", "pairwise", "top-1", "top-5", "near-5", "apeak@5"
+    );
+    let mean_len = tasks.iter().map(|t| t.samples.len()).sum::<usize>() as f64 / tasks.len() as f64;
+    for share in SHARES {
+        let mut r = XgbRanker(XgbParams::default(), None);
+        let per_split: Vec<Metrics> = SPLITS
+            .iter()
+            .map(|&seed| {
+                seen_workloads_subsampled(&mut r, &tasks, folds, seed, share).expect("evaluate")
+            })
+            .collect();
+        let m = Metrics::mean(&per_split);
+        let trained = mean_len * (folds - 1) as f64 / folds as f64 * share;
+        println!(
+            "  {:<22} {:>8.3} {:>6.2} {:>6.2} {:>8.2} {:>8.3}",
+            format!("{trained:.0} ({:.0}%)", share * 100.0),
+            m.pairwise,
+            m.top1,
+            m.top5,
+            m.near5,
+            m.apeak5
+        );
+    }
     println!("\nheld-out workloads (train on the others, score all records of the one left out)");
     header();
     for r in rankers.iter_mut() {

@@ -247,6 +247,25 @@ pub fn seen_workloads(
     folds: usize,
     seed: u64,
 ) -> Result<Metrics, ModelError> {
+    seen_workloads_subsampled(r, tasks, folds, seed, 1.0)
+}
+
+/// [`seen_workloads`] with the model trained on only `train_share` (0 to 1] of each task's
+/// training folds, scored on the same test folds: the learning curve, which says whether more
+/// records per task would rank better. The kept records are a prefix of the same shuffle, so a
+/// smaller share's training set is a subset of a larger one's.
+pub fn seen_workloads_subsampled(
+    r: &mut dyn Ranker,
+    tasks: &[TaskSamples],
+    folds: usize,
+    seed: u64,
+    train_share: f64,
+) -> Result<Metrics, ModelError> {
+    if !(train_share > 0.0 && train_share <= 1.0) {
+        return Err(ModelError::Invalid(format!(
+            "training share {train_share} is not in (0, 1]"
+        )));
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let shuffled: Vec<Vec<&Sample>> = tasks
         .iter()
@@ -270,6 +289,8 @@ pub fn seen_workloads(
                     tr.samples.push((*s).clone());
                 }
             }
+            let keep = ((tr.samples.len() as f64 * train_share).round() as usize).max(1);
+            tr.samples.truncate(keep);
             train.push(tr);
             tests.push(te);
         }
@@ -364,5 +385,52 @@ mod tests {
         let mut f = [0.0f32; N_FEATURES];
         f[0] = 99.0;
         assert!(r.score(&[&[f][..]]).is_err());
+    }
+
+    /// Keeps what each `fit` was given (as the feature that numbers the program) and scores
+    /// programs by that number.
+    #[derive(Default)]
+    struct RecordingRanker(Vec<Vec<f32>>);
+
+    impl Ranker for RecordingRanker {
+        fn name(&self) -> String {
+            "recording".into()
+        }
+        fn fit(&mut self, train: &[TaskSamples]) -> Result<(), ModelError> {
+            let seen = train[0].samples.iter().map(|s| s.stores[0][0]).collect();
+            self.0.push(seen);
+            Ok(())
+        }
+        fn score(&mut self, programs: &[&[[f32; N_FEATURES]]]) -> Result<Vec<f32>, ModelError> {
+            Ok(programs.iter().map(|p| -p[0][0]).collect())
+        }
+    }
+
+    #[test]
+    fn a_training_share_trains_on_a_nested_prefix_of_the_same_folds() {
+        let t = task(&[
+            1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0,
+        ]);
+        let tasks = std::slice::from_ref(&t);
+        let mut full = RecordingRanker::default();
+        let m_full = seen_workloads_subsampled(&mut full, tasks, 3, 5, 1.0).unwrap();
+        let mut half = RecordingRanker::default();
+        let m_half = seen_workloads_subsampled(&mut half, tasks, 3, 5, 0.5).unwrap();
+        assert_eq!(full.0.iter().map(Vec::len).collect::<Vec<_>>(), [8, 8, 8]);
+        assert_eq!(half.0.iter().map(Vec::len).collect::<Vec<_>>(), [4, 4, 4]);
+        for (h, f) in half.0.iter().zip(&full.0) {
+            assert_eq!(
+                h[..],
+                f[..4],
+                "the half is the first half of the same training fold"
+            );
+        }
+        // The test folds are the same: a ranker that ignores its training scores them alike.
+        assert_eq!(m_full.pairwise, m_half.pairwise);
+        assert_eq!(m_full.pairwise, 1.0);
+        for bad in [0.0, -0.5, 1.5, f64::NAN] {
+            let err = seen_workloads_subsampled(&mut half, tasks, 3, 5, bad).unwrap_err();
+            assert!(err.to_string().contains("training share"), "{err}");
+        }
     }
 }
