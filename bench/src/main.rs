@@ -5,6 +5,8 @@
 //! - `compare`: several `search` runs' trials to one common level (model against random model).
 //! - `remeasure`: a dataset's fastest records per workload measured again, for the cost model's
 //!   evaluation.
+//! - `measure-settings`: what longer tuning measurements buy in ranking against their time (the
+//!   figures behind the measurement defaults).
 //! - `query`: the service's best-schedule query over gRPC (latency, throughput, record inserts,
 //!   server memory) on SQLite and PostgreSQL.
 //! - `dispatch`: the worker fleet's overhead per measurement with 1, 4, 16 workers, and the time
@@ -21,6 +23,7 @@ mod procs;
 mod query;
 mod remeasure;
 mod search;
+mod settings;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -42,6 +45,9 @@ enum Cmd {
     /// Measure a dataset's fastest records again in interleaved passes (sharper labels for the
     /// cost model's ranking metrics).
     Remeasure(remeasure::RemeasureArgs),
+    /// Rank agreement and time per candidate of tuning measurement settings against a long
+    /// reference (the figures behind the defaults).
+    MeasureSettings(settings::SettingsArgs),
     /// Best-schedule queries over gRPC: latency, throughput, inserts/s, server memory.
     Query(query::QueryArgs),
     /// Fleet dispatch: measurements/s and server overhead per measurement with N workers, and
@@ -59,6 +65,7 @@ fn main() -> Result<()> {
         Cmd::Search(a) => search::run(a),
         Cmd::Compare(a) => compare::run(a),
         Cmd::Remeasure(a) => remeasure::run(a),
+        Cmd::MeasureSettings(a) => settings::run(a),
         Cmd::Query(a) => runtime()?.block_on(query::run(a)),
         Cmd::Dispatch(a) => runtime()?.block_on(dispatch::run(a)),
     }

@@ -66,25 +66,7 @@ pub fn run(a: RemeasureArgs) -> Result<()> {
     for w in &workloads {
         let dag = ops::build_op(&split_layout_free(w).0)?;
         let task = Task::from_desc(dag, w.as_str()).map_err(anyhow::Error::msg)?;
-        // Distinct schedules by their best reading; copies of one schedule share the outcome.
-        let mut copies: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, r) in records.iter().enumerate() {
-            if r.workload == *w && !r.noisy && r.cost().is_finite() {
-                copies.entry(r.steps.to_string()).or_default().push(i);
-            }
-        }
-        let mut distinct: Vec<(f64, Vec<usize>)> = copies
-            .into_values()
-            .map(|ix| {
-                let best = ix
-                    .iter()
-                    .map(|&i| records[i].cost())
-                    .fold(f64::INFINITY, f64::min);
-                (best, ix)
-            })
-            .collect();
-        distinct.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1[0].cmp(&y.1[0])));
-        distinct.truncate(a.top);
+        let distinct = fastest_distinct(&records, w, a.top);
         let scheds: Vec<Schedule> = distinct
             .iter()
             .map(|(_, ix)| Schedule::from_json_value(&records[ix[0]].steps))
@@ -159,7 +141,35 @@ pub fn run(a: RemeasureArgs) -> Result<()> {
     Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// A workload's `top` fastest distinct schedules (by their best reading; copies of one schedule
+/// share the outcome), fastest first: the best reading and the indices of its records.
+pub fn fastest_distinct(
+    records: &[DatasetRecord],
+    workload: &str,
+    top: usize,
+) -> Vec<(f64, Vec<usize>)> {
+    let mut copies: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if r.workload == workload && !r.noisy && r.cost().is_finite() {
+            copies.entry(r.steps.to_string()).or_default().push(i);
+        }
+    }
+    let mut distinct: Vec<(f64, Vec<usize>)> = copies
+        .into_values()
+        .map(|ix| {
+            let best = ix
+                .iter()
+                .map(|&i| records[i].cost())
+                .fold(f64::INFINITY, f64::min);
+            (best, ix)
+        })
+        .collect();
+    distinct.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1[0].cmp(&y.1[0])));
+    distinct.truncate(top);
+    distinct
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }

@@ -23,7 +23,7 @@ use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::{
-    CostModel, RandomModel, SchedulerKind, SearchParams, TuneOptions, tune,
+    CostModel, DEFAULT_BATCH, RandomModel, SchedulerKind, SearchParams, TuneOptions, tune,
 };
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::Task;
@@ -59,18 +59,18 @@ const WORKLOADS: &[(&str, &str, Option<&str>)] = &[
 
 /// The tuning measurement of one reading, shared by `search` and `remeasure` so that a
 /// re-measured cost is the same estimator as the search's: runs per repeat, repeats, minimum
-/// ms per repeat. Ansor's baseline runs used 100 ms; 25 ms ranks candidates as well (the best
-/// is re-measured at length) and takes a third of the run time per candidate.
+/// ms per repeat. The defaults are the product's (`MeasureOptions::default()`, what `tunehub
+/// tune` and the service use), so that the benchmark's figures are the product's.
 #[derive(clap::Args)]
 pub struct TuningMeasureArgs {
     /// Tuning measurement: runs per repeat.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = MeasureOptions::default().number)]
     number: u32,
     /// Tuning measurement: repeats.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = MeasureOptions::default().repeat)]
     repeat: u32,
     /// Tuning measurement: minimum ms per repeat.
-    #[arg(long, default_value_t = 25)]
+    #[arg(long, default_value_t = MeasureOptions::default().min_repeat_ms)]
     min_repeat_ms: u32,
 }
 
@@ -93,7 +93,7 @@ pub struct SearchArgs {
     /// Trials per workload.
     #[arg(long, default_value_t = 200)]
     trials: usize,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = DEFAULT_BATCH)]
     batch: usize,
     /// Evolutionary population per round.
     #[arg(long, default_value_t = 2048)]
@@ -335,8 +335,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
             &mut measurer,
             model.as_mut(),
             &opts,
-            |r, batch, results| {
-                for (sch, x) in batch.iter().zip(results) {
+            |round| {
+                let (r, results) = (&round.report, &round.results);
+                for (sch, x) in round.batch.iter().zip(results) {
                     records.push(DatasetRecord::new(&desc, sch, x));
                     if x.is_ok() && !x.noisy {
                         measured.push((sch.clone(), x.mean_cost()));

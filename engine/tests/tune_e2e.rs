@@ -44,8 +44,8 @@ fn tiny_tuning_run_beats_naive_by_3x() {
         &mut measurer,
         &mut model,
         &tune_opts,
-        |_, batch, _| {
-            measured.extend_from_slice(batch);
+        |round| {
+            measured.extend_from_slice(&round.batch);
             std::ops::ControlFlow::Continue(())
         },
     )

@@ -8,6 +8,7 @@ use crate::config::{ClientArgs, ServerArgs};
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum, value_parser};
 use std::path::PathBuf;
 use tunehub_engine::measure::MeasureOptions;
+use tunehub_engine::search::DEFAULT_BATCH;
 
 /// The most trials one `tune` run may ask for.
 pub const MAX_TRIALS: u32 = 100_000;
@@ -396,7 +397,7 @@ pub struct TuneArgs {
     pub trials: u32,
 
     /// Candidates per batch: built in parallel, then run one at a time.
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH as u32, value_parser = value_parser!(u32).range(1..=1024))]
     pub batch: u32,
 
     #[command(flatten)]
@@ -526,7 +527,10 @@ mod tests {
         let t = tune(&["matmul(64,64,64)", "--db", "x.db"]);
         assert_eq!(t.workload.op_spec.as_deref(), Some("matmul(64,64,64)"));
         assert_eq!(t.workload.expr, None);
-        assert_eq!((t.trials, t.batch, t.seed), (64, 16, None));
+        assert_eq!(
+            (t.trials, t.batch, t.seed),
+            (64, DEFAULT_BATCH as u32, None)
+        );
         assert_eq!(t.db.db, "x.db");
         assert!(!t.print_source && !t.json && t.out_c.is_none());
         assert_eq!(t.target.cflags_list(), None);

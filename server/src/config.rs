@@ -221,7 +221,8 @@ impl Default for Limits {
             max_trials_per_job: 100_000,
             max_tasks_per_job: 256,
             max_message_bytes: 16 << 20,
-            default_batch: 16,
+            // One default with the CLI and the benchmark: the engine's.
+            default_batch: tunehub_engine::search::DEFAULT_BATCH as u32,
         }
     }
 }

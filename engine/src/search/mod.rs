@@ -9,8 +9,9 @@
 //!   `record` takes their results (and `add_measured` re-adds old records when a job resumes).
 //! - [`TaskScheduler`]: which task gets the next round.
 //!
-//! [`tune`] drives them with a [`crate::measure::Measurer`] for the CLI and the benchmark; the
-//! server drives `TaskSearch` and `TaskScheduler` itself, since it measures through its fleet.
+//! [`Tuner`] owns the tuning round (scheduler, search, cost model, measurement, confirmation of
+//! a new best); the server's job driver and the benchmark both run it, the driver wrapping each
+//! round with persistence, leases and events.
 
 pub mod annotate;
 pub mod confirm;
@@ -26,4 +27,4 @@ pub use cost_model::{CostModel, CostModelError, RandomModel};
 pub use evolve::{SearchParams, SearchStats, TaskSearch, par_map};
 pub use scheduler::{SchedulerKind, TaskScheduler};
 pub use sketch::{Sketch, SketchRule};
-pub use tune::{RoundReport, TuneOptions, tune};
+pub use tune::{DEFAULT_BATCH, Round, RoundReport, TuneOptions, Tuner, TunerTask, tune};

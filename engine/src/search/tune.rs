@@ -1,24 +1,34 @@
-//! A tuning loop over a job's tasks with one measurer: the task scheduler picks a task, its
-//! search proposes a batch, the measurer builds, runs and checks it, the search and the model
-//! learn. The CLI's embedded mode and the benchmark use it; the server drives the same parts
-//! itself because it measures through its worker fleet.
+//! The tuning round, owned here and nowhere else: the task scheduler picks a task, its search
+//! asks the cost model and proposes a batch, the measurer (the `Builder`/`Runner` pair on this
+//! machine, or the server's fleet) builds, runs and checks it, a new best is measured twice,
+//! and the search and the model learn from the results.
+//!
+//! [`Tuner`] holds a job's searches and its scheduler and runs one [`Tuner::round`] at a time,
+//! so that a caller can wrap each round with what it needs: the server's job driver with
+//! persistence, leases and events (and it moves the tuner onto a blocking thread per round),
+//! the benchmark with its timings. [`tune`] is the plain loop over rounds.
 
 use super::confirm::confirm_new_best;
 use super::cost_model::{CostModel, CostModelError};
 use super::evolve::{SearchParams, TaskSearch};
 use super::scheduler::{SchedulerKind, TaskScheduler};
-use crate::measure::{MeasureResult, Measurer};
+use crate::measure::{MeasureBatch, MeasureResult};
 use crate::schedule::Schedule;
+use crate::target::Target;
 use crate::task::Task;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Candidates measured per round. Ansor measures 64 a round; so do we: the CLI, the service and
+/// the benchmark share this default (docs/experiments/2026-11-25-tuning-defaults.md).
+pub const DEFAULT_BATCH: usize = 64;
+
 #[derive(Debug, Clone)]
 pub struct TuneOptions {
     /// Measurements in all, over all tasks.
     pub trials: usize,
-    /// Candidates measured per round (Ansor: 64).
+    /// Candidates measured per round.
     pub batch: usize,
     pub params: SearchParams,
     pub scheduler: SchedulerKind,
@@ -29,7 +39,7 @@ impl Default for TuneOptions {
     fn default() -> Self {
         TuneOptions {
             trials: 200,
-            batch: 64,
+            batch: DEFAULT_BATCH,
             params: SearchParams::default(),
             scheduler: SchedulerKind::Gradient,
             seed: 0,
@@ -38,11 +48,11 @@ impl Default for TuneOptions {
 }
 
 /// What one round did, for progress output and the benchmark's breakdown.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RoundReport {
     pub round: usize,
     pub task: usize,
-    /// Trials so far, of this task and of the whole job.
+    /// Trials so far, of this task and of the whole tuner.
     pub task_trials: usize,
     pub total_trials: usize,
     /// This task's best mean cost so far, in seconds.
@@ -58,76 +68,238 @@ pub struct RoundReport {
     pub errors: usize,
 }
 
-/// Tunes `tasks` (with their weights) within `opts.trials` measurements. `on_round` sees each
-/// round's report, schedules and results (to store them) and may stop the loop.
-pub fn tune(
-    tasks: &[(Arc<Task>, f64)],
-    measurer: &mut Measurer,
-    model: &mut dyn CostModel,
-    opts: &TuneOptions,
-    mut on_round: impl FnMut(&RoundReport, &[Schedule], &[MeasureResult]) -> ControlFlow<()>,
-) -> Result<Vec<TaskSearch>, CostModelError> {
-    let mut searches: Vec<TaskSearch> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, (t, _))| {
-            TaskSearch::new(
-                t.clone(),
-                measurer.target(),
-                opts.params.clone(),
-                opts.seed.wrapping_add(i as u64),
-            )
-        })
-        .collect();
-    let mut sched = TaskScheduler::new(
-        tasks.iter().map(|(_, w)| *w).collect(),
-        opts.scheduler,
-        opts.seed,
-    );
-    let mut total = 0;
-    let mut round = 0;
-    while total < opts.trials {
-        let Some(i) = sched.next_task() else { break };
-        let n = opts.batch.min(opts.trials - total);
-        let t0 = Instant::now();
-        let model_s0 = searches[i].stats.model_s;
-        let batch = searches[i].next_batch(model, n)?;
-        let search_s = t0.elapsed().as_secs_f64();
-        if batch.is_empty() {
-            sched.finish(i);
-            continue;
+/// One round's candidates and what measuring them gave.
+#[derive(Debug)]
+pub struct Round {
+    pub task: usize,
+    pub batch: Vec<Schedule>,
+    /// One per candidate, unless the measurer abandoned the batch (see [`Round::complete`]).
+    pub results: Vec<MeasureResult>,
+    /// The device that measured each result (a fleet worker), where the measurer says.
+    pub devices: Vec<Option<String>>,
+    pub report: RoundReport,
+}
+
+impl Round {
+    /// The task's search space ran dry: nothing was proposed, and the task is finished.
+    pub fn exhausted(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    /// Every candidate has its result. An abandoned batch (a remote one cut short by a cancel
+    /// or a shutdown) is not learned from or counted: its candidates are proposed again later.
+    pub fn complete(&self) -> bool {
+        self.results.len() == self.batch.len()
+    }
+}
+
+/// One task of a tuner: its search, its share of the scheduler's objective, and its budget.
+pub struct TunerTask {
+    pub search: TaskSearch,
+    pub weight: f64,
+    /// Trials this task may take in all, and those already taken (by an earlier run of a
+    /// resumed job: they count against the budget).
+    pub trials: usize,
+    pub done: usize,
+    /// Its search space ran dry earlier: it gets no round.
+    pub exhausted: bool,
+}
+
+impl TunerTask {
+    /// A fresh task with a budget of `trials`.
+    pub fn new(search: TaskSearch, weight: f64, trials: usize) -> Self {
+        TunerTask {
+            search,
+            weight,
+            trials,
+            done: 0,
+            exhausted: false,
         }
-        let t1 = Instant::now();
-        let task = searches[i].task().clone();
-        let mut results = measurer.measure(&task, &batch);
-        let best_so_far = searches[i].best().map(|(_, c)| c);
-        confirm_new_best(best_so_far, &batch, &mut results, |_, s| {
-            measurer.measure(&task, std::slice::from_ref(s)).pop()
-        });
-        let measure_s = t1.elapsed().as_secs_f64();
-        let t2 = Instant::now();
-        searches[i].record(model, &batch, &results)?;
-        let search_s = search_s + t2.elapsed().as_secs_f64();
-        total += batch.len();
-        round += 1;
-        let best = searches[i].best().map(|(_, c)| c);
-        sched.observe(i, best);
-        let report = RoundReport {
-            round,
+    }
+
+    fn open(&self) -> bool {
+        !self.exhausted && self.done < self.trials
+    }
+}
+
+/// A job's searches and its task scheduler, advanced one round at a time.
+pub struct Tuner {
+    tasks: Vec<TunerTask>,
+    scheduler: TaskScheduler,
+    batch: usize,
+    /// Trials over all tasks this tuner may still take (besides each task's own budget).
+    remaining: usize,
+    total: usize,
+    rounds: usize,
+}
+
+impl Tuner {
+    pub fn new(tasks: Vec<TunerTask>, scheduler: SchedulerKind, batch: usize, seed: u64) -> Self {
+        let mut sched =
+            TaskScheduler::new(tasks.iter().map(|t| t.weight).collect(), scheduler, seed);
+        for (i, t) in tasks.iter().enumerate() {
+            if !t.open() {
+                sched.finish(i);
+            }
+        }
+        Tuner {
+            tasks,
+            scheduler: sched,
+            batch: batch.max(1),
+            remaining: usize::MAX,
+            total: 0,
+            rounds: 0,
+        }
+    }
+
+    /// Fresh searches of `tasks` (with their weights) sharing `opts.trials` trials in all; task
+    /// `i` searches with seed `opts.seed + i`.
+    pub fn with_options(tasks: &[(Arc<Task>, f64)], target: &Target, opts: &TuneOptions) -> Self {
+        let tasks = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, (t, w))| {
+                let seed = opts.seed.wrapping_add(i as u64);
+                let search = TaskSearch::new(t.clone(), target, opts.params.clone(), seed);
+                TunerTask::new(search, *w, opts.trials)
+            })
+            .collect();
+        let mut tuner = Tuner::new(tasks, opts.scheduler, opts.batch, opts.seed);
+        tuner.remaining = opts.trials;
+        tuner
+    }
+
+    pub fn tasks(&self) -> &[TunerTask] {
+        &self.tasks
+    }
+
+    pub fn into_searches(self) -> Vec<TaskSearch> {
+        self.tasks.into_iter().map(|t| t.search).collect()
+    }
+
+    /// The task that gets the next round, or `None` when every task is finished.
+    pub fn next_task(&mut self) -> Option<usize> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.scheduler.next_task()
+    }
+
+    /// One round on task `i` (from [`Tuner::next_task`]): propose, measure, confirm a new
+    /// best, learn. Runs the search and the measurement on this thread: the server calls it
+    /// off its async threads.
+    pub fn round(
+        &mut self,
+        i: usize,
+        model: &mut dyn CostModel,
+        measurer: &mut dyn MeasureBatch,
+    ) -> Result<Round, CostModelError> {
+        let t = &mut self.tasks[i];
+        let want = self
+            .batch
+            .min(t.trials.saturating_sub(t.done))
+            .min(self.remaining);
+        let t0 = Instant::now();
+        let model_s0 = t.search.stats.model_s;
+        let batch = if want == 0 {
+            vec![]
+        } else {
+            t.search.next_batch(model, want)?
+        };
+        let mut search_s = t0.elapsed().as_secs_f64();
+        let mut round = Round {
             task: i,
-            task_trials: searches[i].trials(),
-            total_trials: total,
+            batch,
+            results: vec![],
+            devices: vec![],
+            report: RoundReport {
+                task: i,
+                ..RoundReport::default()
+            },
+        };
+        if round.exhausted() {
+            t.exhausted = true;
+            self.scheduler.finish(i);
+            return Ok(round);
+        }
+
+        let t1 = Instant::now();
+        let task = t.search.task().clone();
+        round.results = measurer.measure(&task, &round.batch);
+        round.devices = measurer.devices();
+        if round.complete() {
+            // A record is one device's timings: a second run from another device is not
+            // folded in (the candidate simply stays unconfirmed this round).
+            let devices = &round.devices;
+            confirm_new_best(
+                t.search.best().map(|(_, c)| c),
+                &round.batch,
+                &mut round.results,
+                |k, s| {
+                    let again = measurer.measure(&task, std::slice::from_ref(s)).pop()?;
+                    let first = devices.get(k).cloned().flatten();
+                    (measurer.devices().first().cloned().flatten() == first).then_some(again)
+                },
+            );
+        }
+        let measure_s = t1.elapsed().as_secs_f64();
+        if !round.complete() {
+            round.report.measure_s = measure_s;
+            round.report.search_s = search_s;
+            return Ok(round);
+        }
+
+        let t2 = Instant::now();
+        t.search.record(model, &round.batch, &round.results)?;
+        search_s += t2.elapsed().as_secs_f64();
+        let n = round.batch.len();
+        t.done += n;
+        self.total += n;
+        self.remaining = self.remaining.saturating_sub(n);
+        self.rounds += 1;
+        let best = t.search.best().map(|(_, c)| c);
+        self.scheduler.observe(i, best);
+        if !t.open() {
+            self.scheduler.finish(i);
+        }
+        let results = &round.results;
+        round.report = RoundReport {
+            round: self.rounds,
+            task: i,
+            task_trials: t.done,
+            total_trials: self.total,
             best_cost: best,
             search_s,
-            model_s: searches[i].stats.model_s - model_s0,
+            model_s: t.search.stats.model_s - model_s0,
             measure_s,
             build_s: results.iter().map(|r| r.build_s).sum(),
             run_s: results.iter().map(|r| r.run_s).sum(),
             errors: results.iter().filter(|r| !r.is_ok()).count(),
         };
-        if on_round(&report, &batch, &results).is_break() {
+        Ok(round)
+    }
+}
+
+/// Tunes `tasks` (with their weights) within `opts.trials` measurements. `on_round` sees each
+/// round (to store its results) and may stop the loop.
+pub fn tune(
+    tasks: &[(Arc<Task>, f64)],
+    measurer: &mut dyn MeasureBatch,
+    model: &mut dyn CostModel,
+    opts: &TuneOptions,
+    mut on_round: impl FnMut(&Round) -> ControlFlow<()>,
+) -> Result<Vec<TaskSearch>, CostModelError> {
+    let mut tuner = Tuner::with_options(tasks, measurer.target(), opts);
+    while let Some(i) = tuner.next_task() {
+        let round = tuner.round(i, model, measurer)?;
+        if round.exhausted() {
+            continue;
+        }
+        // A local measurer always answers every candidate; a remote one that gave up has
+        // nothing more to give.
+        if !round.complete() || on_round(&round).is_break() {
             break;
         }
     }
-    Ok(searches)
+    Ok(tuner.into_searches())
 }

@@ -1,16 +1,15 @@
 //! The job driver: runs one claimed job to its end, round by round.
 //!
-//! Each round the engine's `TaskScheduler` picks a task, its `Proposer` (the engine's
-//! `TaskSearch`, ranked by the cost model) proposes a batch of candidates not measured before,
-//! the measure backend builds and runs them, and the results are stored in one transaction that
-//! also checks the lease. A resumed job first feeds each search every record of its (workload,
-//! target), so nothing is proposed twice and no budget is spent twice (a task's progress is its
-//! rows in `job_records`).
-//!
-//! The search runs off the async threads (it lowers thousands of candidates per round), in the
-//! same blocking call as the measurement.
+//! The round itself is the engine's (`Tuner::round`: the task scheduler picks a task, its
+//! search proposes a batch ranked by the cost model, the measure backend builds and runs it, a
+//! new best is measured twice, search and model learn). The driver wraps it with what a service
+//! needs and nothing else: the job's lease (renewed by a heartbeat, checked before each round
+//! and in the transaction that stores a batch), persistence (each batch is one transaction),
+//! the fleet's measurer, metrics and progress events. A resumed job first feeds each search
+//! every record of its (workload, target), so nothing is proposed twice and no budget is spent
+//! twice (a task's progress is its rows in `job_records`).
 
-use super::store::{JobRow, JobState, JobStore, Lease, TaskRow};
+use super::store::{JobRow, JobState, JobStore, Lease};
 use super::{JobContext, JobError};
 use crate::metrics::Metrics;
 use crate::records::{self, NewRecord, Record, RecordStore};
@@ -22,63 +21,12 @@ use tunehub_costmodel::{XgbModel, XgbParams};
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::{ErrorCode, MeasureBatch, MeasureResult};
 use tunehub_engine::schedule::Schedule;
-use tunehub_engine::search::{
-    CostModel, CostModelError, SchedulerKind, TaskScheduler, TaskSearch, confirm_new_best,
-};
+use tunehub_engine::search::{CostModel, SchedulerKind, TaskSearch, Tuner, TunerTask};
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 
 /// The kind under which the job driver saves its cost model per target.
 const MODEL_KIND: &str = "xgb-packsum";
-
-/// Proposes candidates for one task: the search seam (the engine's `TaskSearch` implements it;
-/// a test or another strategy may bring its own).
-pub trait Proposer: Send {
-    /// A candidate measured before (by any job): never propose it, and learn from it.
-    fn add_measured(&mut self, schedule: &Schedule, result: &MeasureResult);
-    /// Up to `n` candidates not measured before; fewer (or none) when the space runs dry.
-    fn propose(
-        &mut self,
-        model: &mut dyn CostModel,
-        n: usize,
-    ) -> Result<Vec<Schedule>, CostModelError>;
-    /// What measuring a proposed batch gave.
-    fn record(
-        &mut self,
-        model: &mut dyn CostModel,
-        batch: &[Schedule],
-        results: &[MeasureResult],
-    ) -> Result<(), CostModelError>;
-    /// The best trusted cost seen (seconds), for the task scheduler.
-    fn best_cost(&self) -> Option<f64>;
-}
-
-impl Proposer for TaskSearch {
-    fn add_measured(&mut self, schedule: &Schedule, result: &MeasureResult) {
-        TaskSearch::add_measured(self, schedule, result);
-    }
-
-    fn propose(
-        &mut self,
-        model: &mut dyn CostModel,
-        n: usize,
-    ) -> Result<Vec<Schedule>, CostModelError> {
-        self.next_batch(model, n)
-    }
-
-    fn record(
-        &mut self,
-        model: &mut dyn CostModel,
-        batch: &[Schedule],
-        results: &[MeasureResult],
-    ) -> Result<(), CostModelError> {
-        TaskSearch::record(self, model, batch, results)
-    }
-
-    fn best_cost(&self) -> Option<f64> {
-        self.best().map(|(_, c)| c)
-    }
-}
 
 /// A stored record as the measurement it was (for `add_measured` on resume).
 fn result_of(r: &Record) -> MeasureResult {
@@ -102,90 +50,39 @@ fn maybe_interrupt_casualty(r: &MeasureResult) -> bool {
     )
 }
 
-/// One task of the running job. The search is `None` while a blocking call has it.
-struct TaskRun {
-    row: TaskRow,
-    task: Arc<Task>,
-    search: Option<Box<dyn Proposer>>,
-    done: u32,
-    exhausted: bool,
+/// The job's measurer, counted in the metrics' queue gauge while it measures.
+struct Metered {
+    inner: Box<dyn MeasureBatch>,
+    metrics: Arc<Metrics>,
 }
 
-impl TaskRun {
-    fn open(&self) -> bool {
-        !self.exhausted && self.done < self.row.trials
+impl MeasureBatch for Metered {
+    fn target(&self) -> &Target {
+        self.inner.target()
+    }
+
+    fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
+        let _queued = self
+            .metrics
+            .queued(&self.inner.target().key(), schedules.len());
+        self.inner.measure(task, schedules)
+    }
+
+    fn devices(&self) -> Vec<Option<String>> {
+        self.inner.devices()
+    }
+
+    fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
+        self.inner.set_abort(abort);
     }
 }
 
-/// What one blocking round gives back: the search, the model and the measurer (moved in and
-/// out), the batch and its results.
-struct Round {
-    search: Box<dyn Proposer>,
+/// What a round on a blocking thread takes along and gives back: the tuner, the model and the
+/// measurer move in and out.
+struct Parts {
+    tuner: Tuner,
     model: Box<dyn CostModel>,
-    measurer: Box<dyn MeasureBatch>,
-    batch: Vec<Schedule>,
-    results: Vec<MeasureResult>,
-    /// Who measured each result (see `MeasureBatch::devices`), taken before a confirmation
-    /// run replaced the measurer's own list.
-    devices: Vec<Option<String>>,
-    error: Option<CostModelError>,
-}
-
-/// Proposes, measures and records one batch: CPU and child processes, off the async threads.
-fn blocking_round(
-    task: &Task,
-    mut search: Box<dyn Proposer>,
-    mut model: Box<dyn CostModel>,
-    mut measurer: Box<dyn MeasureBatch>,
-    want: usize,
-    metrics: &Metrics,
-) -> Round {
-    let batch = match search.propose(model.as_mut(), want) {
-        Ok(b) => b,
-        Err(e) => {
-            return Round {
-                search,
-                model,
-                measurer,
-                batch: vec![],
-                results: vec![],
-                devices: vec![],
-                error: Some(e),
-            };
-        }
-    };
-    let mut devices = vec![];
-    let results = if batch.is_empty() {
-        vec![]
-    } else {
-        let _queued = metrics.queued(&measurer.target().key(), batch.len());
-        let mut results = measurer.measure(task, &batch);
-        devices = measurer.devices();
-        if results.len() == batch.len() {
-            // The second run counts only from the device that made the first: a record is one
-            // device's timings.
-            confirm_new_best(search.best_cost(), &batch, &mut results, |k, s| {
-                let again = measurer.measure(task, std::slice::from_ref(s)).pop()?;
-                let first = devices.get(k).cloned().flatten();
-                (measurer.devices().first().cloned().flatten() == first).then_some(again)
-            });
-        }
-        results
-    };
-    let error = if results.len() == batch.len() {
-        search.record(model.as_mut(), &batch, &results).err()
-    } else {
-        None
-    };
-    Round {
-        search,
-        model,
-        measurer,
-        batch,
-        results,
-        devices,
-        error,
-    }
+    measurer: Metered,
 }
 
 /// Lease states shared with the heartbeat task.
@@ -253,6 +150,7 @@ async fn drive(
     // Rebuild each task's search from the records of its (workload, target).
     let stats = jobs.task_stats(&job.id).await?;
     let mut tasks = vec![];
+    let mut rows = vec![];
     for row in jobs.tasks(&job.id).await? {
         let w = store
             .workload(&row.workload_key)
@@ -271,9 +169,9 @@ async fn drive(
             .wrapping_add(u64::from(job.claims) << 32);
         let known = store.records(&task.key, &job.target_key).await?;
         // Sketch generation and re-adding old records lower programs: off the async threads.
-        let (t, tg, params) = (Arc::clone(&task), target.clone(), ctx.search.clone());
+        let (tg, params) = (target.clone(), ctx.search.clone());
         let search = tokio::task::spawn_blocking(move || {
-            let mut search: Box<dyn Proposer> = Box::new(TaskSearch::new(t, &tg, params, seed));
+            let mut search = TaskSearch::new(task, &tg, params, seed);
             for r in &known {
                 if let Ok(s) = Schedule::from_json(&r.steps_json) {
                     search.add_measured(&s, &result_of(r));
@@ -283,15 +181,22 @@ async fn drive(
         })
         .await
         .map_err(|e| JobError::Invalid(format!("building the search panicked: {e}")))?;
-        let done = stats.get(&row.idx).map_or(0, |s| s.trials_done);
-        tasks.push(TaskRun {
+        tasks.push(TunerTask {
+            search,
+            weight: row.weight,
+            trials: row.trials as usize,
+            done: stats.get(&row.idx).map_or(0, |s| s.trials_done as usize),
             exhausted: row.exhausted,
-            row,
-            task,
-            search: Some(search),
-            done,
         });
+        rows.push(row);
     }
+    let kind = if job.scheduler == "gradient" {
+        SchedulerKind::Gradient
+    } else {
+        SchedulerKind::RoundRobin
+    };
+    let tuner = Tuner::new(tasks, kind, job.batch_size as usize, job.seed);
+
     // The XGBoost model, warm-started from the one saved for this target when there is one (a
     // model that does not load is replaced, not fatal: it is only a ranking aid).
     let saved = match jobs.cost_model(&job.target_key).await {
@@ -310,19 +215,7 @@ async fn drive(
             ..XgbParams::default()
         })
     };
-    let mut model: Option<Box<dyn CostModel>> = Some(Box::new(saved.unwrap_or_else(fresh)));
-    let kind = if job.scheduler == "gradient" {
-        SchedulerKind::Gradient
-    } else {
-        SchedulerKind::RoundRobin
-    };
-    let mut scheduler =
-        TaskScheduler::new(tasks.iter().map(|t| t.row.weight).collect(), kind, job.seed);
-    for (i, t) in tasks.iter().enumerate() {
-        if !t.open() {
-            scheduler.finish(i);
-        }
-    }
+    let model: Box<dyn CostModel> = Box::new(saved.unwrap_or_else(fresh));
 
     // Heartbeat: renew the lease while batches build and run.
     let lease = Arc::new(AtomicU8::new(HELD));
@@ -354,12 +247,20 @@ async fn drive(
     };
     let _stop_heartbeat = AbortOnDrop(heartbeat);
 
-    let mut measurer = Some(ctx.backend.measurer(target, job.measure.clone(), &job.id));
+    let mut measurer = Metered {
+        inner: ctx.backend.measurer(target, job.measure.clone(), &job.id),
+        metrics: Arc::clone(&ctx.metrics),
+    };
     // A remote batch waiting on devices gives up when the job is cancelled or lost.
-    if let Some(m) = measurer.as_mut() {
+    {
         let lease = Arc::clone(&lease);
-        m.set_abort(Arc::new(move || lease.load(Ordering::SeqCst) != HELD));
+        measurer.set_abort(Arc::new(move || lease.load(Ordering::SeqCst) != HELD));
     }
+    let mut parts = Some(Parts {
+        tuner,
+        model,
+        measurer,
+    });
     loop {
         match jobs.renew(&job.id, &ctx.instance, ctx.lease_ms).await? {
             Lease::Held => {}
@@ -372,9 +273,10 @@ async fn drive(
         if ctx.shutting_down() {
             return Ok(None);
         }
-        let Some(i) = scheduler.next_task() else {
-            if let Some(bytes) = model.as_ref().and_then(|m| m.save_bytes()) {
-                let trained_on = tasks.iter().map(|t| t.done as u64).sum();
+        let mut p = parts.take().expect("the parts are back after each round");
+        let Some(i) = p.tuner.next_task() else {
+            if let Some(bytes) = p.model.save_bytes() {
+                let trained_on = p.tuner.tasks().iter().map(|t| t.done as u64).sum();
                 if let Err(e) = jobs
                     .save_cost_model(&job.target_key, MODEL_KIND, &bytes, trained_on)
                     .await
@@ -384,125 +286,94 @@ async fn drive(
             }
             return Ok(Some(JobState::Done));
         };
-        let t = &mut tasks[i];
-        let want = (t.row.trials - t.done).min(job.batch_size) as usize;
-        let (task, search, m, mo) = (
-            Arc::clone(&t.task),
-            t.search
-                .take()
-                .expect("the search is back after each round"),
-            measurer
-                .take()
-                .expect("the measurer is back after each round"),
-            model.take().expect("the model is back after each round"),
-        );
-        let span = tracing::info_span!("task", task = t.row.idx, workload = %t.task.key);
-        let metrics = Arc::clone(&ctx.metrics);
-        let round = tokio::task::spawn_blocking(move || {
+        let row = &rows[i];
+        let workload = p.tuner.tasks()[i].search.task().key.clone();
+        // The engine's round, off the async threads: it lowers thousands of candidates and
+        // waits on compilers and kernels.
+        let span = tracing::info_span!("task", task = row.idx, workload = %workload);
+        let (p, round) = tokio::task::spawn_blocking(move || {
             let _in = span.enter();
-            blocking_round(&task, search, mo, m, want, &metrics)
+            let round = p.tuner.round(i, p.model.as_mut(), &mut p.measurer);
+            (p, round)
         })
         .await
         .map_err(|e| JobError::Invalid(format!("the search or the measurer panicked: {e}")))?;
-        t.search = Some(round.search);
-        // Who measured each result (a fleet worker), for the records; this server otherwise.
-        let devices = round.devices;
-        measurer = Some(round.measurer);
-        model = Some(round.model);
-        let (batch, results) = (round.batch, round.results);
-        if let Some(e) = round.error {
-            return Err(JobError::Invalid(format!("the cost model failed: {e}")));
-        }
-        if batch.is_empty() {
-            t.exhausted = true;
-            scheduler.finish(i);
-            jobs.update_task(&job.id, t.row.idx, true, None, 0).await?;
+        let round = round.map_err(|e| JobError::Invalid(format!("the cost model failed: {e}")))?;
+        let done = p.tuner.tasks()[i].done;
+        let best = p.tuner.tasks()[i].search.best().map(|(_, c)| c);
+        parts = Some(p);
+        if round.exhausted() {
+            jobs.update_task(&job.id, row.idx, true, None, 0).await?;
             ctx.changed();
             continue;
         }
-        // A remote batch cut short by shutdown: nothing of it is stored; the next claim
-        // proposes it again.
-        if results.len() != batch.len() {
-            match lease.load(Ordering::SeqCst) {
-                CANCELLED => return Ok(Some(JobState::Cancelled)),
+        // A remote batch cut short by a cancel or a shutdown: nothing of it is stored; the
+        // next claim proposes it again.
+        if !round.complete() {
+            return match lease.load(Ordering::SeqCst) {
+                CANCELLED => Ok(Some(JobState::Cancelled)),
                 LOST => {
                     ctx.metrics.job_leases_lost.inc();
-                    return Ok(None);
+                    Ok(None)
                 }
-                _ if ctx.shutting_down() => return Ok(None),
-                _ => {}
-            }
-        }
-        if results.len() != batch.len() {
-            return Err(JobError::Invalid(format!(
-                "the measurer returned {} results for {} candidates",
-                results.len(),
-                batch.len()
-            )));
+                _ if ctx.shutting_down() => Ok(None),
+                _ => Err(JobError::Invalid(format!(
+                    "the measurer returned {} results for {} candidates",
+                    round.results.len(),
+                    round.batch.len()
+                ))),
+            };
         }
         let cancelled = lease.load(Ordering::SeqCst) == CANCELLED
             || jobs.renew(&job.id, &ctx.instance, ctx.lease_ms).await? == Lease::Cancelled;
-        let (mut keep_s, mut keep_r, mut keep_d, mut dropped) = (vec![], vec![], vec![], 0);
-        for (i, (s, r)) in batch.into_iter().zip(results).enumerate() {
-            if cancelled && maybe_interrupt_casualty(&r) {
+        let (mut kept, mut dropped) = (vec![], 0);
+        let mut new = vec![];
+        for (k, (s, r)) in round.batch.iter().zip(&round.results).enumerate() {
+            if cancelled && maybe_interrupt_casualty(r) {
                 dropped += 1;
-            } else {
-                keep_s.push(s);
-                keep_r.push(r);
-                keep_d.push(devices.get(i).cloned().flatten());
+                continue;
             }
+            let steps = records::canonical_steps(&s.to_json()).expect("valid steps JSON");
+            let device = round.devices.get(k).cloned().flatten();
+            new.push(NewRecord::from_measure(
+                &workload,
+                &job.target_key,
+                steps,
+                r,
+                Some(device.as_deref().unwrap_or(ctx.instance.as_str())),
+            ));
+            kept.push(r.clone());
         }
-        let new: Vec<NewRecord> = keep_s
-            .iter()
-            .zip(&keep_r)
-            .zip(&keep_d)
-            .map(|((s, r), d)| {
-                let steps = records::canonical_steps(&s.to_json()).expect("valid steps JSON");
-                NewRecord::from_measure(
-                    &t.task.key,
-                    &job.target_key,
-                    steps,
-                    r,
-                    Some(d.as_deref().unwrap_or(ctx.instance.as_str())),
-                )
-            })
-            .collect();
         let Some(outcomes) = jobs
-            .commit_batch(&job.id, &ctx.instance, ctx.lease_ms, t.row.idx, &new)
+            .commit_batch(&job.id, &ctx.instance, ctx.lease_ms, row.idx, &new)
             .await?
         else {
             tracing::warn!("lease lost: another server runs the job now");
             ctx.metrics.job_leases_lost.inc();
             return Ok(None);
         };
-        ctx.metrics.record_measured(&job.target_key, &keep_r);
+        ctx.metrics.record_measured(&job.target_key, &kept);
         // New records move the cached counts, and maybe the best.
         if outcomes
             .iter()
             .any(|o| matches!(o, records::CommitOutcome::Inserted { .. }))
         {
-            ctx.cache.invalidate(&t.task.key, &job.target_key);
+            ctx.cache.invalidate(&workload, &job.target_key);
         }
-        t.done += new.len() as u32;
-        let best = t.search.as_ref().and_then(|s| s.best_cost());
         tracing::info!(
-            task = t.row.idx,
+            task = row.idx,
             stored = new.len(),
-            done = t.done,
-            trials = t.row.trials,
+            done,
+            trials = row.trials,
             best_s = best.unwrap_or(f64::NAN),
             "batch stored"
         );
-        scheduler.observe(i, best);
-        if !t.open() {
-            scheduler.finish(i);
-        }
-        let last_error = keep_r
+        let last_error = kept
             .iter()
             .rev()
             .find(|r| !r.is_ok())
             .map(|r| format!("{}: {}", r.error.name(), one_line(&r.error_msg)));
-        jobs.update_task(&job.id, t.row.idx, false, last_error.as_deref(), dropped)
+        jobs.update_task(&job.id, row.idx, false, last_error.as_deref(), dropped)
             .await?;
         ctx.changed();
         if cancelled {
