@@ -1,7 +1,10 @@
 //! `tunehub-bench`: the figures the issues ask for, one subcommand (and one module) per
 //! benchmark. Benchmarks, not tests: they print measurements and judge nothing.
 //!
-//! - `search`: the search on the issue's workload set (best GFLOP/s, time split, curves).
+//! # Layout
+//!
+//! - `search`: the search on the issue's workload set (best GFLOP/s, time split, random
+//!   baseline, curves, the dataset `records.jsonl`).
 //! - `compare`: several `search` runs' trials to one common level (model against random model).
 //! - `remeasure`: a dataset's fastest records per workload measured again, for the cost model's
 //!   evaluation.
@@ -11,6 +14,10 @@
 //!   server memory) on SQLite and PostgreSQL.
 //! - `dispatch`: the worker fleet's overhead per measurement with 1, 4, 16 workers, and the time
 //!   from a worker's death to the re-dispatch of its piece.
+//! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
+//! - `plot`: the SVG of the search curves.
+//! - `procs`: what `query` and `dispatch` share: the release binaries, a child `tunehub
+//!   server`, `/proc` (memory, CPU time), the machine's load, percentiles.
 //!
 //! `query` and `dispatch` run the release binaries `tunehub` and `tunehub-worker` found beside
 //! this one: `cargo build --release -p tunehub-bench -p tunehub-server -p tunehub-worker`.

@@ -13,7 +13,7 @@
 //! each task's fastest programs with a sharpened label (throughput to the 16th power), and
 //! reorders the programs the first model (the *body*) scores above a gate.
 //!
-//! The evaluation (`examples/ranking.rs`, numbers in ARCHITECTURE.md) decides the default.
+//! The evaluation (`examples/ranking.rs`, numbers in `docs/experiments/`) decides the default.
 //!
 //! Online use: [`CostModel::update`] adds the measured programs to per-task sample sets and
 //! retrains from scratch (or from a loaded model: warm start) on a bounded subsample, so the cost

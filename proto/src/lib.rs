@@ -1,5 +1,11 @@
 //! Generated gRPC types of tunehub's API (`proto/tunehub/v1/tunehub.proto`, documented there):
 //! the Jobs, Query, Records and Workers services, their clients and servers.
+//!
+//! # Layout
+//!
+//! - `tunehub/v1/tunehub.proto`: the API, the single source of its types and documentation.
+//! - `build.rs`: generates the Rust code with tonic-prost-build and the vendored protoc.
+//! - [`v1`]: the generated types, clients and servers, and the descriptor set for reflection.
 
 #![allow(clippy::all, clippy::pedantic)]
 

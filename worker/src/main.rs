@@ -7,6 +7,19 @@
 //! its lease alive; a lost connection or a restarted server means reconnecting with backoff
 //! and registering again as the same device. SIGTERM or Ctrl-C: the piece in hand is finished
 //! and reported, then the worker exits.
+//!
+//! # Layout
+//!
+//! One file (small on purpose: engine + proto + tonic, no database, no cost model), in order:
+//!
+//! - `Args`, `target_of`: flags, and the device description they override.
+//! - `connect`, `Bearer`: the gRPC channel (TLS for `https://`) with the token on every call.
+//! - `register`, `register_with_backoff`: a `Session` (worker id, heartbeat period).
+//! - `measure_piece`: a piece's candidates built and run with the engine's `LocalBuilder` and
+//!   `LocalRunner`, checked against the reference computed from the piece's DAG.
+//! - `main`: the stop signal and the register-then-session loop.
+//! - `session`: the heartbeat task and the `Pull` long-poll loop of one registration.
+//! - `measure_and_report`: one piece off the async threads, its report retried.
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;

@@ -5,8 +5,9 @@
 //!
 //! The harness is the same for every candidate of a task (it depends only on the arguments),
 //! so it is compiled once to an object file, cached by its source and flags, and each
-//! candidate compiles only its kernel and links (measured: see ARCHITECTURE.md). Where the
-//! object cannot be built, the kernel and harness are compiled together as one program.
+//! candidate compiles only its kernel and links (measured in
+//! `docs/experiments/2026-11-21-harness-object-per-task.md`). Where the object cannot be
+//! built, the kernel and harness are compiled together as one program.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -45,7 +45,8 @@ pub struct SearchParams {
     /// one), and whatever the first batch holds is all the model learns the task from next:
     /// a first batch of the transferred model's picks alone kept conv2d NCHW at 152-165
     /// GFLOP/s after 200 trials (seeds 1-3), half of it random at 170-171, while matmul 512
-    /// still reached 90% of its best at trial 1-3 (ARCHITECTURE.md, "Transfer").
+    /// still reached 90% of its best at trial 1-3
+    /// (`docs/experiments/2026-11-24-transfer-first-batch.md`).
     pub first_batch_random: f64,
     /// Share of the initial population taken from the best measured candidates (Ansor: 0.2).
     pub measured_ratio: f64,
