@@ -1,11 +1,13 @@
 # syntax=docker/dockerfile:1
 # The tunehub server: `docker build -f deploy/docker/server.Dockerfile -t tunehub-server .` from
 # the repository root. Multi-stage: the build needs Rust and XGBoost's C++ toolchain, the image
-# only the binary, the XGBoost library and the C compiler that builds the kernels it measures.
+# only the binary (XGBoost is linked into it) and the C compiler that builds the kernels it
+# measures.
 
 FROM rust:1.95-bookworm AS build
 # XGBoost's C++ library is built from source by the xgb crate (cmake, ninja, g++; bindgen
-# needs libclang): the same packages as .ci/run installs.
+# needs libclang), as a static library (costmodel/xgboost-build.cmake): the same packages as
+# .ci/run installs.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends cmake ninja-build g++ libclang-dev \
     && rm -rf /var/lib/apt/lists/*
@@ -14,11 +16,8 @@ COPY . .
 # The same command as .ci/run (the dev profile CI tests; it optimises every dependency and
 # the engine, see Cargo.toml). server/tests/deploy.rs checks that the two lines agree.
 RUN cargo build --locked -p tunehub-server --bin tunehub
-# The binary without its debug info, and the XGBoost library it links.
-RUN mkdir -p /out/lib \
-    && objcopy --strip-debug target/debug/tunehub /out/tunehub \
-    && find target/debug/build -path '*/out/lib/libxgboost.so*' -exec cp -P {} /out/lib/ \; \
-    && test -e /out/lib/libxgboost.so.3
+# The binary without its debug info.
+RUN objcopy --strip-debug target/debug/tunehub /tunehub
 
 FROM debian:bookworm-slim
 # gcc, libc6-dev and libgomp1 build and run the kernels of local jobs; tini reaps them and
@@ -28,9 +27,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 tunehub \
     && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/tunehub --create-home tunehub
-COPY --from=build /out/lib/ /usr/local/lib/
-COPY --from=build /out/tunehub /usr/local/bin/tunehub
-RUN ldconfig
+COPY --from=build /tunehub /usr/local/bin/tunehub
 # Numeric, so that Kubernetes can check runAsNonRoot.
 USER 10001:10001
 WORKDIR /var/lib/tunehub

@@ -452,6 +452,10 @@ pub struct BestArgs {
     #[arg(long)]
     pub print_source: bool,
 
+    /// Write the best kernel's C source to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out_c: Option<PathBuf>,
+
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -658,6 +662,8 @@ mod tests {
             "--target-key",
             "abc",
             "--print-source",
+            "--out-c",
+            "best.c",
         ])
         .unwrap()
         .command
@@ -666,6 +672,7 @@ mod tests {
                 assert_eq!(b.workload.op_spec.as_deref(), Some("matmul(8,8,8)"));
                 assert_eq!(b.target_key.as_deref(), Some("abc"));
                 assert!(b.print_source && !b.json);
+                assert_eq!(b.out_c, Some(PathBuf::from("best.c")));
             }
             c => panic!("not best: {c:?}"),
         }

@@ -509,7 +509,7 @@ pub async fn best(args: BestArgs) -> Result<ExitCode> {
     };
     let flops = dag.flop_count();
     let counts = store.count(&key, &target_key).await?;
-    let source = if args.print_source {
+    let source = if args.print_source || args.out_c.is_some() {
         let json = store
             .target_json(&target_key)
             .await?
@@ -520,6 +520,11 @@ pub async fn best(args: BestArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    if let (Some(path), Some(src)) = (&args.out_c, &source) {
+        std::fs::write(path, src)
+            .with_context(|| format!("writing the kernel source to {}", path.display()))?;
+    }
+    let source = source.filter(|_| args.print_source);
     if args.json {
         let mut v = json!({
             "workload_key": key,

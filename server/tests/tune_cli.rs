@@ -113,6 +113,23 @@ fn the_best_kernel_source_is_written_and_compiles() {
         .status()
         .unwrap();
     assert!(st.success(), "the written kernel does not compile");
+
+    // `best` writes the same kernel from the stored record.
+    let again = dir.path().join("again.c");
+    let out = tunehub(&[
+        "best",
+        "softmax(4,40)",
+        "--db",
+        db.to_str().unwrap(),
+        "--out-c",
+        again.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), src);
 }
 
 #[test]

@@ -1,0 +1,23 @@
+# Settings for the XGBoost C++ build that the xgboost_lib-sys crate runs through cmake-rs.
+# That crate takes no options, so .cargo/config.toml hands this file to CMake as
+# CMAKE_TOOLCHAIN_FILE: CMake reads it before XGBoost's CMakeLists.txt, and cache entries set
+# here win over the defaults there (an initial cache, as `cmake -C` would load). The host's
+# own compiler is used as without it.
+
+# The crate asks for RelWithDebInfo. Debug info in XGBoost's template-heavy sources costs a
+# third of the compile time and nobody steps through XGBoost: keep -O2, drop -g.
+set(CMAKE_C_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")
+set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")
+
+# Compile the sources in batches of 8 (XGBoost's CMakeLists marks the files that must stay
+# alone): its heavy headers are parsed once per batch instead of once per file. With no -g
+# as well, the library took 297 s of CPU on the 2-core machine (ARCHITECTURE.md).
+set(CMAKE_UNITY_BUILD ON CACHE BOOL "")
+
+# A static library, linked into the binaries: `target/*/tunehub` runs without a library
+# path, and a copied binary needs no libxgboost.so beside it.
+set(BUILD_STATIC_LIB ON CACHE BOOL "")
+
+# The library is written to the build directory, not into XGBoost's source tree: that lies in
+# the shared cargo registry, where two target directories building at once would collide.
+set(KEEP_BUILD_ARTIFACTS_IN_BINARY_DIR ON CACHE BOOL "")
