@@ -1,15 +1,14 @@
-//! Shared by the service tests: a real `tunehub server` process on loopback, a real client.
-#![allow(dead_code)]
+//! A real `tunehub server` child process on loopback, and clients of it.
 
+use crate::binaries;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-use tonic::Code;
-use tunehub_proto::v1 as pb;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
 use tunehub_server::client::{self, Clients};
 use tunehub_server::config::ClientConfig;
 
+/// The API token every test server requires.
 pub const TOKEN: &str = "test-token-1";
 
 /// A `tunehub server` child process; killed when dropped.
@@ -17,50 +16,96 @@ pub struct Server {
     pub child: Child,
     pub addr: String,
     pub instance: String,
+    /// The metrics endpoint's address, when started with `--metrics-addr`.
+    pub metrics_addr: Option<String>,
 }
 
-impl Server {
-    /// Starts a server on `db` with a free port, the test token, fast polling and a short
-    /// lease, plus `extra` flags.
-    pub fn start(db: &str, instance: &str, extra: &[&str]) -> Server {
-        let mut args = vec![
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--db",
-            db,
-            "--token",
-            TOKEN,
-            "--poll-ms",
-            "100",
-            "--lease-s",
-            "2",
-            "--instance",
-            instance,
-        ];
-        args.extend_from_slice(extra);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tunehub"))
-            .args(&args)
+/// How to start a server: `Server::on(db, instance)`, then `.args`, `.listen`, `.log`.
+pub struct ServerBuilder {
+    db: String,
+    instance: String,
+    listen: String,
+    args: Vec<String>,
+    log: Option<PathBuf>,
+}
+
+impl ServerBuilder {
+    /// More flags for `tunehub server`.
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// A given address (a restarted server keeps the port its workers know); a free loopback
+    /// port otherwise.
+    pub fn listen(mut self, addr: &str) -> Self {
+        self.listen = addr.to_string();
+        self
+    }
+
+    /// Its log (stderr) into `path`; inherited otherwise.
+    pub fn log(mut self, path: &Path) -> Self {
+        self.log = Some(path.to_path_buf());
+        self
+    }
+
+    /// Starts it and waits for its `listening on ADDR` line (and `metrics on ADDR`, when asked
+    /// for).
+    pub fn start(self) -> Server {
+        let mut cmd = Command::new(binaries::tunehub());
+        cmd.args(["server", "--listen", &self.listen, "--db", &self.db])
+            .args(["--token", TOKEN, "--instance", &self.instance])
+            // Jobs claimed quickly, and taken over soon after a crash.
+            .args(["--poll-ms", "100", "--lease-s", "2"])
+            .args(&self.args)
             .env_remove("TUNEHUB_TOKENS")
             .env_remove("TUNEHUB_CONFIG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("tunehub server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-            .to_string();
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped());
+        match &self.log {
+            Some(p) => cmd.stderr(std::fs::File::create(p).expect("the server's log file")),
+            None => cmd.stderr(Stdio::inherit()),
+        };
+        let mut child = cmd.spawn().expect("tunehub server starts");
+        let mut out = BufReader::new(child.stdout.take().expect("piped"));
+        let mut first = |prefix: &str| {
+            let mut line = String::new();
+            out.read_line(&mut line).expect("the server's stdout");
+            line.trim()
+                .strip_prefix(prefix)
+                .unwrap_or_else(|| panic!("expected {prefix:?}, got {line:?}"))
+                .to_string()
+        };
+        let addr = first("listening on ");
+        let metrics_addr = self
+            .args
+            .iter()
+            .any(|a| a == "--metrics-addr")
+            .then(|| first("metrics on "));
         Server {
             child,
             addr,
-            instance: instance.into(),
+            instance: self.instance,
+            metrics_addr,
         }
+    }
+}
+
+impl Server {
+    /// A server on `db` (a SQLite path or a PostgreSQL URL), on a free port.
+    pub fn on(db: &str, instance: &str) -> ServerBuilder {
+        ServerBuilder {
+            db: db.to_string(),
+            instance: instance.to_string(),
+            listen: "127.0.0.1:0".into(),
+            args: vec![],
+            log: None,
+        }
+    }
+
+    /// A server on `db` with `extra` flags, its log on the tests' stderr.
+    pub fn start(db: &str, instance: &str, extra: &[&str]) -> Server {
+        Server::on(db, instance).args(extra).start()
     }
 
     pub fn url(&self) -> String {
@@ -87,15 +132,21 @@ impl Server {
         let _ = self.child.wait();
     }
 
-    /// SIGTERM and wait: a clean shutdown.
-    pub fn stop(&mut self) {
-        sigterm(self.child.id());
-        let _ = self.child.wait();
+    /// SIGTERM: the start of a graceful stop.
+    pub fn sigterm(&self) {
+        crate::process::sigterm(&self.child);
     }
-}
 
-fn sigterm(pid: u32) {
-    let _ = Command::new("kill").arg(pid.to_string()).status();
+    /// SIGTERM and its exit; fails the test if it takes over `limit`.
+    pub async fn stop(&mut self, limit: Duration) -> ExitStatus {
+        self.sigterm();
+        self.wait_exit(limit).await
+    }
+
+    /// Its exit status once it has exited; fails the test after `limit`.
+    pub async fn wait_exit(&mut self, limit: Duration) -> ExitStatus {
+        crate::process::wait_exit(&mut self.child, limit).await
+    }
 }
 
 impl Drop for Server {
@@ -104,93 +155,7 @@ impl Drop for Server {
     }
 }
 
-/// Short timing and no noise guard (tests share the machine): they check behaviour, not speed.
-pub fn quick() -> pb::MeasureOptions {
-    pb::MeasureOptions {
-        number: Some(1),
-        repeat: Some(1),
-        min_repeat_ms: Some(1),
-        warmup: Some(0),
-        flush_cache: Some(false),
-        timeout_s: Some(10.0),
-        noise_threshold: Some(0.0),
-    }
-}
-
-pub fn op(spec: &str) -> pb::Workload {
-    pb::Workload {
-        kind: Some(pb::workload::Kind::OpSpec(spec.into())),
-    }
-}
-
-pub fn task(spec: &str, trials: u32) -> pb::TaskSpec {
-    pb::TaskSpec {
-        workload: Some(op(spec)),
-        trials,
-        weight: 1.0,
-    }
-}
-
-pub fn submit_req(tasks: Vec<pb::TaskSpec>, batch: u32) -> pb::SubmitRequest {
-    pb::SubmitRequest {
-        tasks,
-        target: "local".into(),
-        measure: Some(quick()),
-        batch_size: batch,
-        seed: 7,
-        scheduler: 0,
-        name: "test".into(),
-    }
-}
-
-pub async fn submit(c: &mut Clients, req: pb::SubmitRequest) -> pb::Job {
-    c.jobs
-        .submit(req)
-        .await
-        .expect("submitted")
-        .into_inner()
-        .job
-        .unwrap()
-}
-
-pub async fn get(c: &mut Clients, id: &str) -> pb::Job {
-    c.jobs
-        .get(pb::GetJobRequest { id: id.into() })
-        .await
-        .expect("get")
-        .into_inner()
-}
-
-pub fn is_final(j: &pb::Job) -> bool {
-    [
-        pb::JobState::Done as i32,
-        pb::JobState::Failed as i32,
-        pb::JobState::Cancelled as i32,
-    ]
-    .contains(&j.state)
-}
-
-/// Polls until the job ends or `limit` passes.
-pub async fn wait_final(c: &mut Clients, id: &str, limit: Duration) -> pb::Job {
-    let start = Instant::now();
-    loop {
-        let j = get(c, id).await;
-        if is_final(&j) {
-            return j;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "job {id} not finished in {limit:?}: {j:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-pub fn code_of<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> (Code, String) {
-    let e = r.expect_err("the call should be refused");
-    (e.code(), e.message().to_string())
-}
-
+/// A SQLite database file `name` in `dir`, as `--db` takes it.
 pub fn sqlite_path(dir: &Path, name: &str) -> String {
     dir.join(name).to_str().unwrap().to_string()
 }
