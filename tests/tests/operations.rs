@@ -450,7 +450,7 @@ async fn sigterm_stores_the_batch_in_hand_hands_the_lease_back_and_a_restart_fin
         .await
         .unwrap()
         .into_inner();
-    let before = loop {
+    loop {
         let ev = tokio::time::timeout(Duration::from_secs(120), events.next())
             .await
             .expect("progress within 2 minutes")
@@ -459,10 +459,12 @@ async fn sigterm_stores_the_batch_in_hand_hands_the_lease_back_and_a_restart_fin
         if let Some(pb::job_event::Event::Round(t)) = ev.event
             && t.trials_done >= 4
         {
-            break t.trials_done;
+            break;
         }
-    };
+    }
     wait_measuring(&maddr, &job.target_key).await;
+    // What is stored when the signal lands (a batch takes over a second: 4 x 300 ms).
+    let before = get(&mut c, &job.id).await.tasks[0].trials_done;
     server.sigterm();
     wait_draining(&server).await;
 
