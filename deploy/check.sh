@@ -7,7 +7,7 @@
 #   - the compose file: check-jsonschema against the Compose Specification's schema;
 #   - Dockerfiles: hadolint.
 # The structure (probes on the gRPC health port, secrets referenced, flags the binaries accept,
-# the Dockerfiles' build steps = CI's) is checked by server/tests/deploy.rs, in `cargo test`.
+# the Dockerfiles' build steps = CI's) is checked by tests/tests/deploy.rs, in `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -14,7 +14,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 # The same command as .ci/run (the dev profile CI tests; it optimises every dependency and
-# the engine, see Cargo.toml). server/tests/deploy.rs checks that the two lines agree.
+# the engine, see Cargo.toml). tests/tests/deploy.rs checks that the two lines agree.
 RUN cargo build --locked -p tunehub-server --bin tunehub
 # The binary without its debug info.
 RUN objcopy --strip-debug target/debug/tunehub /tunehub

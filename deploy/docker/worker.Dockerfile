@@ -6,7 +6,7 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-# The same command as .ci/run; server/tests/deploy.rs checks that the two lines agree.
+# The same command as .ci/run; tests/tests/deploy.rs checks that the two lines agree.
 RUN cargo build --locked -p tunehub-worker --bin tunehub-worker
 RUN objcopy --strip-debug target/debug/tunehub-worker /tunehub-worker
 

@@ -403,7 +403,7 @@ fn pinned_operands_compile_for_every_x86_vector_width() {
 fn vectorized_exp_calls_vector_math_and_is_correct() {
     let target = Target::detect();
     if !target.has_vector_math() {
-        eprintln!("skipped: no libmvec on this target");
+        eprintln!("skipped: libmvec is x86-64 Linux only (an ISA skip, not a missing tool)");
         return;
     }
     // softmax(4, 64): x=0 row_max=1 exp=2 row_sum=3 softmax=4; exp at root, its row vectorized.

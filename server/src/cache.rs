@@ -15,7 +15,9 @@ use prometheus_client::metrics::counter::Counter;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock (the std one outside tests): the tests pause and move it past the TTL.
+use tokio::time::Instant;
 
 type Key = (String, String);
 
@@ -54,6 +56,8 @@ pub struct BestCache {
     entries: RwLock<HashMap<Key, Slot>>,
     fills: AtomicU64,
     targets: RwLock<HashSet<String>>,
+    /// Background reads finished so far: what waits for one (a test) watches it.
+    refreshes: tokio::sync::watch::Sender<u64>,
     /// Lookups answered from memory and from the database (the server's metrics).
     pub hits: Counter,
     pub misses: Counter,
@@ -66,6 +70,7 @@ impl BestCache {
             entries: RwLock::new(HashMap::new()),
             fills: AtomicU64::new(0),
             targets: RwLock::new(HashSet::new()),
+            refreshes: tokio::sync::watch::Sender::new(0),
             hits: Counter::default(),
             misses: Counter::default(),
         }
@@ -141,26 +146,37 @@ impl BestCache {
         let (cache, store) = (Arc::clone(self), store.clone());
         tokio::spawn(async move {
             let loaded = load(&store, &key.0, &key.1).await;
-            let next = cache.fills.fetch_add(1, Ordering::Relaxed);
-            let mut map = cache.entries.write().expect("cache lock");
-            let Some(s) = map.get_mut(&key).filter(|s| s.fill == fill) else {
-                return;
-            };
-            match loaded {
-                Ok(e) => {
-                    *s = Slot {
-                        at: Instant::now(),
-                        fill: next,
-                        refreshing: false,
-                        entry: Arc::new(e),
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!("refreshing a cached best record: {e:#}");
-                    s.refreshing = false;
+            cache.land(&key, fill, loaded);
+            cache.refreshes.send_modify(|n| *n += 1);
+        });
+    }
+
+    /// A background read's result, kept if its slot was not filled anew meanwhile.
+    fn land(&self, key: &Key, fill: u64, loaded: Result<BestEntry, StoreError>) {
+        let next = self.fills.fetch_add(1, Ordering::Relaxed);
+        let mut map = self.entries.write().expect("cache lock");
+        let Some(s) = map.get_mut(key).filter(|s| s.fill == fill) else {
+            return;
+        };
+        match loaded {
+            Ok(e) => {
+                *s = Slot {
+                    at: Instant::now(),
+                    fill: next,
+                    refreshing: false,
+                    entry: Arc::new(e),
                 }
             }
-        });
+            Err(e) => {
+                tracing::warn!("refreshing a cached best record: {e:#}");
+                s.refreshing = false;
+            }
+        }
+    }
+
+    /// The number of background reads finished so far, as it changes.
+    pub fn refreshes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.refreshes.subscribe()
     }
 
     /// Whether a target key is in the database; a yes is remembered.
@@ -268,23 +284,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = store(&dir).await;
         s.commit(&rec(1, 2.0)).await.unwrap();
-        let cache = Arc::new(BestCache::new(Duration::from_millis(50)));
+        let ttl = Duration::from_secs(60);
+        let cache = Arc::new(BestCache::new(ttl));
+        let mut refreshes = cache.refreshes();
         let cost = |e: Arc<BestEntry>| e.best.as_ref().and_then(|b| b.mean_cost);
         assert_eq!(cost(cache.entry(&s, "w", "t").await.unwrap()), Some(2.0));
         // Another server stores a better record: no invalidation reaches this cache.
         s.commit(&rec(2, 1.0)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(80)).await;
+        assert_eq!(
+            cost(cache.entry(&s, "w", "t").await.unwrap()),
+            Some(2.0),
+            "within the TTL the entry is answered as it is"
+        );
+        assert_eq!(*refreshes.borrow(), 0, "and not read again");
+        // The TTL passes on tokio's clock, moved by hand (the database calls around it run on
+        // a running clock: a paused one would fire their timeouts while they wait).
+        tokio::time::pause();
+        tokio::time::advance(ttl + Duration::from_secs(1)).await;
+        tokio::time::resume();
         assert_eq!(
             cost(cache.entry(&s, "w", "t").await.unwrap()),
             Some(2.0),
             "the stale entry is answered while it is read again"
         );
-        let start = Instant::now();
-        while cost(cache.entry(&s, "w", "t").await.unwrap()) != Some(1.0) {
-            assert!(start.elapsed() < Duration::from_secs(10), "never refreshed");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        refreshes.wait_for(|&n| n >= 1).await.unwrap();
+        assert_eq!(cost(cache.entry(&s, "w", "t").await.unwrap()), Some(1.0));
         assert_eq!(cache.entry(&s, "w", "t").await.unwrap().counts.total, 2);
+        assert_eq!(*refreshes.borrow(), 1, "one read for the stale entry");
 
         // A zero TTL keeps nothing.
         let none = Arc::new(BestCache::new(Duration::ZERO));

@@ -1,11 +1,29 @@
-//! End-to-end tests of tunehub as processes talking over the network (server, workers,
-//! databases) that need no binary's path live here, in `tests/tests/`. The tests that drive the
-//! `tunehub` binary live beside it in `server/tests/`, where Cargo builds the binary for them:
-//! the command line, the service, and the worker fleet (`server/tests/fleet.rs`, which finds
-//! `tunehub-worker` beside `tunehub` in the target directory).
+//! End-to-end tests of tunehub: real `tunehub` and `tunehub-worker` processes talking gRPC on
+//! loopback, the real compiler (and the aarch64 cross compiler under qemu), real SQLite files
+//! and a real PostgreSQL.
 //!
 //! # Layout
 //!
-//! - `src/lib.rs`: this page; the crate has no code of its own.
-//! - `tests/`: the end-to-end test files (none yet: every such test drives a binary today, so
-//!   they are all in `server/tests/`).
+//! This library is what the tests share: `binaries` (the two binaries under test,
+//! built fresh), `server` and `worker` (their child processes), `process` (signals, exits),
+//! `jobs` (requests, and waiting on a job through its Watch stream), `wait` (waiting for what
+//! no stream reports, with a deadline), `tools` (a missing outside tool: a skip, or a failure
+//! under CI=true). The tests, in `tests/`: `service.rs` (the API and the command line's
+//! clients), `tune_cli.rs` (`tunehub tune` and `best`), `fleet.rs` (workers: kill -9,
+//! quarantine, restart, aarch64 under qemu), `operations.rs` (metrics, JSON logs, SIGTERM),
+//! `postgres.rs` (the same on PostgreSQL, two servers on one database), `deploy.rs` (deploy/
+//! against the binaries and CI).
+
+pub mod binaries;
+pub mod jobs;
+pub mod process;
+pub mod server;
+pub mod tools;
+pub mod wait;
+pub mod worker;
+
+pub use jobs::{
+    code_of, get, is_final, op, quick, submit, submit_req, task, wait_final, wait_trials,
+};
+pub use server::{Server, TOKEN, sqlite_path};
+pub use worker::Worker;

@@ -1,5 +1,5 @@
-//! The worker's command line. Also makes `cargo test --workspace` build the `tunehub-worker`
-//! binary, which the server's fleet tests start as real processes.
+//! The worker's command line. (The worker at work, with a real server, is tested end to end
+//! in `tests/tests/fleet.rs`.)
 
 use std::process::Command;
 

@@ -13,7 +13,9 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock (the std one outside tests): the tests pause and move it to expire leases.
+use tokio::time::Instant;
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
 use tunehub_engine::target::Target;
 
@@ -627,14 +629,16 @@ mod tests {
         )
     }
 
-    #[test]
-    fn expired_lease_goes_to_another_worker_and_late_report_is_ignored() {
+    #[tokio::test(start_paused = true)]
+    async fn expired_lease_goes_to_another_worker_and_late_report_is_ignored() {
         let (f, key, t) = fleet();
         let (a, _) = f.register("dev-a", t.clone(), "{}".into());
         let batch = BatchSlot::new(2);
         f.enqueue(vec![piece(&key, 2, &batch)]);
         let la = f.pull(&a).unwrap().expect("a gets the piece");
-        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(f.reap(), 0, "a is within its grace");
+        // a stays silent past its grace (200 ms).
+        tokio::time::advance(Duration::from_millis(300)).await;
         let (b, _) = f.register("dev-b", t, "{}".into());
         assert_eq!(f.reap(), 1, "a went silent: its lease expires");
         let expired = f.lease_expiries.get_or_create(&TargetLabel {
@@ -661,6 +665,7 @@ mod tests {
         let (f, key, t) = fleet();
         let f = Arc::new(f);
         let (a, _) = f.register("dev-a", t, "{}".into());
+        let (ready, waiting) = tokio::sync::oneshot::channel();
         let waiter = {
             let (f, a) = (Arc::clone(&f), a.clone());
             tokio::spawn(async move {
@@ -668,11 +673,13 @@ mod tests {
                 tokio::pin!(queued);
                 queued.as_mut().enable();
                 assert!(f.pull(&a).unwrap().is_none(), "nothing queued yet");
+                ready.send(()).unwrap();
                 queued.await;
                 f.pull(&a).unwrap()
             })
         };
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The pull found nothing and waits for the queue.
+        waiting.await.unwrap();
         let batch = BatchSlot::new(1);
         f.enqueue(vec![piece(&key, 1, &batch)]);
         let got = tokio::time::timeout(Duration::from_secs(5), waiter)

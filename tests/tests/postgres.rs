@@ -5,9 +5,6 @@
 //! a throwaway cluster and sets it). Without it the tests fail under CI=true and are skipped,
 //! with a note, elsewhere.
 
-mod common;
-
-use common::*;
 use sqlx::Connection;
 use sqlx::Row;
 use std::collections::HashSet;
@@ -16,14 +13,15 @@ use std::time::Duration;
 use tunehub_proto::v1 as pb;
 use tunehub_server::jobs::store::{JobStore, NewJob};
 use tunehub_server::records::{NewRecord, RecordStore, SqlStore};
+use tunehub_tests::*;
 
 /// A fresh database on the test cluster, or None (skip) when no cluster is configured.
 async fn fresh_db(name: &str) -> Option<String> {
     let Ok(base) = std::env::var("TUNEHUB_TEST_PG_URL") else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("TUNEHUB_TEST_PG_URL is not set: CI must run the PostgreSQL tests");
-        }
-        eprintln!("note: TUNEHUB_TEST_PG_URL not set; skipping the PostgreSQL test {name}");
+        tools::skip_or_fail(
+            &format!("the PostgreSQL test {name}"),
+            "TUNEHUB_TEST_PG_URL is not set",
+        );
         return None;
     };
     let db = format!("t_{name}_{:08x}", rand::random::<u32>());

@@ -1,19 +1,16 @@
 //! The worker fleet end to end: a real `tunehub server` and real `tunehub-worker` processes on
 //! loopback, the real compiler (and the aarch64 cross compiler under qemu), SQLite.
 //!
-//! The worker binary is found beside `tunehub` in the target directory: `cargo test
-//! --workspace` builds it (the worker's own CLI tests need it); otherwise the first test
-//! builds it.
+//! Worker processes register, take leases and go silent on their own schedule: what no Watch
+//! event reports is awaited by looking at `Workers.List` until it holds (`wait::until`).
 
-mod common;
-
-use common::{Server, TOKEN, get, is_final, quick, submit, task, wait_final};
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
+use tunehub_tests::{
+    Server, TOKEN, Worker, binaries, get, quick, submit, task, tools, wait, wait_final, wait_trials,
+};
 
 /// These tests start many processes that compile kernels: one at a time on a small machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -21,99 +18,6 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Keeps the workers' target apart from the server's own ("local") one, which the server
 /// measures itself: the same compiler and machine, one harmless define more.
 const FLEET_CFLAGS: &str = "--cflags=-DTUNEHUB_FLEET_TEST";
-
-fn worker_bin() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let p = PathBuf::from(env!("CARGO_BIN_EXE_tunehub")).with_file_name("tunehub-worker");
-            if !p.is_file() {
-                // `cargo test -p tunehub-server` alone does not build another package's binary.
-                let status = Command::new(env!("CARGO"))
-                    .args(["build", "-p", "tunehub-worker"])
-                    .status()
-                    .expect("cargo runs");
-                assert!(status.success(), "cargo build -p tunehub-worker failed");
-            }
-            assert!(p.is_file(), "{} is missing after the build", p.display());
-            p
-        })
-        .clone()
-}
-
-struct Worker {
-    child: Child,
-}
-
-impl Worker {
-    fn start(url: &str, device: &str, extra: &[&str]) -> Worker {
-        let logs = std::env::var_os("TUNEHUB_TEST_LOGS").is_some();
-        let child = Command::new(worker_bin())
-            .args(["--server", url, "--token", TOKEN, "--device-id", device])
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(if logs {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .spawn()
-            .expect("tunehub-worker starts");
-        Worker { child }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A server on a given address (a restart keeps the port the workers know).
-fn server_at(db: &str, instance: &str, listen: &str) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tunehub"))
-        .args([
-            "server",
-            "--listen",
-            listen,
-            "--db",
-            db,
-            "--token",
-            TOKEN,
-            "--poll-ms",
-            "100",
-            "--lease-s",
-            "2",
-            "--instance",
-            instance,
-        ])
-        .env_remove("TUNEHUB_TOKENS")
-        .env_remove("TUNEHUB_CONFIG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tunehub server starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
-        .to_string();
-    Server {
-        child,
-        addr,
-        instance: instance.into(),
-    }
-}
 
 async fn workers(c: &mut Clients) -> pb::ListWorkersResponse {
     c.workers
@@ -125,19 +29,32 @@ async fn workers(c: &mut Clients) -> pb::ListWorkersResponse {
 
 /// Waits until `n` workers are registered and not offline; their target key.
 async fn wait_workers(c: &mut Clients, n: usize) -> String {
-    let start = Instant::now();
-    loop {
-        let l = workers(c).await;
-        let up: Vec<_> = l.workers.iter().filter(|w| w.status != "offline").collect();
-        if up.len() >= n {
-            return up[0].target_key.clone();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{n} workers not registered: {l:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait::until(
+        &format!("{n} workers registered"),
+        Duration::from_secs(60),
+        async || {
+            let l = workers(c).await;
+            let up: Vec<_> = l.workers.iter().filter(|w| w.status != "offline").collect();
+            (up.len() >= n).then(|| up[0].target_key.clone())
+        },
+    )
+    .await
+}
+
+/// Waits until a worker holds a lease; which one.
+async fn wait_busy(c: &mut Clients) -> pb::WorkerInfo {
+    wait::until(
+        "a worker holds a lease",
+        Duration::from_secs(60),
+        async || {
+            workers(c)
+                .await
+                .workers
+                .into_iter()
+                .find(|w| w.status == "busy")
+        },
+    )
+    .await
 }
 
 fn job_req(spec: &str, trials: u32, batch: u32, target: &str) -> pb::SubmitRequest {
@@ -169,7 +86,7 @@ async fn records(c: &mut Clients, spec: &str, target: &str) -> (u64, Vec<String>
     let top = c
         .query
         .top_k(pb::TopKRequest {
-            workload: Some(common::op(spec)),
+            workload: Some(tunehub_tests::op(spec)),
             target: target.into(),
             k: 1000,
         })
@@ -188,7 +105,7 @@ fn assert_done(j: &pb::Job, trials: u32) {
 async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let db = common::sqlite_path(dir.path(), "fleet.db");
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
     let mut ws: Vec<Worker> = ["a", "b", "c"]
         .iter()
@@ -203,26 +120,13 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
     assert_eq!(job.target_key, key);
 
     // Kill -9 the first worker seen holding a lease.
-    let mut killed = None;
-    let start = Instant::now();
-    while killed.is_none() {
-        let l = workers(&mut c).await;
-        if let Some(w) = l.workers.iter().find(|w| w.status == "busy") {
-            let i = ["a", "b", "c"]
-                .iter()
-                .position(|d| *d == w.device_id)
-                .unwrap();
-            ws[i].kill();
-            killed = Some(w.id.clone());
-        }
-        assert!(
-            !is_final(&get(&mut c, &job.id).await),
-            "the job ended before any worker was seen busy"
-        );
-        assert!(start.elapsed() < Duration::from_secs(60));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let killed = killed.unwrap();
+    let busy = wait_busy(&mut c).await;
+    let i = ["a", "b", "c"]
+        .iter()
+        .position(|d| *d == busy.device_id)
+        .unwrap();
+    ws[i].kill();
+    let killed = busy.id;
 
     let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
     assert_done(&j, trials);
@@ -250,19 +154,25 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
     for w in &mut ws {
         w.kill();
     }
-    let start = Instant::now();
-    while workers(&mut c)
-        .await
-        .workers
-        .iter()
-        .any(|w| w.status != "offline")
-    {
-        assert!(start.elapsed() < Duration::from_secs(30));
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait::until(
+        "every worker offline",
+        Duration::from_secs(30),
+        async || {
+            let l = workers(&mut c).await;
+            l.workers
+                .iter()
+                .all(|w| w.status == "offline")
+                .then_some(())
+        },
+    )
+    .await;
     let job = submit(&mut c, job_req("matmul(16,16,16)", 2, 2, &key)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let j = get(&mut c, &job.id).await;
+    let j = wait::until(
+        "the job says it waits for a worker",
+        Duration::from_secs(30),
+        async || Some(get(&mut c, &job.id).await).filter(|j| !j.waiting.is_empty()),
+    )
+    .await;
     assert_eq!(j.state, pb::JobState::Queued as i32, "{j:?}");
     assert!(j.waiting.contains("no worker"), "{j:?}");
     let d = Worker::start(&server.url(), "d", &[FLEET_CFLAGS]);
@@ -272,11 +182,7 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
 
     // A running job whose every worker died can still be cancelled at once.
     let job = submit(&mut c, job_req("matmul(16,16,8)", 40, 8, &key)).await;
-    let start = Instant::now();
-    while get(&mut c, &job.id).await.tasks[0].trials_done == 0 {
-        assert!(start.elapsed() < Duration::from_secs(60));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_trials(&mut c, &job.id, 1, Duration::from_secs(60)).await;
     drop(d);
     let j = get(&mut c, &job.id).await;
     assert_eq!(j.state, pb::JobState::Running as i32, "{j:?}");
@@ -302,7 +208,7 @@ async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    let db = common::sqlite_path(dir.path(), "fleet.db");
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
     let cc = format!("--compiler={}", broken.display());
     let _bad = Worker::start(&server.url(), "bad", &[FLEET_CFLAGS, &cc]);
@@ -327,7 +233,7 @@ async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
     assert!(bad.quarantine_reason.contains("compile_error"), "{l:?}");
 
     // `tunehub workers` shows it, with the reason.
-    let out = Command::new(env!("CARGO_BIN_EXE_tunehub"))
+    let out = Command::new(binaries::tunehub())
         .args(["workers", "--server", &server.url(), "--token", TOKEN])
         .env_remove("TUNEHUB_CONFIG")
         .output()
@@ -344,7 +250,7 @@ async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
 async fn workers_reconnect_to_a_restarted_server_and_the_job_finishes() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let db = common::sqlite_path(dir.path(), "fleet.db");
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
     let mut server = Server::start(&db, "s1", &[]);
     let addr = server.addr.clone();
     let url = server.url();
@@ -357,15 +263,11 @@ async fn workers_reconnect_to_a_restarted_server_and_the_job_finishes() {
     let spec = "matmul(32,16,32)";
     let trials = 16;
     let job = submit(&mut c, job_req(spec, trials, 4, &key)).await;
-    let start = Instant::now();
-    while get(&mut c, &job.id).await.tasks[0].trials_done < 4 {
-        assert!(start.elapsed() < Duration::from_secs(120));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_trials(&mut c, &job.id, 4, Duration::from_secs(120)).await;
     server.kill();
     drop(c);
 
-    let server = server_at(&db, "s1", &addr);
+    let server = Server::on(&db, "s1").listen(&addr).start();
     let mut c = server.client().await;
     wait_workers(&mut c, 2).await;
     let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
@@ -375,25 +277,18 @@ async fn workers_reconnect_to_a_restarted_server_and_the_job_finishes() {
     assert_eq!(stored, u64::from(trials));
 }
 
-fn have(cmd: &str) -> bool {
-    Command::new(cmd)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly() {
-    if !have("aarch64-linux-gnu-gcc") || !have("qemu-aarch64") {
-        // .ci/run installs both; a developer machine may lack them.
-        eprintln!("skipped: aarch64-linux-gnu-gcc or qemu-aarch64 not installed");
+    // .ci/run installs both; a developer machine may lack them.
+    if !tools::require(
+        "an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly",
+        &["aarch64-linux-gnu-gcc", "qemu-aarch64"],
+    ) {
         return;
     }
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let db = common::sqlite_path(dir.path(), "fleet.db");
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
     let arm_args = [
         "--arch",
@@ -412,30 +307,9 @@ async fn an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly() {
     let trials = 8;
     let job = submit(&mut c, job_req(spec, trials, 4, &key)).await;
     // SIGTERM while it measures: it finishes and reports its piece, then exits.
-    let start = Instant::now();
-    while !workers(&mut c)
-        .await
-        .workers
-        .iter()
-        .any(|w| w.status == "busy")
-    {
-        assert!(start.elapsed() < Duration::from_secs(60));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let _ = Command::new("kill")
-        .arg(arm.child.id().to_string())
-        .status();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = arm.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no exit on SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    wait_busy(&mut c).await;
+    arm.sigterm();
+    let status = arm.wait_exit(Duration::from_secs(60)).await;
     assert!(status.success(), "{status:?}");
     let l = workers(&mut c).await;
     assert_eq!(

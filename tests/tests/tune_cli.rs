@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use tunehub_server::records::{RecordStore, SqlStore};
 
 fn tunehub(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tunehub"))
+    Command::new(tunehub_tests::binaries::tunehub())
         .args(args)
         .output()
         .expect("tunehub runs")

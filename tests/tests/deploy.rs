@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tunehub_server::cli::Cli;
+use tunehub_tests::binaries;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -123,22 +124,12 @@ fn server_env() -> BTreeMap<String, String> {
         .collect()
 }
 
-fn worker_bin() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_BIN_EXE_tunehub")).with_file_name("tunehub-worker");
-    if !p.is_file() {
-        // `cargo test -p tunehub-server` alone does not build another package's binary.
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "tunehub-worker"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "cargo build -p tunehub-worker failed");
-    }
-    p
-}
-
 /// The worker's environment variables and their flags, read off its `--help`.
 fn worker_env() -> BTreeMap<String, String> {
-    let out = Command::new(worker_bin()).arg("--help").output().unwrap();
+    let out = Command::new(binaries::tunehub_worker())
+        .arg("--help")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
     let mut map = BTreeMap::new();
@@ -197,7 +188,7 @@ fn assert_worker_accepts(what: &str, args: &[String], env: &[(String, Option<Str
         }
     }
     argv.push("--print-target".into());
-    let mut cmd = Command::new(worker_bin());
+    let mut cmd = Command::new(binaries::tunehub_worker());
     for (k, _) in std::env::vars() {
         if k.starts_with("TUNEHUB_") {
             cmd.env_remove(k);

@@ -1,15 +1,13 @@
 //! The gRPC service end to end on SQLite: a real `tunehub server` process on loopback, real
 //! compiler and kernels, a real database file. Tiny shapes and budgets keep it quick.
 
-mod common;
-
-use common::*;
 use sqlx::Row;
 use std::time::Duration;
 use tokio_stream::StreamExt;
 use tonic::Code;
 use tunehub_proto::v1 as pb;
 use tunehub_server::records::SqlStore;
+use tunehub_tests::*;
 
 async fn count(db: &str, sql: &str) -> i64 {
     let store = SqlStore::open(db).await.unwrap();
@@ -376,7 +374,7 @@ async fn unauthenticated_calls_are_refused_except_health() {
     assert!(c.jobs.list(pb::ListJobsRequest::default()).await.is_ok());
 
     // A server with no token refuses to start unless told to serve without.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tunehub"))
+    let out = std::process::Command::new(binaries::tunehub())
         .args(["server", "--db", &db, "--listen", "127.0.0.1:0"])
         .env_remove("TUNEHUB_TOKENS")
         .output()
@@ -392,20 +390,9 @@ async fn a_job_survives_a_server_crash_and_finishes_once() {
     let mut first = Server::start(&db, "first", &[]);
     let mut c = first.client().await;
     let job = submit(&mut c, submit_req(vec![task("matmul(24,16,16)", 8)], 2)).await;
-    // Wait for some progress, then crash the server mid-job.
-    let start = std::time::Instant::now();
-    loop {
-        let j = get(&mut c, &job.id).await;
-        if j.tasks[0].trials_done >= 2 {
-            assert!(
-                j.tasks[0].trials_done < 8,
-                "finished before the crash: {j:?}"
-            );
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(120), "no progress");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Some progress, then a crash mid-job.
+    let n = wait_trials(&mut c, &job.id, 2, Duration::from_secs(120)).await;
+    assert!(n < 8, "finished before the crash: {n} trials");
     first.kill();
 
     let second = Server::start(&db, "second", &[]);
@@ -504,7 +491,8 @@ async fn records_export_and_import_round_trip() {
 async fn a_cancelled_job_stops() {
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_path(dir.path(), "cancel.db");
-    let server = Server::start(&db, "s1", &[]);
+    let log = dir.path().join("server.log");
+    let mut server = Server::on(&db, "s1").args(&["-v"]).log(&log).start();
     let mut c = server.client().await;
     let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 2000)], 2)).await;
     let j = c
@@ -514,19 +502,42 @@ async fn a_cancelled_job_stops() {
         .unwrap()
         .into_inner();
     assert_eq!(j.state, pb::JobState::Cancelled as i32);
+    let claimed = j.claims > 0;
     let j = wait_final(&mut c, &job.id, Duration::from_secs(60)).await;
     assert_eq!(j.state, pb::JobState::Cancelled as i32);
-    // A batch already in flight when the cancel landed is still stored (it was measured);
-    // nothing after it. Cancelled right after submitting: at most the first batch of 2.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // A job cancelled before any claim is never claimed; one already claimed has its driver
+    // stop (its log says so). A batch already in flight when the cancel landed is still
+    // stored (it was measured), nothing after it: cancelled right after submitting, at most
+    // the first batch of 2.
+    if claimed {
+        wait::until(
+            "the job's driver ends",
+            Duration::from_secs(60),
+            async || {
+                std::fs::read_to_string(&log)
+                    .unwrap()
+                    .lines()
+                    .any(|l| l.contains("job ended") && l.contains(job.id.as_str()))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
     let n = get(&mut c, &job.id).await.tasks[0].trials_done;
     assert!(n <= 2, "{n} trials after the cancel");
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        get(&mut c, &job.id).await.tasks[0].trials_done,
-        n,
-        "still measuring"
-    );
+    // Nothing more once the server is gone: what the API said is all there is.
+    drop(c);
+    let status = server.stop(Duration::from_secs(60)).await;
+    assert!(status.success(), "{status:?}");
+    let stored = count(
+        &db,
+        &format!(
+            "SELECT COUNT(*) FROM job_records WHERE job_id = '{}'",
+            job.id
+        ),
+    )
+    .await;
+    assert_eq!(stored, i64::from(n));
 }
 
 /// The client commands against a running server: submit --watch, jobs, query (with the C
@@ -537,7 +548,7 @@ async fn the_cli_commands_are_clients_of_the_server() {
     let server = Server::start(&sqlite_path(dir.path(), "cli.db"), "s1", &[]);
     let url = server.url();
     let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_tunehub"))
+        std::process::Command::new(binaries::tunehub())
             .args(args)
             .env("TUNEHUB_SERVER", &url)
             .env("TUNEHUB_TOKEN", TOKEN)
@@ -612,7 +623,7 @@ async fn the_cli_commands_are_clients_of_the_server() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid argument"));
     // A wrong token: refused.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tunehub"))
+    let out = std::process::Command::new(binaries::tunehub())
         .args(["jobs", "--server", &url, "--token", "nope"])
         .output()
         .unwrap();
