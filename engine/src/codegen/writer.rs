@@ -323,7 +323,7 @@ struct Operands {
 }
 
 impl Operands {
-    fn name(&mut self, g: &mut super::Gen<'_>, ty: &'static str, expr: String) -> String {
+    fn name(&mut self, g: &mut Gen<'_>, ty: &'static str, expr: String) -> String {
         if let Some(n) = self.names.get(&expr) {
             return n.clone();
         }
