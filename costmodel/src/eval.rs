@@ -2,10 +2,11 @@
 //! (k-fold within every task, all tasks trained together) and held-out workloads (leave one
 //! task out). The models are compared through [`Ranker`], fitted from scratch per split.
 
+use crate::error::ModelError;
 use crate::features::N_FEATURES;
 use crate::linear::LinearModel;
 use crate::samples::{Sample, TaskSamples};
-use crate::xgb_model::{ModelError, XgbModel, XgbParams};
+use crate::xgb_model::{XgbModel, XgbParams};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -6,9 +6,10 @@
 //! added the textbook way, as `sqrt(lambda) * I` rows with zero targets appended to the
 //! standardised data, so linfa's QR solver sees a full-rank problem.
 
+use crate::error::ModelError;
 use crate::features::N_FEATURES;
 use crate::samples::{PROGRAM_FEATURES, TaskSamples, program_vector};
-use crate::xgb_model::{ModelError, validate};
+use crate::xgb_model::validate;
 use linfa::prelude::*;
 use linfa_linear::LinearRegression;
 use ndarray::{Array1, Array2};

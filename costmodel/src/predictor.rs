@@ -6,7 +6,7 @@
 //! (60 trees of depth 6, one thread). The search asks for thousands of rows per generation, so
 //! the model predicts from its own handle on the trained booster's bytes instead.
 
-use crate::xgb_model::ModelError;
+use crate::error::ModelError;
 use std::ffi::{CStr, CString};
 use std::ptr;
 use xgboost_sys as sys;

@@ -20,6 +20,7 @@
 //! of an update stays flat as records grow. [`XgbModel::save`] / [`XgbModel::load`] carry the
 //! trained booster between processes and targets; the records stay in the server's database.
 
+use crate::error::ModelError;
 use crate::features::{N_FEATURES, extract_values};
 use crate::predictor::DensePredictor;
 use crate::samples::{PROGRAM_FEATURES, Sample, TaskSamples, program_vector};
@@ -64,29 +65,6 @@ const NDCG_GRADES: f32 = 31.0;
 
 /// Start of every saved model, so that a foreign blob is rejected before XGBoost parses it.
 const MAGIC: &[u8] = b"TUNEHUB-XGB-1\n";
-
-#[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    #[error("invalid input: {0}")]
-    Invalid(String),
-    #[error("xgboost: {0}")]
-    Xgb(String),
-}
-
-impl From<xgb::XGBError> for ModelError {
-    fn from(e: xgb::XGBError) -> Self {
-        ModelError::Xgb(e.to_string())
-    }
-}
-
-impl From<ModelError> for CostModelError {
-    fn from(e: ModelError) -> Self {
-        match e {
-            ModelError::Invalid(m) => CostModelError::Invalid(m),
-            ModelError::Xgb(m) => CostModelError::Backend(m),
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -663,7 +641,7 @@ pub fn program_features_par(programs: &[&LoweredFunc]) -> Vec<Vec<[f32; N_FEATUR
         return program_features(programs);
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    tunehub_engine::search::par_map(programs.len(), threads, |i| extract_values(programs[i]))
+    tunehub_engine::par::par_map(programs.len(), threads, |i| extract_values(programs[i]))
 }
 
 /// The samples of measured programs (failures get an infinite cost, hence label 0).

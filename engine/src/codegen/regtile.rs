@@ -157,7 +157,7 @@ fn lin_uses(l: &Lin, lane: Var) -> bool {
 }
 
 /// Whether the value differs between lanes.
-fn uses(e: &VExpr, lane: Var) -> bool {
+pub(super) fn uses(e: &VExpr, lane: Var) -> bool {
     match e {
         VExpr::Const(_) => false,
         VExpr::Load { index, .. } | VExpr::Index(index) => lin_uses(index, lane),
@@ -193,7 +193,7 @@ fn vector_form(e: &VExpr, lane: Var) -> Option<bool> {
 }
 
 /// `e` with every index expression passed through `f`.
-fn map_lins(e: &VExpr, f: &impl Fn(&Lin) -> Lin) -> VExpr {
+pub(super) fn map_lins(e: &VExpr, f: &impl Fn(&Lin) -> Lin) -> VExpr {
     match e {
         VExpr::Const(c) => VExpr::Const(*c),
         VExpr::Load { buf, index } => VExpr::Load {
@@ -226,7 +226,7 @@ fn map_cond(c: &VCond, f: &impl Fn(&Lin) -> Lin) -> VCond {
 }
 
 /// Every point of the tile, outermost loop slowest: the value of each tile variable.
-fn tile_points(tile: &[(Var, i64)]) -> Vec<Vec<(Var, i64)>> {
+pub(super) fn tile_points(tile: &[(Var, i64)]) -> Vec<Vec<(Var, i64)>> {
     let mut points = vec![vec![]];
     for &(v, n) in tile {
         points = points
@@ -241,160 +241,6 @@ fn tile_points(tile: &[(Var, i64)]) -> Vec<Vec<(Var, i64)>> {
             .collect();
     }
     points
-}
-
-/// The operands of one band iteration's updates: each distinct expression gets a name, in the
-/// order of first use.
-#[derive(Default)]
-struct Operands {
-    /// (name, C type, expression), in order.
-    order: Vec<(String, &'static str, String)>,
-    /// expression -> name.
-    names: HashMap<String, String>,
-}
-
-impl Operands {
-    fn name(&mut self, g: &mut super::Gen<'_>, ty: &'static str, expr: String) -> String {
-        if let Some(n) = self.names.get(&expr) {
-            return n.clone();
-        }
-        let n = g.names.fresh(&format!("th_op{}", self.order.len()));
-        self.order.push((n.clone(), ty, expr.clone()));
-        self.names.insert(expr, n.clone());
-        n
-    }
-}
-
-impl super::Gen<'_> {
-    /// Writes the tile: accumulators loaded, the band with the tile unrolled inside, stored.
-    pub(super) fn register_tile(&mut self, t: &RegTile) {
-        let (lane, extent) = t.lane;
-        let lanes = self.lanes;
-        let acc = self.names.bufs[t.buf].clone();
-        // One accumulator per tile point and group of lanes, with the point's variables fixed.
-        let mut regs = vec![];
-        for point in tile_points(&t.tile) {
-            for g in 0..extent / lanes {
-                let fixed = |l: &Lin| {
-                    l.substitute(&|v| point.iter().find(|p| p.0 == v).map(|p| Lin::constant(p.1)))
-                };
-                let at_lane = |l: &Lin| {
-                    fixed(l).substitute(&|v| (v == lane).then(|| Lin::constant(g * lanes)))
-                };
-                let name = self.names.fresh(&format!("{acc}_r{}", regs.len()));
-                let index = self.lin(&at_lane(t.index));
-                regs.push((name, index, map_lins(t.value, &fixed), g * lanes));
-            }
-        }
-        self.line("{");
-        self.depth += 1;
-        for (r, index, ..) in &regs {
-            self.line(&format!("th_vf {r} = th_vload(&{acc}[{index}]);"));
-        }
-        for &(v, n, kind) in &t.band {
-            let name = self.var(v);
-            self.open_loop(&name, n, kind);
-            self.depth += 1;
-        }
-        // Every operand is read once per band iteration into a named temporary, then the
-        // updates use the names: with the loads repeated per accumulator, GCC folded them into
-        // the FMAs as memory operands (on AVX2's 16 registers it re-read the same B vector for
-        // every row of the tile), and the loads, not the FMAs, bounded the loop.
-        let mut operands = Operands::default();
-        let updates: Vec<String> = regs
-            .iter()
-            .map(|(r, _, value, first)| {
-                let (e, _) = self.vector_value(value, lane, *first, &mut operands);
-                format!("{r} = {r} + {e};")
-            })
-            .collect();
-        for (name, ty, expr) in &operands.order {
-            self.line(&format!("{ty} {name} = {expr};"));
-        }
-        // Naming them is not enough: GCC's combine folds a once-loaded vector back into every
-        // FMA that reads it. An empty asm that "modifies" the register ends that (the load
-        // happens once, into a register). Only when the tile, the vector operands and a
-        // broadcast fit the register file: past it the pin would spill. Matmul 512 on AVX2,
-        // tiles of 4 rows by 16 floats (8 accumulators, 2 B vectors) over the whole reduction:
-        // 124-128 -> 183-190 GFLOP/s, the loop no longer bound by 12 loads per 8 FMAs.
-        let vectors = operands.order.iter().filter(|o| o.1 == "th_vf").count() as i64;
-        if self.pin.is_some() && regs.len() as i64 + vectors < self.registers {
-            for (name, ty, _) in &operands.order {
-                if *ty == "th_vf" {
-                    self.line(&format!("TH_PIN({name});"));
-                }
-            }
-        }
-        for u in updates {
-            self.line(&u);
-        }
-        for _ in &t.band {
-            self.depth -= 1;
-            self.line("}");
-        }
-        for (r, index, ..) in &regs {
-            self.line(&format!("th_vstore(&{acc}[{index}], {r});"));
-        }
-        self.depth -= 1;
-        self.line("}");
-    }
-
-    /// C for `e` over the lanes from `first` on, and whether it is a vector (else a scalar the
-    /// vector operations broadcast). `e` passed [`vector_form`].
-    fn vector_value(
-        &mut self,
-        e: &VExpr,
-        lane: Var,
-        first: i64,
-        ops: &mut Operands,
-    ) -> (String, bool) {
-        if !uses(e, lane) {
-            if let VExpr::Const(_) = e {
-                return (self.value(e), false);
-            }
-            let v = self.value(e);
-            return (ops.name(self, "float", v), false);
-        }
-        match e {
-            VExpr::Load { buf, index } => {
-                let at = index.substitute(&|v| (v == lane).then(|| Lin::constant(first)));
-                let i = self.lin(&at);
-                let load = format!("th_vload(&{}[{i}])", self.names.bufs[*buf]);
-                (ops.name(self, "th_vf", load), true)
-            }
-            VExpr::Unary(UnaryOp::Neg, a) => {
-                let (a, v) = self.vector_value(a, lane, first, ops);
-                (format!("(-{a})"), v)
-            }
-            VExpr::Binary(op, a, b) => {
-                let (a, va) = self.vector_value(a, lane, first, ops);
-                let (b, vb) = self.vector_value(b, lane, first, ops);
-                let o = match op {
-                    BinaryOp::Add => "+",
-                    BinaryOp::Sub => "-",
-                    BinaryOp::Mul => "*",
-                    BinaryOp::Div => "/",
-                    _ => unreachable!("vector_form admits + - * / only"),
-                };
-                (format!("({a} {o} {b})"), va || vb)
-            }
-            VExpr::Select(c, a, b) => {
-                let c = self.cond(c);
-                let (a, va) = self.vector_value(a, lane, first, ops);
-                let (b, vb) = self.vector_value(b, lane, first, ops);
-                // Both arms must have the vector type: a scalar arm is broadcast.
-                let arm = |s: String, v: bool| {
-                    if v {
-                        s
-                    } else {
-                        format!("((th_vf){{0}} + {s})")
-                    }
-                };
-                (format!("({c} ? {} : {})", arm(a, va), arm(b, vb)), true)
-            }
-            _ => unreachable!("vector_form admits loads, negation, arithmetic and selects"),
-        }
-    }
 }
 
 #[cfg(test)]

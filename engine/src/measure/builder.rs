@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
+use super::child::{describe_status, run_bounded, truncate};
 use super::harness::{harness_source, kernel_declarations, program_source};
-use super::runner::run_bounded;
 use super::{BuildInput, ErrorCode, MeasureOptions, MeasureResult};
 use crate::target::Target;
 
@@ -292,31 +292,4 @@ fn compile_object(
     cmd.args(flags).arg("-c").arg(&src).arg("-o").arg(&obj);
     let out = run_bounded(&mut cmd, timeout, 64 << 10).ok()?;
     (!out.timed_out && out.status.is_some_and(|s| s.success()) && obj.is_file()).then_some(obj)
-}
-
-pub(crate) fn describe_status(s: Option<std::process::ExitStatus>) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match s {
-        None => "no exit status".to_string(),
-        Some(s) => match (s.code(), s.signal()) {
-            (Some(c), _) => format!("exit status {c}"),
-            (None, Some(sig)) => format!(
-                "killed by signal {} ({sig})",
-                super::runner::signal_name(sig)
-            ),
-            _ => format!("{s}"),
-        },
-    }
-}
-
-/// At most `max` bytes of `s`, cut at a character boundary, marked when cut.
-pub(crate) fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n... ({} more bytes)", &s[..end], s.len() - end)
 }

@@ -23,7 +23,7 @@
 
 use std::fmt::Write as _;
 
-use super::ArgSpec;
+use crate::codegen::ArgSpec;
 use crate::data::C_INPUT_VALUE;
 
 /// The FMA throughput loop shared by the harness and the standalone calibration program.

@@ -7,40 +7,20 @@
 
 pub mod builder;
 pub mod check;
+pub mod child;
 pub mod error;
 pub mod harness;
 pub mod measurer;
 pub mod noise;
 pub mod runner;
 
+pub use crate::codegen::ArgSpec;
 pub use builder::{Builder, Built, LocalBuilder};
 pub use error::ErrorCode;
 pub use measurer::{MeasureBatch, Measurer};
 pub use noise::Calibration;
 pub use runner::{LocalRunner, RunInput, Runner, measure_batch};
 use serde::{Deserialize, Serialize};
-
-/// One kernel argument: a tensor of the DAG passed by pointer, in signature order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ArgSpec {
-    pub name: String,
-    pub shape: Vec<i64>,
-    /// The tensor's ordinal among the inputs (or among the outputs, for an output): inputs
-    /// are filled with `data::input_value(stage, flat index)`, as the reference's are.
-    pub stage: usize,
-    pub is_output: bool,
-    /// For a layout-free input the kernel reads packed: the packed buffer's elements. The
-    /// harness fills the tensor of `shape` as usual, then packs it once, before anything is
-    /// run, with the kernel source's `tunehub_pack_<argument position>(src, dst)`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub packed_len: Option<i64>,
-}
-
-impl ArgSpec {
-    pub fn num_elements(&self) -> i64 {
-        self.shape.iter().product()
-    }
-}
 
 /// What the builder turns into an executable: the kernel `void tunehub_kernel(...)` with
 /// arguments in `args` order (inputs `const float* restrict`, outputs `float* restrict`).

@@ -23,8 +23,8 @@ use std::time::Duration;
 use tempfile::TempDir;
 use tracing::{debug, warn};
 
+use super::child::run_bounded;
 use super::harness::calibration_program_source;
-use super::runner::run_bounded;
 use crate::target::Target;
 
 /// How long the seeding calibration runs per thread count.

@@ -1,0 +1,495 @@
+//! The C writer: statements, loops and expressions of a lowered program as C text, with
+//! accumulator base pointers hoisted out of reduction bands, and register tiles written out as
+//! vector variables (see `regtile` for which tiles qualify).
+
+use super::names::Names;
+use super::regtile::{RegTile, map_lins, tile_points, uses};
+use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::lower::{
+    Buffer, Lin, LoopKind, LoweredFunc, STACK_LIMIT_BYTES, Scope, Stmt, VCond, VExpr, Var,
+};
+use std::collections::HashMap;
+
+pub(super) struct Gen<'a> {
+    pub(super) func: &'a LoweredFunc,
+    /// The target's cores: parallel loops use exactly these, whatever the caller's OpenMP
+    /// settings, since the schedule was tuned for them.
+    pub(super) threads: usize,
+    pub(super) names: Names,
+    pub(super) out: String,
+    pub(super) depth: usize,
+    /// Accumulator base pointers (see [`accumulator_bases`]).
+    pub(super) bases: Bases,
+    /// The C name of each base pointer, by its store.
+    pub(super) base_names: HashMap<*const Stmt, String>,
+    /// f32 lanes of the target's vectors.
+    pub(super) lanes: i64,
+    /// Vector registers of the target, and the inline-asm constraint that names one.
+    pub(super) registers: i64,
+    pub(super) pin: Option<&'static str>,
+    /// Register tiles by their band's outermost loop (see [`super::regtile`]).
+    pub(super) tiles: HashMap<*const Stmt, RegTile<'a>>,
+}
+
+/// For each accumulating store: the loop before which its base pointer is declared (the
+/// outermost loop of the reduction band right around its register tile), the part of its index
+/// that is constant in that band (the pointer's offset) and the rest (the index off the
+/// pointer). Stores and loops are keyed by address: the tree is borrowed for the whole
+/// generation.
+#[derive(Default)]
+pub(super) struct Bases {
+    at_loop: HashMap<*const Stmt, Vec<(*const Stmt, usize, Lin)>>,
+    of_store: HashMap<*const Stmt, Lin>,
+}
+
+/// Accumulator stores get a base pointer declared outside their reduction band, so that the
+/// index inside the band holds only the band's own loops. GCC keeps a register tile's
+/// accumulators in registers across the reduction (store motion) only when the load and the
+/// store of one accumulator have the same address form; with an outer tile loop in the index
+/// (a conv tile of 2 rows), vectorization gave the two different forms and every FMA went
+/// through memory: measured 63 against 104 GFLOP/s on the same conv2d schedule.
+/// Register tiles (`skip`) write their own accumulators.
+pub(super) fn accumulator_bases(body: &[Stmt], skip: &HashMap<*const Stmt, RegTile>) -> Bases {
+    fn walk<'s>(
+        body: &'s [Stmt],
+        stack: &mut Vec<(&'s Stmt, Var)>,
+        skip: &HashMap<*const Stmt, RegTile>,
+        out: &mut Bases,
+    ) {
+        for st in body {
+            match st {
+                Stmt::For { .. } if skip.contains_key(&(st as *const Stmt)) => {}
+                Stmt::For { var, body, .. } => {
+                    stack.push((st, *var));
+                    walk(body, stack, skip, out);
+                    stack.pop();
+                }
+                Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => walk(body, stack, skip, out),
+                Stmt::Let { .. } => {}
+                Stmt::Store {
+                    buf,
+                    index,
+                    reduce: Some(_),
+                    ..
+                } => {
+                    let mut used = vec![];
+                    index.vars(&mut used);
+                    // Inward to outward: the tile's loops (in the index), then the band (not in
+                    // it); the band's outermost loop is where the pointer goes.
+                    let mut k = stack.len();
+                    while k > 0 && used.contains(&stack[k - 1].1) {
+                        k -= 1;
+                    }
+                    let hi = k;
+                    while k > 0 && !used.contains(&stack[k - 1].1) {
+                        k -= 1;
+                    }
+                    if k == hi {
+                        continue;
+                    }
+                    let inside: Vec<Var> = stack[k..].iter().map(|e| e.1).collect();
+                    let (mut outer, mut inner) = (Lin::constant(index.c), Lin::constant(0));
+                    for (a, coef) in &index.terms {
+                        let mut vs = vec![];
+                        a.vars(&mut vs);
+                        let part = if vs.iter().any(|v| inside.contains(v)) {
+                            &mut inner
+                        } else {
+                            &mut outer
+                        };
+                        part.terms.push((a.clone(), *coef));
+                    }
+                    if outer.terms.is_empty() {
+                        continue;
+                    }
+                    out.at_loop
+                        .entry(stack[k].0 as *const Stmt)
+                        .or_default()
+                        .push((st as *const Stmt, *buf, outer));
+                    out.of_store.insert(st as *const Stmt, inner);
+                }
+                Stmt::Store { .. } => {}
+            }
+        }
+    }
+    let mut out = Bases::default();
+    walk(body, &mut vec![], skip, &mut out);
+    out
+}
+
+impl Gen<'_> {
+    fn line(&mut self, s: &str) {
+        for _ in 0..self.depth {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+    fn var(&mut self, v: Var) -> String {
+        if let Some(n) = self.names.vars.get(&v) {
+            return n.clone();
+        }
+        let base = match v {
+            Var::Loop { stage, node } => {
+                let loop_name = self
+                    .func
+                    .loop_names
+                    .get(&v)
+                    .map_or(format!("l{node}"), Clone::clone);
+                format!("{}_{}", self.func.dag.stages[stage].name, loop_name)
+            }
+            Var::Lo { stage, dim } => format!("{}_lo{dim}", self.func.dag.stages[stage].name),
+        };
+        let n = self.names.fresh(&base);
+        self.names.vars.insert(v, n.clone());
+        n
+    }
+    fn lin(&mut self, l: &crate::lower::Lin) -> String {
+        let mut vs = vec![];
+        l.vars(&mut vs);
+        for v in vs {
+            self.var(v);
+        }
+        let names = &self.names.vars;
+        l.to_c(&|v| names[&v].clone())
+    }
+    fn buf(&self, b: usize) -> &Buffer {
+        &self.func.buffers[b]
+    }
+    pub(super) fn stmt(&mut self, s: &Stmt) {
+        match s {
+            Stmt::For {
+                var,
+                extent,
+                kind,
+                body,
+            } => {
+                let key = s as *const Stmt;
+                if let Some(t) = self.tiles.get(&key).cloned() {
+                    self.register_tile(&t);
+                    return;
+                }
+                let v = self.var(*var);
+                for (store, buf, offset) in
+                    self.bases.at_loop.get(&key).cloned().unwrap_or_default()
+                {
+                    let b = self.names.bufs[buf].clone();
+                    let name = self.names.fresh(&format!("{b}_acc"));
+                    let off = self.lin(&offset);
+                    self.line(&format!("float* {name} = {b} + ({off});"));
+                    self.base_names.insert(store, name);
+                }
+                self.open_loop(&v, *extent, *kind);
+                self.block(body);
+                self.line("}");
+            }
+            Stmt::Let { var, value } => {
+                let v = self.var(*var);
+                let e = self.lin(value);
+                self.line(&format!("const int {v} = {e};"));
+            }
+            Stmt::Alloc { buf, body } => {
+                let name = self.names.bufs[*buf].clone();
+                let elems = self.buf(*buf).elems();
+                let bytes = (elems * 4 + 63) / 64 * 64;
+                let heap = bytes > STACK_LIMIT_BYTES || self.buf(*buf).scope == Scope::Global;
+                if heap {
+                    self.line(&format!(
+                        "float* restrict {name} = (float*)aligned_alloc(64, {bytes});"
+                    ));
+                } else {
+                    self.line(&format!(
+                        "float {name}[{elems}] __attribute__((aligned(64)));"
+                    ));
+                }
+                for st in body {
+                    self.stmt(st);
+                }
+                if heap {
+                    self.line(&format!("free({name});"));
+                }
+            }
+            Stmt::Guard { conds, body } => {
+                let c: Vec<String> = conds
+                    .iter()
+                    .map(|(e, b)| format!("{} < {b}", self.lin(e)))
+                    .collect();
+                self.line(&format!("if ({}) {{", c.join(" && ")));
+                self.block(body);
+                self.line("}");
+            }
+            Stmt::Store {
+                buf,
+                index,
+                value,
+                reduce,
+            } => {
+                let key = s as *const Stmt;
+                let (name, idx) = match self.base_names.get(&key).cloned() {
+                    Some(base) => (base, self.lin(&self.bases.of_store[&key].clone())),
+                    None => (self.names.bufs[*buf].clone(), self.lin(index)),
+                };
+                let v = self.value(value);
+                let target = format!("{name}[{idx}]");
+                let rhs = match reduce {
+                    None => v,
+                    Some(ReduceOp::Sum) => format!("{target} + {v}"),
+                    Some(ReduceOp::Max) => format!("th_maxf({target}, {v})"),
+                    Some(ReduceOp::Min) => format!("th_minf({target}, {v})"),
+                };
+                self.line(&format!("{target} = {rhs};"));
+            }
+        }
+    }
+    /// A loop's pragma and header, up to its opening brace.
+    fn open_loop(&mut self, v: &str, extent: i64, kind: LoopKind) {
+        match kind {
+            LoopKind::Parallel => self.line(&format!(
+                "#pragma omp parallel for num_threads({})",
+                self.threads
+            )),
+            LoopKind::Vectorized => self.line("#pragma omp simd"),
+            LoopKind::Unrolled => self.line(&format!("#pragma GCC unroll {}", extent.min(65534))),
+            LoopKind::Serial => {}
+        }
+        self.line(&format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"));
+    }
+    fn block(&mut self, body: &[Stmt]) {
+        self.depth += 1;
+        for s in body {
+            self.stmt(s);
+        }
+        self.depth -= 1;
+    }
+    fn value(&mut self, e: &VExpr) -> String {
+        match e {
+            VExpr::Const(c) => float_literal(*c),
+            VExpr::Load { buf, index } => {
+                let idx = self.lin(index);
+                format!("{}[{idx}]", self.names.bufs[*buf])
+            }
+            VExpr::Index(l) => format!("(float)({})", self.lin(l)),
+            VExpr::Unary(op, a) => {
+                let a = self.value(a);
+                match op {
+                    UnaryOp::Neg => format!("(-{a})"),
+                    UnaryOp::Exp => format!("expf({a})"),
+                    UnaryOp::Log => format!("logf({a})"),
+                    UnaryOp::Sqrt => format!("sqrtf({a})"),
+                    UnaryOp::Rsqrt => format!("(1.0f / sqrtf({a}))"),
+                    UnaryOp::Tanh => format!("tanhf({a})"),
+                    UnaryOp::Sigmoid => format!("(1.0f / (1.0f + expf(-{a})))"),
+                    UnaryOp::Abs => format!("fabsf({a})"),
+                    UnaryOp::Relu => format!("th_maxf({a}, 0.0f)"),
+                }
+            }
+            VExpr::Binary(op, a, b) => {
+                let (a, b) = (self.value(a), self.value(b));
+                match op {
+                    BinaryOp::Add => format!("({a} + {b})"),
+                    BinaryOp::Sub => format!("({a} - {b})"),
+                    BinaryOp::Mul => format!("({a} * {b})"),
+                    BinaryOp::Div => format!("({a} / {b})"),
+                    BinaryOp::Min => format!("th_minf({a}, {b})"),
+                    BinaryOp::Max => format!("th_maxf({a}, {b})"),
+                }
+            }
+            VExpr::Select(c, a, b) => {
+                let c = self.cond(c);
+                let (a, b) = (self.value(a), self.value(b));
+                format!("({c} ? {a} : {b})")
+            }
+        }
+    }
+    fn cond(&mut self, c: &VCond) -> String {
+        match c {
+            VCond::Index(op, a, b) => format!("({} {} {})", self.lin(a), cmp(*op), self.lin(b)),
+            VCond::Value(op, a, b) => format!("({} {} {})", self.value(a), cmp(*op), self.value(b)),
+            VCond::And(a, b) => format!("({} && {})", self.cond(a), self.cond(b)),
+            VCond::Or(a, b) => format!("({} || {})", self.cond(a), self.cond(b)),
+            VCond::Not(a) => format!("(!{})", self.cond(a)),
+        }
+    }
+}
+
+/// The operands of one band iteration's updates: each distinct expression gets a name, in the
+/// order of first use.
+#[derive(Default)]
+struct Operands {
+    /// (name, C type, expression), in order.
+    order: Vec<(String, &'static str, String)>,
+    /// expression -> name.
+    names: HashMap<String, String>,
+}
+
+impl Operands {
+    fn name(&mut self, g: &mut Gen<'_>, ty: &'static str, expr: String) -> String {
+        if let Some(n) = self.names.get(&expr) {
+            return n.clone();
+        }
+        let n = g.names.fresh(&format!("th_op{}", self.order.len()));
+        self.order.push((n.clone(), ty, expr.clone()));
+        self.names.insert(expr, n.clone());
+        n
+    }
+}
+
+impl Gen<'_> {
+    /// Writes the tile: accumulators loaded, the band with the tile unrolled inside, stored.
+    fn register_tile(&mut self, t: &RegTile) {
+        let (lane, extent) = t.lane;
+        let lanes = self.lanes;
+        let acc = self.names.bufs[t.buf].clone();
+        // One accumulator per tile point and group of lanes, with the point's variables fixed.
+        let mut regs = vec![];
+        for point in tile_points(&t.tile) {
+            for g in 0..extent / lanes {
+                let fixed = |l: &Lin| {
+                    l.substitute(&|v| point.iter().find(|p| p.0 == v).map(|p| Lin::constant(p.1)))
+                };
+                let at_lane = |l: &Lin| {
+                    fixed(l).substitute(&|v| (v == lane).then(|| Lin::constant(g * lanes)))
+                };
+                let name = self.names.fresh(&format!("{acc}_r{}", regs.len()));
+                let index = self.lin(&at_lane(t.index));
+                regs.push((name, index, map_lins(t.value, &fixed), g * lanes));
+            }
+        }
+        self.line("{");
+        self.depth += 1;
+        for (r, index, ..) in &regs {
+            self.line(&format!("th_vf {r} = th_vload(&{acc}[{index}]);"));
+        }
+        for &(v, n, kind) in &t.band {
+            let name = self.var(v);
+            self.open_loop(&name, n, kind);
+            self.depth += 1;
+        }
+        // Every operand is read once per band iteration into a named temporary, then the
+        // updates use the names: with the loads repeated per accumulator, GCC folded them into
+        // the FMAs as memory operands (on AVX2's 16 registers it re-read the same B vector for
+        // every row of the tile), and the loads, not the FMAs, bounded the loop.
+        let mut operands = Operands::default();
+        let updates: Vec<String> = regs
+            .iter()
+            .map(|(r, _, value, first)| {
+                let (e, _) = self.vector_value(value, lane, *first, &mut operands);
+                format!("{r} = {r} + {e};")
+            })
+            .collect();
+        for (name, ty, expr) in &operands.order {
+            self.line(&format!("{ty} {name} = {expr};"));
+        }
+        // Naming them is not enough: GCC's combine folds a once-loaded vector back into every
+        // FMA that reads it. An empty asm that "modifies" the register ends that (the load
+        // happens once, into a register). Only when the tile, the vector operands and a
+        // broadcast fit the register file: past it the pin would spill. Matmul 512 on AVX2,
+        // tiles of 4 rows by 16 floats (8 accumulators, 2 B vectors) over the whole reduction:
+        // 124-128 -> 183-190 GFLOP/s, the loop no longer bound by 12 loads per 8 FMAs.
+        let vectors = operands.order.iter().filter(|o| o.1 == "th_vf").count() as i64;
+        if self.pin.is_some() && regs.len() as i64 + vectors < self.registers {
+            for (name, ty, _) in &operands.order {
+                if *ty == "th_vf" {
+                    self.line(&format!("TH_PIN({name});"));
+                }
+            }
+        }
+        for u in updates {
+            self.line(&u);
+        }
+        for _ in &t.band {
+            self.depth -= 1;
+            self.line("}");
+        }
+        for (r, index, ..) in &regs {
+            self.line(&format!("th_vstore(&{acc}[{index}], {r});"));
+        }
+        self.depth -= 1;
+        self.line("}");
+    }
+    /// C for `e` over the lanes from `first` on, and whether it is a vector (else a scalar the
+    /// vector operations broadcast). `e` passed `regtile::vector_form`.
+    fn vector_value(
+        &mut self,
+        e: &VExpr,
+        lane: Var,
+        first: i64,
+        ops: &mut Operands,
+    ) -> (String, bool) {
+        if !uses(e, lane) {
+            if let VExpr::Const(_) = e {
+                return (self.value(e), false);
+            }
+            let v = self.value(e);
+            return (ops.name(self, "float", v), false);
+        }
+        match e {
+            VExpr::Load { buf, index } => {
+                let at = index.substitute(&|v| (v == lane).then(|| Lin::constant(first)));
+                let i = self.lin(&at);
+                let load = format!("th_vload(&{}[{i}])", self.names.bufs[*buf]);
+                (ops.name(self, "th_vf", load), true)
+            }
+            VExpr::Unary(UnaryOp::Neg, a) => {
+                let (a, v) = self.vector_value(a, lane, first, ops);
+                (format!("(-{a})"), v)
+            }
+            VExpr::Binary(op, a, b) => {
+                let (a, va) = self.vector_value(a, lane, first, ops);
+                let (b, vb) = self.vector_value(b, lane, first, ops);
+                let o = match op {
+                    BinaryOp::Add => "+",
+                    BinaryOp::Sub => "-",
+                    BinaryOp::Mul => "*",
+                    BinaryOp::Div => "/",
+                    _ => unreachable!("vector_form admits + - * / only"),
+                };
+                (format!("({a} {o} {b})"), va || vb)
+            }
+            VExpr::Select(c, a, b) => {
+                let c = self.cond(c);
+                let (a, va) = self.vector_value(a, lane, first, ops);
+                let (b, vb) = self.vector_value(b, lane, first, ops);
+                // Both arms must have the vector type: a scalar arm is broadcast.
+                let arm = |s: String, v: bool| {
+                    if v {
+                        s
+                    } else {
+                        format!("((th_vf){{0}} + {s})")
+                    }
+                };
+                (format!("({c} ? {} : {})", arm(a, va), arm(b, vb)), true)
+            }
+            _ => unreachable!("vector_form admits loads, negation, arithmetic and selects"),
+        }
+    }
+}
+
+fn cmp(op: CmpOp) -> &'static str {
+    op.c_op()
+}
+
+/// A C float literal that reads back as the same f32.
+pub fn float_literal(c: f64) -> String {
+    if c.is_nan() {
+        "NAN".into()
+    } else if c.is_infinite() {
+        if c > 0.0 {
+            "INFINITY".into()
+        } else {
+            "(-INFINITY)".into()
+        }
+    } else {
+        let s = format!("{:?}", c as f32);
+        let s = if s.contains(['.', 'e', 'E']) {
+            s
+        } else {
+            format!("{s}.0")
+        };
+        if s.starts_with('-') {
+            format!("({s}f)")
+        } else {
+            format!("{s}f")
+        }
+    }
+}

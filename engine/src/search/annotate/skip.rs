@@ -1,0 +1,60 @@
+//! A stage left untiled: computed at a consumer's loop or at root, then annotated.
+
+use super::decision::{Decider, DecisionKind};
+use super::steps::{AnnotateContext, Gen, parallel, pick_parallel, pick_unroll, vectorize};
+use crate::ir::ComputeDag;
+use crate::schedule::Step;
+use rand::Rng;
+
+pub(super) fn skip<R: Rng>(
+    g: &mut Gen,
+    dag: &ComputeDag,
+    s: usize,
+    is_output: bool,
+    ctx: &AnnotateContext,
+    d: &mut Decider<R>,
+) -> Result<(), String> {
+    let stage = &dag.stages[s];
+    let t = g.cur[s];
+    let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
+    let reduction = stage.is_reduction();
+    if !is_output {
+        // Root, or inside one loop of the single consumer.
+        let cons = g.consumers(t);
+        let mut spots = vec![];
+        if let [c] = cons[..] {
+            spots.extend(g.attach_spots(c).into_iter().map(|k| (c, k)));
+        }
+        let i = d.pick(DecisionKind::ComputeLocation, spots.len() + 1, |r| {
+            r.gen_range(0..=spots.len())
+        });
+        if i > 0 {
+            let (c, k) = spots[i - 1];
+            g.apply(Step::ComputeAt {
+                stage: t,
+                target: c,
+                target_iter: k,
+            })?;
+            let n = g.leaves(t);
+            if n > 0 {
+                let e = *stage.axis_extents().last().unwrap_or(&1);
+                vectorize(g, t, n - 1, e)?;
+            }
+            if reduction {
+                pick_unroll(g, t, d)?;
+            }
+            return Ok(());
+        }
+    }
+    let k = pick_parallel(d, &space, ctx);
+    parallel(g, t, k, &space)?;
+    let n = g.leaves(t);
+    if n > 0 {
+        let e = *stage.axis_extents().last().unwrap_or(&1);
+        vectorize(g, t, n - 1, e)?;
+    }
+    if reduction {
+        pick_unroll(g, t, d)?;
+    }
+    Ok(())
+}

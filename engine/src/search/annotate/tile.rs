@@ -1,0 +1,201 @@
+//! Multi-level tiling (`SSRSRS`), with or without a fused consumer, and with or without a
+//! local accumulator (cache_write).
+
+use super::decision::{Decider, DecisionKind};
+use super::factor::whole_vectors;
+use super::steps::{
+    AnnotateContext, Gen, parallel, pick_parallel, pick_unroll, split_axes, vectorize,
+};
+use crate::ir::ComputeDag;
+use crate::schedule::Step;
+use crate::search::sketch::Fusion;
+use rand::Rng;
+
+/// Space axes are cut into this many tile levels (`SSRSRS` has four S), reduction axes into two.
+const SPACE_LEVELS: usize = 4;
+
+const REDUCE_LEVELS: usize = 2;
+
+/// The orders the outer tile loops may take: identity first, then reversed and, for up to
+/// three axes, every other permutation (e.g. matmul's j-panel-major order).
+fn axis_orders(ns: usize) -> Vec<Vec<usize>> {
+    let id: Vec<usize> = (0..ns).collect();
+    let mut out = vec![id.clone()];
+    if ns <= 1 {
+        return out;
+    }
+    let mut rev = id.clone();
+    rev.reverse();
+    out.push(rev);
+    if ns == 3 {
+        for p in [[0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1]] {
+            out.push(p.to_vec());
+        }
+    } else if ns >= 4 {
+        let mut swap = id.clone();
+        swap.swap(ns - 2, ns - 1);
+        out.push(swap);
+    }
+    out
+}
+
+pub(super) fn tile<R: Rng>(
+    g: &mut Gen,
+    dag: &ComputeDag,
+    s: usize,
+    fusion: Fusion,
+    ctx: &AnnotateContext,
+    d: &mut Decider<R>,
+) -> Result<(), String> {
+    let stage = &dag.stages[s];
+    let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
+    let reduce: Vec<i64> = stage.reduce_axes().iter().map(|a| a.extent).collect();
+    let (ns, nr) = (space.len(), reduce.len());
+    let mut p: Vec<Vec<i64>> = space.iter().map(|&e| d.tile(e, SPACE_LEVELS)).collect();
+    let r: Vec<Vec<i64>> = reduce.iter().map(|&e| d.tile(e, REDUCE_LEVELS)).collect();
+    let orders = axis_orders(ns);
+    let oi = d.pick(DecisionKind::AxisOrder, orders.len(), |rng| {
+        rng.gen_range(0..orders.len())
+    });
+    let order0 = &orders[oi];
+    // The axis innermost in the register tile, vectorized: the last one (Ansor's only choice)
+    // or, half the time when the last axis cannot fill whole vectors, another axis of the
+    // stage. A conv2d NCHW tile vectorized over output channels runs at full vector width
+    // where its 56-wide rows fit only 8-lane vectors (measured on AVX-512: 150 against 119
+    // GFLOP/s); lowering lays the local accumulator out in the tile's order so that it stays
+    // contiguous. Where the last axis does fill vectors (matmul's columns) the others only
+    // dilute the space with strided tiles.
+    let mut options = vec![ns - 1];
+    if space[ns - 1] % ctx.vector_lanes.max(1) != 0 {
+        options.extend((0..ns - 1).filter(|&a| space[a] > 1));
+    }
+    let vi = d.pick(DecisionKind::VectorAxis, options.len(), |rng| {
+        if options.len() == 1 || rng.gen_bool(0.5) {
+            0
+        } else {
+            rng.gen_range(1..options.len())
+        }
+    });
+    let va = options[vi];
+    // The vectorized axis fills whole vectors where its factors allow: a partial vector
+    // leaves lanes idle in every FMA of the tile (on 8-lane AVX2 a conv2d NCHW tile's
+    // innermost 1, 2 or 4 columns of 56, five draws in eight, could not be register tiles), and
+    // on another axis than the last it is a strided tile besides.
+    whole_vectors(&mut p[va], ctx.vector_lanes);
+    let inner_axes: Vec<usize> = (0..ns).filter(|&a| a != va).chain([va]).collect();
+
+    let (t, consumer, level) = match fusion {
+        Fusion::None => (g.cur[s], None, 0),
+        Fusion::CacheWrite { level } => {
+            let cs = g.cur[s];
+            g.apply(Step::CacheWrite { stage: cs })?;
+            for c in g.cur.iter_mut().skip(s) {
+                *c += 1;
+            }
+            (cs, Some(cs + 1), level)
+        }
+        Fusion::Consumer { consumer, level } => (g.cur[s], Some(g.cur[consumer]), level),
+    };
+
+    let Some(c) = consumer else {
+        // Plain SSRSRS at root: S0 S1 R0 S2 R1 S3.
+        let mut lens: Vec<Vec<i64>> = p.iter().map(|f| f[1..].to_vec()).collect();
+        lens.extend(r.iter().map(|f| f[1..].to_vec()));
+        let all: Vec<i64> = space.iter().chain(&reduce).copied().collect();
+        split_axes(g, t, &all, &lens)?;
+        let sp = |a: usize, l: usize| a * SPACE_LEVELS + l;
+        let rp = |b: usize, l: usize| ns * SPACE_LEVELS + b * REDUCE_LEVELS + l;
+        let mut order: Vec<usize> = order0.iter().map(|&a| sp(a, 0)).collect();
+        order.extend((0..ns).map(|a| sp(a, 1)));
+        order.extend((0..nr).map(|b| rp(b, 0)));
+        order.extend((0..ns).map(|a| sp(a, 2)));
+        order.extend((0..nr).map(|b| rp(b, 1)));
+        order.extend(inner_axes.iter().map(|&a| sp(a, 3)));
+        g.apply(Step::Reorder { stage: t, order })?;
+        let outer: Vec<i64> = order0
+            .iter()
+            .map(|&a| p[a][0])
+            .chain((0..ns).map(|a| p[a][1]))
+            .collect();
+        let k = pick_parallel(d, &outer, ctx);
+        parallel(g, t, k, &outer)?;
+        let last = g.leaves(t) - 1;
+        vectorize(g, t, last, p[va][3])?;
+        return pick_unroll(g, t, d);
+    };
+
+    // The consumer's loops: level 0 and (for level 2) level 1 of each axis, then the rest.
+    let parts = level + 1;
+    let lens: Vec<Vec<i64>> = p
+        .iter()
+        .map(|f| {
+            if level == 2 {
+                vec![f[1], f[2] * f[3]]
+            } else {
+                vec![f[1] * f[2] * f[3]]
+            }
+        })
+        .collect();
+    split_axes(g, c, &space, &lens)?;
+    let cp = |a: usize, l: usize| a * parts + l;
+    let mut order: Vec<usize> = order0.iter().map(|&a| cp(a, 0)).collect();
+    for l in 1..parts {
+        order.extend((0..ns).map(|a| cp(a, l)));
+    }
+    g.apply(Step::Reorder { stage: c, order })?;
+    // Parallel over outer tile loops, never past the loop the tiled stage is computed at.
+    let outer: Vec<i64> = order0
+        .iter()
+        .map(|&a| p[a][0])
+        .chain((0..ns).filter(|_| level == 2).map(|a| p[a][1]))
+        .collect();
+    let k = pick_parallel(d, &outer, ctx);
+    parallel(g, c, k, &outer)?;
+    let fused = if k > 1 && outer[..k].iter().product::<i64>() >= 2 {
+        k - 1
+    } else {
+        0
+    };
+    let last = g.leaves(c) - 1;
+    let rest_last = lens[ns - 1].last().copied().unwrap_or(1);
+    vectorize(g, c, last, rest_last)?;
+    g.apply(Step::ComputeAt {
+        stage: t,
+        target: c,
+        target_iter: level * ns - 1 - fused,
+    })?;
+
+    // The tiled stage inside: (S1) R0 S2 R1 S3 over its region.
+    let inner_lens: Vec<Vec<i64>> = p
+        .iter()
+        .map(|f| {
+            if level == 2 {
+                vec![f[3]]
+            } else {
+                vec![f[2], f[3]]
+            }
+        })
+        .chain(r.iter().map(|f| vec![f[1]]))
+        .collect();
+    let region: Vec<i64> = p
+        .iter()
+        .map(|f| f[level..].iter().product())
+        .chain(reduce.iter().copied())
+        .collect();
+    split_axes(g, t, &region, &inner_lens)?;
+    let sl = SPACE_LEVELS - level; // space levels inside: 2 (level 2) or 3 (level 1)
+    let sp = |a: usize, l: usize| a * sl + l;
+    let rp = |b: usize, l: usize| ns * sl + b * REDUCE_LEVELS + l;
+    let mut order = vec![];
+    if level == 1 {
+        order.extend((0..ns).map(|a| sp(a, 0)));
+    }
+    order.extend((0..nr).map(|b| rp(b, 0)));
+    order.extend((0..ns).map(|a| sp(a, sl - 2)));
+    order.extend((0..nr).map(|b| rp(b, 1)));
+    order.extend(inner_axes.iter().map(|&a| sp(a, sl - 1)));
+    g.apply(Step::Reorder { stage: t, order })?;
+    let last = g.leaves(t) - 1;
+    vectorize(g, t, last, p[va][3])?;
+    pick_unroll(g, t, d)
+}
