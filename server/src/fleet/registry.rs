@@ -16,6 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
 use tunehub_engine::target::Target;
+use tunehub_engine::task::WorkloadOptions;
 
 /// Knobs of the fleet.
 #[derive(Debug, Clone, Copy)]
@@ -58,7 +59,10 @@ pub struct Payload {
     pub workload_key: String,
     pub dag_json: String,
     pub description: String,
+    /// The workload's options: the device builds the task with them (its key depends on them).
+    pub workload_options: WorkloadOptions,
     pub steps_json: Vec<String>,
+    /// The engine's measure options (JSON).
     pub options_json: String,
 }
 
@@ -616,6 +620,7 @@ mod tests {
             workload_key: "w".into(),
             dag_json: "{}".into(),
             description: String::new(),
+            workload_options: WorkloadOptions::default(),
             steps_json: vec!["[]".into(); n],
             options_json: "{}".into(),
         });
