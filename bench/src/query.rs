@@ -691,6 +691,7 @@ impl Dataset {
         pb::BestRequest {
             workload: Some(pb::Workload {
                 kind: Some(pb::workload::Kind::OpSpec(self.workloads[w].spec.clone())),
+                options: None,
             }),
             target: self.targets[t].0.clone(),
             with_source: false,
@@ -711,6 +712,7 @@ fn sample_workload(
         key: dag.workload_key(),
         description: Some(spec.to_string()),
         dag_json: serde_json::to_string(&dag)?,
+        options: Default::default(),
         flops: dag.flop_count(),
         created_at: 0,
     };

@@ -4,8 +4,34 @@
 use crate::ir::ComputeDag;
 use crate::lower::LowerOptions;
 use crate::reference;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, OnceLock};
+
+/// What a task measures besides its DAG: options that change the kernel (and so the workload
+/// key), carried typed from the API to the database and the workers. A later per-task option
+/// goes here, beside `layout_free`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadOptions {
+    /// Inputs, by tensor name, whose layout the kernel may choose (see
+    /// [`Task::with_layout_free`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layout_free: Vec<String>,
+}
+
+impl WorkloadOptions {
+    /// No option set: the task is its DAG alone.
+    pub fn is_empty(&self) -> bool {
+        self.layout_free.is_empty()
+    }
+
+    /// The op-spec sugar of the command line and of engine tools, converted at the door:
+    /// `matmul(512,512,512,layout_free=B)` -> (`matmul(512,512,512)`, layout_free [`B`]).
+    pub fn split_op_spec(spec: &str) -> (String, WorkloadOptions) {
+        let (clean, layout_free) = split_layout_free(spec);
+        (clean, WorkloadOptions { layout_free })
+    }
+}
 
 #[derive(Debug)]
 pub struct Task {
@@ -41,6 +67,25 @@ impl Task {
         let names = split_layout_free(&desc).1;
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         Task::new(dag, desc).with_layout_free(&refs)
+    }
+
+    /// The task with `options` applied (their names checked against the DAG's inputs).
+    pub fn with_options(self, options: &WorkloadOptions) -> Result<Task, String> {
+        let names: Vec<&str> = options.layout_free.iter().map(String::as_str).collect();
+        self.with_layout_free(&names)
+    }
+
+    /// The options this task was built with, names in input order: what to store and send so
+    /// that the same task (and key) is built again elsewhere.
+    pub fn options(&self) -> WorkloadOptions {
+        let inputs = self.dag.placeholders();
+        WorkloadOptions {
+            layout_free: self
+                .layout_free
+                .iter()
+                .map(|&o| self.dag.stages[inputs[o]].name.clone())
+                .collect(),
+        }
     }
 
     /// Marks inputs, by tensor name, as layout-free. The task's key changes with them: the
@@ -155,5 +200,34 @@ mod tests {
         assert_eq!(t.layout_free, vec![1]);
         assert_ne!(t.key, k);
         assert!(Task::new(dag, "m").with_layout_free(&["Z"]).is_err());
+    }
+
+    #[test]
+    fn options_rebuild_the_same_task() {
+        let dag = crate::ops::matmul(8, 8, 8).unwrap();
+        let (clean, opts) = WorkloadOptions::split_op_spec("matmul(8,8,8,layout_free=B)");
+        assert_eq!(clean, "matmul(8,8,8)");
+        let t = Task::new(dag.clone(), "m").with_options(&opts).unwrap();
+        // The key stays what `with_layout_free` gives: stored records keep matching.
+        let by_names = Task::new(dag.clone(), "m")
+            .with_layout_free(&["B"])
+            .unwrap();
+        assert_eq!(t.key, by_names.key);
+        assert_eq!(t.options(), opts);
+        let again = Task::new(dag.clone(), "m")
+            .with_options(&t.options())
+            .unwrap();
+        assert_eq!(again.key, t.key);
+        let plain = Task::new(dag, "m")
+            .with_options(&WorkloadOptions::default())
+            .unwrap();
+        assert!(plain.options().is_empty());
+        assert_eq!(plain.key, plain.dag.workload_key());
+        let json = serde_json::to_string(&opts).unwrap();
+        assert_eq!(json, r#"{"layout_free":["B"]}"#);
+        assert_eq!(
+            serde_json::from_str::<WorkloadOptions>("{}").unwrap(),
+            WorkloadOptions::default()
+        );
     }
 }

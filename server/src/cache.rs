@@ -225,7 +225,9 @@ mod tests {
         let s = SqlStore::open(dir.path().join("c.db").to_str().unwrap())
             .await
             .unwrap();
-        s.put_workload("w", "w", "{}", 1).await.unwrap();
+        s.put_workload("w", "w", "{}", 1, &Default::default())
+            .await
+            .unwrap();
         s.put_target("t", "{}").await.unwrap();
         s
     }

@@ -4,7 +4,7 @@
 //! Bad input, whether clap finds it or a command does (an unknown operator, a parse error),
 //! exits with status 2 and one line on stderr, before anything is stored.
 
-use crate::config::{ClientArgs, ServerArgs};
+use crate::config::{ClientArgs, ServerArgs, TargetArgs};
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum, value_parser};
 use std::path::PathBuf;
 use tunehub_engine::measure::MeasureOptions;
@@ -88,7 +88,8 @@ pub enum SchedulerArg {
 
 #[derive(Debug, Clone, Args)]
 pub struct SubmitArgs {
-    /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`.
+    /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`; a
+    /// `layout_free=B` parameter marks input B as a constant weight the kernel may pack.
     #[arg(value_name = "OP_SPEC")]
     pub op_specs: Vec<String>,
 
@@ -183,7 +184,8 @@ pub struct CancelArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct QueryArgs {
-    /// A library operator, e.g. `matmul(512,512,512)`.
+    /// A library operator, e.g. `matmul(512,512,512)` (with `layout_free=B` for packed
+    /// weights, as tuned).
     #[arg(value_name = "OP_SPEC", conflicts_with_all = ["expr", "key"])]
     pub op_spec: Option<String>,
 
@@ -264,7 +266,9 @@ pub struct ImportArgs {
 #[group(required = true, multiple = false)]
 pub struct WorkloadArgs {
     /// A library operator with its parameters, e.g. `matmul(512,512,512)` or
-    /// `conv2d_nchw(n=1,c=64,h=56,w=56,f=64,pad=1)`; `tunehub ops` lists them.
+    /// `conv2d_nchw(n=1,c=64,h=56,w=56,f=64,pad=1)`; `tunehub ops` lists them. A
+    /// `layout_free=B` parameter (`+` between names) marks inputs as constant weights the
+    /// kernel may pack: another workload, with its own records.
     #[arg(value_name = "OP_SPEC")]
     pub op_spec: Option<String>,
 
@@ -284,36 +288,6 @@ pub struct DbArgs {
         default_value = "tunehub.db"
     )]
     pub db: String,
-}
-
-/// Overrides of the detected target (this machine).
-#[derive(Debug, Clone, Default, Args)]
-pub struct TargetArgs {
-    /// Threads for the kernels' parallel loops [default: the machine's cores].
-    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=4096))]
-    pub cores: Option<u32>,
-
-    /// C compiler to build kernels with [default: the detected one].
-    #[arg(long = "cc", value_name = "COMPILER")]
-    pub compiler: Option<String>,
-
-    /// Compiler flags, as one whitespace-separated string, e.g. --cflags "-O3 -ffast-math"
-    /// [default: the target's].
-    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
-    pub cflags: Option<String>,
-
-    /// Value for -march, e.g. `native` or `skylake-avx512` [default: the target's].
-    #[arg(long, value_name = "ARCH")]
-    pub march: Option<String>,
-}
-
-impl TargetArgs {
-    /// The flags as separate arguments.
-    pub fn cflags_list(&self) -> Option<Vec<String>> {
-        self.cflags
-            .as_ref()
-            .map(|f| f.split_whitespace().map(String::from).collect())
-    }
 }
 
 /// How each candidate is timed (Ansor's measure options).

@@ -18,6 +18,7 @@ use tunehub_server::cli::{
 use tunehub_server::client::{self, Clients};
 use tunehub_server::config::{ClientArgs, ClientConfig, ServerArgs, ServerConfig};
 use tunehub_server::server;
+use tunehub_server::workload::{self, label};
 
 /// A refused call as the CLI reports it: bad input exits 2 (like a clap error), the rest 1.
 pub fn status_error(s: Status) -> anyhow::Error {
@@ -73,16 +74,12 @@ pub fn measure_proto(m: &tunehub_server::cli::MeasureArgs) -> pb::MeasureOptions
 }
 
 pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
+    // `layout_free=B` inside an op spec becomes the workload's typed option here.
     let workloads: Vec<pb::Workload> = args
         .op_specs
         .iter()
-        .map(|s| pb::workload::Kind::OpSpec(s.clone()))
-        .chain(
-            args.expr
-                .iter()
-                .map(|e| pb::workload::Kind::Expr(e.clone())),
-        )
-        .map(|k| pb::Workload { kind: Some(k) })
+        .map(|s| workload::from_op_spec(s))
+        .chain(args.expr.iter().map(|e| workload::from_expr(e)))
         .collect();
     if workloads.is_empty() {
         return Err(UsageError("give at least one OP_SPEC or --expr".into()).into());
@@ -168,6 +165,7 @@ pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
         "index": t.index,
         "workload_key": t.workload_key,
         "description": t.description,
+        "layout_free": layout_free(t.options.as_ref()),
         "flops": t.flops,
         "weight": t.weight,
         "trials": t.trials,
@@ -292,7 +290,11 @@ pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {
                 .iter()
                 .filter_map(|t| t.best_gflops)
                 .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
-            let tasks: Vec<&str> = j.tasks.iter().map(|t| short(&t.description)).collect();
+            let tasks: Vec<String> = j
+                .tasks
+                .iter()
+                .map(|t| short(&label(&t.description, t.options.as_ref())).to_string())
+                .collect();
             let _ = writeln!(
                 out,
                 "{:<20} {:<9} {:>13} {:>10}  {}",
@@ -334,7 +336,10 @@ fn bar_message(t: &pb::TaskProgress) -> String {
     } else {
         String::new()
     };
-    format!("{}  {best}{errs}", short(&t.description))
+    format!(
+        "{}  {best}{errs}",
+        short(&label(&t.description, t.options.as_ref()))
+    )
 }
 
 /// Follows a job to its end; a progress bar per task (on a terminal), then a summary.
@@ -432,7 +437,7 @@ fn job_summary(j: &pb::Job) -> String {
             t,
             "task {}    {}  {}/{} trials ({} ok, {} failed)  {best}",
             task.index,
-            short(&task.description),
+            short(&label(&task.description, task.options.as_ref())),
             task.trials_done,
             task.trials,
             task.ok,
@@ -446,19 +451,19 @@ fn job_summary(j: &pb::Job) -> String {
 }
 
 fn workload_of(a: &QueryArgs) -> Result<pb::Workload> {
-    use pb::workload::Kind;
-    let kind = match (&a.op_spec, &a.expr, &a.key) {
-        (Some(s), None, None) => Kind::OpSpec(s.clone()),
-        (None, Some(e), None) => Kind::Expr(e.clone()),
-        (None, None, Some(k)) => Kind::WorkloadKey(k.clone()),
-        _ => {
-            return Err(UsageError(
-                "give exactly one of OP_SPEC, --expr and --key (or --list)".into(),
-            )
-            .into());
-        }
-    };
-    Ok(pb::Workload { kind: Some(kind) })
+    match (&a.op_spec, &a.expr, &a.key) {
+        (Some(s), None, None) => Ok(workload::from_op_spec(s)),
+        (None, Some(e), None) => Ok(workload::from_expr(e)),
+        (None, None, Some(k)) => Ok(workload::from_key(k)),
+        _ => Err(
+            UsageError("give exactly one of OP_SPEC, --expr and --key (or --list)".into()).into(),
+        ),
+    }
+}
+
+/// A workload's layout-free inputs, for JSON outputs (`[]` for none).
+fn layout_free(o: Option<&pb::WorkloadOptions>) -> Vec<String> {
+    o.map(|o| o.layout_free.clone()).unwrap_or_default()
 }
 
 fn record_text(r: &pb::ScheduleRecord) -> String {
@@ -486,7 +491,8 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
             let v = json!({
                 "targets": r.targets.iter().map(|t| json!({"key": t.key, "trials": t.trials})).collect::<Vec<_>>(),
                 "workloads": r.workloads.iter().map(|w| json!({
-                    "workload_key": w.workload_key, "description": w.description, "target_key": w.target_key,
+                    "workload_key": w.workload_key, "description": w.description,
+                    "layout_free": layout_free(w.options.as_ref()), "target_key": w.target_key,
                     "trials": w.trials, "ok": w.ok, "best_gflops": w.best_gflops})).collect::<Vec<_>>(),
             });
             let _ = writeln!(out, "{v}");
@@ -509,7 +515,7 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
                     w.trials,
                     w.ok,
                     w.best_gflops.map_or("-".into(), |g| format!("{g:.2}")),
-                    short(&w.description)
+                    short(&label(&w.description, w.options.as_ref()))
                 );
             }
         }
@@ -566,6 +572,7 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
         let mut v = json!({
             "workload_key": rec.workload_key,
             "description": r.description,
+            "layout_free": layout_free(r.options.as_ref()),
             "flops": r.flops,
             "target_key": rec.target_key,
             "records_total": r.records_total,
@@ -582,7 +589,7 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
             t,
             "workload  {}  {}  ({:.3} GFLOP)",
             rec.workload_key,
-            short(&r.description),
+            short(&label(&r.description, r.options.as_ref())),
             r.flops as f64 / 1e9
         );
         let _ = writeln!(t, "target    {}", rec.target_key);

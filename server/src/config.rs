@@ -4,7 +4,6 @@
 //! Flags are `Option`s without clap defaults so that a value missing on the command line can be
 //! taken from the file; the defaults are written in each flag's help.
 
-use crate::cli::TargetArgs;
 use clap::{ArgAction, Args, value_parser};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -85,6 +84,36 @@ impl ConfigFile {
             path: path.into(),
             msg: e.message().to_string(),
         })
+    }
+}
+
+/// Overrides of the detected target (this machine).
+#[derive(Debug, Clone, Default, Args)]
+pub struct TargetArgs {
+    /// Threads for the kernels' parallel loops [default: the machine's cores].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=4096))]
+    pub cores: Option<u32>,
+
+    /// C compiler to build kernels with [default: the detected one].
+    #[arg(long = "cc", value_name = "COMPILER")]
+    pub compiler: Option<String>,
+
+    /// Compiler flags, as one whitespace-separated string, e.g. --cflags "-O3 -ffast-math"
+    /// [default: the target's].
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub cflags: Option<String>,
+
+    /// Value for -march, e.g. `native` or `skylake-avx512` [default: the target's].
+    #[arg(long, value_name = "ARCH")]
+    pub march: Option<String>,
+}
+
+impl TargetArgs {
+    /// The flags as separate arguments.
+    pub fn cflags_list(&self) -> Option<Vec<String>> {
+        self.cflags
+            .as_ref()
+            .map(|f| f.split_whitespace().map(String::from).collect())
     }
 }
 

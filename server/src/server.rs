@@ -10,12 +10,14 @@ use crate::auth::Auth;
 use crate::cache::BestCache;
 use crate::config::ServerConfig;
 use crate::fleet::{Fleet, FleetBackend, FleetConfig, WorkersService};
-use crate::jobs::store::JobStore;
+use crate::jobs::store::{JobState, JobStore};
 use crate::jobs::{JobContext, MeasureBackend, run_loop};
-use crate::metrics::Metrics;
 use crate::metrics::grpc::GrpcMetricsLayer;
+use crate::metrics::{FleetStates, Metrics, StateSource, States};
 use crate::records::{SqlStore, StoreError};
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -173,7 +175,10 @@ async fn start_inner(
 ) -> Result<RunningServer, ServeError> {
     let store = SqlStore::open(&cfg.db).await?;
     let cache = Arc::new(BestCache::new(Duration::from_millis(cfg.cache_ttl_ms)));
-    let metrics = Arc::new(Metrics::new(&cache, fleet.as_deref()));
+    let metrics = Arc::new(Metrics::new(
+        &cache,
+        fleet.as_deref().map(|f| &f.lease_expiries),
+    ));
     let ctx = JobContext::new(
         JobStore::new(store),
         cache,
@@ -289,8 +294,10 @@ async fn start_inner(
             l,
             crate::metrics::http::Scrape {
                 metrics: Arc::clone(&metrics),
-                jobs: ctx.jobs.clone(),
-                fleet: fleet.clone(),
+                source: Arc::new(ScrapedStates {
+                    jobs: ctx.jobs.clone(),
+                    fleet: fleet.clone(),
+                }),
             },
             shutdown.subscribe(),
         )
@@ -332,4 +339,33 @@ async fn start_inner(
 
 fn max_of(cfg: &ServerConfig) -> usize {
     cfg.limits.max_message_bytes
+}
+
+/// What a metrics scrape reads: jobs by state from the database, workers from the fleet.
+struct ScrapedStates {
+    jobs: JobStore,
+    fleet: Option<Arc<Fleet>>,
+}
+
+impl StateSource for ScrapedStates {
+    fn states(&self) -> Pin<Box<dyn Future<Output = Result<States, StoreError>> + Send + '_>> {
+        Box::pin(async move {
+            let counts = self.jobs.count_by_state().await?;
+            let jobs = JobState::ALL
+                .iter()
+                .map(|s| (s.as_str(), counts.get(s).copied().unwrap_or(0)))
+                .collect();
+            let fleet = self.fleet.as_ref().map(|f| {
+                let (workers, queued) = f.list();
+                FleetStates {
+                    workers: workers
+                        .into_iter()
+                        .map(|w| (w.target_key, w.status.to_string()))
+                        .collect(),
+                    queued: queued.into_iter().collect(),
+                }
+            });
+            Ok(States { jobs, fleet })
+        })
+    }
 }

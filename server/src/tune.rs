@@ -16,38 +16,42 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_stream::StreamExt;
 use tunehub_engine::codegen;
-use tunehub_engine::ir::ComputeDag;
-use tunehub_engine::ops;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::Task;
-use tunehub_engine::text;
 use tunehub_proto::v1 as pb;
-use tunehub_server::cli::{BestArgs, MAX_TRIALS, TargetArgs, TuneArgs, UsageError, WorkloadArgs};
+use tunehub_server::cli::{BestArgs, MAX_TRIALS, TuneArgs, UsageError, WorkloadArgs};
 use tunehub_server::client::{self, Clients};
-use tunehub_server::config::{ClientConfig, Limits, ServerConfig};
+use tunehub_server::config::{ClientConfig, Limits, ServerConfig, TargetArgs};
 use tunehub_server::jobs::{self, LocalBackend};
 use tunehub_server::records::{Record, RecordStore, SqlStore};
 use tunehub_server::server;
+use tunehub_server::workload;
 
 /// What records measured by `tune` are marked with.
 const WORKER: &str = "local";
 
-/// The DAG and its description, from OP_SPEC or --expr. Bad input is a `UsageError`.
-fn build_workload(w: &WorkloadArgs) -> Result<(ComputeDag, String), UsageError> {
-    match (&w.op_spec, &w.expr) {
-        (Some(spec), None) => {
-            let clean = tunehub_engine::task::split_layout_free(spec).0;
-            let dag = ops::build_op(&clean).map_err(|e| UsageError(e.to_string()))?;
-            Ok((dag, spec.trim().to_string()))
-        }
-        (None, Some(src)) => {
-            let dag = text::parse(src).map_err(|e| UsageError(format!("--expr: {e}")))?;
-            Ok((dag, src.trim().to_string()))
-        }
+/// The task and the API's workload of OP_SPEC or --expr: a `layout_free=` argument inside
+/// OP_SPEC becomes the workload's typed option here, at the door. Bad input is a `UsageError`.
+fn build_workload(w: &WorkloadArgs) -> Result<(Task, pb::Workload), UsageError> {
+    let workload = match (&w.op_spec, &w.expr) {
+        (Some(spec), None) => workload::from_op_spec(spec),
+        (None, Some(src)) => workload::from_expr(src),
         // clap's argument group admits exactly one of the two.
-        _ => Err(UsageError("give exactly one of OP_SPEC and --expr".into())),
-    }
+        _ => return Err(UsageError("give exactly one of OP_SPEC and --expr".into())),
+    };
+    let task = workload::task_of(&workload)
+        .expect("an op spec or a text form")
+        .map_err(UsageError)?;
+    Ok((task, workload))
+}
+
+/// How a task is shown to people: its description with its options.
+fn task_label(task: &Task) -> String {
+    workload::label(
+        &task.desc,
+        workload::options_to_pb(&task.options()).as_ref(),
+    )
 }
 
 fn target_overrides(t: &TargetArgs) -> TargetOverrides {
@@ -131,9 +135,8 @@ fn cancel_on_interrupt(mut c: Clients, job_id: String) {
 
 pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
     // All input is checked before the database is touched: bad input stores nothing.
-    let (dag, desc) = build_workload(&args.workload)?;
+    let (task, workload) = build_workload(&args.workload)?;
     let target = Target::detect().with_overrides(&target_overrides(&args.target));
-    let task = Task::from_desc(dag, desc).map_err(UsageError)?;
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -141,13 +144,6 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
     });
     // The API reads seed 0 as "choose one".
     let seed = seed.max(1);
-    let workload = pb::Workload {
-        kind: Some(match (&args.workload.op_spec, &args.workload.expr) {
-            (Some(s), _) => pb::workload::Kind::OpSpec(s.clone()),
-            (_, Some(e)) => pb::workload::Kind::Expr(e.clone()),
-            _ => unreachable!("build_workload checked"),
-        }),
-    };
 
     // The embedded server: loopback only, a token of its own, this machine's runner.
     let token = format!("{:032x}", rand::random::<u128>());
@@ -201,7 +197,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         .into_inner()
         .job
         .context("the server returned no job")?;
-    tracing::info!(job = %job.id, workload = %task.key, seed, known = before.records_total, "tuning {}", short_desc(&task.desc));
+    tracing::info!(job = %job.id, workload = %task.key, seed, known = before.records_total, "tuning {}", short_desc(&task_label(&task)));
     let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
     cancel_on_interrupt(c.clone(), job.id.clone());
 
@@ -348,11 +344,13 @@ impl RunStats {
     }
 }
 
-/// The best record's kernel, generated again from its steps.
-fn kernel_source(dag: &ComputeDag, target: &Target, best: &Record) -> Result<String> {
+/// The best record's kernel, generated again from its steps as it was measured (with the
+/// task's layout-free inputs packed).
+fn kernel_source(task: &Task, target: &Target, best: &Record) -> Result<String> {
     let schedule = Schedule::from_json(&best.steps_json)
         .map_err(|e| anyhow!("record {}: its steps no longer replay: {e}", best.id))?;
-    codegen::kernel_source(dag, &schedule, target)
+    codegen::generate_with(&task.dag, &schedule, target, &task.lower_options())
+        .map(|k| k.source)
         .map_err(|e| anyhow!("record {}: generating its kernel: {e}", best.id))
 }
 
@@ -380,6 +378,7 @@ impl TuneSummary<'_> {
         json!({
             "workload_key": self.task.key,
             "description": self.task.desc,
+            "layout_free": self.task.options().layout_free,
             "flops": self.task.flops,
             "target_key": self.target_key,
             "seed": self.seed,
@@ -404,7 +403,7 @@ impl TuneSummary<'_> {
             t,
             "workload  {}  {}  ({:.3} GFLOP)",
             self.task.key,
-            short_desc(&self.task.desc),
+            short_desc(&task_label(self.task)),
             self.task.flops as f64 / 1e9
         );
         let _ = writeln!(t, "target    {}", self.target_key);
@@ -475,8 +474,9 @@ fn database_exists(db: &str) -> bool {
 }
 
 pub async fn best(args: BestArgs) -> Result<ExitCode> {
-    let (dag, desc) = build_workload(&args.workload)?;
-    let key = dag.workload_key();
+    let (task, _) = build_workload(&args.workload)?;
+    let desc = task_label(&task);
+    let key = task.key.clone();
     let target_key = match &args.target_key {
         Some(k) => k.clone(),
         None => Target::detect()
@@ -507,7 +507,7 @@ pub async fn best(args: BestArgs) -> Result<ExitCode> {
             short_desc(&desc)
         );
     };
-    let flops = dag.flop_count();
+    let flops = task.flops;
     let counts = store.count(&key, &target_key).await?;
     let source = if args.print_source || args.out_c.is_some() {
         let json = store
@@ -516,7 +516,7 @@ pub async fn best(args: BestArgs) -> Result<ExitCode> {
             .with_context(|| format!("target {target_key} has records but no description"))?;
         let target: Target =
             serde_json::from_str(&json).with_context(|| format!("reading target {target_key}"))?;
-        Some(kernel_source(&dag, &target, &best)?)
+        Some(kernel_source(&task, &target, &best)?)
     } else {
         None
     };
@@ -528,7 +528,8 @@ pub async fn best(args: BestArgs) -> Result<ExitCode> {
     if args.json {
         let mut v = json!({
             "workload_key": key,
-            "description": desc,
+            "description": task.desc,
+            "layout_free": task.options().layout_free,
             "flops": flops,
             "target_key": target_key,
             "records_total": counts.total,

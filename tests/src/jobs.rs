@@ -23,6 +23,7 @@ pub fn quick() -> pb::MeasureOptions {
 pub fn op(spec: &str) -> pb::Workload {
     pb::Workload {
         kind: Some(pb::workload::Kind::OpSpec(spec.into())),
+        options: None,
     }
 }
 

@@ -277,6 +277,70 @@ async fn workers_reconnect_to_a_restarted_server_and_the_job_finishes() {
     assert_eq!(stored, u64::from(trials));
 }
 
+/// A layout-free task measured on the fleet: the piece carries the workload's options, so the
+/// worker builds the same task (and key) the server did, measures the packed kernels, and no
+/// healthy worker is quarantined for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_measure_a_layout_free_task_under_its_own_key() {
+    use tunehub_engine::{ops, task::Task};
+    use tunehub_server::workload;
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let _ws: Vec<Worker> = ["l1", "l2"]
+        .iter()
+        .map(|d| Worker::start(&server.url(), d, &[FLEET_CFLAGS]))
+        .collect();
+    let mut c = server.client().await;
+    let key = wait_workers(&mut c, 2).await;
+
+    let lf = workload::from_op_spec("matmul(16,32,16,layout_free=B)");
+    let wkey = Task::new(ops::matmul(16, 32, 16).unwrap(), "")
+        .with_layout_free(&["B"])
+        .unwrap()
+        .key;
+    let trials = 8;
+    let mut req = job_req("matmul(16,32,16)", trials, 4, &key);
+    req.tasks[0].workload = Some(lf.clone());
+    let job = submit(&mut c, req).await;
+    assert_eq!(job.tasks[0].workload_key, wkey);
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_done(&j, trials);
+    assert_eq!(
+        j.tasks[0].errors, 0,
+        "every piece measured and verified: {j:?}"
+    );
+    let l = workers(&mut c).await;
+    assert!(
+        l.workers
+            .iter()
+            .all(|w| w.status != "quarantined" && w.errors == 0),
+        "{l:?}"
+    );
+    assert!(l.workers.iter().map(|w| w.measured).sum::<u64>() >= u64::from(trials));
+    // Stored under the layout-free key, by the workers; nothing under the plain matmul's.
+    let top = c
+        .query
+        .top_k(pb::TopKRequest {
+            workload: Some(lf),
+            target: key.clone(),
+            k: 100,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .records;
+    assert_eq!(top.len() as u32, j.tasks[0].ok, "{top:?}");
+    assert!(
+        top.iter()
+            .all(|r| r.workload_key == wkey && r.worker.starts_with("w-")),
+        "{top:?}"
+    );
+    let (_, plain) = records(&mut c, "matmul(16,32,16)", &key).await;
+    assert!(plain.is_empty(), "{plain:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly() {
     // .ci/run installs both; a developer machine may lack them.

@@ -89,7 +89,10 @@ async fn a_failed_record_then_a_timed_one_on_one_connection() {
     };
     let store = SqlStore::open(&url).await.unwrap();
     store.put_target("t", "{}").await.unwrap();
-    store.put_workload("w", "w", "{}", 1).await.unwrap();
+    store
+        .put_workload("w", "w", "{}", 1, &Default::default())
+        .await
+        .unwrap();
     let rec = |n: u32, costs: Vec<f64>, error_code: i32| NewRecord {
         workload_key: "w".into(),
         target_key: "t".into(),
@@ -126,7 +129,10 @@ async fn concurrent_claims_take_each_job_once() {
     };
     let store = SqlStore::open(&url).await.unwrap();
     store.put_target("t", "{}").await.unwrap();
-    store.put_workload("w", "w", "{}", 1).await.unwrap();
+    store
+        .put_workload("w", "w", "{}", 1, &Default::default())
+        .await
+        .unwrap();
     let jobs = JobStore::new(store);
     let mut ids = HashSet::new();
     for _ in 0..20 {
@@ -216,4 +222,45 @@ async fn two_servers_on_one_database_never_run_a_job_twice() {
         assert_eq!(claimed, worker);
     }
     eprintln!("jobs ran on: {runners:?}");
+}
+
+#[tokio::test]
+async fn workload_options_are_stored_and_legacy_descriptions_moved_on_postgres() {
+    use tunehub_engine::{ops, task::Task};
+    let Some(url) = fresh_db("options").await else {
+        return;
+    };
+    let store = SqlStore::open(&url).await.unwrap();
+    let dag = ops::matmul(8, 8, 8).unwrap();
+    let typed = Task::new(dag.clone(), "matmul(8,8,8)")
+        .with_layout_free(&["B"])
+        .unwrap();
+    let dag_json = serde_json::to_string(&dag).unwrap();
+    store
+        .put_workload(&typed.key, &typed.desc, &dag_json, 1, &typed.options())
+        .await
+        .unwrap();
+    let w = store.workload(&typed.key).await.unwrap().unwrap();
+    assert_eq!(w.to_task().unwrap().key, typed.key);
+    // A row as a server before typed options wrote it: the names in the description only.
+    let legacy = Task::new(dag, "").with_layout_free(&["A"]).unwrap();
+    sqlx::query(
+        "INSERT INTO workloads (key, description, dag_json, flops, created_at) \
+         VALUES ($1, 'matmul(8,8,8,layout_free=A)', $2, 1, 0)",
+    )
+    .bind(&legacy.key)
+    .bind(&dag_json)
+    .execute(store.pool())
+    .await
+    .unwrap();
+    store.close().await;
+    let store = SqlStore::open(&url).await.unwrap();
+    let w = store.workload(&legacy.key).await.unwrap().unwrap();
+    assert_eq!(
+        (w.description.as_deref(), w.options.layout_free.as_slice()),
+        (Some("matmul(8,8,8)"), &["A".to_string()][..])
+    );
+    assert_eq!(w.to_task().unwrap().key, legacy.key);
+    let tuned = store.tuned().await.unwrap();
+    assert!(tuned.is_empty(), "no records yet: {tuned:?}");
 }

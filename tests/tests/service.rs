@@ -112,6 +112,7 @@ async fn submit_watch_and_query_end_to_end() {
                     kind: Some(pb::workload::Kind::Expr(
                         "C[i,j] += A[i,k] * B[k,j] where i<32, j<32, k<32".into(),
                     )),
+                    options: None,
                 },
                 op("matmul(8,8,8)"),
             ],
@@ -179,6 +180,7 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
     let expr = |s: &str| pb::TaskSpec {
         workload: Some(pb::Workload {
             kind: Some(pb::workload::Kind::Expr(s.into())),
+            options: None,
         }),
         trials: 2,
         weight: 1.0,
@@ -266,6 +268,7 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
                 vec![pb::TaskSpec {
                     workload: Some(pb::Workload {
                         kind: Some(pb::workload::Kind::WorkloadKey("nope".into())),
+                        options: None,
                     }),
                     trials: 1,
                     weight: 1.0,
@@ -772,4 +775,130 @@ async fn reflection_lists_the_services() {
         Ok(r) => r.into_inner().next().await.unwrap().unwrap_err().code(),
     };
     assert_eq!(refused, Code::Unauthenticated);
+}
+
+/// A layout-free workload (packed weights) is its own workload: tuned under the key its typed
+/// options make, and found there by every query, typed or through the CLI's op-spec sugar.
+#[tokio::test]
+async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
+    use tunehub_engine::{ops, task::Task};
+    use tunehub_server::workload;
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "lf.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut c = server.client().await;
+    let lf = workload::from_op_spec("matmul(16,16,16,layout_free=B)");
+    let key = Task::new(ops::matmul(16, 16, 16).unwrap(), "")
+        .with_layout_free(&["B"])
+        .unwrap()
+        .key;
+    let spec = |w: &pb::Workload| pb::TaskSpec {
+        workload: Some(w.clone()),
+        trials: 3,
+        weight: 1.0,
+    };
+    let job = submit(&mut c, submit_req(vec![spec(&lf)], 3)).await;
+    assert_eq!(job.tasks[0].workload_key, key);
+    let names = |o: Option<&pb::WorkloadOptions>| o.map(|o| o.layout_free.clone());
+    assert_eq!(names(job.tasks[0].options.as_ref()), Some(vec!["B".into()]));
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(120)).await;
+    assert_eq!(j.state, pb::JobState::Done as i32, "{j:?}");
+    assert_eq!((j.tasks[0].trials_done, j.tasks[0].errors), (3, 0), "{j:?}");
+
+    let best = |w: pb::Workload| pb::BestRequest {
+        workload: Some(w),
+        target: String::new(),
+        with_source: true,
+    };
+    let found = c.query.best(best(lf.clone())).await.unwrap().into_inner();
+    let rec = found.record.clone().unwrap();
+    assert_eq!(
+        (rec.workload_key.as_str(), found.records_total),
+        (key.as_str(), 3)
+    );
+    assert_eq!(names(found.options.as_ref()), Some(vec!["B".into()]));
+    assert!(found.source.contains("void tunehub_kernel("));
+    // By its key: the same record, with its options.
+    let by_key = c
+        .query
+        .best(best(workload::from_key(&key)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_key.record.unwrap().record_id, rec.record_id);
+    assert_eq!(names(by_key.options.as_ref()), Some(vec!["B".into()]));
+    let top = c
+        .query
+        .top_k(pb::TopKRequest {
+            workload: Some(lf.clone()),
+            target: String::new(),
+            k: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(top.records.len() as u32, j.tasks[0].ok);
+    assert!(top.records.iter().all(|r| r.workload_key == key));
+    // The plain matmul is another workload, with no record.
+    let (code, msg) = code_of(c.query.best(best(op("matmul(16,16,16)"))).await);
+    assert_eq!(code, Code::NotFound, "{msg}");
+    // The sugar is the command line's: the API takes options typed.
+    let (code, msg) = code_of(
+        c.query
+            .best(best(op("matmul(16,16,16,layout_free=B)")))
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(msg.contains("options.layout_free"), "{msg}");
+    // A key with other options than its own is a contradiction.
+    let mut wrong = workload::from_key(&key);
+    wrong.options = Some(pb::WorkloadOptions {
+        layout_free: vec!["A".into()],
+    });
+    let (code, msg) = code_of(c.query.best(best(wrong)).await);
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+
+    // The CLI: `query` and `best` (the database read directly) find it through the sugar.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tunehub"))
+            .args(args)
+            .env("TUNEHUB_SERVER", server.url())
+            .env("TUNEHUB_TOKEN", TOKEN)
+            .env_remove("TUNEHUB_CONFIG")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v
+    };
+    let q = cli(&["query", "matmul(16,16,16,layout_free=B)", "--json"]);
+    assert_eq!(q["workload_key"], key.as_str());
+    assert_eq!(q["layout_free"], serde_json::json!(["B"]));
+    assert_eq!(q["best"]["record_id"], rec.record_id.as_str());
+    let b = cli(&[
+        "best",
+        "matmul(16,16,16,layout_free=B)",
+        "--db",
+        &db,
+        "--target-key",
+        &j.target_key,
+        "--json",
+    ]);
+    assert_eq!(b["workload_key"], key.as_str());
+    assert_eq!(b["best"]["record_id"], rec.record_id.as_str());
+    let listed = c
+        .query
+        .list_tuned(pb::ListTunedRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.workloads.len(), 1, "{listed:?}");
+    assert_eq!(
+        names(listed.workloads[0].options.as_ref()),
+        Some(vec!["B".into()])
+    );
 }

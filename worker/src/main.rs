@@ -37,7 +37,7 @@ use tunehub_engine::measure::{
 };
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::{Target, TargetOverrides};
-use tunehub_engine::task::Task;
+use tunehub_engine::task::{Task, WorkloadOptions};
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_client::WorkersClient;
 
@@ -211,7 +211,18 @@ fn measure_piece(
     let dag: ComputeDag = serde_json::from_str(&piece.dag_json).context("the piece's DAG")?;
     let options: MeasureOptions =
         serde_json::from_str(&piece.options_json).context("the piece's measure options")?;
-    let task = Task::new(dag, piece.description.clone());
+    // The piece's options make part of the key (layout-free inputs are packed weights).
+    let workload_options = WorkloadOptions {
+        layout_free: piece
+            .options
+            .as_ref()
+            .map(|o| o.layout_free.clone())
+            .unwrap_or_default(),
+    };
+    let task = Task::new(dag, piece.description.clone())
+        .with_options(&workload_options)
+        .map_err(anyhow::Error::msg)
+        .context("the piece's workload options")?;
     if task.key != piece.workload_key {
         bail!(
             "workload key mismatch: {} computed, {} sent",

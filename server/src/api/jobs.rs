@@ -9,7 +9,6 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tunehub_engine::measure::MeasureOptions;
-use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::jobs_server::Jobs;
 
@@ -91,7 +90,7 @@ impl Api {
         let mut tasks = vec![];
         let mut total: u64 = 0;
         for (i, t) in req.tasks.iter().enumerate() {
-            let (dag, desc) = self
+            let task = self
                 .resolve_workload(t.workload.as_ref())
                 .await
                 .map_err(|s| Status::new(s.code(), format!("task {i}: {}", s.message())))?;
@@ -114,8 +113,6 @@ impl Api {
             }
             total += u64::from(t.trials);
             let weight = if t.weight == 0.0 { 1.0 } else { t.weight };
-            let task = Task::from_desc(dag, desc)
-                .map_err(|e| Status::invalid_argument(format!("task {i}: {e}")))?;
             tasks.push((task, weight, t.trials));
         }
         if total > u64::from(limits.max_trials_per_job) {
@@ -159,7 +156,13 @@ impl Api {
         for (task, weight, trials) in &tasks {
             let dag_json = serde_json::to_string(&task.dag).expect("a DAG serializes");
             store
-                .put_workload(&task.key, &task.desc, &dag_json, task.flops)
+                .put_workload(
+                    &task.key,
+                    &task.desc,
+                    &dag_json,
+                    task.flops,
+                    &task.options(),
+                )
                 .await
                 .map_err(internal)?;
             rows.push((task.key.clone(), *weight, *trials));

@@ -11,13 +11,14 @@ pub mod records;
 use crate::config::Limits;
 use crate::jobs::JobContext;
 use crate::jobs::store::{JobRow, JobState, TaskStats};
-use crate::records::{Record, RecordStore, SqlStore, StoreError};
+use crate::records::{Record, RecordStore, SqlStore};
+pub(crate) use crate::status::internal;
+use crate::workload;
 use std::collections::BTreeMap;
 use tonic::Status;
-use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::ErrorCode;
 use tunehub_engine::target::Target;
-use tunehub_engine::{ops, text};
+use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
 
 /// What every service holds.
@@ -25,19 +26,6 @@ use tunehub_proto::v1 as pb;
 pub struct Api {
     pub ctx: JobContext,
     pub limits: Limits,
-}
-
-/// Store failures are the server's problem, not the caller's.
-pub(crate) fn internal(e: StoreError) -> Status {
-    tracing::error!("database: {e:#}");
-    let mut msg = e.to_string();
-    let mut src = std::error::Error::source(&e);
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
-    Status::internal(msg)
 }
 
 pub(crate) fn gflops(flops: u64, seconds: f64) -> f64 {
@@ -57,37 +45,39 @@ impl Api {
         self.ctx.backend.target()
     }
 
-    /// A workload of a request: its DAG and how it was written. Bad input is INVALID_ARGUMENT
-    /// (or NOT_FOUND for an unknown workload key).
-    pub async fn resolve_workload(
-        &self,
-        w: Option<&pb::Workload>,
-    ) -> Result<(ComputeDag, String), Status> {
+    /// The task of a request's workload: its DAG with its options, and how it was written.
+    /// Bad input is INVALID_ARGUMENT (or NOT_FOUND for an unknown workload key).
+    pub async fn resolve_workload(&self, w: Option<&pb::Workload>) -> Result<Task, Status> {
         use pb::workload::Kind;
-        match w.and_then(|w| w.kind.as_ref()) {
-            None => Err(Status::invalid_argument(
+        let Some(w) = w.filter(|w| w.kind.is_some()) else {
+            return Err(Status::invalid_argument(
                 "no workload: give op_spec, expr or workload_key",
-            )),
-            Some(Kind::OpSpec(spec)) => {
-                ops::build_op(&tunehub_engine::task::split_layout_free(spec).0)
-                    .map(|d| (d, spec.trim().to_string()))
-                    .map_err(|e| Status::invalid_argument(format!("op_spec '{spec}': {e}")))
-            }
-            Some(Kind::Expr(src)) => text::parse(src)
-                .map(|d| (d, src.trim().to_string()))
-                .map_err(|e| Status::invalid_argument(format!("expr: {e}"))),
-            Some(Kind::WorkloadKey(key)) => {
-                let w = self
-                    .store()
-                    .workload(key)
-                    .await
-                    .map_err(internal)?
-                    .ok_or_else(|| Status::not_found(format!("unknown workload key '{key}'")))?;
-                let dag = serde_json::from_str(&w.dag_json)
-                    .map_err(|e| Status::internal(format!("workload {key}: stored DAG: {e}")))?;
-                Ok((dag, w.description.unwrap_or_default()))
-            }
+            ));
+        };
+        if let Some(task) = workload::task_of(w) {
+            return task.map_err(Status::invalid_argument);
         }
+        let Some(Kind::WorkloadKey(key)) = &w.kind else {
+            unreachable!("task_of builds every other kind")
+        };
+        let stored = self
+            .store()
+            .workload(key)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| Status::not_found(format!("unknown workload key '{key}'")))?;
+        // The key names the options already; others given beside it are a contradiction.
+        let mut asked = workload::options_from_pb(w.options.as_ref()).layout_free;
+        let mut has = stored.options.layout_free.clone();
+        asked.sort();
+        has.sort();
+        if !asked.is_empty() && asked != has {
+            return Err(Status::invalid_argument(format!(
+                "workload {key} has layout_free {has:?}, not {asked:?} (leave options unset \
+                 with a workload_key)"
+            )));
+        }
+        stored.to_task().map_err(Status::internal)
     }
 
     /// The target a job is to be measured on: this server's machine ("" or "local", or its
@@ -154,8 +144,9 @@ impl Api {
                 .workload(&t.workload_key)
                 .await
                 .map_err(internal)?;
-            let (desc, flops) = w.map_or((String::new(), 0), |w| {
-                (w.description.unwrap_or_default(), w.flops)
+            let (desc, flops, options) = w.map_or((String::new(), 0, None), |w| {
+                let options = workload::options_to_pb(&w.options);
+                (w.description.unwrap_or_default(), w.flops, options)
             });
             let s = stats.get(&t.idx).cloned().unwrap_or_default();
             let best = self
@@ -164,7 +155,9 @@ impl Api {
                 .best(self.store(), &t.workload_key, &job.target_key)
                 .await
                 .map_err(internal)?;
-            out.push(task_progress(&t, &s, desc, flops, best.as_ref()));
+            let mut progress = task_progress(&t, &s, desc, flops, best.as_ref());
+            progress.options = options;
+            out.push(progress);
         }
         Ok(pb::Job {
             id: job.id.clone(),
@@ -212,6 +205,7 @@ fn task_progress(
         index: t.idx,
         workload_key: t.workload_key.clone(),
         description,
+        options: None,
         flops,
         weight: t.weight,
         trials: t.trials,

@@ -3,11 +3,12 @@
 
 use super::{Api, gflops, internal, schedule_record};
 use crate::records::RecordStore;
+use crate::workload;
 use tonic::{Request, Response, Status};
 use tunehub_engine::codegen;
-use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
+use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::query_server::Query;
 
@@ -19,19 +20,19 @@ impl Api {
         target_key: &str,
         with_source: bool,
     ) -> Result<pb::BestResponse, Status> {
-        let (dag, desc) = self.resolve_workload(workload).await?;
-        let key = dag.workload_key();
-        let flops = dag.flop_count();
+        let task = self.resolve_workload(workload).await?;
+        let flops = task.flops;
         let cached = self
             .ctx
             .cache
-            .entry(self.store(), &key, target_key)
+            .entry(self.store(), &task.key, target_key)
             .await
             .map_err(internal)?;
         let mut resp = pb::BestResponse {
             found: cached.best.is_some(),
             record: None,
-            description: desc,
+            description: task.desc.clone(),
+            options: workload::options_to_pb(&task.options()),
             flops,
             source: String::new(),
             records_total: cached.counts.total,
@@ -40,7 +41,7 @@ impl Api {
         if let Some(b) = &cached.best {
             if with_source {
                 resp.source = self
-                    .kernel_source(&dag, target_key, &b.steps_json, &b.id)
+                    .kernel_source(&task, target_key, &b.steps_json, &b.id)
                     .await?;
             }
             resp.record = Some(schedule_record(b, flops));
@@ -50,7 +51,7 @@ impl Api {
 
     async fn kernel_source(
         &self,
-        dag: &ComputeDag,
+        task: &Task,
         target_key: &str,
         steps_json: &str,
         record_id: &str,
@@ -66,9 +67,12 @@ impl Api {
         let schedule = Schedule::from_json(steps_json).map_err(|e| {
             Status::internal(format!("record {record_id}: its steps do not replay: {e}"))
         })?;
-        codegen::kernel_source(dag, &schedule, &target).map_err(|e| {
-            Status::internal(format!("record {record_id}: generating its kernel: {e}"))
-        })
+        // Generated as it was measured: with the task's layout-free inputs packed.
+        codegen::generate_with(&task.dag, &schedule, &target, &task.lower_options())
+            .map(|k| k.source)
+            .map_err(|e| {
+                Status::internal(format!("record {record_id}: generating its kernel: {e}"))
+            })
     }
 }
 
@@ -84,11 +88,7 @@ impl Query for Api {
             .best_of(r.workload.as_ref(), &target, r.with_source)
             .await?;
         if !resp.found {
-            let key = self
-                .resolve_workload(r.workload.as_ref())
-                .await?
-                .0
-                .workload_key();
+            let key = self.resolve_workload(r.workload.as_ref()).await?.key;
             let others: Vec<String> = self
                 .store()
                 .targets_of(&key)
@@ -134,12 +134,12 @@ impl Query for Api {
     ) -> Result<Response<pb::TopKResponse>, Status> {
         let r = req.get_ref();
         let target = self.query_target(&r.target).await?;
-        let (dag, _) = self.resolve_workload(r.workload.as_ref()).await?;
+        let task = self.resolve_workload(r.workload.as_ref()).await?;
         let k = if r.k == 0 { 10 } else { r.k.min(10_000) } as usize;
-        let flops = dag.flop_count();
+        let flops = task.flops;
         let records = self
             .store()
-            .top_k(&dag.workload_key(), &target, k)
+            .top_k(&task.key, &target, k)
             .await
             .map_err(internal)?
             .iter()
@@ -173,6 +173,7 @@ impl Query for Api {
                 best_gflops: p.best_cost.map(|c| gflops(p.flops, c)),
                 workload_key: p.workload_key,
                 description: p.description.unwrap_or_default(),
+                options: workload::options_to_pb(&p.options),
                 target_key: p.target_key,
                 trials: p.trials,
                 ok: p.ok,

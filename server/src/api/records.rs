@@ -13,6 +13,7 @@ use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::ErrorCode;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
+use tunehub_engine::task::{Task, WorkloadOptions};
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::records_server::Records;
 
@@ -27,8 +28,11 @@ const MAX_IMPORT_LINES: usize = 2_000_000;
 
 pub fn workload_line(w: &Workload) -> String {
     let dag: Value = serde_json::from_str(&w.dag_json).unwrap_or(Value::Null);
-    json!({"workload": {"key": w.key, "description": w.description, "dag": dag, "flops": w.flops}})
-        .to_string()
+    let mut v = json!({"key": w.key, "description": w.description, "dag": dag, "flops": w.flops});
+    if !w.options.layout_free.is_empty() {
+        v["layout_free"] = json!(w.options.layout_free);
+    }
+    json!({ "workload": v }).to_string()
 }
 
 pub fn target_line(key: &str, target_json: &str) -> String {
@@ -89,19 +93,40 @@ pub fn parse_line(line: &str) -> Result<Line, String> {
         let key = string(field(w, &["key"])?, "workload.key")?;
         let dag: ComputeDag = serde_json::from_value(field(w, &["dag"])?.clone())
             .map_err(|e| format!("workload.dag: {e}"))?;
-        if dag.workload_key() != key {
+        let mut description = w
+            .get("description")
+            .and_then(Value::as_str)
+            .map(String::from);
+        let mut options = match w.get("layout_free") {
+            None => WorkloadOptions::default(),
+            Some(names) => WorkloadOptions {
+                layout_free: serde_json::from_value(names.clone())
+                    .map_err(|e| format!("workload.layout_free: {e}"))?,
+            },
+        };
+        // Files exported before options were typed name layout-free inputs in the description
+        // only: read there when the key says the workload has some.
+        if options.is_empty() && dag.workload_key() != key {
+            let (clean, legacy) =
+                WorkloadOptions::split_op_spec(description.as_deref().unwrap_or(""));
+            if !legacy.is_empty() {
+                (description, options) = (Some(clean), legacy);
+            }
+        }
+        let task = Task::new(dag, description.clone().unwrap_or_default())
+            .with_options(&options)
+            .map_err(|e| format!("workload.layout_free: {e}"))?;
+        if task.key != key {
             return Err(format!(
-                "workload.dag has key {}, not {key}",
-                dag.workload_key()
+                "workload.dag (with its layout_free) has key {}, not {key}",
+                task.key
             ));
         }
         return Ok(Line::Workload(Workload {
-            flops: dag.flop_count(),
-            description: w
-                .get("description")
-                .and_then(Value::as_str)
-                .map(String::from),
-            dag_json: serde_json::to_string(&dag).expect("a DAG serializes"),
+            flops: task.flops,
+            description,
+            dag_json: serde_json::to_string(&task.dag).expect("a DAG serializes"),
+            options: task.options(),
             key,
             created_at: 0,
         }));
@@ -328,6 +353,10 @@ mod tests {
                 "unknown error number",
             ),
             (r#"{"workload": {"key": "k", "dag": 3}}"#, "workload.dag"),
+            (
+                r#"{"workload": {"key": "k", "dag": {}, "layout_free": "B"}}"#,
+                "workload.dag",
+            ),
         ] {
             let e = parse_line(line).err().unwrap_or_default();
             assert!(e.contains(want), "{line}: {e}");
@@ -343,5 +372,45 @@ mod tests {
             }
             _ => panic!("a valid record line"),
         }
+    }
+
+    #[test]
+    fn a_layout_free_workload_goes_out_and_back_with_its_options() {
+        let t = Task::new(
+            tunehub_engine::ops::matmul(8, 8, 8).unwrap(),
+            "matmul(8,8,8)",
+        )
+        .with_layout_free(&["B"])
+        .unwrap();
+        let w = Workload {
+            key: t.key.clone(),
+            description: Some(t.desc.clone()),
+            dag_json: serde_json::to_string(&t.dag).unwrap(),
+            options: t.options(),
+            flops: t.flops,
+            created_at: 0,
+        };
+        let line = workload_line(&w);
+        assert!(line.contains(r#""layout_free":["B"]"#), "{line}");
+        match parse_line(&line) {
+            Ok(Line::Workload(back)) => assert_eq!(back, w),
+            _ => panic!("a valid workload line"),
+        }
+        // A file written before options were typed: the names only in the description.
+        let old = json!({"workload": {"key": t.key, "description": "matmul(8,8,8,layout_free=B)",
+            "dag": serde_json::from_str::<Value>(&w.dag_json).unwrap(), "flops": t.flops}});
+        match parse_line(&old.to_string()) {
+            Ok(Line::Workload(back)) => assert_eq!(back, w),
+            Err(e) => panic!("{e}"),
+            _ => panic!("a workload line"),
+        }
+        // Without its names the DAG does not make the key.
+        let mut bare = serde_json::from_str::<Value>(&line).unwrap();
+        bare["workload"]
+            .as_object_mut()
+            .unwrap()
+            .remove("layout_free");
+        let e = parse_line(&bare.to_string()).err().unwrap_or_default();
+        assert!(e.contains("not"), "{e}");
     }
 }

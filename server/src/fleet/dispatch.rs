@@ -99,6 +99,7 @@ impl MeasureBatch for FleetMeasurer {
             workload_key: task.key.clone(),
             dag_json: serde_json::to_string(&task.dag).expect("a DAG serializes"),
             description: task.desc.clone(),
+            workload_options: task.options(),
             steps_json: schedules.iter().map(Schedule::to_json).collect(),
             options_json: serde_json::to_string(&self.options).expect("options serialize"),
         });

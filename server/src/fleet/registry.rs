@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
 use tunehub_engine::target::Target;
+use tunehub_engine::task::WorkloadOptions;
 
 /// Knobs of the fleet.
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +61,10 @@ pub struct Payload {
     pub workload_key: String,
     pub dag_json: String,
     pub description: String,
+    /// The workload's options: the device builds the task with them (its key depends on them).
+    pub workload_options: WorkloadOptions,
     pub steps_json: Vec<String>,
+    /// The engine's measure options (JSON).
     pub options_json: String,
 }
 
@@ -618,6 +622,7 @@ mod tests {
             workload_key: "w".into(),
             dag_json: "{}".into(),
             description: String::new(),
+            workload_options: WorkloadOptions::default(),
             steps_json: vec!["[]".into(); n],
             options_json: "{}".into(),
         });

@@ -3,6 +3,8 @@
 
 use super::registry::{Fleet, FleetError};
 use crate::records::{RecordStore, SqlStore};
+use crate::status::internal;
+use crate::workload;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
@@ -53,10 +55,7 @@ impl Workers for WorkersService {
         let key = target.key();
         // Stored so that jobs can name the key (and wait for it) while no worker is online.
         let json = serde_json::to_string(&target).expect("a target serializes");
-        self.store
-            .put_target(&key, &json)
-            .await
-            .map_err(crate::api::internal)?;
+        self.store.put_target(&key, &json).await.map_err(internal)?;
         let (worker_id, target_key) = self.fleet.register(&req.device_id, target, json);
         Ok(Response::new(pb::RegisterWorkerResponse {
             worker_id,
@@ -98,6 +97,7 @@ impl Workers for WorkersService {
                     workload_key: p.workload_key.clone(),
                     dag_json: p.dag_json.clone(),
                     description: p.description.clone(),
+                    options: workload::options_to_pb(&p.workload_options),
                     steps_json: l.indices.iter().map(|&i| p.steps_json[i].clone()).collect(),
                     options_json: p.options_json.clone(),
                 };

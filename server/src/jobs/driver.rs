@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use tracing::Instrument;
 use tunehub_costmodel::{XgbModel, XgbParams};
-use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::{ErrorCode, MeasureBatch, MeasureResult};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::{CostModel, SchedulerKind, TaskSearch, Tuner, TunerTask};
@@ -156,12 +155,7 @@ async fn drive(
             .workload(&row.workload_key)
             .await?
             .ok_or_else(|| JobError::Invalid(format!("workload {} is gone", row.workload_key)))?;
-        let dag: ComputeDag = serde_json::from_str(&w.dag_json)
-            .map_err(|e| JobError::Invalid(format!("workload {}: {e}", w.key)))?;
-        let task = Arc::new(
-            Task::from_desc(dag, w.description.unwrap_or_default())
-                .map_err(|e| JobError::Invalid(format!("workload {}: {e}", w.key)))?,
-        );
+        let task = Arc::new(w.to_task().map_err(JobError::Invalid)?);
         // Another seed per claim: a resumed search does not retrace the first one's steps.
         let seed = job
             .seed

@@ -1,9 +1,7 @@
 //! The metrics endpoint: `GET /metrics` over HTTP/1.1 on its own listener (hyper, already in
 //! the tree through tonic), so that it can stay on a private port while gRPC is public.
 
-use super::Metrics;
-use crate::fleet::Fleet;
-use crate::jobs::store::JobStore;
+use super::{Metrics, StateSource};
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -20,8 +18,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 #[derive(Clone)]
 pub struct Scrape {
     pub metrics: Arc<Metrics>,
-    pub jobs: JobStore,
-    pub fleet: Option<Arc<Fleet>>,
+    pub source: Arc<dyn StateSource>,
 }
 
 fn reply(status: u16, content_type: &str, body: String) -> http::Response<Full<Bytes>> {
@@ -43,11 +40,7 @@ async fn respond<B>(scrape: &Scrape, req: &http::Request<B>) -> http::Response<F
     if req.method() != http::Method::GET && req.method() != http::Method::HEAD {
         return reply(405, "text/plain", "GET /metrics\n".into());
     }
-    match scrape
-        .metrics
-        .render(&scrape.jobs, scrape.fleet.as_deref())
-        .await
-    {
+    match scrape.metrics.render(scrape.source.as_ref()).await {
         Ok(text) => reply(200, CONTENT_TYPE, text),
         Err(e) => {
             tracing::warn!("metrics scrape: {e}");

@@ -4,16 +4,15 @@
 //! Events are counted where they happen: measurements and their errors and the measurement
 //! queue by the job driver, fleet lease expiries by the registry, cache hits by the best-record
 //! cache, calls and their codes (and the Query service's latency) by a layer in front of every
-//! gRPC service (`grpc`). States are read when scraped: jobs by state from the database (so
-//! every server of one database shows the same numbers), workers by target and state from the
-//! fleet.
+//! gRPC service (`grpc`). States are read when scraped, through `StateSource` (the server
+//! assembles one): jobs by state from the database (so every server of one database shows the
+//! same numbers), workers by target and state from the fleet. The seam keeps this module below
+//! the job and fleet modules, which count events here.
 
 pub mod grpc;
 pub mod http;
 
 use crate::cache::BestCache;
-use crate::fleet::Fleet;
-use crate::jobs::store::{JobState, JobStore};
 use crate::records::StoreError;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -22,6 +21,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use tunehub_engine::measure::MeasureResult;
 
@@ -61,6 +62,28 @@ pub struct MethodLabel {
     pub method: String,
 }
 
+/// The states a scrape reads.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct States {
+    /// Jobs per state name, every state listed (zeros included).
+    pub jobs: Vec<(&'static str, u64)>,
+    /// The fleet's, when the server has one.
+    pub fleet: Option<FleetStates>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FleetStates {
+    /// (target key, state) of each registered worker.
+    pub workers: Vec<(String, String)>,
+    /// Pieces waiting for a worker, per target key.
+    pub queued: Vec<(String, u32)>,
+}
+
+/// Where a scrape reads the states kept elsewhere (the database, the fleet).
+pub trait StateSource: Send + Sync {
+    fn states(&self) -> Pin<Box<dyn Future<Output = Result<States, StoreError>> + Send + '_>>;
+}
+
 /// The fleet's worker states, so that each target shows all of them (zeros included).
 const WORKER_STATES: [&str; 4] = ["idle", "busy", "offline", "quarantined"];
 
@@ -94,8 +117,11 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric, with the cache's and the fleet's counters.
-    pub fn new(cache: &BestCache, fleet: Option<&Fleet>) -> Metrics {
+    /// Registers every metric, with the cache's counters and, with a fleet, its lease expiries.
+    pub fn new(
+        cache: &BestCache,
+        fleet_lease_expiries: Option<&Family<TargetLabel, Counter>>,
+    ) -> Metrics {
         let mut registry = Registry::with_prefix("tunehub");
         let m = Metrics {
             measurements: Family::default(),
@@ -169,7 +195,7 @@ impl Metrics {
             "Hits over lookups of the best-record cache since the start (rate() of the two counters gives a recent ratio)",
             m.cache_hit_ratio.clone(),
         );
-        if let Some(f) = fleet {
+        if let Some(expiries) = fleet_lease_expiries {
             registry.register(
                 "workers",
                 "Registered workers by target and state (idle, busy, offline, quarantined)",
@@ -183,7 +209,7 @@ impl Metrics {
             registry.register(
                 "fleet_lease_expiries",
                 "Pieces taken back from a silent (or too slow) worker and queued again, by target",
-                f.lease_expiries.clone(),
+                expiries.clone(),
             );
         }
         Metrics { registry, ..m }
@@ -220,38 +246,29 @@ impl Metrics {
     }
 
     /// The OpenMetrics text, with the states read now.
-    pub async fn render(
-        &self,
-        jobs: &JobStore,
-        fleet: Option<&Fleet>,
-    ) -> Result<String, StoreError> {
+    pub async fn render(&self, source: &dyn StateSource) -> Result<String, StoreError> {
         let _one = self.scrape.lock().await;
-        let counts = jobs.count_by_state().await?;
-        for s in JobState::ALL {
-            let n = counts.get(&s).copied().unwrap_or(0);
+        let states = source.states().await?;
+        for (state, n) in states.jobs {
             self.jobs
                 .get_or_create(&StateLabel {
-                    state: s.as_str().to_string(),
+                    state: state.to_string(),
                 })
                 .set(n as i64);
         }
-        if let Some(f) = fleet {
-            let (workers, queued) = f.list();
+        if let Some(FleetStates { workers, queued }) = states.fleet {
             self.workers.clear();
-            for w in &workers {
+            for (target, _) in &workers {
                 for state in WORKER_STATES {
                     let _ = self.workers.get_or_create(&WorkerLabels {
-                        target: w.target_key.clone(),
+                        target: target.clone(),
                         state: state.to_string(),
                     });
                 }
             }
-            for w in &workers {
+            for (target, state) in workers {
                 self.workers
-                    .get_or_create(&WorkerLabels {
-                        target: w.target_key.clone(),
-                        state: w.status.to_string(),
-                    })
+                    .get_or_create(&WorkerLabels { target, state })
                     .inc();
             }
             self.fleet_queued.clear();

@@ -1,0 +1,101 @@
+//! `SqlStore`: the record store over sqlx's `Any` driver, a SQLite file or a PostgreSQL database
+//! with one code path; opening it applies the migrations.
+
+use super::StoreError;
+use sqlx::Executor;
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyConnection, AnyPool};
+
+/// Which database a store talks to: the SQL is shared, except for row locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// The record store over sqlx's `Any` driver: a SQLite file or a PostgreSQL database, one code
+/// path. Cloning shares the pool.
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pub(super) pool: AnyPool,
+    backend: Backend,
+}
+
+/// The sqlx URL of a `--db` value: a file path becomes a `sqlite://` URL (created if missing).
+pub fn database_url(path_or_url: &str) -> Result<(String, Backend), StoreError> {
+    if path_or_url.starts_with("postgres://") || path_or_url.starts_with("postgresql://") {
+        Ok((path_or_url.to_string(), Backend::Postgres))
+    } else if path_or_url.starts_with("sqlite:") {
+        Ok((path_or_url.to_string(), Backend::Sqlite))
+    } else if path_or_url.contains("://") {
+        Err(StoreError::UnsupportedUrl(path_or_url.into()))
+    } else {
+        Ok((format!("sqlite://{path_or_url}?mode=rwc"), Backend::Sqlite))
+    }
+}
+
+impl SqlStore {
+    /// Opens (creating it if missing) the database at a file path, a `sqlite://` URL or a
+    /// `postgres://` URL, and applies pending migrations.
+    pub async fn open(path_or_url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let (url, backend) = database_url(path_or_url)?;
+        let open_err = |source| StoreError::Open {
+            url: path_or_url.into(),
+            source,
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(if backend == Backend::Sqlite { 4 } else { 8 })
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        sqlite_pragmas(conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await
+            .map_err(open_err)?;
+        sqlx::migrate!("../migrations")
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate {
+                url: path_or_url.into(),
+                source,
+            })?;
+        let store = SqlStore { pool, backend };
+        store.move_legacy_layout_free().await?;
+        Ok(store)
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The pool: the job store shares it, and tests read tables directly.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Waits for open connections to finish and closes them (checkpointing SQLite's WAL).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Per-connection SQLite settings (the `Any` driver takes only a URL).
+async fn sqlite_pragmas(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
+    for pragma in [
+        // WAL: readers (queries, a watcher) do not block the writer, nor it them.
+        "PRAGMA journal_mode = WAL",
+        // In WAL mode NORMAL loses at most the last commits on power loss, never consistency.
+        "PRAGMA synchronous = NORMAL",
+        // Writers queue on SQLite's file lock; wait rather than fail under contention.
+        "PRAGMA busy_timeout = 30000",
+        "PRAGMA foreign_keys = ON",
+    ] {
+        conn.execute(pragma).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,591 @@
+//! The SQL store against a real SQLite file.
+
+use super::*;
+use std::sync::Arc;
+use tunehub_engine::measure::{ErrorCode, MeasureResult};
+use tunehub_engine::ops;
+use tunehub_engine::task::{Task, WorkloadOptions};
+
+const W: &str = "w0";
+const T: &str = "t0";
+
+async fn new_store(dir: &tempfile::TempDir) -> SqlStore {
+    let path = dir.path().join("t.db");
+    let store = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+    for w in ["w0", "w1"] {
+        store
+            .put_workload(
+                w,
+                &format!("op {w}"),
+                "{}",
+                1_000_000,
+                &WorkloadOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+    for t in ["t0", "t1"] {
+        store.put_target(t, "{}").await.unwrap();
+    }
+    store
+}
+
+/// A record of candidate `sched` (its steps are `[["SP", sched]]`).
+fn rec(w: &str, t: &str, sched: u32, costs: &[f64], error: ErrorCode, noisy: bool) -> NewRecord {
+    NewRecord {
+        workload_key: w.into(),
+        target_key: t.into(),
+        steps_json: format!("[[\"SP\", {sched}]]"),
+        costs: costs.to_vec(),
+        error_code: error.code(),
+        error_msg: if error == ErrorCode::NoError {
+            String::new()
+        } else {
+            format!("failed {sched}")
+        },
+        noisy,
+        build_s: 0.5,
+        run_s: 0.25,
+        worker: Some("local".into()),
+        created_at: None,
+    }
+}
+
+fn ok(sched: u32, cost: f64) -> NewRecord {
+    rec(W, T, sched, &[cost, cost], ErrorCode::NoError, false)
+}
+
+#[tokio::test]
+async fn migrations_apply_to_a_new_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fresh.db");
+    let store = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+    assert!(path.exists());
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' ORDER BY name")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        tables,
+        [
+            "best_records",
+            "cost_models",
+            "job_records",
+            "jobs",
+            "record_counts",
+            "records",
+            "targets",
+            "tasks",
+            "workloads"
+        ]
+    );
+    let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations WHERE success")
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(applied, 4);
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    // The sqlite:// URL form opens the same file.
+    store.close().await;
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    SqlStore::open(&url).await.unwrap().close().await;
+    assert!(matches!(
+        SqlStore::open("mysql://x/y").await,
+        Err(StoreError::UnsupportedUrl(_))
+    ));
+}
+
+#[tokio::test]
+async fn best_is_the_lowest_mean_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    assert_eq!(s.best(W, T).await.unwrap(), None);
+    assert_eq!(
+        s.commit(&ok(1, 3e-3)).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: true }
+    );
+    assert_eq!(
+        s.commit(&ok(2, 1e-3)).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: true }
+    );
+    assert_eq!(
+        s.commit(&ok(3, 2e-3)).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: false }
+    );
+    // A tie keeps the earlier record.
+    assert_eq!(
+        s.commit(&ok(4, 1e-3)).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: false }
+    );
+    let best = s.best(W, T).await.unwrap().unwrap();
+    assert_eq!(best.steps_json, r#"[["SP",2]]"#, "stored canonical");
+    assert_eq!(best.mean_cost, Some(1e-3));
+    assert_eq!(best.costs, [1e-3, 1e-3]);
+    assert_eq!(best.worker.as_deref(), Some("local"));
+    assert!(best.is_ok());
+    let top: Vec<f64> = s
+        .top_k(W, T, 3)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.mean_cost.unwrap())
+        .collect();
+    assert_eq!(top, [1e-3, 1e-3, 2e-3]);
+    assert!(s.top_k(W, T, 0).await.unwrap().is_empty());
+    // Other (workload, target) pairs are untouched.
+    assert_eq!(s.best("w1", T).await.unwrap(), None);
+    assert_eq!(s.best(W, "t1").await.unwrap(), None);
+    assert_eq!(s.targets_of(W).await.unwrap(), [("t0".to_string(), 4)]);
+}
+
+#[tokio::test]
+async fn errors_and_noisy_records_never_become_best() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    let err = rec(W, T, 1, &[], ErrorCode::CompileError, false);
+    assert_eq!(
+        s.commit(&err).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: false }
+    );
+    // An error code with costs attached still has no mean cost and does not qualify.
+    let wrong = rec(W, T, 2, &[1e-6], ErrorCode::WrongAnswer, false);
+    assert_eq!(
+        s.commit(&wrong).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: false }
+    );
+    let noisy = rec(W, T, 3, &[1e-6], ErrorCode::NoError, true);
+    assert_eq!(
+        s.commit(&noisy).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: false }
+    );
+    assert_eq!(s.best(W, T).await.unwrap(), None);
+    assert!(s.top_k(W, T, 10).await.unwrap().is_empty());
+    assert_eq!(
+        s.commit(&ok(4, 1e-3)).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: true }
+    );
+    assert_eq!(s.best(W, T).await.unwrap().unwrap().mean_cost, Some(1e-3));
+    assert_eq!(
+        s.count(W, T).await.unwrap(),
+        RecordCounts { total: 4, ok: 2 }
+    );
+    let all = s.records(W, T).await.unwrap();
+    assert_eq!(all.len(), 4);
+    let stored_err = all
+        .iter()
+        .find(|r| r.error_code == ErrorCode::CompileError.code())
+        .unwrap();
+    assert_eq!(
+        (stored_err.error_msg.as_str(), stored_err.mean_cost),
+        ("failed 1", None)
+    );
+    assert_eq!(stored_err.error(), Some(ErrorCode::CompileError));
+    assert!(all.iter().any(|r| r.noisy));
+}
+
+#[tokio::test]
+async fn a_duplicate_commit_is_a_no_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    assert_eq!(
+        s.commit(&ok(1, 2e-3)).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: true }
+    );
+    let before = (s.count(W, T).await.unwrap(), s.best(W, T).await.unwrap());
+    // The same schedule, differently spaced and with a better time: still the same candidate.
+    let mut again = ok(1, 1e-3);
+    again.steps_json = "[ [ \"SP\" ,1 ] ]".into();
+    assert_eq!(s.commit(&again).await.unwrap(), CommitOutcome::Duplicate);
+    assert_eq!(
+        s.commit(&rec(W, T, 1, &[], ErrorCode::RunTimeout, false))
+            .await
+            .unwrap(),
+        CommitOutcome::Duplicate
+    );
+    assert_eq!(
+        (s.count(W, T).await.unwrap(), s.best(W, T).await.unwrap()),
+        before
+    );
+    // The same schedule on another target is another candidate.
+    let other = rec(W, "t1", 1, &[1e-3], ErrorCode::NoError, false);
+    assert_eq!(
+        s.commit(&other).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: true }
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_rejected_and_nothing_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    let mut bad = ok(1, 1e-3);
+    bad.steps_json = "[[\"SP\", ".into();
+    assert!(matches!(s.commit(&bad).await, Err(StoreError::BadSteps(_))));
+    let nan = ok(2, f64::NAN);
+    assert!(matches!(s.commit(&nan).await, Err(StoreError::Invalid(_))));
+    // Unknown workload: the foreign key refuses it.
+    let orphan = rec("nope", T, 3, &[1e-3], ErrorCode::NoError, false);
+    assert!(matches!(s.commit(&orphan).await, Err(StoreError::Db(_))));
+    assert_eq!(s.count(W, T).await.unwrap(), RecordCounts::default());
+    assert_eq!(s.count("nope", T).await.unwrap(), RecordCounts::default());
+}
+
+/// A small deterministic generator (xorshift64*), so that a failure replays.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[tokio::test]
+async fn best_records_match_a_brute_force_min_after_random_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let pairs = [("w0", "t0"), ("w0", "t1"), ("w1", "t0"), ("w1", "t1")];
+    for step in 0..400 {
+        let (w, t) = pairs[rng.below(4) as usize];
+        // Few schedules per pair, so that duplicates are common.
+        let sched = rng.below(60) as u32;
+        let error = match rng.below(10) {
+            0 => ErrorCode::CompileError,
+            1 => ErrorCode::WrongAnswer,
+            2 => ErrorCode::RunTimeout,
+            _ => ErrorCode::NoError,
+        };
+        let costs: Vec<f64> = (0..1 + rng.below(3))
+            .map(|_| (1 + rng.below(1000)) as f64 * 1e-6)
+            .collect();
+        let costs = if error == ErrorCode::NoError || rng.below(2) == 0 {
+            costs
+        } else {
+            vec![]
+        };
+        let r = rec(w, t, sched, &costs, error, rng.below(8) == 0);
+
+        let before = s.records(w, t).await.unwrap();
+        let best_before = s.best(w, t).await.unwrap();
+        let outcome = s.commit(&r).await.unwrap();
+        let after = s.records(w, t).await.unwrap();
+
+        let hash = schedule_hash(&canonical_steps(&r.steps_json).unwrap());
+        let was_there = before.iter().any(|x| x.schedule_hash == hash);
+        assert_eq!(
+            outcome == CommitOutcome::Duplicate,
+            was_there,
+            "step {step}"
+        );
+        assert_eq!(
+            after.len(),
+            before.len() + usize::from(!was_there),
+            "step {step}"
+        );
+
+        // The brute-force best: min mean cost over trusted successes.
+        let brute = after
+            .iter()
+            .filter(|x| x.is_ok() && !x.noisy)
+            .map(|x| x.mean_cost.unwrap())
+            .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.min(c))));
+        let best = s.best(w, t).await.unwrap();
+        assert_eq!(
+            best.as_ref().and_then(|b| b.mean_cost),
+            brute,
+            "step {step}"
+        );
+        if let Some(b) = &best {
+            assert!(b.is_ok() && !b.noisy, "step {step}");
+        }
+        let moved = best.as_ref().map(|b| &b.id) != best_before.as_ref().map(|b| &b.id);
+        assert_eq!(
+            outcome == CommitOutcome::Inserted { is_new_best: true },
+            moved,
+            "step {step}"
+        );
+        let counts = s.count(w, t).await.unwrap();
+        assert_eq!(counts.total as usize, after.len());
+        assert_eq!(
+            counts.ok as usize,
+            after.iter().filter(|x| x.error_code == 0).count()
+        );
+        let top = s.top_k(w, t, 5).await.unwrap();
+        assert_eq!(top.first().and_then(|r| r.mean_cost), brute);
+        assert!(top.windows(2).all(|p| p[0].mean_cost <= p[1].mean_cost));
+    }
+}
+
+#[tokio::test]
+async fn counts_of_records_stored_before_migration_3_are_backfilled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    {
+        // A database at schema version 2, with records written as version 2 wrote them.
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+            .await
+            .unwrap();
+        let all = sqlx::migrate!("../migrations");
+        let v2 = sqlx::migrate::Migrator {
+            migrations: all.migrations[..2].to_vec().into(),
+            ..sqlx::migrate::Migrator::DEFAULT
+        };
+        v2.run(&pool).await.unwrap();
+        sqlx::query(
+            "INSERT INTO workloads VALUES ('w0', 'w', '{}', 1, 0), ('w1', 'w', '{}', 1, 0)",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query("INSERT INTO targets VALUES ('t0', '{}', 0)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        for (id, w, code) in [
+            ("a", "w0", 0),
+            ("b", "w0", 2),
+            ("c", "w0", 0),
+            ("d", "w1", 5),
+        ] {
+            let mean = (code == 0).then_some(1e-3);
+            sqlx::query(
+                "INSERT INTO records VALUES ($1, $2, 't0', $1, '[]', '[]', $3, $4, '', 0, 0, 0, NULL, 0)",
+            )
+            .bind(id)
+            .bind(w)
+            .bind(mean)
+            .bind(code)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        pool.close().await;
+    }
+    let s = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+    assert_eq!(
+        s.count("w0", "t0").await.unwrap(),
+        RecordCounts { total: 3, ok: 2 }
+    );
+    assert_eq!(
+        s.count("w1", "t0").await.unwrap(),
+        RecordCounts { total: 1, ok: 0 }
+    );
+    // And kept from there on.
+    s.commit(&rec("w1", "t0", 9, &[2e-3], ErrorCode::NoError, false))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.count("w1", "t0").await.unwrap(),
+        RecordCounts { total: 2, ok: 1 }
+    );
+    assert_eq!(s.targets_of("w0").await.unwrap(), [("t0".to_string(), 3)]);
+    let targets = s.targets().await.unwrap();
+    assert_eq!((targets[0].0.as_str(), targets[0].2), ("t0", 5));
+}
+
+#[tokio::test]
+async fn reopening_the_file_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let (records, best, workload) = {
+        let s = new_store(&dir).await;
+        s.commit(&ok(1, 2e-3)).await.unwrap();
+        s.commit(&ok(2, 1e-3)).await.unwrap();
+        s.commit(&rec(W, T, 3, &[], ErrorCode::CompileError, false))
+            .await
+            .unwrap();
+        let out = (
+            s.records(W, T).await.unwrap(),
+            s.best(W, T).await.unwrap(),
+            s.workload(W).await.unwrap(),
+        );
+        s.close().await;
+        out
+    };
+    let s = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+    assert_eq!(s.records(W, T).await.unwrap(), records);
+    assert_eq!(s.best(W, T).await.unwrap(), best);
+    let w = s.workload(W).await.unwrap().unwrap();
+    assert_eq!(Some(&w), workload.as_ref());
+    assert_eq!(
+        (w.description.as_deref(), w.flops),
+        (Some("op w0"), 1_000_000)
+    );
+    assert_eq!(s.target_json(T).await.unwrap().as_deref(), Some("{}"));
+    assert_eq!(s.target_json("zz").await.unwrap(), None);
+    assert_eq!(
+        s.count(W, T).await.unwrap(),
+        RecordCounts { total: 3, ok: 2 }
+    );
+    // Putting a known workload again keeps the first description.
+    s.put_workload(W, "renamed", "{}", 1, &WorkloadOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        s.workload(W).await.unwrap().unwrap().description.as_deref(),
+        Some("op w0")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_commits_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(new_store(&dir).await);
+    let tasks: Vec<_> = (0..8u32)
+        .map(|t| {
+            let s = Arc::clone(&s);
+            tokio::spawn(async move {
+                for i in 0..25u32 {
+                    // Every task also re-reports a shared candidate, to race on duplicates.
+                    let sched = if i == 0 { 0 } else { t * 1000 + i };
+                    let cost = f64::from(1 + (sched * 7919) % 997) * 1e-6;
+                    s.commit(&ok(sched, cost)).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let all = s.records(W, T).await.unwrap();
+    assert_eq!(all.len(), 8 * 24 + 1);
+    assert_eq!(
+        s.count(W, T).await.unwrap(),
+        RecordCounts {
+            total: 193,
+            ok: 193
+        }
+    );
+    let min = all
+        .iter()
+        .map(|r| r.mean_cost.unwrap())
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(s.best(W, T).await.unwrap().unwrap().mean_cost, Some(min));
+}
+
+#[test]
+fn ids_and_hashes_are_stable() {
+    let steps = canonical_steps("[ [\"SP\", 0, 1, 512, [16, 4], 1] ]").unwrap();
+    assert_eq!(steps, r#"[["SP",0,1,512,[16,4],1]]"#);
+    let h = schedule_hash(&steps);
+    assert_eq!(h.len(), 32);
+    assert_eq!(
+        h,
+        schedule_hash(&canonical_steps(r#"[["SP",0,1,512,[16,4],1]]"#).unwrap())
+    );
+    assert_ne!(record_id("a", "b", &h), record_id("a", "c", &h));
+    // The separator keeps ("ab", "c") and ("a", "bc") apart.
+    assert_ne!(record_id("ab", "c", &h), record_id("a", "bc", &h));
+}
+
+#[test]
+fn new_record_from_a_measurement() {
+    let m = MeasureResult {
+        costs: vec![1.0, 3.0],
+        error: ErrorCode::NoError,
+        error_msg: String::new(),
+        build_s: 1.0,
+        run_s: 2.0,
+        noisy: false,
+    };
+    let r = NewRecord::from_measure("w", "t", "[]".into(), &m, Some("local"));
+    assert_eq!(r.mean_cost(), Some(2.0));
+    assert!(r.qualifies_for_best());
+    let e = NewRecord::from_measure(
+        "w",
+        "t",
+        "[]".into(),
+        &MeasureResult::error(ErrorCode::CompileError, "x"),
+        None,
+    );
+    assert_eq!((e.mean_cost(), e.error_code, e.worker), (None, 2, None));
+}
+
+/// A database at schema version 3, as version 3 wrote it: one layout-free workload (its inputs
+/// named in its description only), one plain one, and a record of each.
+async fn version_3_database(path: &std::path::Path, lf: &Task, plain: &Task) {
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+        .await
+        .unwrap();
+    let all = sqlx::migrate!("../migrations");
+    let v3 = sqlx::migrate::Migrator {
+        migrations: all.migrations[..3].to_vec().into(),
+        ..sqlx::migrate::Migrator::DEFAULT
+    };
+    v3.run(&pool).await.unwrap();
+    for (t, desc) in [
+        (lf, "matmul(8,8,8, layout_free=B)"),
+        (plain, "matmul(8,8,8)"),
+    ] {
+        sqlx::query("INSERT INTO workloads VALUES ($1, $2, $3, 1024, 0)")
+            .bind(&t.key)
+            .bind(desc)
+            .bind(serde_json::to_string(&t.dag).unwrap())
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn layout_free_workloads_stored_before_migration_4_get_typed_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v3.db");
+    let dag = ops::matmul(8, 8, 8).unwrap();
+    let lf = Task::new(dag.clone(), "m")
+        .with_layout_free(&["B"])
+        .unwrap();
+    let plain = Task::new(dag, "m");
+    version_3_database(&path, &lf, &plain).await;
+
+    let s = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+    let w = s.workload(&lf.key).await.unwrap().unwrap();
+    assert_eq!(w.options.layout_free, ["B"]);
+    assert_eq!(w.description.as_deref(), Some("matmul(8,8,8)"));
+    // The stored key is the one the typed options make: old records keep matching.
+    let task = w.to_task().unwrap();
+    assert_eq!(
+        (task.key.as_str(), task.layout_free.as_slice()),
+        (lf.key.as_str(), &[1][..])
+    );
+    let p = s.workload(&plain.key).await.unwrap().unwrap();
+    assert!(p.options.is_empty());
+    assert_eq!(p.to_task().unwrap().key, plain.key);
+    s.close().await;
+    // Opening again changes nothing.
+    let s = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+    assert_eq!(s.workload(&lf.key).await.unwrap().unwrap(), w);
+}
+
+#[tokio::test]
+async fn a_workloads_options_are_stored_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    let t = Task::new(ops::matmul(8, 8, 8).unwrap(), "matmul(8,8,8)")
+        .with_layout_free(&["B"])
+        .unwrap();
+    let dag_json = serde_json::to_string(&t.dag).unwrap();
+    s.put_workload(&t.key, &t.desc, &dag_json, t.flops, &t.options())
+        .await
+        .unwrap();
+    let w = s.workload(&t.key).await.unwrap().unwrap();
+    assert_eq!(w.options, t.options());
+    assert_eq!(w.to_task().unwrap().key, t.key);
+    // Options that do not make the stored key are refused when the task is rebuilt.
+    let wrong = Workload {
+        options: WorkloadOptions::default(),
+        ..w.clone()
+    };
+    assert!(wrong.to_task().unwrap_err().contains("make key"));
+}

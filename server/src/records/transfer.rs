@@ -1,0 +1,73 @@
+//! Records out and in: the export's selection, and an import stored in one transaction.
+
+use super::commit::commit_on;
+use super::counts::CountDeltas;
+use super::rows::{RECORD_COLUMNS, record_from_row};
+use super::workload::layout_free_json;
+use super::{CommitOutcome, NewRecord, Record, SqlStore, StoreError, Workload, now_ms};
+
+impl SqlStore {
+    /// Records in export order (oldest first), optionally of one workload and/or one target.
+    pub async fn export_records(
+        &self,
+        workload_key: Option<&str>,
+        target_key: Option<&str>,
+    ) -> Result<Vec<Record>, StoreError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r \
+             WHERE ($1 = '' OR r.workload_key = $1) AND ($2 = '' OR r.target_key = $2) \
+             ORDER BY r.created_at ASC, r.id ASC"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(workload_key.unwrap_or(""))
+            .bind(target_key.unwrap_or(""))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    /// Stores imported workloads, targets and records in one transaction: (new, known) records.
+    /// The caller has checked every item.
+    pub async fn import(
+        &self,
+        workloads: &[Workload],
+        targets: &[(String, String)],
+        records: &[NewRecord],
+    ) -> Result<(u64, u64), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let now = now_ms();
+        for w in workloads {
+            sqlx::query(
+                "INSERT INTO workloads (key, description, dag_json, flops, created_at, layout_free_json) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(&w.key)
+            .bind(w.description.as_deref())
+            .bind(&w.dag_json)
+            .bind(w.flops as i64)
+            .bind(now)
+            .bind(layout_free_json(&w.options))
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (key, json) in targets {
+            sqlx::query("INSERT INTO targets (key, target_json, created_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING")
+                .bind(key)
+                .bind(json)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let (mut new, mut known) = (0, 0);
+        let mut counts = CountDeltas::default();
+        for r in records {
+            match commit_on(&mut tx, r, &mut counts).await?.1 {
+                CommitOutcome::Duplicate => known += 1,
+                CommitOutcome::Inserted { .. } => new += 1,
+            }
+        }
+        counts.write(&mut tx).await?;
+        tx.commit().await?;
+        Ok((new, known))
+    }
+}
