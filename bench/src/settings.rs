@@ -112,7 +112,7 @@ pub fn run(a: SettingsArgs) -> Result<()> {
         let n = scheds.len();
         // readings[setting][pass][kernel]; the reference is the last setting.
         let all: Vec<&MeasureOptions> = settings.iter().chain([&reference]).collect();
-        let mut readings = vec![vec![vec![f64::INFINITY; n]; a.passes]; all.len()];
+        let mut readings: Vec<Vec<Vec<f64>>> = vec![vec![]; all.len()];
         let mut run_s = vec![vec![]; all.len()];
         for pass in 0..a.passes {
             let mut ord: Vec<usize> = (0..n).collect();
@@ -122,12 +122,14 @@ pub fn run(a: SettingsArgs) -> Result<()> {
             let batch: Vec<Schedule> = ord.iter().map(|&i| scheds[i].clone()).collect();
             for (k, opts) in all.iter().enumerate() {
                 let mut m = Measurer::new(&target, (*opts).clone());
+                let mut reading = vec![f64::INFINITY; n];
                 for (&i, r) in ord.iter().zip(m.measure(&task, &batch)) {
                     if r.is_ok() && !r.noisy {
-                        readings[k][pass][i] = r.mean_cost();
+                        reading[i] = r.mean_cost();
                     }
                     run_s[k].push(r.run_s);
                 }
+                readings[k].push(reading);
             }
         }
         let refs = &readings[all.len() - 1];

@@ -860,7 +860,7 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
 
     // The CLI: `query` and `best` (the database read directly) find it through the sugar.
     let cli = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tunehub"))
+        let out = std::process::Command::new(tunehub_tests::binaries::tunehub())
             .args(args)
             .env("TUNEHUB_SERVER", server.url())
             .env("TUNEHUB_TOKEN", TOKEN)

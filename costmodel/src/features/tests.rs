@@ -1,6 +1,8 @@
 //! Features of known programs: counts, annotations, accesses and reuse.
 
+use super::layout::{F_MAD, F_MUL};
 use super::*;
+use tunehub_engine::lower::Stmt;
 use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::schedule::{Annotation, Step};

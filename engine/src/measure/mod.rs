@@ -65,12 +65,18 @@ fn default_calib_ms() -> u32 {
     10
 }
 
+/// The tuning measurement of the CLI, the service and the benchmark alike: two repeats of at
+/// least 25 ms. Against a 5 x 100 ms reference on each task's 32 fastest kernels, three repeats
+/// of 50 ms ranked no better (matmul 512 pick regret +1.2% against +0.1-0.9%, conv2d +5.4%
+/// against +3.3% for two of 25 ms) at 2-4x the run time per candidate; the second repeat keeps
+/// a spread in every record, and a new best is measured twice anyway
+/// (docs/experiments/2026-11-25-tuning-defaults.md).
 impl Default for MeasureOptions {
     fn default() -> Self {
         MeasureOptions {
             number: 3,
-            repeat: 3,
-            min_repeat_ms: 50,
+            repeat: 2,
+            min_repeat_ms: 25,
             warmup: 1,
             flush_cache: false,
             run_timeout_s: 10.0,
