@@ -263,6 +263,10 @@ async fn metrics_endpoint_serves_the_text_format_and_moves_with_a_job() {
     assert_eq!(local.state, pb::JobState::Done as i32, "{local:?}");
     assert_eq!(remote.state, pb::JobState::Done as i32, "{remote:?}");
     let lkey = local.target_key.clone();
+    // Two Jobs.Get calls of our own (the waits above use Watch), counted by the gRPC layer.
+    for id in [&local.id, &remote.id] {
+        get(&mut c, id).await;
+    }
     for _ in 0..3 {
         c.query
             .best(pb::BestRequest {
