@@ -82,17 +82,23 @@ async fn submit_watch_and_query_on_postgres() {
     assert_eq!((r.records_new, r.records_known), (0, 3));
 }
 
-#[tokio::test]
-async fn a_failed_record_then_a_timed_one_on_one_connection() {
-    let Some(url) = fresh_db("nullcost").await else {
-        return;
-    };
-    let store = SqlStore::open(&url).await.unwrap();
+/// A store on `url` holding target `t` and workload `w`, for records and jobs to refer to.
+async fn store_with_one_pair(url: &str) -> SqlStore {
+    let store = SqlStore::open(url).await.unwrap();
     store.put_target("t", "{}").await.unwrap();
     store
         .put_workload("w", "w", "{}", 1, &Default::default())
         .await
         .unwrap();
+    store
+}
+
+#[tokio::test]
+async fn a_failed_record_then_a_timed_one_on_one_connection() {
+    let Some(url) = fresh_db("nullcost").await else {
+        return;
+    };
+    let store = store_with_one_pair(&url).await;
     let rec = |n: u32, costs: Vec<f64>, error_code: i32| NewRecord {
         workload_key: "w".into(),
         target_key: "t".into(),
@@ -127,12 +133,7 @@ async fn concurrent_claims_take_each_job_once() {
     let Some(url) = fresh_db("claims").await else {
         return;
     };
-    let store = SqlStore::open(&url).await.unwrap();
-    store.put_target("t", "{}").await.unwrap();
-    store
-        .put_workload("w", "w", "{}", 1, &Default::default())
-        .await
-        .unwrap();
+    let store = store_with_one_pair(&url).await;
     let jobs = JobStore::new(store);
     let mut ids = HashSet::new();
     for _ in 0..20 {
