@@ -17,6 +17,7 @@
 //! - `store`: the `RecordStore` seam and what its writes answer.
 //! - `ids`: canonical steps, schedule hashes, record ids, the clock.
 //! - `sql`: `SqlStore`, opening a database and migrating it.
+//! - `migrations`: the schema's migration files, embedded.
 //! - `rows`: decoding the columns queries select.
 //! - `queries`: `RecordStore` over SQL.
 //! - `commit`: storing one record inside a transaction (shared with the job store).
@@ -31,6 +32,7 @@ mod error;
 mod ids;
 mod legacy;
 mod listing;
+mod migrations;
 mod queries;
 mod record;
 mod rows;

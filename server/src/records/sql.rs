@@ -57,7 +57,7 @@ impl SqlStore {
             .connect(&url)
             .await
             .map_err(open_err)?;
-        sqlx::migrate!("../migrations")
+        super::migrations::migrator()
             .run(&pool)
             .await
             .map_err(|source| StoreError::Migrate {

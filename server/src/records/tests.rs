@@ -335,12 +335,7 @@ async fn counts_of_records_stored_before_migration_3_are_backfilled() {
         let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
             .await
             .unwrap();
-        let all = sqlx::migrate!("../migrations");
-        let v2 = sqlx::migrate::Migrator {
-            migrations: all.migrations[..2].to_vec().into(),
-            ..sqlx::migrate::Migrator::DEFAULT
-        };
-        v2.run(&pool).await.unwrap();
+        super::migrations::up_to(2).run(&pool).await.unwrap();
         sqlx::query(
             "INSERT INTO workloads VALUES ('w0', 'w', '{}', 1, 0), ('w1', 'w', '{}', 1, 0)",
         )
@@ -517,12 +512,7 @@ async fn version_3_database(path: &std::path::Path, lf: &Task, plain: &Task) {
     let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
         .await
         .unwrap();
-    let all = sqlx::migrate!("../migrations");
-    let v3 = sqlx::migrate::Migrator {
-        migrations: all.migrations[..3].to_vec().into(),
-        ..sqlx::migrate::Migrator::DEFAULT
-    };
-    v3.run(&pool).await.unwrap();
+    super::migrations::up_to(3).run(&pool).await.unwrap();
     for (t, desc) in [
         (lf, "matmul(8,8,8, layout_free=B)"),
         (plain, "matmul(8,8,8)"),
