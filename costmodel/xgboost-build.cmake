@@ -5,9 +5,16 @@
 # own compiler is used as without it.
 
 # The crate asks for RelWithDebInfo. Debug info in XGBoost's template-heavy sources costs a
-# third of the compile time and nobody steps through XGBoost: keep -O2, drop -g.
-set(CMAKE_C_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")
-set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "")
+# third of the compile time and nobody steps through XGBoost: drop -g. The optimisation level
+# is the crate's in the cargo profile (OPT_LEVEL, which the build script passes on): the root
+# Cargo.toml asks -O1 for debug builds, a third less compile time on the way to the first tuned
+# kernel, and -O2 for release (docs/experiments/2026-11-25-first-run.md).
+set(xgb_opt "$ENV{OPT_LEVEL}")
+if(NOT xgb_opt MATCHES "^[0-3sz]$")
+  set(xgb_opt 2)
+endif()
+set(CMAKE_C_FLAGS_RELWITHDEBINFO "-O${xgb_opt} -DNDEBUG" CACHE STRING "")
+set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O${xgb_opt} -DNDEBUG" CACHE STRING "")
 
 # Compile the sources in batches of 8 (XGBoost's CMakeLists marks the files that must stay
 # alone): its heavy headers are parsed once per batch instead of once per file. With no -g
