@@ -6,7 +6,7 @@
 //! time under the run prefix, checks them against the reference, and reports. Heartbeats keep
 //! its lease alive; a lost connection or a restarted server means reconnecting with backoff
 //! and registering again as the same device; a refused token (UNAUTHENTICATED) is final: one
-//! line on stderr and exit status 1. SIGTERM or Ctrl-C: the piece in hand is finished and
+//! line on stderr ("error: ...") and exit status 1. SIGTERM or Ctrl-C: the piece in hand is finished and
 //! reported, then the worker exits.
 //!
 //! # Layout
@@ -25,6 +25,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -311,14 +312,14 @@ fn to_pb(r: MeasureResult) -> pb::MeasuredCandidate {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> Result<ExitCode> {
     let args = Args::parse();
     init_tracing(args.log_format);
     let target = target_of(&args);
     if args.print_target {
         println!("{}", serde_json::to_string_pretty(&target)?);
         println!("key: {}", target.key());
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     let device_id = args.device_id.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -364,10 +365,13 @@ async fn main() -> Result<()> {
     }
     .instrument(tracing::info_span!("worker", device_id = %device_id))
     .await;
-    // One line ("Error: ..."), and a failed status: no retry mends a wrong token.
-    ended?;
+    if let Err(refused) = ended {
+        // One line (no backtrace), and a failed status: no retry mends a wrong token.
+        eprintln!("error: {refused}");
+        return Ok(ExitCode::FAILURE);
+    }
     tracing::info!("worker stopped");
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Logs on stderr, as text or JSON lines; lines carry the device, the worker id once
