@@ -365,6 +365,13 @@ pub async fn watch_job(c: &mut Clients, id: &str, json_lines: bool) -> Result<Ex
             crate::emit(&format!("{}\n", event_json(&ev)))?;
         }
         match ev.event {
+            Some(Event::Snapshot(job)) if !bars.is_empty() => {
+                // Again, when why it waits changed (a quarantined worker, say).
+                if !job.waiting.is_empty() && !json_lines {
+                    let _ = multi.println(format!("waiting: {}", job.waiting));
+                }
+                last = Some(job);
+            }
             Some(Event::Snapshot(job)) => {
                 for t in &job.tasks {
                     let pb = multi.add(ProgressBar::new(u64::from(t.trials)));

@@ -5,7 +5,8 @@
 //! # Layout
 //!
 //! This library is what the tests share: `binaries` (the two binaries under test,
-//! built fresh), `server` and `worker` (their child processes), `process` (signals, exits),
+//! built fresh), `server` and `worker` (their child processes), `faulty_worker` (fault
+//! injection: a fake device that reports what a real one never would), `process` (signals, exits),
 //! `jobs` (requests, and waiting on a job through its Watch stream), `wait` (waiting for what
 //! no stream reports, with a deadline), `tools` (a missing outside tool: a skip, or a failure
 //! under CI=true). The tests, in `tests/`: `service.rs` (the API and the command line's
@@ -15,6 +16,7 @@
 //! against the binaries and CI).
 
 pub mod binaries;
+pub mod faulty_worker;
 pub mod jobs;
 pub mod process;
 pub mod server;
@@ -22,6 +24,7 @@ pub mod tools;
 pub mod wait;
 pub mod worker;
 
+pub use faulty_worker::FaultyWorker;
 pub use jobs::{
     code_of, get, is_final, op, quick, submit, submit_req, task, wait_final, wait_trials,
 };

@@ -16,7 +16,7 @@ impl Worker {
     /// dropped, unless TUNEHUB_TEST_LOGS is set (then it goes to the tests' stderr).
     pub fn start(url: &str, device: &str, extra: &[&str]) -> Worker {
         let logs = std::env::var_os("TUNEHUB_TEST_LOGS").is_some();
-        let mut cmd = command(url, device, extra);
+        let mut cmd = command(url, device, TOKEN, extra);
         if logs {
             cmd.env("RUST_LOG", "info").stderr(Stdio::inherit());
         } else {
@@ -27,7 +27,18 @@ impl Worker {
 
     /// The same, its log into `log`.
     pub fn start_logging(url: &str, device: &str, extra: &[&str], log: &Path) -> Worker {
-        let mut cmd = command(url, device, extra);
+        Worker::start_with_token(url, device, TOKEN, extra, log)
+    }
+
+    /// The same with another token than the server's.
+    pub fn start_with_token(
+        url: &str,
+        device: &str,
+        token: &str,
+        extra: &[&str],
+        log: &Path,
+    ) -> Worker {
+        let mut cmd = command(url, device, token, extra);
         cmd.stderr(std::fs::File::create(log).expect("the worker's log file"));
         Worker::spawn(cmd)
     }
@@ -61,9 +72,9 @@ impl Drop for Worker {
     }
 }
 
-fn command(url: &str, device: &str, extra: &[&str]) -> Command {
+fn command(url: &str, device: &str, token: &str, extra: &[&str]) -> Command {
     let mut cmd = Command::new(binaries::tunehub_worker());
-    cmd.args(["--server", url, "--token", TOKEN, "--device-id", device])
+    cmd.args(["--server", url, "--token", token, "--device-id", device])
         .args(extra)
         .env_remove("RUST_LOG")
         .env_remove("TUNEHUB_CONFIG")

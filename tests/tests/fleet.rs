@@ -8,8 +8,10 @@ use std::process::Command;
 use std::time::Duration;
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
+use tunehub_tests::faulty_worker::{self, measured_ok};
 use tunehub_tests::{
-    Server, TOKEN, Worker, binaries, get, quick, submit, task, tools, wait, wait_final, wait_trials,
+    FaultyWorker, Server, TOKEN, Worker, binaries, get, quick, submit, task, tools, wait,
+    wait_final, wait_trials,
 };
 
 /// These tests start many processes that compile kernels: one at a time on a small machine.
@@ -94,6 +96,30 @@ async fn records(c: &mut Clients, spec: &str, target: &str) -> (u64, Vec<String>
         .map(|r| r.into_inner().records)
         .unwrap_or_default();
     (trials, top.into_iter().map(|r| r.worker).collect())
+}
+
+/// A compiler that reports the real one's version (so the device keys alike) and fails every
+/// build.
+fn broken_cc(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let broken = dir.join("broken-cc");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then exec cc --version; fi\necho 'broken-cc: no' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    broken
+}
+
+/// Waits until the job says why it waits, and that `what` is in it.
+async fn wait_waiting(c: &mut Clients, id: &str, what: &str) -> pb::Job {
+    wait::until(
+        &format!("job {id} waits: {what}"),
+        Duration::from_secs(60),
+        async || Some(get(c, id).await).filter(|j| j.waiting.contains(what)),
+    )
+    .await
 }
 
 fn assert_done(j: &pb::Job, trials: u32) {
@@ -198,16 +224,7 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
 async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    // Reports the real compiler's version (so the device keys alike) and fails every build.
-    let broken = dir.path().join("broken-cc");
-    std::fs::write(
-        &broken,
-        "#!/bin/sh\nif [ \"$1\" = --version ]; then exec cc --version; fi\necho 'broken-cc: no' >&2\nexit 1\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
-
+    let broken = broken_cc(dir.path());
     let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
     let cc = format!("--compiler={}", broken.display());
@@ -401,4 +418,171 @@ async fn an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly() {
         tuned.workloads.iter().all(|w| w.target_key == key),
         "{tuned:?}"
     );
+}
+
+/// Issue 26, item 1: reports a worker must never send (a NaN or missing cost with error code
+/// 0, a NaN build time with a negative run time, a wrong count, an unknown error code) are
+/// refused with INVALID_ARGUMENT naming the candidate and the field, count against their
+/// workers (quarantined: nothing vouches for them), and their candidates are measured by a
+/// real worker: the job ends done, with no error recorded and nothing of the fakes stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_reports_are_refused_and_measured_elsewhere_and_never_fail_the_job() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let json = faulty_worker::target_json(&[FLEET_CFLAGS]);
+    let spoiled: Vec<(Vec<pb::MeasuredCandidate>, &str)> = vec![
+        (
+            vec![pb::MeasuredCandidate {
+                costs: vec![f64::NAN],
+                ..measured_ok()
+            }],
+            "candidate 0: cost 0 is NaN",
+        ),
+        (
+            vec![pb::MeasuredCandidate {
+                build_s: f64::NAN,
+                run_s: -1.0,
+                ..measured_ok()
+            }],
+            "candidate 0: build_s is NaN",
+        ),
+        (
+            vec![measured_ok(), measured_ok()],
+            "2 results for a piece of 1",
+        ),
+        (
+            vec![pb::MeasuredCandidate {
+                error_code: 99,
+                ..measured_ok()
+            }],
+            "candidate 0: unknown error code 99",
+        ),
+    ];
+    let mut fakes = vec![];
+    for i in 0..spoiled.len() {
+        fakes.push(FaultyWorker::register(&server, &format!("fake-{i}"), &json).await);
+    }
+    let key = fakes[0].target_key.clone();
+    let mut c = server.client().await;
+    let spec = "matmul(16,16,16)";
+    let trials = 4;
+    // Batches of 2 over 4 ready workers: pieces of one candidate.
+    let job = submit(&mut c, job_req(spec, trials, 2, &key)).await;
+    for (fake, (results, want)) in fakes.iter_mut().zip(spoiled) {
+        let piece = fake.pull(Duration::from_secs(60)).await;
+        assert_eq!(piece.steps_json.len(), 1);
+        let e = fake
+            .report(&piece.lease_id, results)
+            .await
+            .expect_err("a bad report is refused");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains(want), "{e:?} should say {want:?}");
+    }
+    let l = workers(&mut c).await;
+    for f in &fakes {
+        let w = l.workers.iter().find(|w| w.id == f.id).unwrap();
+        assert_eq!(w.status, "quarantined", "{l:?}");
+        assert!(w.quarantine_reason.contains("report refused"), "{l:?}");
+        assert!(w.errors >= 1, "counted against it: {l:?}");
+    }
+    // Every fake is quarantined: the job says so, and has stored nothing.
+    let j = wait_waiting(&mut c, &job.id, "quarantined").await;
+    assert_ne!(j.state, pb::JobState::Failed as i32, "{j:?}");
+    assert_eq!(j.tasks[0].trials_done, 0, "{j:?}");
+
+    let good = Worker::start(&server.url(), "good", &[FLEET_CFLAGS]);
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_done(&j, trials);
+    assert_eq!(j.tasks[0].errors, 0, "{j:?}");
+    assert!(j.tasks[0].ok >= 1, "{j:?}");
+    let l = workers(&mut c).await;
+    let good_id = &l.workers.iter().find(|w| w.device_id == "good").unwrap().id;
+    let (stored, by) = records(&mut c, spec, &key).await;
+    assert_eq!(stored, u64::from(trials));
+    assert!(by.iter().all(|w| w == good_id), "{by:?}");
+    drop(good);
+}
+
+/// Issue 26, items 3 and 4: a worker whose compiler is broken, alone in its pool, is
+/// quarantined at its first failed piece; its failures are not the job's trials, the job
+/// says it waits on a quarantined worker, and `tunehub workers` counts the failures. The
+/// device restarted with a working compiler (a changed description) is lifted at once and
+/// finishes the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_worker_alone_is_quarantined_and_once_mended_finishes_the_job() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let broken = broken_cc(dir.path());
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let cc = format!("--compiler={}", broken.display());
+    let mut bad = Worker::start(&server.url(), "dev", &[FLEET_CFLAGS, &cc]);
+    let mut c = server.client().await;
+    let key = wait_workers(&mut c, 1).await;
+
+    let spec = "matmul(16,16,8)";
+    let trials = 4;
+    let job = submit(&mut c, job_req(spec, trials, 2, &key)).await;
+    let j = wait_waiting(&mut c, &job.id, "quarantined").await;
+    assert!(j.waiting.contains("compile_error"), "{j:?}");
+    assert_eq!(
+        j.tasks[0].trials_done, 0,
+        "no compile error taken as a trial: {j:?}"
+    );
+    assert_eq!(j.tasks[0].errors, 0, "{j:?}");
+    let l = workers(&mut c).await;
+    let w = &l.workers[0];
+    assert_eq!(w.status, "quarantined", "{l:?}");
+    // The failed piece of 2 (and, on a slow machine, a failed probation piece after it).
+    assert!(w.errors >= 2, "its failures counted: {l:?}");
+
+    // `tunehub workers` shows the failures (WORKER TARGET STATUS HEARTBEAT ago MEASURED ERRORS).
+    let out = Command::new(binaries::tunehub())
+        .args(["workers", "--server", &server.url(), "--token", TOKEN])
+        .env_remove("TUNEHUB_CONFIG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with(&w.id))
+        .unwrap_or_else(|| panic!("{text}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[2], "quarantined", "{text}");
+    assert!(row[6].parse::<u64>().unwrap() >= 2, "{text}");
+
+    // The same device, restarted with a working compiler.
+    bad.kill();
+    let _mended = Worker::start(&server.url(), "dev", &[FLEET_CFLAGS]);
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_done(&j, trials);
+    assert_eq!(j.tasks[0].errors, 0, "{j:?}");
+    let l = workers(&mut c).await;
+    assert_eq!(l.workers.len(), 1, "the same worker: {l:?}");
+    assert_ne!(l.workers[0].status, "quarantined", "{l:?}");
+}
+
+/// Issue 26, item 6: a worker whose token the server refuses exits at once with one clear line
+/// and a failed status, rather than retrying forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_a_wrong_token_exits_with_a_clear_message() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let log = dir.path().join("worker.log");
+    let mut w = Worker::start_with_token(&server.url(), "dev", "wrong-token", &[], &log);
+    let status = w.wait_exit(Duration::from_secs(60)).await;
+    assert!(!status.success(), "{status:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: ") && last.contains("refused the token (UNAUTHENTICATED"),
+        "{text}"
+    );
+    assert!(workers(&mut server.client().await).await.workers.is_empty());
 }

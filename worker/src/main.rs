@@ -5,8 +5,9 @@
 //! its timing harness using the device's toolchain (several builds at once), runs them one at a
 //! time under the run prefix, checks them against the reference, and reports. Heartbeats keep
 //! its lease alive; a lost connection or a restarted server means reconnecting with backoff
-//! and registering again as the same device. SIGTERM or Ctrl-C: the piece in hand is finished
-//! and reported, then the worker exits.
+//! and registering again as the same device; a refused token (UNAUTHENTICATED) is final: one
+//! line on stderr ("error: ...") and exit status 1. SIGTERM or Ctrl-C: the piece in hand is finished and
+//! reported, then the worker exits.
 //!
 //! # Layout
 //!
@@ -14,7 +15,8 @@
 //!
 //! - `Args`, `target_of`: flags, and the device description they override.
 //! - `connect`, `Bearer`: the gRPC channel (TLS for `https://`) with the token on every call.
-//! - `register`, `register_with_backoff`: a `Session` (worker id, heartbeat period).
+//! - `register`, `Refused`, `register_with_backoff`: a `Session` (worker id, heartbeat
+//!   period); a refused token is the one final error (no retry mends it).
 //! - `measure_piece`: a piece's candidates built and run with the engine's `LocalBuilder` and
 //!   `LocalRunner`, checked against the reference computed from the piece's DAG.
 //! - `main`: the stop signal and the register-then-session loop.
@@ -23,6 +25,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -178,24 +181,65 @@ async fn register(a: &Args, target: &Target, device_id: &str) -> Result<Session>
     })
 }
 
-/// Registers, retrying with exponential backoff (the server may be down or restarting).
+/// The server refused this worker's token: final, as no retry can mend it (a network error or
+/// a restarting server is retried instead).
+#[derive(Debug, PartialEq)]
+struct Refused {
+    server: String,
+    message: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the server {} refused the token (UNAUTHENTICATED: {}); give the right one with \
+             --token or TUNEHUB_TOKEN",
+            self.server,
+            self.message.trim()
+        )
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// `Some` when the server refused the token.
+fn refused_status(server: &str, s: &Status) -> Option<Refused> {
+    (s.code() == Code::Unauthenticated).then(|| Refused {
+        server: server.to_string(),
+        message: s.message().to_string(),
+    })
+}
+
+/// The same, of an error that may be a gRPC status.
+fn refused(server: &str, e: &anyhow::Error) -> Option<Refused> {
+    refused_status(server, e.downcast_ref::<Status>()?)
+}
+
+/// Registers, retrying with exponential backoff (the server may be down or restarting);
+/// `Ok(None)` when stopped first. A refused token is final.
 async fn register_with_backoff(
     a: &Args,
     target: &Target,
     device_id: &str,
     stop: &AtomicBool,
-) -> Option<Session> {
+) -> Result<Option<Session>, Refused> {
     let mut wait = Duration::from_millis(100);
     loop {
         match register(a, target, device_id).await {
-            Ok(s) => return Some(s),
-            Err(e) => tracing::warn!(
-                "cannot register with {}: {e:#}; retrying in {wait:?}",
-                a.server
-            ),
+            Ok(s) => return Ok(Some(s)),
+            Err(e) => {
+                if let Some(r) = refused(&a.server, &e) {
+                    return Err(r);
+                }
+                tracing::warn!(
+                    "cannot register with {}: {e:#}; retrying in {wait:?}",
+                    a.server
+                )
+            }
         }
         if stop.load(Ordering::SeqCst) {
-            return None;
+            return Ok(None);
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(5));
@@ -268,14 +312,14 @@ fn to_pb(r: MeasureResult) -> pb::MeasuredCandidate {
 }
 
 #[tokio::main]
-async fn main() -> Result<()> {
+async fn main() -> Result<ExitCode> {
     let args = Args::parse();
     init_tracing(args.log_format);
     let target = target_of(&args);
     if args.print_target {
         println!("{}", serde_json::to_string_pretty(&target)?);
         println!("key: {}", target.key());
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     let device_id = args.device_id.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -307,21 +351,27 @@ async fn main() -> Result<()> {
 
     // The lease in hand, for the heartbeats.
     let lease: Arc<Mutex<String>> = Arc::default();
-    async {
+    let ended = async {
         while !stop.load(Ordering::SeqCst) {
-            let Some(s) = register_with_backoff(&args, &target, &device_id, &stop).await else {
+            let Some(s) = register_with_backoff(&args, &target, &device_id, &stop).await? else {
                 break;
             };
             let span = tracing::info_span!("session", worker_id = %s.id);
             session(&args, &target, build_jobs, s, &lease, &stop)
                 .instrument(span)
-                .await;
+                .await?;
         }
+        Ok::<(), Refused>(())
     }
     .instrument(tracing::info_span!("worker", device_id = %device_id))
     .await;
+    if let Err(refused) = ended {
+        // One line (no backtrace), and a failed status: no retry mends a wrong token.
+        eprintln!("error: {refused}");
+        return Ok(ExitCode::FAILURE);
+    }
     tracing::info!("worker stopped");
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Logs on stderr, as text or JSON lines; lines carry the device, the worker id once
@@ -344,7 +394,7 @@ fn init_tracing(format: LogFormat) {
 }
 
 /// Pulls, measures and reports pieces for one registration, until stopped or the connection
-/// is lost (then the caller registers again).
+/// is lost (then the caller registers again), or the server refuses the token.
 async fn session(
     args: &Args,
     target: &Target,
@@ -352,7 +402,7 @@ async fn session(
     mut s: Session,
     lease: &Arc<Mutex<String>>,
     stop: &AtomicBool,
-) {
+) -> Result<(), Refused> {
     let heartbeat = {
         let (mut c, id, lease, every) = (
             s.client.clone(),
@@ -395,13 +445,16 @@ async fn session(
         let piece = match pulled {
             Ok(r) => r.into_inner().piece,
             Err(e) => {
+                if let Some(r) = refused_status(&args.server, &e) {
+                    return Err(r);
+                }
                 if e.code() == Code::NotFound {
                     tracing::warn!("the server does not know this worker: registering again");
                 } else {
                     tracing::warn!("pull: {e}; reconnecting");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                return;
+                return Ok(());
             }
         };
         let Some(piece) = piece else { continue };
@@ -409,11 +462,12 @@ async fn session(
             workload = %piece.workload_key, lease = %piece.lease_id);
         let sent = measure_and_report(args, target, build_jobs, &mut s, lease, piece)
             .instrument(span)
-            .await;
+            .await?;
         if !sent {
-            return;
+            return Ok(());
         }
     }
+    Ok(())
 }
 
 /// Measures one piece (off the async threads) and reports it; false when the report could not
@@ -425,7 +479,7 @@ async fn measure_and_report(
     s: &mut Session,
     lease: &Arc<Mutex<String>>,
     piece: pb::WorkPiece,
-) -> bool {
+) -> Result<bool, Refused> {
     *lease.lock().unwrap_or_else(|p| p.into_inner()) = piece.lease_id.clone();
     let n = piece.steps_json.len();
     tracing::info!(candidates = n, "measuring a piece");
@@ -468,7 +522,18 @@ async fn measure_and_report(
                 break;
             }
             Err(e) if e.code() == Code::NotFound => break,
+            // The server refused the report itself (a result it cannot trust): sending it
+            // again changes nothing; the piece is measured elsewhere.
+            Err(e) if e.code() == Code::InvalidArgument => {
+                tracing::error!("report refused: {}", e.message());
+                sent = true;
+                break;
+            }
             Err(e) => {
+                if let Some(r) = refused_status(&args.server, &e) {
+                    lease.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                    return Err(r);
+                }
                 tracing::warn!("report: {e}; retrying");
                 tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
                 if let Ok(c) = connect(args).await {
@@ -478,7 +543,7 @@ async fn measure_and_report(
         }
     }
     lease.lock().unwrap_or_else(|p| p.into_inner()).clear();
-    sent
+    Ok(sent)
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -486,5 +551,33 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_refused_token_is_final() {
+        let url = "http://127.0.0.1:1";
+        let e: anyhow::Error = Status::unauthenticated("bad token").into();
+        let r = refused(url, &e).expect("final");
+        let line = r.to_string();
+        assert!(
+            !line.contains('\n') && line.contains("UNAUTHENTICATED: bad token"),
+            "{line}"
+        );
+        assert!(line.contains("--token"), "says what to do: {line}");
+        // What a restart or a network fault gives is retried with backoff.
+        for s in [
+            Status::unavailable("connection refused"),
+            Status::not_found("unknown worker"),
+            Status::internal("database"),
+        ] {
+            assert_eq!(refused(url, &s.into()), None);
+        }
+        let io = anyhow::anyhow!("transport error").context("connecting");
+        assert_eq!(refused(url, &io), None);
     }
 }

@@ -211,6 +211,10 @@ fn diff(job_id: &str, old: &pb::Job, new: &pb::Job) -> Vec<pb::JobEvent> {
         at_ms: now_ms(),
         event: Some(e),
     };
+    // Why it waits (no worker, a quarantined one) changes without a round: the job as it is.
+    if new.waiting != old.waiting {
+        out.push(ev(Event::Snapshot(new.clone())));
+    }
     for (i, t) in new.tasks.iter().enumerate() {
         let Some(o) = old.tasks.get(i) else { continue };
         if t.trials_done != o.trials_done || t.exhausted != o.exhausted {

@@ -173,12 +173,13 @@ impl Api {
             error: job.error.clone(),
             claimed_by: job.claimed_by.clone().unwrap_or_default(),
             claims: job.claims,
-            waiting: if !job.state.is_final()
-                && !self.ctx.backend.ready_keys().contains(&job.target_key)
-            {
-                format!("no worker of target {} is online", job.target_key)
-            } else {
+            waiting: if job.state.is_final() {
                 String::new()
+            } else {
+                self.ctx
+                    .backend
+                    .waiting(&job.target_key)
+                    .unwrap_or_default()
             },
         })
     }

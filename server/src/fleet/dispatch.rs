@@ -48,6 +48,13 @@ impl MeasureBackend for FleetBackend {
         true
     }
 
+    fn waiting(&self, key: &str) -> Option<String> {
+        if key == self.local.target().key() {
+            return None;
+        }
+        self.fleet.waiting(key)
+    }
+
     fn measurer(
         &self,
         target: &Target,

@@ -1,8 +1,10 @@
 //! The worker fleet: measurement on remote devices (`tunehub-worker`).
 //!
-//! `registry` holds the workers per target key, the queue of pieces and their leases;
-//! `dispatch` is the job driver's measure backend over it (a batch cut into pieces, one per
-//! ready worker); `service` is the `Workers` gRPC service the workers call.
+//! `registry` holds the workers per target key, the queue of pieces, their leases and the
+//! quarantine; `dispatch` is the job driver's measure backend over it (a batch cut into pieces,
+//! one per ready worker); `service` is the `Workers` gRPC service the workers call, and
+//! `report` the check of a worker's report at the door (a device is less trusted than the
+//! server: a bad report is refused, counted against the worker, and measured elsewhere).
 //!
 //! A device that dies costs seconds, never the job: its lease lapses when its heartbeats stop,
 //! the piece goes back to the queue and to another worker, and a late report under the lapsed
@@ -11,6 +13,7 @@
 
 pub mod dispatch;
 pub mod registry;
+pub mod report;
 pub mod service;
 
 pub use dispatch::FleetBackend;

@@ -27,11 +27,15 @@ pub struct FleetConfig {
     pub heartbeat: Duration,
     /// A worker silent this long is offline and loses its lease: the piece goes to another.
     pub grace: Duration,
-    /// Pieces in a row failing entirely (every candidate a compile/run error) that quarantine
-    /// a worker.
+    /// Pieces in a row failing entirely (every candidate a compile/run error, or a report
+    /// refused) that quarantine a worker. The first one does when no worker of its target has
+    /// measured successfully, itself included: nothing vouches for its toolchain.
     pub quarantine_after: u32,
     /// Workers a piece that failed entirely is tried on before its errors are recorded.
     pub max_attempts: u32,
+    /// How long a quarantined worker waits for a probation piece; doubled after each failed
+    /// probation, up to 16 times this.
+    pub probation: Duration,
 }
 
 impl Default for FleetConfig {
@@ -41,6 +45,7 @@ impl Default for FleetConfig {
             grace: Duration::from_millis(3500),
             quarantine_after: 2,
             max_attempts: 3,
+            probation: Duration::from_secs(60),
         }
     }
 }
@@ -152,6 +157,25 @@ struct Lease {
     hard_deadline: Instant,
 }
 
+/// Quarantine: no work for a worker whose device seems broken, but for one probation piece
+/// now and then.
+///
+/// Why probation by time: a device is usually mended (a compiler installed, a disk freed)
+/// without a change the server can see, and a pool left with only quarantined workers would
+/// wait forever; one piece after a while costs little (a failed piece goes to another worker,
+/// or back to the queue, and is never recorded against its candidates), and the wait doubles
+/// after each failed probation so that a device that stays broken is asked ever less often.
+/// Not "at once when nothing else serves the target": a broken compiler fails in
+/// milliseconds, and that would be a busy loop. A device that registers with a changed
+/// description (another compiler, other flags) is lifted at once (`Fleet::register`).
+struct Quarantine {
+    reason: String,
+    /// When it may take a probation piece.
+    probation_at: Instant,
+    /// The wait after the next failed probation.
+    next_wait: Duration,
+}
+
 struct Worker {
     device_id: String,
     key: String,
@@ -159,10 +183,13 @@ struct Worker {
     last_seen: Instant,
     last_seen_ms: i64,
     lease: Option<String>,
+    /// Candidates it reported, and of them failures (refused reports count in full).
     measured: u64,
     errors: u64,
+    /// Successful candidates since it registered with this description: its toolchain works.
+    ok: u64,
     failing_pieces: u32,
-    quarantine: Option<String>,
+    quarantine: Option<Quarantine>,
 }
 
 #[derive(Default)]
@@ -268,13 +295,20 @@ impl Fleet {
         let st = &mut *guard;
         st.targets.insert(key.clone(), target);
         let now = Instant::now();
+        let mut changed = false;
         let old_lease = match st.workers.get_mut(&id) {
             Some(w) => {
-                if w.key != key {
-                    // Another toolchain or description: a fresh start for the device.
-                    w.quarantine = None;
+                if w.key != key || w.target_json != target_json {
+                    // Another toolchain or description: a fresh start for the device (a
+                    // restart alone, with the same description, mends nothing).
+                    if let Some(q) = w.quarantine.take() {
+                        tracing::info!(worker_id = %id, was = %q.reason,
+                            "quarantine lifted: the device registered with a changed description");
+                    }
                     w.failing_pieces = 0;
+                    w.ok = 0;
                     w.key = key.clone();
+                    changed = true;
                 }
                 w.device_id = device_id.to_string();
                 w.target_json = target_json;
@@ -294,6 +328,7 @@ impl Fleet {
                         lease: None,
                         measured: 0,
                         errors: 0,
+                        ok: 0,
                         failing_pieces: 0,
                         quarantine: None,
                     },
@@ -301,6 +336,11 @@ impl Fleet {
                 None
             }
         };
+        if changed {
+            // What failed on the old description may work on the new one.
+            forget_failures(st, &id);
+            self.queued.notify_waiters();
+        }
         // A worker registering again has lost whatever it was measuring (it restarted).
         if let Some(l) = old_lease {
             requeue(st, &l);
@@ -335,9 +375,11 @@ impl Fleet {
             .ok_or_else(|| FleetError::UnknownWorker(id.to_string()))?;
         w.last_seen = now;
         w.last_seen_ms = now_ms();
-        if w.quarantine.is_some() {
-            return Ok(None);
-        }
+        let probation = match &w.quarantine {
+            Some(q) if now < q.probation_at => return Ok(None),
+            Some(_) => true,
+            None => false,
+        };
         let key = w.key.clone();
         // Pulling again while holding a lease: the worker dropped that piece (one measurement
         // at a time per device), so it goes back to the queue.
@@ -345,10 +387,11 @@ impl Fleet {
             requeue(st, &l);
             self.queued.notify_waiters();
         }
+        // A probation piece may be one that failed on this device before: it may be mended.
         let Some(pos) = st
             .queue
             .iter()
-            .position(|p| p.key == key && !p.failed_on.iter().any(|f| f == id))
+            .position(|p| p.key == key && (probation || !p.failed_on.iter().any(|f| f == id)))
         else {
             return Ok(None);
         };
@@ -363,8 +406,14 @@ impl Fleet {
             indices: piece.indices.clone(),
         };
         tracing::debug!(worker_id = %id, lease = %lease_id, job_id = %piece.payload.job_id,
-            candidates = piece.indices.len(), "piece leased");
-        st.workers.get_mut(id).expect("looked up above").lease = Some(lease_id.clone());
+            candidates = piece.indices.len(), probation, "piece leased");
+        let w = st.workers.get_mut(id).expect("looked up above");
+        w.lease = Some(lease_id.clone());
+        if let Some(q) = &mut w.quarantine {
+            // One probation piece at a time: the next not before another wait.
+            q.probation_at = now + q.next_wait;
+            tracing::info!(worker_id = %id, lease = %lease_id, "probation piece leased to a quarantined worker");
+        }
         st.leases.insert(
             lease_id,
             Lease {
@@ -376,9 +425,10 @@ impl Fleet {
         Ok(Some(leased))
     }
 
-    /// A worker's results for a lease. `Ok(false)`: the lease is gone (expired, the piece went
-    /// to another worker) and the results are ignored. Empty results with `handed_back`: the
-    /// piece goes back to the queue.
+    /// A worker's results for a lease, checked already (`report::check_report`). `Ok(false)`:
+    /// the lease is gone (expired, the piece went to another worker) and the results are
+    /// ignored. Empty results with `handed_back`: the piece goes back to the queue. A count
+    /// other than the piece's is refused like `refuse`.
     pub fn report(
         &self,
         id: &str,
@@ -388,22 +438,9 @@ impl Fleet {
     ) -> Result<bool, FleetError> {
         let mut guard = lock(&self.state);
         let st = &mut *guard;
-        let now = Instant::now();
-        let w = st
-            .workers
-            .get_mut(id)
-            .ok_or_else(|| FleetError::UnknownWorker(id.to_string()))?;
-        w.last_seen = now;
-        w.last_seen_ms = now_ms();
-        if st.leases.get(lease_id).is_none_or(|l| l.worker != id) {
-            tracing::info!(worker_id = %id, lease = %lease_id, "late report ignored: the lease is gone");
+        let Some(lease) = self.take_lease(st, id, lease_id)? else {
             return Ok(false);
-        }
-        let lease = st.leases.remove(lease_id).expect("checked above");
-        let w = st.workers.get_mut(id).expect("looked up above");
-        if w.lease.as_deref() == Some(lease_id) {
-            w.lease = None;
-        }
+        };
         if handed_back {
             st.queue.push_front(lease.piece);
             self.queued.notify_waiters();
@@ -411,59 +448,146 @@ impl Fleet {
         }
         let n = lease.piece.indices.len();
         if results.len() != n {
-            st.queue.push_front(lease.piece);
-            self.queued.notify_waiters();
-            return Err(FleetError::Invalid(format!(
-                "{} results for a piece of {n} candidates",
-                results.len()
-            )));
+            let why = format!("{} results for a piece of {n} candidates", results.len());
+            self.piece_failed(st, id, lease.piece, Err(&why));
+            return Err(FleetError::Invalid(why));
         }
-        let all_failed = results.iter().all(device_failure);
-        if all_failed {
-            w.failing_pieces += 1;
-            if w.failing_pieces >= self.cfg.quarantine_after {
-                let last = &results[results.len() - 1];
-                let msg: String = last.error_msg.chars().take(300).collect();
-                let reason = format!(
-                    "{} pieces in a row failed on every candidate; last: {}: {}",
-                    w.failing_pieces,
-                    last.error.name(),
-                    msg.trim()
-                );
-                tracing::warn!(worker_id = %id, %reason, "worker quarantined");
-                w.quarantine = Some(reason);
-            }
-        } else {
-            w.failing_pieces = 0;
-        }
-        let key = w.key.clone();
-        // A piece that failed entirely on this device is tried on another healthy one of the
-        // pool first: a broken device must not brand good candidates as errors.
-        if all_failed {
-            let mut piece = lease.piece;
-            piece.failed_on.push(id.to_string());
-            let other = st.workers.iter().any(|(wid, o)| {
-                o.key == key
-                    && o.quarantine.is_none()
-                    && self.online(o, now)
-                    && !piece.failed_on.contains(wid)
-            });
-            if other && (piece.failed_on.len() as u32) < self.cfg.max_attempts {
-                st.queue.push_front(piece);
-                self.queued.notify_waiters();
-                return Ok(true);
-            }
-            let w = st.workers.get_mut(id).expect("looked up above");
-            w.measured += results.len() as u64;
-            w.errors += results.len() as u64;
-            piece.batch.fill(&piece.indices, results, id);
+        if results.iter().all(device_failure) {
+            self.piece_failed(st, id, lease.piece, Ok(results));
             return Ok(true);
         }
-        let w = st.workers.get_mut(id).expect("looked up above");
-        w.measured += results.len() as u64;
+        let w = st.workers.get_mut(id).expect("the lease's worker");
+        w.failing_pieces = 0;
+        w.measured += n as u64;
         w.errors += results.iter().filter(|r| !r.is_ok()).count() as u64;
+        w.ok += results.iter().filter(|r| r.is_ok()).count() as u64;
+        if let Some(q) = w.quarantine.take() {
+            tracing::info!(worker_id = %id, was = %q.reason, "quarantine lifted: a probation piece succeeded");
+            forget_failures(st, id);
+            self.queued.notify_waiters();
+        }
         lease.piece.batch.fill(&lease.piece.indices, results, id);
         Ok(true)
+    }
+
+    /// A report refused at the door (`why`: the field and candidate): nothing of it is kept,
+    /// it counts against the worker like a piece that failed entirely, and the piece is
+    /// measured elsewhere. Always the refusal, as the error for the worker.
+    pub fn refuse(&self, id: &str, lease_id: &str, why: String) -> FleetError {
+        let mut guard = lock(&self.state);
+        let st = &mut *guard;
+        match self.take_lease(st, id, lease_id) {
+            Ok(Some(lease)) => self.piece_failed(st, id, lease.piece, Err(&why)),
+            // A lapsed lease: the piece is elsewhere already.
+            Ok(None) => {}
+            Err(e) => return e,
+        }
+        FleetError::Invalid(why)
+    }
+
+    /// The lease `lease_id` of worker `id`, removed; `None` when it is gone (a late report).
+    fn take_lease(
+        &self,
+        st: &mut State,
+        id: &str,
+        lease_id: &str,
+    ) -> Result<Option<Lease>, FleetError> {
+        let w = st
+            .workers
+            .get_mut(id)
+            .ok_or_else(|| FleetError::UnknownWorker(id.to_string()))?;
+        w.last_seen = Instant::now();
+        w.last_seen_ms = now_ms();
+        if st.leases.get(lease_id).is_none_or(|l| l.worker != id) {
+            tracing::info!(worker_id = %id, lease = %lease_id, "late report ignored: the lease is gone");
+            return Ok(None);
+        }
+        let lease = st.leases.remove(lease_id).expect("checked above");
+        let w = st.workers.get_mut(id).expect("looked up above");
+        if w.lease.as_deref() == Some(lease_id) {
+            w.lease = None;
+        }
+        Ok(Some(lease))
+    }
+
+    /// A piece failed entirely on worker `id`: every candidate a device failure (`Ok`), or its
+    /// report refused (`Err`, why). It counts against the worker (maybe quarantining it), and
+    /// the piece goes to another worker; its errors are recorded only once `max_attempts`
+    /// workers failed it, or when no other worker can take it and this one has measured
+    /// successfully before (then the candidates are the likelier cause). Otherwise it waits
+    /// in the queue: a broken device alone in its pool must not brand good candidates as
+    /// errors, and a refused report is never recorded.
+    fn piece_failed(
+        &self,
+        st: &mut State,
+        id: &str,
+        mut piece: Piece,
+        outcome: Result<Vec<MeasureResult>, &str>,
+    ) {
+        let now = Instant::now();
+        let n = piece.indices.len() as u64;
+        let last = match &outcome {
+            Ok(results) => {
+                let last = &results[results.len() - 1];
+                let msg: String = last.error_msg.chars().take(300).collect();
+                format!("{}: {}", last.error.name(), msg.trim())
+            }
+            Err(why) => format!("report refused: {why}"),
+        };
+        let key = st.workers[id].key.clone();
+        // Another online worker of the target vouches for the candidates of its jobs.
+        let vouched = st.workers.iter().any(|(wid, o)| {
+            wid != id && o.key == key && o.ok > 0 && o.quarantine.is_none() && self.online(o, now)
+        });
+        let w = st.workers.get_mut(id).expect("the lease's worker");
+        w.measured += n;
+        w.errors += n;
+        w.failing_pieces += 1;
+        if let Some(q) = &mut w.quarantine {
+            // A failed probation: wait longer for the next one.
+            q.reason = format!("probation piece failed; last: {last}");
+            q.probation_at = now + q.next_wait;
+            q.next_wait = (q.next_wait * 2).min(self.cfg.probation * 16);
+            tracing::warn!(worker_id = %id, reason = %q.reason, "worker stays quarantined");
+        } else if w.failing_pieces >= self.cfg.quarantine_after || (w.ok == 0 && !vouched) {
+            let reason = if w.failing_pieces >= self.cfg.quarantine_after {
+                format!(
+                    "{} pieces in a row failed on every candidate; last: {last}",
+                    w.failing_pieces
+                )
+            } else {
+                format!(
+                    "its first piece failed on every candidate and no worker of its target \
+                     has measured successfully; last: {last}"
+                )
+            };
+            tracing::warn!(worker_id = %id, %reason, "worker quarantined");
+            w.quarantine = Some(Quarantine {
+                reason,
+                probation_at: now + self.cfg.probation,
+                next_wait: self.cfg.probation * 2,
+            });
+        }
+        let trusted = w.quarantine.is_none();
+        if !piece.failed_on.iter().any(|f| f == id) {
+            piece.failed_on.push(id.to_string());
+        }
+        let attempts_left = (piece.failed_on.len() as u32) < self.cfg.max_attempts;
+        let other = st.workers.iter().any(|(wid, o)| {
+            o.key == key
+                && o.quarantine.is_none()
+                && self.online(o, now)
+                && !piece.failed_on.contains(wid)
+        });
+        match outcome {
+            Ok(results) if !attempts_left || (!other && trusted) => {
+                piece.batch.fill(&piece.indices, results, id);
+            }
+            _ => {
+                st.queue.push_front(piece);
+                self.queued.notify_waiters();
+            }
+        }
     }
 
     /// Puts the pieces of expired leases back in the queue: their worker went silent (killed,
@@ -526,14 +650,17 @@ impl Fleet {
             .count()
     }
 
-    /// Target keys with at least one ready worker: the jobs the server claims.
+    /// Target keys with at least one ready worker, or one due for a probation piece: the jobs
+    /// the server claims.
     pub fn ready_keys(&self) -> Vec<String> {
         let st = lock(&self.state);
         let now = Instant::now();
         let mut keys: Vec<String> = st
             .workers
             .values()
-            .filter(|w| w.quarantine.is_none() && self.online(w, now))
+            .filter(|w| {
+                w.quarantine.as_ref().is_none_or(|q| now >= q.probation_at) && self.online(w, now)
+            })
             .map(|w| w.key.clone())
             .collect();
         keys.sort();
@@ -543,6 +670,54 @@ impl Fleet {
 
     pub fn target(&self, key: &str) -> Option<Target> {
         lock(&self.state).targets.get(key).cloned()
+    }
+
+    /// Why the pool of target `key` measures nothing for now, or `None` when a worker of it
+    /// can: no worker online, every online one quarantined (naming them and why), or a queued
+    /// piece that failed on every worker ready to take it.
+    pub fn waiting(&self, key: &str) -> Option<String> {
+        let st = lock(&self.state);
+        let now = Instant::now();
+        let online: Vec<(&String, &Worker)> = st
+            .workers
+            .iter()
+            .filter(|(_, w)| w.key == key && self.online(w, now))
+            .collect();
+        if online.is_empty() {
+            return Some(format!("no worker of target {key} is online"));
+        }
+        let ready: Vec<&String> = online
+            .iter()
+            .filter(|(_, w)| w.quarantine.is_none())
+            .map(|(id, _)| *id)
+            .collect();
+        if ready.is_empty() {
+            let named: Vec<String> = online
+                .iter()
+                .take(3)
+                .filter_map(|(id, w)| {
+                    let q = w.quarantine.as_ref()?;
+                    let secs = q.probation_at.saturating_duration_since(now).as_secs();
+                    Some(format!(
+                        "{id} (device {}): {}; probation piece in {secs}s",
+                        w.device_id, q.reason
+                    ))
+                })
+                .collect();
+            return Some(format!(
+                "every online worker of target {key} is quarantined (it measures again after a \
+                 probation piece succeeds, or once it registers with a changed description): {}",
+                named.join("; ")
+            ));
+        }
+        let stuck = st
+            .queue
+            .iter()
+            .find(|p| p.key == key && ready.iter().all(|id| p.failed_on.contains(id)))?;
+        Some(format!(
+            "a piece failed entirely on worker(s) {}: it waits for another worker of target {key}",
+            stuck.failed_on.join(", ")
+        ))
     }
 
     pub fn list(&self) -> (Vec<WorkerView>, BTreeMap<String, u32>) {
@@ -567,7 +742,11 @@ impl Fleet {
                 last_heartbeat_ms: w.last_seen_ms,
                 measured: w.measured,
                 errors: w.errors,
-                quarantine_reason: w.quarantine.clone().unwrap_or_default(),
+                quarantine_reason: w
+                    .quarantine
+                    .as_ref()
+                    .map(|q| q.reason.clone())
+                    .unwrap_or_default(),
                 target_json: w.target_json.clone(),
             })
             .collect();
@@ -576,6 +755,18 @@ impl Fleet {
             *queued.entry(p.key.clone()).or_insert(0) += 1;
         }
         (workers, queued)
+    }
+}
+
+/// Forgets that pieces failed on worker `id` (its device changed, or proved itself again): it
+/// may take them.
+fn forget_failures(st: &mut State, id: &str) {
+    let pieces = st
+        .queue
+        .iter_mut()
+        .chain(st.leases.values_mut().map(|l| &mut l.piece));
+    for p in pieces {
+        p.failed_on.retain(|f| f != id);
     }
 }
 
@@ -694,37 +885,48 @@ mod tests {
         assert!(got.is_some());
     }
 
+    /// Leases a piece of `n` to `w` and reports `ok` results for every candidate.
+    fn measure(f: &Fleet, w: &str, ok: bool) -> Result<bool, FleetError> {
+        let l = f.pull(w).unwrap().expect("a piece for the worker");
+        f.report(w, &l.lease_id, vec![result(ok); l.indices.len()], false)
+    }
+
+    fn view(f: &Fleet, id: &str) -> WorkerView {
+        f.list().0.into_iter().find(|w| w.id == id).unwrap()
+    }
+
     #[test]
     fn failing_worker_is_quarantined_and_its_pieces_move() {
         let (f, key, t) = fleet();
         let (bad, _) = f.register("bad", t.clone(), "{}".into());
         let (good, _) = f.register("good", t, "{}".into());
-        for _ in 0..2 {
+        // good has measured: the pool's candidates can be measured, bad gets a second chance.
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &good, true).unwrap());
+        for i in 0..2 {
             let batch = BatchSlot::new(1);
             f.enqueue(vec![piece(&key, 1, &batch)]);
-            let l = f.pull(&bad).unwrap().unwrap();
-            assert!(
-                f.report(&bad, &l.lease_id, vec![result(false)], false)
-                    .unwrap()
+            assert!(measure(&f, &bad, false).unwrap());
+            assert_eq!(
+                view(&f, &bad).status == "quarantined",
+                i == 1,
+                "quarantined after the second piece in a row"
             );
-            let l = f
-                .pull(&good)
-                .unwrap()
-                .expect("the failed piece moved to good");
+            assert!(batch.wait(Duration::ZERO).is_none(), "not recorded");
             assert!(
-                f.report(&good, &l.lease_id, vec![result(true)], false)
-                    .unwrap()
+                measure(&f, &good, true).unwrap(),
+                "the failed piece moved to good"
             );
             assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
         }
-        let (workers, _) = f.list();
-        let w = workers.iter().find(|w| w.id == bad).unwrap();
-        assert_eq!(w.status, "quarantined");
+        let w = view(&f, &bad);
         assert!(
             w.quarantine_reason.contains("compile_error"),
             "{}",
             w.quarantine_reason
         );
+        assert_eq!((w.measured, w.errors), (2, 2), "its failures are counted");
         let batch = BatchSlot::new(1);
         f.enqueue(vec![piece(&key, 1, &batch)]);
         assert!(
@@ -732,6 +934,199 @@ mod tests {
             "no work for a quarantined worker"
         );
         assert_eq!(f.ready_workers(&key), 1);
+        assert_eq!(f.waiting(&key), None, "good serves the target");
         assert_eq!(worker_id("bad"), bad, "the same device, the same id");
+    }
+
+    #[test]
+    fn a_broken_worker_alone_is_quarantined_at_once_and_its_piece_waits() {
+        let (f, key, t) = fleet();
+        let (bad, _) = f.register("bad", t.clone(), "{}".into());
+        let batch = BatchSlot::new(2);
+        f.enqueue(vec![piece(&key, 2, &batch)]);
+        assert!(measure(&f, &bad, false).unwrap());
+        let w = view(&f, &bad);
+        assert_eq!(w.status, "quarantined");
+        assert!(
+            w.quarantine_reason.contains("first piece"),
+            "{}",
+            w.quarantine_reason
+        );
+        assert_eq!((w.measured, w.errors), (2, 2));
+        assert!(batch.wait(Duration::ZERO).is_none(), "no trial recorded");
+        assert_eq!(f.list().1.get(&key), Some(&1), "the piece waits");
+        assert!(!f.ready_keys().contains(&key));
+        let why = f.waiting(&key).unwrap();
+        assert!(why.contains("quarantined") && why.contains(&bad), "{why}");
+        // Another device comes: it takes the piece.
+        let (good, _) = f.register("good", t, "{}".into());
+        assert_eq!(f.waiting(&key), None);
+        assert!(measure(&f, &good, true).unwrap());
+        assert!(
+            batch
+                .wait(Duration::ZERO)
+                .unwrap()
+                .iter()
+                .all(|(r, w)| r.is_ok() && *w == good)
+        );
+    }
+
+    #[test]
+    fn a_healthy_worker_alone_records_a_piece_whose_candidates_fail() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("a", t, "{}".into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, true).unwrap());
+        // It has measured: a piece failing once more likely says something of its candidates.
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        assert!(
+            !batch.wait(Duration::ZERO).unwrap()[0].0.is_ok(),
+            "recorded"
+        );
+        assert_eq!(view(&f, &a).status, "idle");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quarantined_worker_gets_probation_pieces_and_a_success_lifts_it() {
+        let (f, key, t) = fleet();
+        let probation = f.cfg.probation;
+        let (a, _) = f.register("a", t, "{}".into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        assert_eq!(view(&f, &a).status, "quarantined");
+        // Heartbeats keep it online while the clock moves.
+        let wait = async |d: Duration| {
+            let step = Duration::from_millis(100);
+            let mut left = d;
+            while !left.is_zero() {
+                tokio::time::advance(step.min(left)).await;
+                left = left.saturating_sub(step);
+                f.heartbeat(&a, "").unwrap();
+            }
+        };
+        wait(probation - Duration::from_secs(1)).await;
+        assert!(f.pull(&a).unwrap().is_none(), "not before its probation");
+        assert!(!f.ready_keys().contains(&key));
+        wait(Duration::from_secs(1)).await;
+        assert!(
+            f.ready_keys().contains(&key),
+            "a job of the target may be claimed"
+        );
+        // The probation piece may be the one that failed on it; it fails again.
+        assert!(measure(&f, &a, false).unwrap());
+        let w = view(&f, &a);
+        assert_eq!(w.status, "quarantined");
+        assert!(
+            w.quarantine_reason.contains("probation"),
+            "{}",
+            w.quarantine_reason
+        );
+        assert!(batch.wait(Duration::ZERO).is_none());
+        // The next probation comes after twice the wait.
+        wait(probation).await;
+        assert!(f.pull(&a).unwrap().is_none(), "the wait doubled");
+        wait(probation).await;
+        assert!(measure(&f, &a, true).unwrap(), "a mended device");
+        assert_eq!(view(&f, &a).status, "idle", "lifted");
+        assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
+    }
+
+    #[test]
+    fn registering_with_a_changed_description_lifts_the_quarantine() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("a", t.clone(), r#"{"cc":"broken"}"#.into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        assert_eq!(view(&f, &a).status, "quarantined");
+        // A restart with the same description mends nothing.
+        f.register("a", t.clone(), r#"{"cc":"broken"}"#.into());
+        assert_eq!(view(&f, &a).status, "quarantined");
+        f.register("a", t, r#"{"cc":"cc"}"#.into());
+        assert_eq!(view(&f, &a).status, "idle");
+        assert_eq!(f.waiting(&key), None);
+        // The piece that failed on the old description is its again.
+        assert!(measure(&f, &a, true).unwrap());
+        assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
+    }
+
+    #[test]
+    fn a_refused_report_keeps_nothing_and_counts_against_the_worker() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("a", t.clone(), "{}".into());
+        let (b, _) = f.register("b", t, "{}".into());
+        let batch = BatchSlot::new(2);
+        f.enqueue(vec![piece(&key, 2, &batch)]);
+        let l = f.pull(&a).unwrap().unwrap();
+        let e = f
+            .report(&a, &l.lease_id, vec![result(true)], false)
+            .unwrap_err();
+        assert!(e.to_string().contains("1 results for a piece of 2"), "{e}");
+        let w = view(&f, &a);
+        assert_eq!(w.status, "quarantined", "nothing vouches for it");
+        assert_eq!(w.errors, 2);
+        assert!(
+            w.quarantine_reason.contains("report refused"),
+            "{}",
+            w.quarantine_reason
+        );
+        let l = f.pull(&b).unwrap().unwrap();
+        let e = f.refuse(&b, &l.lease_id, "candidate 0: cost 0 is NaN".into());
+        assert!(matches!(e, FleetError::Invalid(_)));
+        assert!(batch.wait(Duration::ZERO).is_none(), "nothing kept");
+        assert_eq!(
+            f.list().1.get(&key),
+            Some(&1),
+            "the piece waits for another worker"
+        );
+        assert!(f.waiting(&key).unwrap().contains("quarantined"));
+    }
+
+    mod props {
+        use super::*;
+        use crate::fleet::report::check_report;
+        use crate::fleet::report::tests::any_candidate;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any report through the door and the registry: refused with a clear error and
+            /// nothing kept (the piece back in the queue), or kept in full.
+            #[test]
+            fn a_report_is_kept_in_full_or_not_at_all(
+                n in 1..4usize,
+                cands in prop::collection::vec(any_candidate(), 0..5),
+            ) {
+                let (f, key, t) = fleet();
+                let (a, _) = f.register("a", t, "{}".into());
+                let batch = BatchSlot::new(n);
+                f.enqueue(vec![piece(&key, n, &batch)]);
+                let l = f.pull(&a).unwrap().unwrap();
+                let outcome = match check_report(cands) {
+                    Ok(rs) => f.report(&a, &l.lease_id, rs, false),
+                    Err(why) => Err(f.refuse(&a, &l.lease_id, why)),
+                };
+                let got = batch.wait(Duration::ZERO);
+                let queued = f.list().1.get(&key).copied().unwrap_or(0);
+                match outcome {
+                    Err(e) => {
+                        prop_assert!(matches!(e, FleetError::Invalid(_)));
+                        prop_assert!(!e.to_string().is_empty());
+                        prop_assert!(got.is_none());
+                        prop_assert_eq!(queued, 1);
+                    }
+                    Ok(accepted) => {
+                        prop_assert!(accepted);
+                        // Filled in full, or (all failed, alone) back in the queue whole.
+                        prop_assert!(got.is_some() != (queued == 1));
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,14 +1,14 @@
 //! The `Workers` gRPC service (`proto/tunehub/v1/tunehub.proto`): registration, heartbeats,
-//! long-polled pulls of leased pieces, and reports.
+//! long-polled pulls of leased pieces, and reports (checked at the door, `report`).
 
 use super::registry::{Fleet, FleetError};
+use super::report::check_report;
 use crate::records::{RecordStore, SqlStore};
 use crate::status::internal;
 use crate::workload;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
-use tunehub_engine::measure::{ErrorCode, MeasureResult};
 use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_server::Workers;
@@ -26,17 +26,6 @@ fn status(e: FleetError) -> Status {
     match e {
         FleetError::UnknownWorker(_) => Status::not_found(e.to_string()),
         FleetError::Invalid(_) => Status::invalid_argument(e.to_string()),
-    }
-}
-
-fn from_pb(m: pb::MeasuredCandidate) -> MeasureResult {
-    MeasureResult {
-        costs: m.costs,
-        error: ErrorCode::from_code(m.error_code).unwrap_or(ErrorCode::UnknownError),
-        error_msg: m.error_msg,
-        build_s: m.build_s,
-        run_s: m.run_s,
-        noisy: m.noisy,
     }
 }
 
@@ -116,7 +105,19 @@ impl Workers for WorkersService {
         req: Request<pb::ReportRequest>,
     ) -> Result<Response<pb::ReportResponse>, Status> {
         let req = req.into_inner();
-        let results = req.results.into_iter().map(from_pb).collect();
+        // Checked before anything of it is kept: a worker's report must never fail a job.
+        let results = match check_report(req.results) {
+            Ok(r) => r,
+            Err(why) => {
+                tracing::warn!(worker_id = %req.worker_id, lease = %req.lease_id,
+                    "report refused: {why}");
+                return Err(status(self.fleet.refuse(
+                    &req.worker_id,
+                    &req.lease_id,
+                    why,
+                )));
+            }
+        };
         let accepted = self
             .fleet
             .report(&req.worker_id, &req.lease_id, results, req.handed_back)

@@ -9,6 +9,7 @@
 //! every record of its (workload, target), so nothing is proposed twice and no budget is spent
 //! twice (a task's progress is its rows in `job_records`).
 
+use super::result_check::check_result;
 use super::store::{JobRow, JobState, JobStore, Lease};
 use super::{JobContext, JobError};
 use crate::metrics::Metrics;
@@ -117,7 +118,7 @@ async fn run_job_in_span(ctx: &JobContext, job: JobRow) -> Result<(), JobError> 
         }
     };
     let msg = match &result {
-        Err(e) => e.to_string(),
+        Err(e) => with_causes(e),
         _ => String::new(),
     };
     jobs.release(&job.id, &ctx.instance, end.map(|s| (s, msg.as_str())))
@@ -327,8 +328,20 @@ async fn drive(
                 dropped += 1;
                 continue;
             }
-            let steps = records::canonical_steps(&s.to_json()).expect("valid steps JSON");
             let device = round.devices.get(k).cloned().flatten();
+            // The fleet refuses such a report on arrival; this is the last line: a measurement
+            // the records table would refuse is dropped (the candidate is proposed again on a
+            // later claim), never a failed job.
+            if let Err(why) = check_result(r) {
+                tracing::warn!(
+                    candidate = k,
+                    device = device.as_deref().unwrap_or("local"),
+                    "measurement dropped, not stored: {why}"
+                );
+                dropped += 1;
+                continue;
+            }
+            let steps = records::canonical_steps(&s.to_json()).expect("valid steps JSON");
             new.push(NewRecord::from_measure(
                 &workload,
                 &job.target_key,
@@ -388,6 +401,19 @@ fn one_line(msg: &str) -> String {
         Some((i, _)) => format!("{}...", &line[..i]),
         None => line,
     }
+}
+
+/// An error and its causes on one line: the job's error says what the database refused, not
+/// just "database error".
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        msg.push_str(": ");
+        msg.push_str(&c.to_string());
+        cause = c.source();
+    }
+    msg
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -1,8 +1,10 @@
-//! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), and the loop that
-//! claims queued jobs and runs them one at a time (measurements are taken one at a time per
-//! machine, so a server runs one job at a time too).
+//! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), what a
+//! measurement must be to be stored (`result_check`), and the loop that claims queued jobs and
+//! runs them one at a time (measurements are taken one at a time per machine, so a server runs
+//! one job at a time too).
 
 pub mod driver;
+pub mod result_check;
 pub mod store;
 
 use crate::cache::BestCache;
@@ -42,6 +44,12 @@ pub trait MeasureBackend: Send + Sync {
     /// Whether a job may name a known target with no device online, to wait for one.
     fn waits_for_devices(&self) -> bool {
         false
+    }
+    /// Why a job of target `key` that has not ended is not measuring now (the job's `waiting`
+    /// message), or `None` when a device can serve it.
+    fn waiting(&self, key: &str) -> Option<String> {
+        (!self.ready_keys().iter().any(|k| k == key))
+            .then(|| format!("no worker of target {key} is online"))
     }
     /// A measurer for one job's batches (`job_id` goes with remote pieces, for the logs).
     fn measurer(
