@@ -776,10 +776,7 @@ pub fn parse_op_spec(
         args.split(',').map(str::trim).collect()
     };
     if let Some(i) = args.iter().position(|a| a.is_empty()) {
-        return Err(syn(&format!(
-            "argument {} is empty (a stray ',')",
-            i + 1
-        )));
+        return Err(syn(&format!("argument {} is empty (a stray ',')", i + 1)));
     }
     for (pos, arg) in args.into_iter().enumerate() {
         let (pname, v) = match arg.split_once('=') {
@@ -904,9 +901,35 @@ mod tests {
     /// Pieces op specs are made of, and some that break them.
     fn spec_soup() -> impl Strategy<Value = String> {
         let tok = prop::sample::select(vec![
-            "matmul", "conv2d_nchw", "softmax", "dense", "max_pool2d", "(", ")", ",", "=", " ",
-            "m", "n", "k", "pad", "stride", "bias", "0", "1", "3", "64", "-1", "1048576",
-            "1048577", "99999999999999999999", "layout_free", "B", "+", "é", "\u{0}",
+            "matmul",
+            "conv2d_nchw",
+            "softmax",
+            "dense",
+            "max_pool2d",
+            "(",
+            ")",
+            ",",
+            "=",
+            " ",
+            "m",
+            "n",
+            "k",
+            "pad",
+            "stride",
+            "bias",
+            "0",
+            "1",
+            "3",
+            "64",
+            "-1",
+            "1048576",
+            "1048577",
+            "99999999999999999999",
+            "layout_free",
+            "B",
+            "+",
+            "é",
+            "\u{0}",
         ]);
         prop::collection::vec(tok, 0..24).prop_map(|t| t.concat())
     }

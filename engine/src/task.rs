@@ -169,7 +169,12 @@ pub fn split_layout_free(spec: &str) -> (String, Vec<String>) {
         return (spec.to_string(), names);
     }
     (
-        format!("{}({}){}", &spec[..open], kept.join(","), &spec[close + 1..]),
+        format!(
+            "{}({}){}",
+            &spec[..open],
+            kept.join(","),
+            &spec[close + 1..]
+        ),
         names,
     )
 }
@@ -193,7 +198,11 @@ mod tests {
         );
         assert_eq!(split_layout_free("relu"), ("relu".to_string(), vec![]));
         // A malformed call is not repaired: the parser refuses it as written.
-        for bad in ["matmul(64,64,64", "matmul(64,64,64,)", "matmul(8,8,8,layout_free=B"] {
+        for bad in [
+            "matmul(64,64,64",
+            "matmul(64,64,64,)",
+            "matmul(8,8,8,layout_free=B",
+        ] {
             assert_eq!(split_layout_free(bad), (bad.to_string(), vec![]), "{bad}");
         }
         assert_eq!(

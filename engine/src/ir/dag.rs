@@ -141,9 +141,9 @@ pub const MAX_POINTS: i64 = 1 << 40;
 
 /// The product of `extents` when it is at most [`MAX_POINTS`].
 pub fn points(extents: &[i64]) -> Option<i64> {
-    extents
-        .iter()
-        .try_fold(1i64, |acc, &e| acc.checked_mul(e).filter(|&p| p <= MAX_POINTS))
+    extents.iter().try_fold(1i64, |acc, &e| {
+        acc.checked_mul(e).filter(|&p| p <= MAX_POINTS)
+    })
 }
 
 /// A tensor program: stages in topological order (a stage reads only earlier stages).

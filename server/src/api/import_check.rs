@@ -153,7 +153,10 @@ mod tests {
         }
         // 524288 FLOPs in 2e-9 s is 262 TFLOP/s; the peak is 1.5.
         let e = check_record(&record("[]", vec![1e-3, 2e-9]), &dag, flops, &t).unwrap_err();
-        assert!(e.contains("faster than") && e.contains("1536 GFLOP/s"), "{e}");
+        assert!(
+            e.contains("faster than") && e.contains("1536 GFLOP/s"),
+            "{e}"
+        );
         // An error's costs are not times.
         let err = NewRecord {
             error_code: ErrorCode::RunTimeout.code(),

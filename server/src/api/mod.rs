@@ -16,9 +16,7 @@ use crate::jobs::store::{JobRow, JobState, TaskStats};
 use crate::records::{Record, RecordStore, SqlStore};
 pub(crate) use crate::status::internal;
 use crate::workload;
-use limits::{
-    MAX_EXPR, MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len,
-};
+use limits::{MAX_EXPR, MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len};
 use std::collections::BTreeMap;
 use tonic::Status;
 use tunehub_engine::measure::ErrorCode;

@@ -97,7 +97,11 @@ fn number(v: &Value, what: &str) -> Result<f64, String> {
 pub fn parse_line(line: &str) -> Result<Line, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     if let Some(w) = v.get("workload") {
-        let key = bounded(string(field(w, &["key"])?, "workload.key")?, "workload.key", MAX_KEY)?;
+        let key = bounded(
+            string(field(w, &["key"])?, "workload.key")?,
+            "workload.key",
+            MAX_KEY,
+        )?;
         let dag: ComputeDag = serde_json::from_value(field(w, &["dag"])?.clone())
             .map_err(|e| format!("workload.dag: {e}"))?;
         // Deserializing checks only the JSON's shape: the DAG's invariants (reads in bounds,
@@ -145,7 +149,11 @@ pub fn parse_line(line: &str) -> Result<Line, String> {
         }));
     }
     if let Some(t) = v.get("target") {
-        let key = bounded(string(field(t, &["key"])?, "target.key")?, "target.key", MAX_KEY)?;
+        let key = bounded(
+            string(field(t, &["key"])?, "target.key")?,
+            "target.key",
+            MAX_KEY,
+        )?;
         let target: Target = serde_json::from_value(field(t, &["target"])?.clone())
             .map_err(|e| format!("target.target: {e}"))?;
         check_target(&target)?;
@@ -452,7 +460,9 @@ fn check_lines(
                     .get(&r.workload_key)
                     .map(|(d, f)| (d, *f))
                     .or_else(|| db_w.get(&r.workload_key).map(|t| (&t.dag, t.flops)));
-                let target = file_t.get(&r.target_key).or_else(|| db_t.get(&r.target_key));
+                let target = file_t
+                    .get(&r.target_key)
+                    .or_else(|| db_t.get(&r.target_key));
                 let verdict = match (workload, target) {
                     (None, _) => Err(format!(
                         "unknown workload {} (no workload line before it, and not in the database)",
@@ -579,12 +589,19 @@ mod tests {
         assert!(parse_line(&many).unwrap_err().contains("at most 1000"));
         let long = json!({"i": [["w", "t"], [[], []]], "r": [[1], 2, 0, 0], "v": FORMAT,
             "e": "x".repeat(MAX_ERROR_MSG + 1)});
-        assert!(parse_line(&long.to_string()).unwrap_err().contains("at most"));
+        assert!(
+            parse_line(&long.to_string())
+                .unwrap_err()
+                .contains("at most")
+        );
         // A DAG is checked as every DAG is: reads in bounds, within the size limit.
         let mut dag = serde_json::to_value(tunehub_engine::ops::matmul(8, 8, 8).unwrap()).unwrap();
         dag["stages"][2]["shape"] = json!([8, 9]);
         let line = json!({"workload": {"key": "k", "dag": dag}}).to_string();
-        assert!(parse_line(&line).unwrap_err().contains("workload.dag"), "{line}");
+        assert!(
+            parse_line(&line).unwrap_err().contains("workload.dag"),
+            "{line}"
+        );
         match parse_line(
             r#"{"i": [["w", "t"], [[], []]], "r": [[0.001, 0.002], 0, 1.5, 1700000000.5], "v": "tunehub-v1"}"#,
         ) {
@@ -651,6 +668,124 @@ mod tests {
             .collect();
         let (ws, ts, rs) = check_lines(good, &HashMap::new(), &HashMap::new()).unwrap();
         assert_eq!((ws.len(), ts.len(), rs.len()), (1, 1, 1));
+    }
+
+    /// JSON values of every kind, small.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|x| json!(x)),
+            prop::sample::select(vec![0.0, -1.0, 1e-3, 2e-9, 1e300, 86_401.0, 1.7e9])
+                .prop_map(|x| json!(x)),
+            ".{0,12}".prop_map(Value::from),
+            prop::sample::select(vec!["SP", "RE", "FU", "tunehub-v1", "w", "t"])
+                .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::btree_map("[a-z]{1,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn fuzz_task() -> (Task, Target) {
+        (
+            Task::new(tunehub_engine::ops::matmul(8, 8, 8).unwrap(), "m"),
+            Target::detect(),
+        )
+    }
+
+    /// A valid file, then one of its values replaced by an arbitrary one: no panic, a
+    /// refusal is a message, and a file with a refused line stores nothing.
+    fn check_mutated(path: &[usize], replacement: Value, line_no: usize) -> Result<(), String> {
+        use std::sync::OnceLock;
+        static FIXTURE: OnceLock<(Task, Target)> = OnceLock::new();
+        let (task, target) = FIXTURE.get_or_init(fuzz_task);
+        let w = Workload {
+            key: task.key.clone(),
+            description: Some("m".into()),
+            dag_json: serde_json::to_string(&task.dag).unwrap(),
+            options: WorkloadOptions::default(),
+            flops: task.flops,
+            created_at: 0,
+        };
+        let mut lines: Vec<Value> = [
+            workload_line(&w),
+            target_line(&target.key(), &serde_json::to_string(target).unwrap()),
+            json!({"i": [[task.key, target.key()], [[], [["SP", 2, 0, 8, [4], 1]]]],
+                "r": [[1e-3, 2e-3], 0, 0.5, 1.7e9], "v": FORMAT, "e": "", "noisy": false,
+                "worker": "w", "build_s": 0.1, "run_s": 0.2})
+            .to_string(),
+        ]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+        // Walk down the path (indices taken modulo each level's size) and replace there.
+        let line = line_no % lines.len();
+        let mut at = &mut lines[line];
+        for &p in path {
+            let next = match at {
+                Value::Array(a) if !a.is_empty() => {
+                    let n = a.len();
+                    &mut a[p % n]
+                }
+                Value::Object(o) if !o.is_empty() => {
+                    let n = o.len();
+                    let key = o.keys().nth(p % n).unwrap().clone();
+                    o.get_mut(&key).unwrap()
+                }
+                _ => break,
+            };
+            at = next;
+        }
+        *at = replacement;
+        let parsed: Vec<(usize, Result<Line, String>)> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i + 1, parse_line(&l.to_string())))
+            .collect();
+        let any_bad = parsed.iter().any(|(_, p)| p.is_err());
+        if parsed
+            .iter()
+            .any(|(_, p)| p.as_ref().is_err_and(|e| e.trim().is_empty()))
+        {
+            return Err("an empty error".into());
+        }
+        match check_lines(parsed, &HashMap::new(), &HashMap::new()) {
+            Ok(_) if any_bad => Err("a file with a bad line would be stored".into()),
+            Ok(_) => Ok(()),
+            Err(e) if e.contains("nothing stored") && e.contains("line ") => Ok(()),
+            Err(e) => Err(format!("an unclear refusal: {e}")),
+        }
+    }
+
+    // 256 cases each in `cargo test`; `PROPTEST_CASES=100000 cargo test -p tunehub-server
+    // import_line` runs a long fuzz.
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            failure_persistence: None, ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        #[test]
+        fn import_line_parser_never_panics(s in ".{0,200}") {
+            if let Err(e) = parse_line(&s) {
+                proptest::prop_assert!(!e.trim().is_empty());
+            }
+        }
+
+        #[test]
+        fn import_line_fuzz_mutated_files_store_nothing_when_refused(
+            path in proptest::collection::vec(0usize..16, 0..6),
+            replacement in any_json(),
+            line in 0usize..3,
+        ) {
+            check_mutated(&path, replacement, line).map_err(proptest::test_runner::TestCaseError::fail)?;
+        }
     }
 
     #[test]
