@@ -648,9 +648,7 @@ mod tests {
             .enumerate()
             .map(|(i, l)| (i + 1, parse_line(l)))
             .collect();
-        let e = check_lines(parsed, &HashMap::new(), &HashMap::new())
-            .err()
-            .expect("bad lines");
+        let e = check_lines(parsed, &HashMap::new(), &HashMap::new()).expect_err("bad lines");
         assert!(e.starts_with("4 bad lines, nothing stored"), "{e}");
         for want in [
             "line 4: steps do not replay",
@@ -727,23 +725,22 @@ mod tests {
         .collect();
         // Walk down the path (indices taken modulo each level's size) and replace there.
         let line = line_no % lines.len();
-        let mut at = &mut lines[line];
+        let mut pointer = String::new();
+        let mut at = &lines[line];
         for &p in path {
-            let next = match at {
-                Value::Array(a) if !a.is_empty() => {
-                    let n = a.len();
-                    &mut a[p % n]
-                }
+            let (step, next) = match at {
+                Value::Array(a) if !a.is_empty() => ((p % a.len()).to_string(), &a[p % a.len()]),
                 Value::Object(o) if !o.is_empty() => {
-                    let n = o.len();
-                    let key = o.keys().nth(p % n).unwrap().clone();
-                    o.get_mut(&key).unwrap()
+                    let (k, v) = o.iter().nth(p % o.len()).unwrap();
+                    (k.replace('~', "~0").replace('/', "~1"), v)
                 }
                 _ => break,
             };
+            pointer.push('/');
+            pointer.push_str(&step);
             at = next;
         }
-        *at = replacement;
+        *lines[line].pointer_mut(&pointer).unwrap() = replacement;
         let parsed: Vec<(usize, Result<Line, String>)> = lines
             .iter()
             .enumerate()
