@@ -727,6 +727,10 @@ pub enum OpSpecError {
     Dag(#[from] DagError),
 }
 
+/// Largest value of one parameter. The size of the whole operator is bounded where its DAG is
+/// built (`ir::dag::MAX_POINTS`), the one limit the text form shares.
+pub const MAX_PARAM: i64 = 1 << 20;
+
 pub fn find_op(name: &str) -> Option<&'static OpDef> {
     OPS.iter().find(|o| o.name == name)
 }
@@ -764,12 +768,17 @@ pub fn parse_op_spec(
     };
     let mut vals: BTreeMap<&'static str, i64> = BTreeMap::new();
     let mut named_seen = false;
-    for (pos, arg) in args
-        .split(',')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .enumerate()
-    {
+    // `name()` has no arguments; otherwise every comma separates two of them (a stray comma,
+    // as in `matmul(64,64,64,)`, is a typo, not an argument to skip).
+    let args: Vec<&str> = if args.trim().is_empty() {
+        vec![]
+    } else {
+        args.split(',').map(str::trim).collect()
+    };
+    if let Some(i) = args.iter().position(|a| a.is_empty()) {
+        return Err(syn(&format!("argument {} is empty (a stray ',')", i + 1)));
+    }
+    for (pos, arg) in args.into_iter().enumerate() {
         let (pname, v) = match arg.split_once('=') {
             Some((k, v)) => {
                 named_seen = true;
@@ -825,10 +834,9 @@ pub fn parse_op_spec(
         } else {
             1
         };
-        if v < min || v > 1 << 20 {
+        if v < min || v > MAX_PARAM {
             return Err(perr(format!(
-                "parameter '{k}' = {v} is out of range [{min}, {}]",
-                1 << 20
+                "parameter '{k}' = {v} is out of range [{min}, {MAX_PARAM}]"
             )));
         }
     }
@@ -845,4 +853,124 @@ impl OpDef {
 pub fn build_op(spec: &str) -> Result<ComputeDag, OpSpecError> {
     let (op, params) = parse_op_spec(spec)?;
     Ok(op.build(&params)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn malformed_specs_are_refused_with_the_reason() {
+        for (spec, want) in [
+            ("matmul(64,64,64", "expected ')'"),
+            ("matmul(64,64,64,)", "argument 4 is empty"),
+            ("matmul(,64,64,64)", "argument 1 is empty"),
+            ("matmul(64,,64)", "argument 2 is empty"),
+            ("matmul(64,64)", "missing parameter 'k'"),
+            ("matmul(64,64,64,64)", "at most 3"),
+            ("matmul(64,64,x)", "must be an integer"),
+            ("matmul(0,64,64)", "out of range"),
+            ("matmul(1048577,1,1)", "out of range"),
+            ("nosuch(1)", "unknown operator"),
+        ] {
+            let e = build_op(spec).unwrap_err().to_string();
+            assert!(e.contains(want), "{spec}: {e}");
+        }
+        assert!(build_op("matmul(64, 64, 64)").is_ok());
+        assert!(build_op(" matmul( m=64 ,n=64, k=64 ) ").is_ok());
+    }
+
+    /// Each parameter within its range, the whole operator past the one size limit of every
+    /// DAG (the text form's too): refused when the DAG is built.
+    #[test]
+    fn an_operator_past_the_size_limit_is_refused() {
+        let e = build_op("matmul(1048576,1048576,1048576)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2^40"), "{e}");
+        let text = crate::text::parse(
+            "C[i, j] += A[i, k] * B[k, j] where i < 1048576, j < 1048576, k < 1048576;",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(text.contains("2^40"), "{text}");
+        assert!(build_op("matmul(1024,1024,1024)").is_ok());
+    }
+
+    /// Pieces op specs are made of, and some that break them.
+    fn spec_soup() -> impl Strategy<Value = String> {
+        let tok = prop::sample::select(vec![
+            "matmul",
+            "conv2d_nchw",
+            "softmax",
+            "dense",
+            "max_pool2d",
+            "(",
+            ")",
+            ",",
+            "=",
+            " ",
+            "m",
+            "n",
+            "k",
+            "pad",
+            "stride",
+            "bias",
+            "0",
+            "1",
+            "3",
+            "64",
+            "-1",
+            "1048576",
+            "1048577",
+            "99999999999999999999",
+            "layout_free",
+            "B",
+            "+",
+            "é",
+            "\u{0}",
+        ]);
+        prop::collection::vec(tok, 0..24).prop_map(|t| t.concat())
+    }
+
+    // Bounded here (256 cases each); `PROPTEST_CASES=100000 cargo test -p tunehub-engine
+    // op_spec` runs a long fuzz.
+    proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Any text: no panic; a refusal says what was wrong; an accepted spec builds a DAG
+        /// within the size limit.
+        #[test]
+        fn op_spec_parser_never_panics(s in ".{0,80}") {
+            check_spec(&s)?;
+        }
+
+        #[test]
+        fn op_spec_token_soup_never_panics(s in spec_soup()) {
+            check_spec(&s)?;
+        }
+    }
+
+    fn check_spec(s: &str) -> Result<(), TestCaseError> {
+        match build_op(s) {
+            Ok(dag) => {
+                for st in &dag.stages {
+                    prop_assert!(crate::ir::dag::points(&st.axis_extents()).is_some());
+                }
+                // Accepted specs are exactly the well-formed ones: a closing parenthesis, no
+                // empty argument.
+                let t = s.trim();
+                if t.contains('(') {
+                    prop_assert!(t.ends_with(')'), "{s}");
+                    prop_assert!(!t.contains(",)") && !t.contains("(,") && !t.contains(",,"));
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                prop_assert!(!msg.trim().is_empty(), "{s:?}: empty error");
+            }
+        }
+        Ok(())
+    }
 }

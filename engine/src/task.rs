@@ -141,10 +141,14 @@ impl Task {
 /// it, and the named inputs. `matmul(512,512,512,layout_free=B)` -> (`matmul(512,512,512)`,
 /// [`B`]).
 pub fn split_layout_free(spec: &str) -> (String, Vec<String>) {
-    let Some(open) = spec.find('(') else {
+    // Only a well-formed call is rewritten: anything else (`matmul(64,64,64`) goes on as it
+    // was written, for the op-spec parser to refuse, rather than be repaired here.
+    let (Some(open), Some(close)) = (spec.find('('), spec.rfind(')')) else {
         return (spec.to_string(), vec![]);
     };
-    let close = spec.rfind(')').unwrap_or(spec.len());
+    if close < open {
+        return (spec.to_string(), vec![]);
+    }
     let mut names = vec![];
     let kept: Vec<&str> = spec[open + 1..close]
         .split(',')
@@ -156,16 +160,20 @@ pub fn split_layout_free(spec: &str) -> (String, Vec<String>) {
                     names.extend(v.split('+').map(|n| n.trim().to_string()));
                     false
                 }
-                _ => !a.is_empty(),
+                // Empty arguments stay: the parser names a stray comma.
+                _ => true,
             }
         })
         .collect();
+    if names.is_empty() {
+        return (spec.to_string(), names);
+    }
     (
         format!(
             "{}({}){}",
             &spec[..open],
             kept.join(","),
-            &spec[close.min(spec.len())..].get(1..).unwrap_or("")
+            &spec[close + 1..]
         ),
         names,
     )
@@ -189,6 +197,18 @@ mod tests {
             )
         );
         assert_eq!(split_layout_free("relu"), ("relu".to_string(), vec![]));
+        // A malformed call is not repaired: the parser refuses it as written.
+        for bad in [
+            "matmul(64,64,64",
+            "matmul(64,64,64,)",
+            "matmul(8,8,8,layout_free=B",
+        ] {
+            assert_eq!(split_layout_free(bad), (bad.to_string(), vec![]), "{bad}");
+        }
+        assert_eq!(
+            split_layout_free("matmul(8,8,8,layout_free=B,)").0,
+            "matmul(8,8,8,)"
+        );
     }
 
     #[test]

@@ -20,11 +20,12 @@ use tunehub_server::config::{ClientArgs, ClientConfig, ServerArgs, ServerConfig}
 use tunehub_server::server;
 use tunehub_server::workload::{self, label};
 
-/// A refused call as the CLI reports it: bad input exits 2 (like a clap error), the rest 1.
+/// A refused call as the CLI reports it: bad input (INVALID_ARGUMENT, or NOT_FOUND: an unknown
+/// target, job or workload key named by the user) exits 2 like a clap error, the rest 1.
 pub fn status_error(s: Status) -> anyhow::Error {
     let msg = format!("{}: {}", code_name(s.code()), s.message());
     match s.code() {
-        Code::InvalidArgument => UsageError(msg).into(),
+        Code::InvalidArgument | Code::NotFound => UsageError(msg).into(),
         _ => anyhow!(msg),
     }
 }

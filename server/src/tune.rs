@@ -253,29 +253,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         exhausted: t.exhausted,
     };
     let known = before.records_total;
-    let failure = if stats.trials > 0 && stats.ok == 0 {
-        Some(format!(
-            "no candidate succeeded in {} trials ({}); last error: {}",
-            stats.trials,
-            stats.errors_text(),
-            stats.first_error.as_deref().unwrap_or("-")
-        ))
-    } else if after.record.is_none() {
-        Some(if stats.trials == 0 && stats.interrupted {
-            "interrupted before any candidate was measured".to_string()
-        } else if stats.trials == 0 {
-            format!(
-                "the sampler found no candidate that is not already recorded ({known} recorded, none succeeded)"
-            )
-        } else {
-            format!(
-                "all {} successful candidates were timed on a noisy machine; no time to trust",
-                stats.ok
-            )
-        })
-    } else {
-        None
-    };
+    let failure = failure(&stats, after.record.is_some(), known);
 
     let source = (!after.source.is_empty()).then(|| after.source.clone());
     if let (Some(path), Some(src)) = (&args.out_c, &source) {
@@ -314,6 +292,39 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         Some(f) => Err(anyhow!(f)),
         None => Ok(ExitCode::SUCCESS),
     }
+}
+
+/// Why a finished run has no answer, if it has none: `has_best` says whether the database now
+/// holds a best record for the task, `known` how many records it held before.
+fn failure(stats: &RunStats, has_best: bool, known: u64) -> Option<String> {
+    if stats.trials > 0 && stats.ok == 0 {
+        return Some(format!(
+            "no candidate succeeded in {} trials ({}); last error: {}",
+            stats.trials,
+            stats.errors_text(),
+            stats.first_error.as_deref().unwrap_or("-")
+        ));
+    }
+    if has_best {
+        return None;
+    }
+    Some(if stats.trials == 0 && stats.interrupted {
+        "interrupted before any candidate was measured".to_string()
+    } else if stats.trials == 0 {
+        format!(
+            "the sampler found no candidate that is not already recorded ({known} recorded, none succeeded)"
+        )
+    } else {
+        // A time taken while the machine was slowed is never called the best, but the
+        // measurements are kept: say what gets an answer.
+        format!(
+            "all {} successful candidates were timed on a noisy machine (kept, flagged noisy); \
+             no time to trust as the best: run again when the machine is quieter (the search \
+             continues from its records), or pass --noise-threshold 0 to turn the noise guard \
+             off and accept times taken under load",
+            stats.ok
+        )
+    })
 }
 
 /// What one `tune` run did (from its job's progress).
@@ -565,4 +576,25 @@ pub async fn best(args: BestArgs) -> Result<ExitCode> {
         crate::emit(&t)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_with_only_noisy_times_says_what_to_do() {
+        let stats = RunStats {
+            trials: 4,
+            ok: 3,
+            new_records: 4,
+            ..RunStats::default()
+        };
+        let f = failure(&stats, false, 0).expect("no best: a failure");
+        assert!(f.contains("all 3 successful candidates"), "{f}");
+        assert!(f.contains("kept"), "{f}");
+        assert!(f.contains("--noise-threshold 0"), "{f}");
+        assert!(f.contains("quieter"), "{f}");
+        assert_eq!(failure(&stats, true, 0), None);
+    }
 }

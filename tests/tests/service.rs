@@ -902,3 +902,175 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
         Some(vec!["B".into()])
     );
 }
+
+/// What arrives from clients and files is checked at the door (issue 26): malformed op specs,
+/// an operator past the one size limit, oversized strings and messages, and an import with
+/// unreplayable steps or impossible times are refused with the documented status, naming what
+/// was wrong, and nothing is stored; a noisy record is kept but never the best; the CLI exits
+/// 2 on NOT_FOUND input.
+#[tokio::test]
+async fn untrusted_input_is_refused_at_the_door() {
+    use tunehub_engine::target::Target;
+    use tunehub_engine::task::Task;
+    use tunehub_server::api::records::{target_line, workload_line};
+    use tunehub_server::records::Workload;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "door.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut c = server.client().await;
+
+    // Client input.
+    let long = |n: usize| "x".repeat(n);
+    let cases: Vec<(pb::SubmitRequest, Code, &str)> = vec![
+        (
+            submit_req(vec![task("matmul(64,64,64", 1)], 0),
+            Code::InvalidArgument,
+            "expected ')'",
+        ),
+        (
+            submit_req(vec![task("matmul(64,64,64,)", 1)], 0),
+            Code::InvalidArgument,
+            "argument 4 is empty",
+        ),
+        (
+            submit_req(vec![task("matmul(1048576,1048576,1048576)", 1)], 0),
+            Code::InvalidArgument,
+            "2^40",
+        ),
+        (
+            pb::SubmitRequest {
+                name: long(5 << 20),
+                ..submit_req(vec![task("matmul(4,4,4)", 1)], 0)
+            },
+            Code::InvalidArgument,
+            "name is 5242880 bytes long",
+        ),
+        (
+            submit_req(vec![task(&long(2000), 1)], 0),
+            Code::InvalidArgument,
+            "op_spec",
+        ),
+        // Past the server's message size (16 MiB): gRPC's decoder answers before the service.
+        (
+            pb::SubmitRequest {
+                name: long(20 << 20),
+                ..submit_req(vec![task("matmul(4,4,4)", 1)], 0)
+            },
+            Code::OutOfRange,
+            "too large",
+        ),
+    ];
+    for (req, code, needle) in cases {
+        let (got, msg) = code_of(c.jobs.submit(req).await);
+        assert_eq!(got, code, "{needle}: {msg}");
+        assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+    }
+    let (got, _) = code_of(c.jobs.get(pb::GetJobRequest { id: long(1000) }).await);
+    assert_eq!(got, Code::InvalidArgument);
+
+    // An import: each bad line named, nothing stored.
+    let t = Task::new(
+        tunehub_engine::ops::matmul(64, 64, 64).unwrap(),
+        "matmul(64,64,64)",
+    );
+    let w = Workload {
+        key: t.key.clone(),
+        description: Some(t.desc.clone()),
+        dag_json: serde_json::to_string(&t.dag).unwrap(),
+        options: t.options(),
+        flops: t.flops,
+        created_at: 0,
+    };
+    let target = Target::detect();
+    let rec = |steps: &str, cost: f64, noisy: bool| {
+        serde_json::json!({
+            "i": [[t.key, target.key()], [[], serde_json::from_str::<serde_json::Value>(steps).unwrap()]],
+            "r": [[cost], 0, 0, 1_700_000_000.0], "v": "tunehub-v1", "noisy": noisy,
+        })
+        .to_string()
+    };
+    let head = vec![
+        workload_line(&w),
+        target_line(&target.key(), &serde_json::to_string(&target).unwrap()),
+    ];
+    let mut lines = head.clone();
+    lines.extend([
+        rec("[]", 1e-3, false),
+        rec(r#"[["SP",2,7,64,[8],1]]"#, 1e-3, false),
+        rec(r#"[["SP",99,0,64,[8],1]]"#, 1e-3, false),
+        rec("[]", 2e-9, false),
+    ]);
+    let import = |mut c: tunehub_server::client::Clients, msgs: Vec<pb::RecordLines>| async move {
+        c.records.import(tokio_stream::iter(msgs)).await
+    };
+    let (got, msg) = code_of(import(c.clone(), vec![pb::RecordLines { lines }]).await);
+    assert_eq!(got, Code::InvalidArgument, "{msg}");
+    for want in [
+        "3 bad lines",
+        "line 4: steps do not replay",
+        "line 5: steps do not replay",
+        "line 6: cost 2e-9 s is faster than",
+    ] {
+        assert!(msg.contains(want), "{want:?} not in {msg}");
+    }
+    // A streamed message past the size limit: RESOURCE_EXHAUSTED, as the API documents.
+    let (got, msg) = code_of(
+        import(
+            c.clone(),
+            vec![pb::RecordLines {
+                lines: vec![long(20 << 20)],
+            }],
+        )
+        .await,
+    );
+    assert_eq!(got, Code::ResourceExhausted, "{msg}");
+    for table in ["workloads", "targets", "records"] {
+        assert_eq!(
+            count(&db, &format!("SELECT COUNT(*) FROM {table}")).await,
+            0,
+            "{table}"
+        );
+    }
+
+    // A noisy time is kept, never the best.
+    let mut lines = head;
+    lines.push(rec("[]", 1e-3, true));
+    let r = import(c.clone(), vec![pb::RecordLines { lines }])
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.records_new, 1);
+    let (got, _) = code_of(
+        c.query
+            .best(pb::BestRequest {
+                workload: Some(op("matmul(64,64,64)")),
+                target: target.key(),
+                with_source: false,
+            })
+            .await,
+    );
+    assert_eq!(got, Code::NotFound);
+    assert_eq!(
+        count(&db, "SELECT COUNT(*) FROM records WHERE noisy = 1").await,
+        1
+    );
+
+    // The CLI: NOT_FOUND input exits 2 with one line.
+    let out = std::process::Command::new(binaries::tunehub())
+        .args([
+            "submit",
+            "matmul(4,4,4)",
+            "--target",
+            "x86_64-nosuch-c9-00000000",
+        ])
+        .env("TUNEHUB_SERVER", server.url())
+        .env("TUNEHUB_TOKEN", TOKEN)
+        .env_remove("TUNEHUB_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("not found"), "{stderr}");
+}

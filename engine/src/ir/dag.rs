@@ -133,6 +133,19 @@ pub enum DagError {
     Empty,
 }
 
+/// Largest tensor (elements) and largest iteration space of one stage (points): one limit for
+/// every way a DAG is made (op specs, the text form, imports), checked by [`ComputeDag::new`].
+/// Far past what can be measured (2^40 f32 are 4 TiB), it keeps sizes and FLOP counts inside
+/// `i64`/`u64` and turns an absurd request into an error at the door, not an empty job.
+pub const MAX_POINTS: i64 = 1 << 40;
+
+/// The product of `extents` when it is at most [`MAX_POINTS`].
+pub fn points(extents: &[i64]) -> Option<i64> {
+    extents.iter().try_fold(1i64, |acc, &e| {
+        acc.checked_mul(e).filter(|&p| p <= MAX_POINTS)
+    })
+}
+
 /// A tensor program: stages in topological order (a stage reads only earlier stages).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComputeDag {
@@ -175,6 +188,12 @@ impl ComputeDag {
                     s.shape
                 )));
             }
+            if points(&s.shape).is_none() {
+                return Err(bad(format!(
+                    "shape {:?} has more than 2^40 elements (the largest tensor)",
+                    s.shape
+                )));
+            }
             if s.dtype != DType::F32 {
                 return Err(bad(format!(
                     "dtype {:?} is not supported yet (only f32)",
@@ -204,6 +223,11 @@ impl ComputeDag {
                 return Err(bad("reduction extents must be positive".into()));
             }
             let ext = s.axis_extents();
+            if points(&ext).is_none() {
+                return Err(bad(format!(
+                    "iteration space {ext:?} has more than 2^40 points (the largest stage)"
+                )));
+            }
             if body.max_axis() > ext.len() {
                 return Err(bad("the body uses an axis the stage does not have".into()));
             }

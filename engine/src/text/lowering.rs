@@ -3,14 +3,11 @@
 
 use super::error::{ParseError, line_col};
 use super::syntax::{ComputeStmt, MAX_INDEX_INT, Node, NodeKind, Stmt};
-use crate::ir::dag::guarded_range;
+use crate::ir::dag::{guarded_range, points};
 use crate::ir::{
     Affine, Axis, BinaryOp, ComputeDag, Cond, DType, DagError, Expr, Stage, StageKind, UnaryOp,
 };
 use std::collections::HashMap;
-
-/// Largest iteration space of one statement, and largest input tensor (elements).
-const MAX_POINTS: i64 = 1 << 40;
 
 const FUNCTIONS: &str = "exp, log, sqrt, rsqrt, tanh, sigmoid, abs, relu, max, min, select";
 
@@ -222,13 +219,7 @@ impl Lowering<'_> {
             return Err(self.err(c.op_pos, "a reduction variable", "none", msg));
         }
         let ext: Vec<i64> = vars.iter().map(|(v, _)| extent[v]).collect();
-        if ext
-            .iter()
-            .try_fold(1i64, |acc, &e| {
-                acc.checked_mul(e).filter(|&p| p <= MAX_POINTS)
-            })
-            .is_none()
-        {
+        if points(&ext).is_none() {
             let msg =
                 "this statement's iteration space is too large (at most 2^40 points)".to_string();
             return Err(self.err(c.pos, "a smaller iteration space", "a larger one", msg));
@@ -527,13 +518,7 @@ impl Lowering<'_> {
                 TensorKind::Input { shape } => input(shape),
                 TensorKind::Inferred { hi } => {
                     let shape: Vec<i64> = hi.iter().map(|h| h + 1).collect();
-                    if shape
-                        .iter()
-                        .try_fold(1i64, |acc, &e| {
-                            acc.checked_mul(e).filter(|&p| p <= MAX_POINTS)
-                        })
-                        .is_none()
-                    {
+                    if points(&shape).is_none() {
                         let msg = format!(
                             "input '{name}' would have more than 2^40 elements (shape {shape:?})"
                         );

@@ -1,5 +1,6 @@
 //! The Jobs service: submit, get, list, cancel, watch.
 
+use super::limits::{MAX_KEY, MAX_NAME, check_len};
 use super::{Api, internal};
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
@@ -76,6 +77,7 @@ impl Api {
     /// tasks. Nothing is written unless everything is valid.
     pub async fn submit_job(&self, req: &pb::SubmitRequest) -> Result<pb::Job, Status> {
         let limits = self.limits;
+        check_len("name", &req.name, MAX_NAME)?;
         if req.tasks.is_empty() {
             return Err(Status::invalid_argument("a job needs at least one task"));
         }
@@ -191,6 +193,7 @@ impl Api {
     }
 
     pub async fn get_job(&self, id: &str) -> Result<pb::Job, Status> {
+        check_len("id", id, MAX_KEY)?;
         let job = self
             .ctx
             .jobs
@@ -305,6 +308,7 @@ impl Jobs for Api {
         req: Request<pb::CancelJobRequest>,
     ) -> Result<Response<pb::Job>, Status> {
         let id = &req.get_ref().id;
+        check_len("id", id, MAX_KEY)?;
         let job = self
             .ctx
             .jobs

@@ -4,7 +4,9 @@
 //! Every request is checked in full before anything is stored: a bad input is a status that
 //! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
 
+pub mod import_check;
 pub mod jobs;
+pub mod limits;
 pub mod query;
 pub mod records;
 
@@ -14,6 +16,7 @@ use crate::jobs::store::{JobRow, JobState, TaskStats};
 use crate::records::{Record, RecordStore, SqlStore};
 pub(crate) use crate::status::internal;
 use crate::workload;
+use limits::{MAX_EXPR, MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len};
 use std::collections::BTreeMap;
 use tonic::Status;
 use tunehub_engine::measure::ErrorCode;
@@ -54,6 +57,23 @@ impl Api {
                 "no workload: give op_spec, expr or workload_key",
             ));
         };
+        match &w.kind {
+            Some(Kind::OpSpec(s)) => check_len("op_spec", s, MAX_OP_SPEC)?,
+            Some(Kind::Expr(s)) => check_len("expr", s, MAX_EXPR)?,
+            Some(Kind::WorkloadKey(s)) => check_len("workload_key", s, MAX_KEY)?,
+            None => {}
+        }
+        if let Some(o) = &w.options {
+            if o.layout_free.len() > MAX_LAYOUT_FREE {
+                return Err(Status::invalid_argument(format!(
+                    "options.layout_free names {} inputs; at most {MAX_LAYOUT_FREE}",
+                    o.layout_free.len()
+                )));
+            }
+            for n in &o.layout_free {
+                check_len("a layout_free name", n, MAX_INPUT_NAME)?;
+            }
+        }
         if let Some(task) = workload::task_of(w) {
             return task.map_err(Status::invalid_argument);
         }
@@ -84,6 +104,7 @@ impl Api {
     /// key). A known target this server cannot measure on is FAILED_PRECONDITION, an unknown
     /// one NOT_FOUND.
     pub async fn measure_target(&self, t: &str) -> Result<Target, Status> {
+        check_len("target", t, MAX_KEY)?;
         let local = self.local_target();
         if t.is_empty() || t == "local" || t == local.key() {
             return Ok(local.clone());
@@ -115,6 +136,7 @@ impl Api {
     /// The target key of a query: "" or "local" is this server's machine; any other key must be
     /// in the database.
     pub async fn query_target(&self, t: &str) -> Result<String, Status> {
+        check_len("target", t, MAX_KEY)?;
         let local = self.local_target().key();
         if t.is_empty() || t == "local" || t == local {
             return Ok(local);

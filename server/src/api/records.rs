@@ -2,10 +2,16 @@
 //! README.md, "Record files"). Import is all or nothing: each line is checked, in order, before
 //! anything is stored.
 
+use super::import_check::{
+    MAX_CLOCK_AHEAD_MS, MAX_COST_S, MAX_COSTS, MAX_ERROR_MSG, MAX_LINE_BYTES, MAX_PHASE_S,
+    MAX_WORKER, check_record, check_target,
+};
+use super::limits::{MAX_EXPR, MAX_KEY, check_len};
 use super::{Api, internal};
-use crate::records::{NewRecord, Record, RecordStore, Workload, canonical_steps};
+use crate::records::{NewRecord, Record, RecordStore, Workload, canonical_steps, now_ms};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
 use std::pin::Pin;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -57,6 +63,7 @@ pub fn record_line(r: &Record) -> String {
 }
 
 /// One parsed line.
+#[derive(Debug)]
 pub enum Line {
     Workload(Workload),
     Target(String, String),
@@ -90,13 +97,23 @@ fn number(v: &Value, what: &str) -> Result<f64, String> {
 pub fn parse_line(line: &str) -> Result<Line, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     if let Some(w) = v.get("workload") {
-        let key = string(field(w, &["key"])?, "workload.key")?;
+        let key = bounded(
+            string(field(w, &["key"])?, "workload.key")?,
+            "workload.key",
+            MAX_KEY,
+        )?;
         let dag: ComputeDag = serde_json::from_value(field(w, &["dag"])?.clone())
             .map_err(|e| format!("workload.dag: {e}"))?;
+        // Deserializing checks only the JSON's shape: the DAG's invariants (reads in bounds,
+        // sizes within the limit) are checked where every DAG is made.
+        let dag = ComputeDag::new(dag.stages).map_err(|e| format!("workload.dag: {e}"))?;
         let mut description = w
             .get("description")
             .and_then(Value::as_str)
             .map(String::from);
+        if let Some(d) = &description {
+            bounded(d.clone(), "workload.description", MAX_EXPR)?;
+        }
         let mut options = match w.get("layout_free") {
             None => WorkloadOptions::default(),
             Some(names) => WorkloadOptions {
@@ -132,9 +149,14 @@ pub fn parse_line(line: &str) -> Result<Line, String> {
         }));
     }
     if let Some(t) = v.get("target") {
-        let key = string(field(t, &["key"])?, "target.key")?;
+        let key = bounded(
+            string(field(t, &["key"])?, "target.key")?,
+            "target.key",
+            MAX_KEY,
+        )?;
         let target: Target = serde_json::from_value(field(t, &["target"])?.clone())
             .map_err(|e| format!("target.target: {e}"))?;
+        check_target(&target)?;
         if target.key() != key {
             return Err(format!("target.target has key {}, not {key}", target.key()));
         }
@@ -145,11 +167,19 @@ pub fn parse_line(line: &str) -> Result<Line, String> {
     }
     let input = field(&v, &["i"])?;
     let keys = input.get(0).ok_or("\"i\" has no [workload, target]")?;
-    let workload_key = string(
-        keys.get(0).unwrap_or(&Value::Null),
+    let workload_key = bounded(
+        string(
+            keys.get(0).unwrap_or(&Value::Null),
+            "i[0][0] (workload key)",
+        )?,
         "i[0][0] (workload key)",
+        MAX_KEY,
     )?;
-    let target_key = string(keys.get(1).unwrap_or(&Value::Null), "i[0][1] (target key)")?;
+    let target_key = bounded(
+        string(keys.get(1).unwrap_or(&Value::Null), "i[0][1] (target key)")?,
+        "i[0][1] (target key)",
+        MAX_KEY,
+    )?;
     let steps = input
         .get(1)
         .and_then(|s| s.get(1))
@@ -160,14 +190,23 @@ pub fn parse_line(line: &str) -> Result<Line, String> {
     let costs = res
         .get(0)
         .and_then(Value::as_array)
-        .ok_or("r[0] (costs) is not an array")?
+        .ok_or("r[0] (costs) is not an array")?;
+    if costs.len() > MAX_COSTS {
+        return Err(format!(
+            "r[0] has {} costs; at most {MAX_COSTS}",
+            costs.len()
+        ));
+    }
+    let costs = costs
         .iter()
         .map(|c| {
             number(c, "a cost").and_then(|c| {
-                if c >= 0.0 {
-                    Ok(c)
-                } else {
+                if c < 0.0 {
                     Err("a cost is negative".into())
+                } else if c > MAX_COST_S {
+                    Err(format!("a cost of {c} s is more than {MAX_COST_S} s"))
+                } else {
+                    Ok(c)
                 }
             })
         })
@@ -180,25 +219,68 @@ pub fn parse_line(line: &str) -> Result<Line, String> {
         .ok()
         .filter(|c| ErrorCode::from_code(*c).is_some())
         .ok_or_else(|| format!("r[1]: unknown error number {error_code}"))?;
+    if error_code == ErrorCode::NoError.code() && costs.is_empty() {
+        return Err("a success (r[1] = 0) without costs".into());
+    }
+    let latest_s = (now_ms() + MAX_CLOCK_AHEAD_MS) as f64 / 1000.0;
     let created_at = res
         .get(3)
         .map(|t| number(t, "r[3] (timestamp)"))
         .transpose()?
-        .map(|s| (s * 1000.0).round() as i64);
-    let opt_num = |k: &str| v.get(k).map(|x| number(x, k)).transpose();
+        .map(|t| {
+            if (0.0..=latest_s).contains(&t) {
+                Ok((t * 1000.0).round() as i64)
+            } else {
+                Err(format!(
+                    "r[3] (timestamp) {t} is not between 0 and a day from now"
+                ))
+            }
+        })
+        .transpose()?;
+    let phase = |k: &str| -> Result<f64, String> {
+        let x = v.get(k).map(|x| number(x, k)).transpose()?.unwrap_or(0.0);
+        if (0.0..=MAX_PHASE_S).contains(&x) {
+            Ok(x)
+        } else {
+            Err(format!("{k} is {x}; 0 to {MAX_PHASE_S} s"))
+        }
+    };
+    let opt_string = |k: &str, max: usize| -> Result<Option<String>, String> {
+        match v.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(x) => Ok(Some(bounded(string(x, k)?, k, max)?)),
+        }
+    };
+    let noisy = match v.get("noisy") {
+        None => false,
+        Some(x) => x.as_bool().ok_or("noisy is not a boolean")?,
+    };
+    match v.get("v") {
+        Some(Value::String(tag)) if tag == FORMAT => {}
+        Some(tag) => return Err(format!("\"v\" is {tag}, not \"{FORMAT}\"")),
+        None => return Err(format!("missing \"v\" (the format tag, \"{FORMAT}\")")),
+    }
     Ok(Line::Record(NewRecord {
         workload_key,
         target_key,
         steps_json,
         costs,
         error_code,
-        error_msg: v.get("e").and_then(Value::as_str).unwrap_or("").to_string(),
-        noisy: v.get("noisy").and_then(Value::as_bool).unwrap_or(false),
-        build_s: opt_num("build_s")?.unwrap_or(0.0),
-        run_s: opt_num("run_s")?.unwrap_or(0.0),
-        worker: v.get("worker").and_then(Value::as_str).map(String::from),
+        error_msg: opt_string("e", MAX_ERROR_MSG)?.unwrap_or_default(),
+        noisy,
+        build_s: phase("build_s")?,
+        run_s: phase("run_s")?,
+        worker: opt_string("worker", MAX_WORKER)?,
         created_at,
     }))
+}
+
+/// `s` when it is at most `max` bytes long.
+fn bounded(s: String, what: &str, max: usize) -> Result<String, String> {
+    if s.len() > max {
+        return Err(format!("{what} is {} bytes long; at most {max}", s.len()));
+    }
+    Ok(s)
 }
 
 type LineStream = Pin<Box<dyn Stream<Item = Result<pb::RecordLines, Status>> + Send>>;
@@ -212,6 +294,8 @@ impl Records for Api {
         req: Request<pb::ExportRequest>,
     ) -> Result<Response<LineStream>, Status> {
         let r = req.get_ref();
+        check_len("workload_key", &r.workload_key, MAX_KEY)?;
+        check_len("target_key", &r.target_key, MAX_KEY)?;
         let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
         let (w, t) = (opt(&r.workload_key), opt(&r.target_key));
         let store = self.store();
@@ -257,66 +341,74 @@ impl Records for Api {
         req: Request<Streaming<pb::RecordLines>>,
     ) -> Result<Response<pb::ImportResponse>, Status> {
         let mut stream = req.into_inner();
-        let store = self.store();
-        let (mut workloads, mut targets, mut records) = (vec![], vec![], vec![]);
-        let mut known_w: HashMap<String, ()> = HashMap::new();
-        let mut known_t: HashSet<String> = HashSet::new();
+        let mut lines = vec![];
         let mut n = 0usize;
         while let Some(msg) = stream.next().await {
-            for line in msg?.lines {
+            for line in msg.map_err(message_too_large)?.lines {
                 n += 1;
                 if n > MAX_IMPORT_LINES {
                     return Err(Status::resource_exhausted(format!(
                         "more than {MAX_IMPORT_LINES} lines in one import"
                     )));
                 }
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let bad = |m: String| Status::invalid_argument(format!("line {n}: {m}"));
-                match parse_line(&line).map_err(bad)? {
-                    Line::Workload(w) => {
-                        known_w.insert(w.key.clone(), ());
-                        workloads.push(w);
-                    }
-                    Line::Target(k, j) => {
-                        known_t.insert(k.clone());
-                        targets.push((k, j));
-                    }
-                    Line::Record(r) => {
-                        if !known_w.contains_key(&r.workload_key) {
-                            if store
-                                .workload(&r.workload_key)
-                                .await
-                                .map_err(internal)?
-                                .is_none()
-                            {
-                                return Err(bad(format!(
-                                    "unknown workload {} (no workload line before it, and not in the database)",
-                                    r.workload_key
-                                )));
-                            }
-                            known_w.insert(r.workload_key.clone(), ());
-                        }
-                        if !known_t.contains(&r.target_key) {
-                            if store
-                                .target_json(&r.target_key)
-                                .await
-                                .map_err(internal)?
-                                .is_none()
-                            {
-                                return Err(bad(format!(
-                                    "unknown target {} (no target line before it, and not in the database)",
-                                    r.target_key
-                                )));
-                            }
-                            known_t.insert(r.target_key.clone());
-                        }
-                        records.push(r);
-                    }
+                if !line.trim().is_empty() {
+                    lines.push((n, line));
                 }
             }
         }
+        // Parsing and replaying are CPU work: off the async threads.
+        let parsed = blocking(move || {
+            lines
+                .into_iter()
+                .map(|(n, line)| {
+                    let parsed = if line.len() > MAX_LINE_BYTES {
+                        Err(format!(
+                            "the line is {} bytes long; at most {MAX_LINE_BYTES}",
+                            line.len()
+                        ))
+                    } else {
+                        parse_line(&line)
+                    };
+                    (n, parsed)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await?;
+        // What the records use and no line before them defines comes from the database.
+        let store = self.store();
+        let (mut file_w, mut file_t) = (HashSet::new(), HashSet::new());
+        let (mut need_w, mut need_t) = (HashSet::new(), HashSet::new());
+        for (_, line) in &parsed {
+            match line {
+                Ok(Line::Workload(w)) => _ = file_w.insert(w.key.clone()),
+                Ok(Line::Target(k, _)) => _ = file_t.insert(k.clone()),
+                Ok(Line::Record(r)) => {
+                    if !file_w.contains(&r.workload_key) {
+                        need_w.insert(r.workload_key.clone());
+                    }
+                    if !file_t.contains(&r.target_key) {
+                        need_t.insert(r.target_key.clone());
+                    }
+                }
+                Err(_) => {}
+            }
+        }
+        let mut db_w = HashMap::new();
+        for key in need_w {
+            if let Some(w) = store.workload(&key).await.map_err(internal)? {
+                db_w.insert(key, w.to_task().map_err(Status::internal)?);
+            }
+        }
+        let mut db_t = HashMap::new();
+        for key in need_t {
+            if let Some(json) = store.target_json(&key).await.map_err(internal)? {
+                let t: Target = serde_json::from_str(&json)
+                    .map_err(|e| Status::internal(format!("stored target {key}: {e}")))?;
+                db_t.insert(key, t);
+            }
+        }
+        let checked = blocking(move || check_lines(parsed, &db_w, &db_t)).await?;
+        let (workloads, targets, records) = checked.map_err(Status::invalid_argument)?;
         let (new, known) = store
             .import(&workloads, &targets, &records)
             .await
@@ -328,6 +420,107 @@ impl Records for Api {
             workloads: workloads.len() as u64,
             targets: targets.len() as u64,
         }))
+    }
+}
+
+/// Bad lines named in one refusal; past them, only their count.
+const MAX_BAD_LINES_SHOWN: usize = 50;
+/// Longest reason shown for one bad line.
+const MAX_REASON_CHARS: usize = 300;
+
+type Checked = (Vec<Workload>, Vec<(String, String)>, Vec<NewRecord>);
+
+/// Every parsed line in order, each record against its workload and target (a line before it,
+/// else the database): what to store, or one message naming every bad line.
+fn check_lines(
+    parsed: Vec<(usize, Result<Line, String>)>,
+    db_w: &HashMap<String, Task>,
+    db_t: &HashMap<String, Target>,
+) -> Result<Checked, String> {
+    let (mut workloads, mut targets, mut records) = (vec![], vec![], vec![]);
+    let mut file_w: HashMap<String, (ComputeDag, u64)> = HashMap::new();
+    let mut file_t: HashMap<String, Target> = HashMap::new();
+    let mut bad: Vec<(usize, String)> = vec![];
+    for (n, line) in parsed {
+        match line {
+            Err(e) => bad.push((n, e)),
+            Ok(Line::Workload(w)) => {
+                let dag: ComputeDag =
+                    serde_json::from_str(&w.dag_json).expect("parse_line wrote a DAG");
+                file_w.insert(w.key.clone(), (dag, w.flops));
+                workloads.push(w);
+            }
+            Ok(Line::Target(k, json)) => {
+                let t: Target = serde_json::from_str(&json).expect("parse_line wrote a target");
+                file_t.insert(k.clone(), t);
+                targets.push((k, json));
+            }
+            Ok(Line::Record(r)) => {
+                let workload = file_w
+                    .get(&r.workload_key)
+                    .map(|(d, f)| (d, *f))
+                    .or_else(|| db_w.get(&r.workload_key).map(|t| (&t.dag, t.flops)));
+                let target = file_t
+                    .get(&r.target_key)
+                    .or_else(|| db_t.get(&r.target_key));
+                let verdict = match (workload, target) {
+                    (None, _) => Err(format!(
+                        "unknown workload {} (no workload line before it, and not in the database)",
+                        r.workload_key
+                    )),
+                    (_, None) => Err(format!(
+                        "unknown target {} (no target line before it, and not in the database)",
+                        r.target_key
+                    )),
+                    (Some((dag, flops)), Some(t)) => check_record(&r, dag, flops, t),
+                };
+                match verdict {
+                    Ok(()) => records.push(r),
+                    Err(e) => bad.push((n, e)),
+                }
+            }
+        }
+    }
+    if bad.is_empty() {
+        return Ok((workloads, targets, records));
+    }
+    let mut msg = format!(
+        "{} bad line{}, nothing stored: ",
+        bad.len(),
+        if bad.len() == 1 { "" } else { "s" }
+    );
+    let shown: Vec<String> = bad
+        .iter()
+        .take(MAX_BAD_LINES_SHOWN)
+        .map(|(n, e)| {
+            let mut e = e.clone();
+            if e.chars().count() > MAX_REASON_CHARS {
+                e = e.chars().take(MAX_REASON_CHARS).collect::<String>() + "...";
+            }
+            format!("line {n}: {e}")
+        })
+        .collect();
+    msg.push_str(&shown.join("; "));
+    if bad.len() > MAX_BAD_LINES_SHOWN {
+        let _ = write!(msg, "; and {} more", bad.len() - MAX_BAD_LINES_SHOWN);
+    }
+    Err(msg)
+}
+
+/// `f` on the blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Status::internal(format!("import check: {e}")))
+}
+
+/// gRPC's decoder refuses a message over the server's limit as OUT_OF_RANGE; in a stream the
+/// service sees it, and answers as the API documents a size limit.
+fn message_too_large(s: Status) -> Status {
+    if s.code() == tonic::Code::OutOfRange {
+        Status::resource_exhausted(s.message().to_string())
+    } else {
+        s
     }
 }
 
@@ -352,6 +545,34 @@ mod tests {
                 r#"{"i": [["w", "t"], [[], []]], "r": [[1], 99, 0, 0]}"#,
                 "unknown error number",
             ),
+            (
+                r#"{"i": [["w", "t"], [[], []]], "r": [[1], 0, 0, 0], "v": "v0.6"}"#,
+                "not \"tunehub-v1\"",
+            ),
+            (
+                r#"{"i": [["w", "t"], [[], []]], "r": [[1], 0, 0, 0]}"#,
+                "missing \"v\"",
+            ),
+            (
+                r#"{"i": [["w", "t"], [[], []]], "r": [[], 0, 0, 0], "v": "tunehub-v1"}"#,
+                "without costs",
+            ),
+            (
+                r#"{"i": [["w", "t"], [[], []]], "r": [[1e9], 0, 0, 0], "v": "tunehub-v1"}"#,
+                "more than 86400",
+            ),
+            (
+                r#"{"i": [["w", "t"], [[], []]], "r": [[1], 0, 0, 1e12], "v": "tunehub-v1"}"#,
+                "timestamp",
+            ),
+            (
+                r#"{"i": [["w", "t"], [[], []]], "r": [[1], 0, 0, 0], "v": "tunehub-v1", "run_s": -1}"#,
+                "run_s",
+            ),
+            (
+                r#"{"i": [["w", "t"], [[], []]], "r": [[1], 0, 0, 0], "v": "tunehub-v1", "noisy": 1}"#,
+                "noisy",
+            ),
             (r#"{"workload": {"key": "k", "dag": 3}}"#, "workload.dag"),
             (
                 r#"{"workload": {"key": "k", "dag": {}, "layout_free": "B"}}"#,
@@ -361,6 +582,26 @@ mod tests {
             let e = parse_line(line).err().unwrap_or_default();
             assert!(e.contains(want), "{line}: {e}");
         }
+        let many = format!(
+            r#"{{"i": [["w", "t"], [[], []]], "r": [{:?}, 0, 0, 0], "v": "tunehub-v1"}}"#,
+            vec![1.0; MAX_COSTS + 1]
+        );
+        assert!(parse_line(&many).unwrap_err().contains("at most 1000"));
+        let long = json!({"i": [["w", "t"], [[], []]], "r": [[1], 2, 0, 0], "v": FORMAT,
+            "e": "x".repeat(MAX_ERROR_MSG + 1)});
+        assert!(
+            parse_line(&long.to_string())
+                .unwrap_err()
+                .contains("at most")
+        );
+        // A DAG is checked as every DAG is: reads in bounds, within the size limit.
+        let mut dag = serde_json::to_value(tunehub_engine::ops::matmul(8, 8, 8).unwrap()).unwrap();
+        dag["stages"][2]["shape"] = json!([8, 9]);
+        let line = json!({"workload": {"key": "k", "dag": dag}}).to_string();
+        assert!(
+            parse_line(&line).unwrap_err().contains("workload.dag"),
+            "{line}"
+        );
         match parse_line(
             r#"{"i": [["w", "t"], [[], []]], "r": [[0.001, 0.002], 0, 1.5, 1700000000.5], "v": "tunehub-v1"}"#,
         ) {
@@ -371,6 +612,176 @@ mod tests {
                 );
             }
             _ => panic!("a valid record line"),
+        }
+    }
+
+    /// Every bad line is named with its reason, records checked against the workload and
+    /// target lines before them.
+    #[test]
+    fn every_bad_line_is_named() {
+        let task = Task::new(tunehub_engine::ops::matmul(64, 64, 64).unwrap(), "m");
+        let w = Workload {
+            key: task.key.clone(),
+            description: Some("m".into()),
+            dag_json: serde_json::to_string(&task.dag).unwrap(),
+            options: WorkloadOptions::default(),
+            flops: task.flops,
+            created_at: 0,
+        };
+        let t = Target::detect();
+        let rec = |steps: &str, cost: f64| {
+            json!({"i": [[task.key, t.key()], [[], serde_json::from_str::<Value>(steps).unwrap()]],
+                "r": [[cost], 0, 0, 0], "v": FORMAT})
+            .to_string()
+        };
+        let lines = [
+            workload_line(&w),
+            target_line(&t.key(), &serde_json::to_string(&t).unwrap()),
+            rec("[]", 1e-3),
+            rec(r#"[["SP",2,7,64,[8],1]]"#, 1e-3),
+            "not json".to_string(),
+            rec("[]", 2e-9),
+            rec(r#"[["SP",99,0,64,[8],1]]"#, 1e-3),
+        ];
+        let parsed = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i + 1, parse_line(l)))
+            .collect();
+        let e = check_lines(parsed, &HashMap::new(), &HashMap::new()).expect_err("bad lines");
+        assert!(e.starts_with("4 bad lines, nothing stored"), "{e}");
+        for want in [
+            "line 4: steps do not replay",
+            "line 5: not JSON",
+            "line 6: cost 2e-9 s is faster than",
+            "line 7: steps do not replay",
+        ] {
+            assert!(e.contains(want), "{want:?} not in {e}");
+        }
+        assert!(!e.contains("line 3"), "{e}");
+        let good = lines[..3]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i + 1, parse_line(l)))
+            .collect();
+        let (ws, ts, rs) = check_lines(good, &HashMap::new(), &HashMap::new()).unwrap();
+        assert_eq!((ws.len(), ts.len(), rs.len()), (1, 1, 1));
+    }
+
+    /// JSON values of every kind, small.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|x| json!(x)),
+            prop::sample::select(vec![0.0, -1.0, 1e-3, 2e-9, 1e300, 86_401.0, 1.7e9])
+                .prop_map(|x| json!(x)),
+            ".{0,12}".prop_map(Value::from),
+            prop::sample::select(vec!["SP", "RE", "FU", "tunehub-v1", "w", "t"])
+                .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::btree_map("[a-z]{1,3}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn fuzz_task() -> (Task, Target) {
+        (
+            Task::new(tunehub_engine::ops::matmul(8, 8, 8).unwrap(), "m"),
+            Target::detect(),
+        )
+    }
+
+    /// A valid file, then one of its values replaced by an arbitrary one: no panic, a
+    /// refusal is a message, and a file with a refused line stores nothing.
+    fn check_mutated(path: &[usize], replacement: Value, line_no: usize) -> Result<(), String> {
+        use std::sync::OnceLock;
+        static FIXTURE: OnceLock<(Task, Target)> = OnceLock::new();
+        let (task, target) = FIXTURE.get_or_init(fuzz_task);
+        let w = Workload {
+            key: task.key.clone(),
+            description: Some("m".into()),
+            dag_json: serde_json::to_string(&task.dag).unwrap(),
+            options: WorkloadOptions::default(),
+            flops: task.flops,
+            created_at: 0,
+        };
+        let mut lines: Vec<Value> = [
+            workload_line(&w),
+            target_line(&target.key(), &serde_json::to_string(target).unwrap()),
+            json!({"i": [[task.key, target.key()], [[], [["SP", 2, 0, 8, [4], 1]]]],
+                "r": [[1e-3, 2e-3], 0, 0.5, 1.7e9], "v": FORMAT, "e": "", "noisy": false,
+                "worker": "w", "build_s": 0.1, "run_s": 0.2})
+            .to_string(),
+        ]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+        // Walk down the path (indices taken modulo each level's size) and replace there.
+        let line = line_no % lines.len();
+        let mut pointer = String::new();
+        let mut at = &lines[line];
+        for &p in path {
+            let (step, next) = match at {
+                Value::Array(a) if !a.is_empty() => ((p % a.len()).to_string(), &a[p % a.len()]),
+                Value::Object(o) if !o.is_empty() => {
+                    let (k, v) = o.iter().nth(p % o.len()).unwrap();
+                    (k.replace('~', "~0").replace('/', "~1"), v)
+                }
+                _ => break,
+            };
+            pointer.push('/');
+            pointer.push_str(&step);
+            at = next;
+        }
+        *lines[line].pointer_mut(&pointer).unwrap() = replacement;
+        let parsed: Vec<(usize, Result<Line, String>)> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (i + 1, parse_line(&l.to_string())))
+            .collect();
+        let any_bad = parsed.iter().any(|(_, p)| p.is_err());
+        if parsed
+            .iter()
+            .any(|(_, p)| p.as_ref().is_err_and(|e| e.trim().is_empty()))
+        {
+            return Err("an empty error".into());
+        }
+        match check_lines(parsed, &HashMap::new(), &HashMap::new()) {
+            Ok(_) if any_bad => Err("a file with a bad line would be stored".into()),
+            Ok(_) => Ok(()),
+            Err(e) if e.contains("nothing stored") && e.contains("line ") => Ok(()),
+            Err(e) => Err(format!("an unclear refusal: {e}")),
+        }
+    }
+
+    // 256 cases each in `cargo test`; `PROPTEST_CASES=100000 cargo test -p tunehub-server
+    // import_line` runs a long fuzz.
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            failure_persistence: None, ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        #[test]
+        fn import_line_parser_never_panics(s in ".{0,200}") {
+            if let Err(e) = parse_line(&s) {
+                proptest::prop_assert!(!e.trim().is_empty());
+            }
+        }
+
+        #[test]
+        fn import_line_fuzz_mutated_files_store_nothing_when_refused(
+            path in proptest::collection::vec(0usize..16, 0..6),
+            replacement in any_json(),
+            line in 0usize..3,
+        ) {
+            check_mutated(&path, replacement, line).map_err(proptest::test_runner::TestCaseError::fail)?;
         }
     }
 

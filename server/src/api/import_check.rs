@@ -1,0 +1,173 @@
+//! What an imported line must satisfy: the bounds of its fields, and for a record what only
+//! its workload and target can tell: its steps replay on the workload, and its times are
+//! possible on the target. An imported record may become a best (and a kernel handed to
+//! compilers), so it is trusted no more than a report from an unknown machine.
+//! `docs/validation.md` explains the bounds.
+
+use crate::records::NewRecord;
+use tunehub_engine::ir::ComputeDag;
+use tunehub_engine::measure::ErrorCode;
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::target::Target;
+
+/// Longest line (a workload line holds its DAG).
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// Most costs of one record: the API's largest `repeat`.
+pub const MAX_COSTS: usize = 1000;
+/// Longest cost of one run, in seconds: the API's largest run timeout.
+pub const MAX_COST_S: f64 = 86_400.0;
+/// Longest build or run phase of one candidate, in seconds (retries and repeats included).
+pub const MAX_PHASE_S: f64 = 1e6;
+/// Longest error message (the engine keeps 4 KiB of a compiler's output).
+pub const MAX_ERROR_MSG: usize = 16 << 10;
+/// Longest worker name.
+pub const MAX_WORKER: usize = 256;
+/// Most steps in one schedule (the search's have tens).
+pub const MAX_STEPS: usize = 10_000;
+/// Most cores a target may claim.
+pub const MAX_CORES: usize = 1 << 16;
+/// A timestamp may be ahead of this server's clock by this much (clock skew), not more.
+pub const MAX_CLOCK_AHEAD_MS: i64 = 86_400_000;
+
+/// The clock assumed for a target's peak: the target does not record its frequency, and no
+/// CPU core runs much above 6 GHz.
+pub const ASSUMED_MAX_HZ: f64 = 6.0e9;
+/// f32 vector operations per core and cycle assumed for a peak: two FMA pipes, doubled so
+/// that operations counted as one flop each (max, add on further pipes) stay under it.
+pub const VECTOR_OPS_PER_CYCLE: f64 = 4.0;
+
+/// The fastest a target could compute, in FLOP/s: every core issuing
+/// [`VECTOR_OPS_PER_CYCLE`] full-width FMAs (2 flops per lane) at [`ASSUMED_MAX_HZ`]. A
+/// generous bound: real kernels reach a fraction of it.
+pub fn peak_flops(target: &Target) -> f64 {
+    target.cores.max(1) as f64
+        * f64::from(target.vector_lanes_f32())
+        * 2.0
+        * VECTOR_OPS_PER_CYCLE
+        * ASSUMED_MAX_HZ
+}
+
+/// A target line's own checks beyond its key.
+pub fn check_target(t: &Target) -> Result<(), String> {
+    if !(1..=MAX_CORES).contains(&t.cores) {
+        return Err(format!(
+            "target.target.cores is {}; 1 to {MAX_CORES}",
+            t.cores
+        ));
+    }
+    Ok(())
+}
+
+/// A record against its workload's DAG and FLOPs and its target: the steps replay, and no
+/// time of a success beats the target's peak.
+pub fn check_record(
+    r: &NewRecord,
+    dag: &ComputeDag,
+    flops: u64,
+    target: &Target,
+) -> Result<(), String> {
+    let schedule = Schedule::from_json(&r.steps_json).map_err(|e| format!("steps: {e}"))?;
+    if schedule.steps.len() > MAX_STEPS {
+        return Err(format!(
+            "{} steps; at most {MAX_STEPS}",
+            schedule.steps.len()
+        ));
+    }
+    let replayed = schedule.replay(dag);
+    // A record of an invalid schedule says so itself; it is kept (the search then never
+    // proposes it again) and can never be a best.
+    if r.error_code == ErrorCode::InvalidSchedule.code() {
+        return Ok(());
+    }
+    replayed.map_err(|e| format!("steps do not replay on workload {}: {e}", r.workload_key))?;
+    if r.error_code != ErrorCode::NoError.code() {
+        return Ok(());
+    }
+    let peak = peak_flops(target);
+    let fastest = flops as f64 / peak;
+    if let Some(c) = r.costs.iter().find(|&&c| c < fastest) {
+        return Err(format!(
+            "cost {c:e} s is faster than target {} can compute the workload's {flops} FLOPs \
+             (at least {fastest:e} s at a peak of {:.0} GFLOP/s: {} cores x {} f32 lanes x \
+             {} FMA x 2 flops x {} GHz)",
+            r.target_key,
+            peak / 1e9,
+            target.cores,
+            target.vector_lanes_f32(),
+            VECTOR_OPS_PER_CYCLE,
+            ASSUMED_MAX_HZ / 1e9
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tunehub_engine::ops;
+
+    fn record(steps: &str, costs: Vec<f64>) -> NewRecord {
+        NewRecord {
+            workload_key: "w".into(),
+            target_key: "t".into(),
+            steps_json: steps.into(),
+            costs,
+            error_code: 0,
+            error_msg: String::new(),
+            noisy: false,
+            build_s: 0.0,
+            run_s: 0.0,
+            worker: None,
+            created_at: None,
+        }
+    }
+
+    fn target(cores: usize, features: &[&str]) -> Target {
+        Target {
+            cores,
+            features: features.iter().map(|f| f.to_string()).collect(),
+            ..Target::detect()
+        }
+    }
+
+    #[test]
+    fn the_peak_follows_cores_and_vector_width() {
+        // 2 cores x 16 lanes x 4 x 2 x 6 GHz.
+        assert_eq!(peak_flops(&target(2, &["avx512f"])), 1536e9);
+        assert_eq!(peak_flops(&target(1, &[])), 4.0 * 8.0 * 6e9);
+    }
+
+    #[test]
+    fn unreplayable_steps_and_impossible_times_are_refused() {
+        let dag = ops::matmul(64, 64, 64).unwrap();
+        let flops = dag.flop_count();
+        let t = target(2, &["avx512f"]);
+        let ok = record("[]", vec![1e-3]);
+        assert_eq!(check_record(&ok, &dag, flops, &t), Ok(()));
+        for (steps, want) in [
+            (r#"[["SP",2,7,64,[8],1]]"#, "do not replay"),
+            (r#"[["SP",99,0,64,[8],1]]"#, "do not replay"),
+        ] {
+            let e = check_record(&record(steps, vec![1e-3]), &dag, flops, &t).unwrap_err();
+            assert!(e.contains(want), "{steps}: {e}");
+        }
+        // 524288 FLOPs in 2e-9 s is 262 TFLOP/s; the peak is 1.5.
+        let e = check_record(&record("[]", vec![1e-3, 2e-9]), &dag, flops, &t).unwrap_err();
+        assert!(
+            e.contains("faster than") && e.contains("1536 GFLOP/s"),
+            "{e}"
+        );
+        // An error's costs are not times.
+        let err = NewRecord {
+            error_code: ErrorCode::RunTimeout.code(),
+            ..record("[]", vec![0.0])
+        };
+        assert_eq!(check_record(&err, &dag, flops, &t), Ok(()));
+        let invalid = NewRecord {
+            error_code: ErrorCode::InvalidSchedule.code(),
+            ..record(r#"[["SP",99,0,64,[8],1]]"#, vec![])
+        };
+        assert_eq!(check_record(&invalid, &dag, flops, &t), Ok(()));
+        assert!(check_target(&target(0, &[])).is_err());
+    }
+}
