@@ -421,7 +421,8 @@ async fn an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly() {
 }
 
 /// Issue 26, item 1: reports a worker must never send (a NaN or missing cost with error code
-/// 0, a NaN build time with a negative run time, a wrong count, an unknown error code) are
+/// 0, a NaN build time with a negative run time, a wrong count, an unknown error code, a time
+/// faster than the target's peak allows) are
 /// refused with INVALID_ARGUMENT naming the candidate and the field, count against their
 /// workers (quarantined: nothing vouches for them), and their candidates are measured by a
 /// real worker: the job ends done, with no error recorded and nothing of the fakes stored.
@@ -458,6 +459,14 @@ async fn bad_reports_are_refused_and_measured_elsewhere_and_never_fail_the_job()
                 ..measured_ok()
             }],
             "candidate 0: unknown error code 99",
+        ),
+        (
+            // 8192 FLOPs in a femtosecond: beyond any device's peak, it would be the best.
+            vec![pb::MeasuredCandidate {
+                costs: vec![1e-15],
+                ..measured_ok()
+            }],
+            "candidate 0: cost 1e-15 s is faster than target",
         ),
     ];
     let mut fakes = vec![];

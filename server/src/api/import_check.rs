@@ -4,6 +4,7 @@
 //! compilers), so it is trusted no more than a report from an unknown machine.
 //! `docs/validation.md` explains the bounds.
 
+use crate::jobs::result_check::check_speed;
 use crate::records::NewRecord;
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::measure::ErrorCode;
@@ -28,24 +29,6 @@ pub const MAX_STEPS: usize = 10_000;
 pub const MAX_CORES: usize = 1 << 16;
 /// A timestamp may be ahead of this server's clock by this much (clock skew), not more.
 pub const MAX_CLOCK_AHEAD_MS: i64 = 86_400_000;
-
-/// The clock assumed for a target's peak: the target does not record its frequency, and no
-/// CPU core runs much above 6 GHz.
-pub const ASSUMED_MAX_HZ: f64 = 6.0e9;
-/// f32 vector operations per core and cycle assumed for a peak: two FMA pipes, doubled so
-/// that operations counted as one flop each (max, add on further pipes) stay under it.
-pub const VECTOR_OPS_PER_CYCLE: f64 = 4.0;
-
-/// The fastest a target could compute, in FLOP/s: every core issuing
-/// [`VECTOR_OPS_PER_CYCLE`] full-width FMAs (2 flops per lane) at [`ASSUMED_MAX_HZ`]. A
-/// generous bound: real kernels reach a fraction of it.
-pub fn peak_flops(target: &Target) -> f64 {
-    target.cores.max(1) as f64
-        * f64::from(target.vector_lanes_f32())
-        * 2.0
-        * VECTOR_OPS_PER_CYCLE
-        * ASSUMED_MAX_HZ
-}
 
 /// A target line's own checks beyond its key.
 pub fn check_target(t: &Target) -> Result<(), String> {
@@ -83,27 +66,14 @@ pub fn check_record(
     if r.error_code != ErrorCode::NoError.code() {
         return Ok(());
     }
-    let peak = peak_flops(target);
-    let fastest = flops as f64 / peak;
-    if let Some(c) = r.costs.iter().find(|&&c| c < fastest) {
-        return Err(format!(
-            "cost {c:e} s is faster than target {} can compute the workload's {flops} FLOPs \
-             (at least {fastest:e} s at a peak of {:.0} GFLOP/s: {} cores x {} f32 lanes x \
-             {} FMA x 2 flops x {} GHz)",
-            r.target_key,
-            peak / 1e9,
-            target.cores,
-            target.vector_lanes_f32(),
-            VECTOR_OPS_PER_CYCLE,
-            ASSUMED_MAX_HZ / 1e9
-        ));
-    }
+    check_speed(&r.costs, flops, target)?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobs::result_check::peak_flops;
     use tunehub_engine::ops;
 
     fn record(steps: &str, costs: Vec<f64>) -> NewRecord {

@@ -108,6 +108,7 @@ impl MeasureBatch for FleetMeasurer {
             description: task.desc.clone(),
             workload_options: task.options(),
             steps_json: schedules.iter().map(Schedule::to_json).collect(),
+            flops: task.flops,
             options_json: serde_json::to_string(&self.options).expect("options serialize"),
         });
         let n = schedules.len();

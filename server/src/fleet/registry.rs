@@ -6,6 +6,7 @@
 //! rows in the database, and a batch cut short by a restart is proposed again by the resumed
 //! job (whose search skips what was stored). Workers re-register after a restart.
 
+use crate::jobs::result_check::check_speed;
 use crate::metrics::TargetLabel;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -69,6 +70,8 @@ pub struct Payload {
     /// The workload's options: the device builds the task with them (its key depends on them).
     pub workload_options: WorkloadOptions,
     pub steps_json: Vec<String>,
+    /// The workload's FLOPs: a reported time below what the target's peak allows is refused.
+    pub flops: u64,
     /// The engine's measure options (JSON).
     pub options_json: String,
 }
@@ -452,6 +455,20 @@ impl Fleet {
             self.piece_failed(st, id, lease.piece, Err(&why));
             return Err(FleetError::Invalid(why));
         }
+        // A time the device cannot have measured (faster than its peak allows) is a lie or a
+        // broken timer: refused like any bad report, before it could become a best.
+        let impossible = st.targets.get(&lease.piece.key).and_then(|target| {
+            results.iter().enumerate().find_map(|(i, r)| {
+                // A failure has no costs (the door's check), so only successes are bounded.
+                check_speed(&r.costs, lease.piece.payload.flops, target)
+                    .err()
+                    .map(|e| format!("candidate {i}: {e}"))
+            })
+        });
+        if let Some(why) = impossible {
+            self.piece_failed(st, id, lease.piece, Err(&why));
+            return Err(FleetError::Invalid(why));
+        }
         if results.iter().all(device_failure) {
             self.piece_failed(st, id, lease.piece, Ok(results));
             return Ok(true);
@@ -815,6 +832,7 @@ mod tests {
             description: String::new(),
             workload_options: WorkloadOptions::default(),
             steps_json: vec!["[]".into(); n],
+            flops: 0,
             options_json: "{}".into(),
         });
         Piece::new(

@@ -9,7 +9,7 @@
 //! every record of its (workload, target), so nothing is proposed twice and no budget is spent
 //! twice (a task's progress is its rows in `job_records`).
 
-use super::result_check::check_result;
+use super::result_check::{check_result, check_speed};
 use super::store::{JobRow, JobState, JobStore, Lease};
 use super::{JobContext, JobError};
 use crate::metrics::Metrics;
@@ -283,6 +283,7 @@ async fn drive(
         };
         let row = &rows[i];
         let workload = p.tuner.tasks()[i].search.task().key.clone();
+        let flops = p.tuner.tasks()[i].search.task().flops;
         // The engine's round, off the async threads: it lowers thousands of candidates and
         // waits on compilers and kernels.
         let span = tracing::info_span!("task", task = row.idx, workload = %workload);
@@ -332,7 +333,9 @@ async fn drive(
             // The fleet refuses such a report on arrival; this is the last line: a measurement
             // the records table would refuse is dropped (the candidate is proposed again on a
             // later claim), never a failed job.
-            if let Err(why) = check_result(r) {
+            // A failure has no costs (`check_result`), so only a success's times are bounded.
+            let checked = check_result(r).and_then(|()| check_speed(&r.costs, flops, target));
+            if let Err(why) = checked {
                 tracing::warn!(
                     candidate = k,
                     device = device.as_deref().unwrap_or("local"),

@@ -3,6 +3,7 @@
 //! NULL in a NOT NULL column: either would fail the whole batch, and with it the job).
 
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
+use tunehub_engine::target::Target;
 
 /// The most timed repeats a job may ask for (`MeasureOptions.repeat`), so the most costs a
 /// candidate has.
@@ -48,6 +49,46 @@ pub fn check_result(r: &MeasureResult) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The clock assumed for a target's peak: the target does not record its frequency, and no
+/// CPU core runs much above 6 GHz.
+pub const ASSUMED_MAX_HZ: f64 = 6.0e9;
+/// f32 vector operations per core and cycle assumed for a peak: two FMA pipes, doubled so
+/// that operations counted as one flop each (max, add on further pipes) stay under it.
+pub const VECTOR_OPS_PER_CYCLE: f64 = 4.0;
+
+/// The fastest a target could compute, in FLOP/s: every core issuing
+/// [`VECTOR_OPS_PER_CYCLE`] full-width FMAs (2 flops per lane) at [`ASSUMED_MAX_HZ`]. A
+/// generous bound: real kernels reach a fraction of it.
+pub fn peak_flops(target: &Target) -> f64 {
+    target.cores.max(1) as f64
+        * f64::from(target.vector_lanes_f32())
+        * 2.0
+        * VECTOR_OPS_PER_CYCLE
+        * ASSUMED_MAX_HZ
+}
+
+/// Why the costs of a success cannot be real: one beats the time `target` needs for the
+/// workload's `flops` at its peak ([`peak_flops`]). A worker or a file reporting such a time
+/// would otherwise make an impossible kernel the best.
+pub fn check_speed(costs: &[f64], flops: u64, target: &Target) -> Result<(), String> {
+    let peak = peak_flops(target);
+    let fastest = flops as f64 / peak;
+    match costs.iter().find(|&&c| c < fastest) {
+        None => Ok(()),
+        Some(c) => Err(format!(
+            "cost {c:e} s is faster than target {} can compute the workload's {flops} FLOPs \
+             (at least {fastest:e} s at a peak of {:.0} GFLOP/s: {} cores x {} f32 lanes x \
+             {} FMA x 2 flops x {} GHz)",
+            target.key(),
+            peak / 1e9,
+            target.cores,
+            target.vector_lanes_f32(),
+            VECTOR_OPS_PER_CYCLE,
+            ASSUMED_MAX_HZ / 1e9
+        )),
+    }
 }
 
 #[cfg(test)]
