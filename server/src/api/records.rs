@@ -615,19 +615,24 @@ mod tests {
         }
     }
 
-    /// Every bad line is named with its reason, records checked against the workload and
-    /// target lines before them.
-    #[test]
-    fn every_bad_line_is_named() {
-        let task = Task::new(tunehub_engine::ops::matmul(64, 64, 64).unwrap(), "m");
-        let w = Workload {
+    /// `task` as the workload table stores it.
+    fn stored(task: &Task) -> Workload {
+        Workload {
             key: task.key.clone(),
             description: Some("m".into()),
             dag_json: serde_json::to_string(&task.dag).unwrap(),
             options: WorkloadOptions::default(),
             flops: task.flops,
             created_at: 0,
-        };
+        }
+    }
+
+    /// Every bad line is named with its reason, records checked against the workload and
+    /// target lines before them.
+    #[test]
+    fn every_bad_line_is_named() {
+        let task = Task::new(tunehub_engine::ops::matmul(64, 64, 64).unwrap(), "m");
+        let w = stored(&task);
         let t = Target::detect();
         let rec = |steps: &str, cost: f64| {
             json!({"i": [[task.key, t.key()], [[], serde_json::from_str::<Value>(steps).unwrap()]],
@@ -704,14 +709,7 @@ mod tests {
         use std::sync::OnceLock;
         static FIXTURE: OnceLock<(Task, Target)> = OnceLock::new();
         let (task, target) = FIXTURE.get_or_init(fuzz_task);
-        let w = Workload {
-            key: task.key.clone(),
-            description: Some("m".into()),
-            dag_json: serde_json::to_string(&task.dag).unwrap(),
-            options: WorkloadOptions::default(),
-            flops: task.flops,
-            created_at: 0,
-        };
+        let w = stored(task);
         let mut lines: Vec<Value> = [
             workload_line(&w),
             target_line(&target.key(), &serde_json::to_string(target).unwrap()),
