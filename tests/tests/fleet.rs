@@ -595,3 +595,36 @@ async fn a_worker_with_a_wrong_token_exits_with_a_clear_message() {
     );
     assert!(workers(&mut server.client().await).await.workers.is_empty());
 }
+
+/// Issue 26: what a device registers is stored and shown to every user, so it is bounded at
+/// the door like a client's strings: an oversized device id or description, or a description
+/// with an impossible core count, is INVALID_ARGUMENT and registers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_with_oversized_or_impossible_fields_is_refused() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let json = faulty_worker::target_json(&[FLEET_CFLAGS]);
+    let mut huge: serde_json::Value = serde_json::from_str(&json).unwrap();
+    huge["cores"] = serde_json::json!(1u64 << 40);
+    let padded = format!("{json}{}", " ".repeat(70 << 10));
+    let mut c = server.client().await;
+    for (device, target, want) in [
+        ("x".repeat(5000), json.clone(), "device_id is 5000 bytes"),
+        ("dev".to_string(), padded, "target_json is"),
+        ("dev".to_string(), huge.to_string(), "cores"),
+    ] {
+        let e = c
+            .workers
+            .register(pb::RegisterWorkerRequest {
+                device_id: device,
+                target_json: target,
+            })
+            .await
+            .expect_err("refused");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains(want), "{e:?} should say {want:?}");
+    }
+    assert!(workers(&mut c).await.workers.is_empty());
+}

@@ -3,6 +3,8 @@
 
 use super::registry::{Fleet, FleetError};
 use super::report::check_report;
+use crate::api::import_check::check_target;
+use crate::api::limits::{MAX_KEY, check_len};
 use crate::records::{RecordStore, SqlStore};
 use crate::status::internal;
 use crate::workload;
@@ -12,6 +14,10 @@ use tonic::{Request, Response, Status};
 use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_server::Workers;
+
+/// A device's description as JSON: a few hundred bytes in practice. It is stored (the targets
+/// table) and shown by `tunehub workers`, so it is bounded like a client's strings.
+const MAX_TARGET_JSON: usize = 64 << 10;
 
 /// The longest a Pull waits for work before answering "none".
 const MAX_PULL_WAIT: Duration = Duration::from_secs(10);
@@ -39,8 +45,11 @@ impl Workers for WorkersService {
         if req.device_id.trim().is_empty() {
             return Err(Status::invalid_argument("device_id is empty"));
         }
+        check_len("device_id", &req.device_id, MAX_KEY)?;
+        check_len("target_json", &req.target_json, MAX_TARGET_JSON)?;
         let target: Target = serde_json::from_str(&req.target_json)
             .map_err(|e| Status::invalid_argument(format!("target_json: {e}")))?;
+        check_target(&target).map_err(|e| Status::invalid_argument(format!("target_json: {e}")))?;
         let key = target.key();
         // Stored so that jobs can name the key (and wait for it) while no worker is online.
         let json = serde_json::to_string(&target).expect("a target serializes");
