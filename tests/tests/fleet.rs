@@ -422,10 +422,10 @@ async fn an_aarch64_worker_cross_compiles_runs_under_qemu_and_stops_cleanly() {
 
 /// Issue 26, item 1: reports a worker must never send (a NaN or missing cost with error code
 /// 0, a NaN build time with a negative run time, a wrong count, an unknown error code, a time
-/// faster than the target's peak allows) are
-/// refused with INVALID_ARGUMENT naming the candidate and the field, count against their
-/// workers (quarantined: nothing vouches for them), and their candidates are measured by a
-/// real worker: the job ends done, with no error recorded and nothing of the fakes stored.
+/// faster than the target's peak allows) are refused with INVALID_ARGUMENT naming the
+/// candidate and the field, count against their workers (quarantined: nothing vouches for
+/// them), and their candidates are measured by a real worker: the job ends done, with no error
+/// recorded and nothing of the fakes stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_reports_are_refused_and_measured_elsewhere_and_never_fail_the_job() {
     let _serial = SERIAL.lock().await;
