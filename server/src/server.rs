@@ -219,10 +219,18 @@ async fn start_inner(
             .set_serving::<WorkersServer<crate::fleet::WorkersService>>()
             .await;
     }
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    // Reflection in both versions: grpcurl and tonic ask v1, grpcio-reflection's Python client
+    // still asks v1alpha. The descriptors carry the proto's comments (source info).
+    let reflection_of = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection = reflection_of()
         .build_v1()
+        .map_err(|e| ServeError::Reflection(e.to_string()))?;
+    let reflection_v1alpha = reflection_of()
+        .build_v1alpha()
         .map_err(|e| ServeError::Reflection(e.to_string()))?;
 
     // Every call is counted (by service, method and code) before the token check.
@@ -241,6 +249,7 @@ async fn start_inner(
     let router = builder
         .add_service(health_service)
         .add_service(InterceptedService::new(reflection, auth.clone()))
+        .add_service(InterceptedService::new(reflection_v1alpha, auth.clone()))
         .add_service(InterceptedService::new(
             JobsServer::new(api.clone())
                 .max_decoding_message_size(max)

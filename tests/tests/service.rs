@@ -777,6 +777,58 @@ async fn reflection_lists_the_services() {
     assert_eq!(refused, Code::Unauthenticated);
 }
 
+/// Reflection v1alpha, what grpcio-reflection's Python client asks, is served too, and the
+/// descriptors it returns carry the proto's comments (so clients see the API's documentation).
+#[tokio::test]
+async fn reflection_v1alpha_serves_the_documented_descriptors() {
+    use tonic_reflection::pb::v1alpha::ServerReflectionRequest;
+    use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&sqlite_path(dir.path(), "refl-alpha.db"), "s1", &[]);
+    let c = server.client().await;
+    let token = tunehub_server::auth::BearerToken::new(Some(TOKEN)).unwrap();
+    let mut refl = ServerReflectionClient::with_interceptor(c.channel.clone(), token);
+    let reqs = vec![
+        ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        },
+        ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::FileContainingSymbol(
+                "tunehub.v1.Jobs".into(),
+            )),
+        },
+    ];
+    let mut resp = refl
+        .server_reflection_info(tokio_stream::iter(reqs))
+        .await
+        .unwrap()
+        .into_inner();
+    let msg = resp.next().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = msg.message_response else {
+        panic!("not a service list: {msg:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.iter().any(|n| n == "tunehub.v1.Jobs"), "{names:?}");
+    let msg = resp.next().await.unwrap().unwrap();
+    let Some(MessageResponse::FileDescriptorResponse(files)) = msg.message_response else {
+        panic!("not a file descriptor: {msg:?}");
+    };
+    // A comment is a string field of the descriptor's source info: its bytes appear verbatim.
+    // This one is Jobs.Submit's in proto/tunehub/v1/tunehub.proto.
+    let comment = "Validates and queues a job.";
+    assert!(
+        files
+            .file_descriptor_proto
+            .iter()
+            .any(|f| f.windows(comment.len()).any(|w| w == comment.as_bytes())),
+        "the descriptor of tunehub.v1.Jobs lacks Jobs.Submit's comment {comment:?}"
+    );
+}
+
 /// A layout-free workload (packed weights) is its own workload: tuned under the key its typed
 /// options make, and found there by every query, typed or through the CLI's op-spec sugar.
 #[tokio::test]
