@@ -44,7 +44,10 @@ pub struct ServerFile {
     pub listen: Option<SocketAddr>,
     pub metrics_addr: Option<SocketAddr>,
     pub db: Option<String>,
+    /// Admin tokens (`token-1`, ...), as `--token` gives them.
     pub tokens: Option<Vec<String>>,
+    /// Named tokens with roles (`crate::auth::tokens`).
+    pub api_tokens: Option<Vec<crate::auth::TokenEntry>>,
     pub allow_unauthenticated: Option<bool>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
@@ -139,8 +142,9 @@ pub struct ServerArgs {
     #[arg(long, value_name = "PATH_OR_URL", env = "TUNEHUB_DB")]
     pub db: Option<String>,
 
-    /// API token a client must present (`authorization: Bearer TOKEN`); repeat for several, or
-    /// give a comma-separated list in TUNEHUB_TOKENS.
+    /// Admin API token a client must present (`authorization: Bearer TOKEN`); repeat for
+    /// several, or give a comma-separated list in TUNEHUB_TOKENS. Tokens with other roles
+    /// (client, worker, query) are named in the config file's [[server.api_tokens]].
     #[arg(long = "token", value_name = "TOKEN", env = "TUNEHUB_TOKENS", value_delimiter = ',',
           action = ArgAction::Append, hide_env_values = true)]
     pub tokens: Vec<String>,
@@ -219,7 +223,7 @@ pub struct ServerConfig {
     /// Where to serve metrics; `None`: not at all.
     pub metrics_addr: Option<SocketAddr>,
     pub db: String,
-    pub tokens: Vec<String>,
+    pub tokens: Vec<crate::auth::ApiToken>,
     pub allow_unauthenticated: bool,
     pub tls: Option<(PathBuf, PathBuf)>,
     pub limits: Limits,
@@ -269,16 +273,13 @@ impl ServerConfig {
     pub fn resolve(args: &ServerArgs) -> Result<ServerConfig, ConfigError> {
         let f = ConfigFile::load(args.config.as_deref())?.server;
         let d = Limits::default();
-        let tokens = if args.tokens.is_empty() {
+        let admin = if args.tokens.is_empty() {
             f.tokens.unwrap_or_default()
         } else {
             args.tokens.clone()
         };
-        let tokens: Vec<String> = tokens
-            .into_iter()
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
-            .collect();
+        let tokens = crate::auth::resolve_tokens(&admin, &f.api_tokens.unwrap_or_default())
+            .map_err(ConfigError::Invalid)?;
         let allow_unauthenticated =
             args.allow_unauthenticated || f.allow_unauthenticated.unwrap_or(false);
         if tokens.is_empty() && !allow_unauthenticated {
@@ -432,7 +433,7 @@ mod tests {
         };
         let c = ServerConfig::resolve(&args).unwrap();
         assert_eq!(c.db, "flag.db");
-        assert_eq!(c.tokens, ["a"]);
+        assert_eq!(c.tokens, [crate::auth::ApiToken::admin(0, "a")]);
         assert_eq!(c.lease_ms, 5000);
         assert_eq!(c.limits.max_tasks_per_job, 3);
         assert_eq!(c.limits.max_trials_per_job, 100_000);

@@ -6,7 +6,7 @@
 //! signal.
 
 use crate::api::Api;
-use crate::auth::Auth;
+use crate::auth::{Auth, AuthLayer};
 use crate::cache::BestCache;
 use crate::config::ServerConfig;
 use crate::fleet::{Fleet, FleetBackend, FleetConfig, WorkersService};
@@ -22,7 +22,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
 use tunehub_engine::search::SearchParams;
@@ -197,17 +196,13 @@ async fn start_inner(
         limits: cfg.limits,
     };
     let workers = fleet.as_ref().map(|f| {
-        InterceptedService::new(
-            WorkersServer::new(WorkersService {
-                fleet: Arc::clone(f),
-                store: ctx.jobs.records().clone(),
-            })
-            .max_decoding_message_size(max_of(cfg))
-            .max_encoding_message_size(max_of(cfg)),
-            Auth::new(cfg.tokens.clone()),
-        )
+        WorkersServer::new(WorkersService {
+            fleet: Arc::clone(f),
+            store: ctx.jobs.records().clone(),
+        })
+        .max_decoding_message_size(max_of(cfg))
+        .max_encoding_message_size(max_of(cfg))
     });
-    let auth = Auth::new(cfg.tokens.clone());
     let max = cfg.limits.max_message_bytes;
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -233,8 +228,12 @@ async fn start_inner(
         .build_v1alpha()
         .map_err(|e| ServeError::Reflection(e.to_string()))?;
 
-    // Every call is counted (by service, method and code) before the token check.
-    let mut builder = Server::builder().layer(GrpcMetricsLayer(Arc::clone(&metrics)));
+    // Every call is counted (by service, method and code) before the token and role check,
+    // which admits the health check untouched (load balancers and probes have no token).
+    let auth = AuthLayer::new(Auth::new(cfg.tokens.clone()), Some(Arc::clone(&metrics)));
+    let mut builder = Server::builder()
+        .layer(GrpcMetricsLayer(Arc::clone(&metrics)))
+        .layer(auth);
     if let Some((cert, key)) = &cfg.tls {
         let read = |p: &std::path::PathBuf| {
             std::fs::read(p).map_err(|source| ServeError::TlsFile {
@@ -245,29 +244,25 @@ async fn start_inner(
         let identity = Identity::from_pem(read(cert)?, read(key)?);
         builder = builder.tls_config(ServerTlsConfig::new().identity(identity))?;
     }
-    // Health is the one service served without a token (load balancers and probes have none).
     let router = builder
         .add_service(health_service)
-        .add_service(InterceptedService::new(reflection, auth.clone()))
-        .add_service(InterceptedService::new(reflection_v1alpha, auth.clone()))
-        .add_service(InterceptedService::new(
+        .add_service(reflection)
+        .add_service(reflection_v1alpha)
+        .add_service(
             JobsServer::new(api.clone())
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
-            auth.clone(),
-        ))
-        .add_service(InterceptedService::new(
+        )
+        .add_service(
             QueryServer::new(api.clone())
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
-            auth.clone(),
-        ))
-        .add_service(InterceptedService::new(
+        )
+        .add_service(
             RecordsServer::new(api)
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
-            auth,
-        ))
+        )
         .add_optional_service(workers);
 
     let listener = TcpListener::bind(cfg.listen)

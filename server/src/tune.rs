@@ -151,7 +151,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         listen: "127.0.0.1:0".parse().expect("a valid address"),
         metrics_addr: None,
         db: args.db.db.clone(),
-        tokens: vec![token.clone()],
+        tokens: vec![tunehub_server::auth::ApiToken::admin(0, token.clone())],
         allow_unauthenticated: false,
         tls: None,
         limits: Limits {

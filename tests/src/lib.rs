@@ -4,20 +4,22 @@
 //!
 //! # Layout
 //!
-//! This library is what the tests share: `binaries` (the two binaries under test,
-//! built fresh), `server` and `worker` (their child processes), `faulty_worker` (fault
-//! injection: a fake device that reports what a real one never would), `process` (signals, exits),
-//! `jobs` (requests, and waiting on a job through its Watch stream), `wait` (waiting for what
-//! no stream reports, with a deadline), `tools` (a missing outside tool: a skip, or a failure
-//! under CI=true). The tests, in `tests/`: `service.rs` (the API and the command line's
-//! clients), `tune_cli.rs` (`tunehub tune` and `best`), `fleet.rs` (workers: kill -9,
-//! quarantine, restart, aarch64 under qemu), `operations.rs` (metrics, JSON logs, SIGTERM),
+//! This library is what the tests share: `binaries` (the two binaries under test, built fresh),
+//! `server` and `worker` (their child processes), `faulty_worker` (fault injection: a fake
+//! device that reports what a real one never would), `process` (signals, exits), `jobs`
+//! (requests, and waiting on a job through its Watch stream), `metrics` (a scrape of the
+//! metrics endpoint), `wait` (waiting for what no stream reports, with a deadline), `tools` (a
+//! missing outside tool: a skip, or a failure under CI=true). The tests, in `tests/`:
+//! `service.rs` (the API and the command line's clients), `tune_cli.rs` (`tunehub tune` and
+//! `best`), `fleet.rs` (workers: kill -9, quarantine, restart, aarch64 under qemu),
+//! `operations.rs` (metrics, JSON logs, SIGTERM), `roles.rs` (tokens with roles),
 //! `postgres.rs` (the same on PostgreSQL, two servers on one database), `deploy.rs` (deploy/
 //! against the binaries and CI).
 
 pub mod binaries;
 pub mod faulty_worker;
 pub mod jobs;
+pub mod metrics;
 pub mod process;
 pub mod server;
 pub mod tools;
@@ -28,5 +30,6 @@ pub use faulty_worker::FaultyWorker;
 pub use jobs::{
     code_of, get, is_final, op, quick, submit, submit_req, task, wait_final, wait_trials,
 };
+pub use metrics::scrape_raw;
 pub use server::{Server, TOKEN, sqlite_path};
 pub use worker::Worker;

@@ -3,7 +3,6 @@
 //! SQLite database it leaves behind.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
 use tokio_stream::StreamExt;
@@ -12,7 +11,7 @@ use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
 use tunehub_server::jobs::store::{JobRow, JobState, JobStore};
 use tunehub_server::records::SqlStore;
-use tunehub_tests::{Server, Worker, get, quick, submit, task, wait, wait_final};
+use tunehub_tests::{Server, Worker, get, quick, scrape_raw, submit, task, wait, wait_final};
 
 /// Each test compiles and times kernels: one at a time on a small machine.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -24,26 +23,6 @@ fn start_server(db: &str, instance: &str, extra: &[&str], log: &Path) -> Server 
         .args(extra)
         .log(log)
         .start()
-}
-
-/// One scrape: GET /metrics over HTTP/1.1 on loopback; the status line, headers and body.
-fn scrape_raw(addr: &str, path: &str) -> (String, String, String) {
-    let mut s = std::net::TcpStream::connect(addr).expect("the metrics port answers");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/openmetrics-text\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let (head, body) = resp.split_once("\r\n\r\n").expect("a header block");
-    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
-    (
-        status.to_string(),
-        headers.to_ascii_lowercase(),
-        body.to_string(),
-    )
 }
 
 /// A scrape checked line by line against the text format: `# HELP`/`# TYPE`/`# UNIT` lines, samples

@@ -145,6 +145,7 @@ async fn concurrent_claims_take_each_job_once() {
                 batch_size: 1,
                 scheduler: "round_robin".into(),
                 measure: Default::default(),
+                owner: "anonymous".into(),
                 tasks: vec![("w".into(), 1.0, 1)],
             })
             .await

@@ -2,6 +2,7 @@
 
 use super::limits::{MAX_KEY, MAX_NAME, check_len};
 use super::{Api, internal};
+use crate::auth::Principal;
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
 use std::pin::Pin;
@@ -73,9 +74,14 @@ pub fn measure_options(m: Option<&pb::MeasureOptions>) -> Result<MeasureOptions,
 }
 
 impl Api {
-    /// Checks a submission in full, then stores it: workloads, the target, the job and its
-    /// tasks. Nothing is written unless everything is valid.
-    pub async fn submit_job(&self, req: &pb::SubmitRequest) -> Result<pb::Job, Status> {
+    /// Checks a submission in full, then stores it, owned by `owner` (the token's name):
+    /// workloads, the target, the job and its tasks. Nothing is written unless everything is
+    /// valid.
+    pub async fn submit_job(
+        &self,
+        req: &pb::SubmitRequest,
+        owner: &str,
+    ) -> Result<pb::Job, Status> {
         let limits = self.limits;
         check_len("name", &req.name, MAX_NAME)?;
         if req.tasks.is_empty() {
@@ -183,6 +189,7 @@ impl Api {
                 },
                 scheduler: scheduler.into(),
                 measure,
+                owner: owner.to_string(),
                 tasks: rows,
             })
             .await
@@ -265,7 +272,8 @@ impl Jobs for Api {
                  of the same database, or again once it is back",
             ));
         }
-        let job = self.submit_job(req.get_ref()).await?;
+        let owner = Principal::of(&req).name;
+        let job = self.submit_job(req.get_ref(), &owner).await?;
         Ok(Response::new(pb::SubmitResponse { job: Some(job) }))
     }
 
@@ -309,6 +317,17 @@ impl Jobs for Api {
     ) -> Result<Response<pb::Job>, Status> {
         let id = &req.get_ref().id;
         check_len("id", id, MAX_KEY)?;
+        let caller = Principal::of(&req);
+        if !caller.is_admin() {
+            let job = self.get_job(id).await?;
+            if job.owner != caller.name {
+                return Err(Status::permission_denied(format!(
+                    "job '{id}' was submitted by '{}': token '{}' ({} role) cancels only its own \
+                     jobs",
+                    job.owner, caller.name, caller.role
+                )));
+            }
+        }
         let job = self
             .ctx
             .jobs

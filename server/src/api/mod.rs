@@ -195,6 +195,7 @@ impl Api {
             error: job.error.clone(),
             claimed_by: job.claimed_by.clone().unwrap_or_default(),
             claims: job.claims,
+            owner: job.owner.clone(),
             waiting: if job.state.is_final() {
                 String::new()
             } else {

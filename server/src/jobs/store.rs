@@ -71,6 +71,8 @@ pub struct JobRow {
     pub claims: u32,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The name of the token that submitted it (`anonymous` without tokens).
+    pub owner: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +105,8 @@ pub struct NewJob {
     pub batch_size: u32,
     pub scheduler: String,
     pub measure: MeasureOptions,
+    /// The submitting token's name.
+    pub owner: String,
     /// (workload key, weight, trials); the workloads must be stored already.
     pub tasks: Vec<(String, f64, u32)>,
 }
@@ -118,7 +122,7 @@ pub enum Lease {
 }
 
 const JOB_COLUMNS: &str = "id, name, state, target_key, seed, batch_size, scheduler, measure_json, error, \
-     claimed_by, lease_until, claims, created_at, updated_at";
+     claimed_by, lease_until, claims, created_at, updated_at, owner";
 
 fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
     let id: String = row.try_get(0)?;
@@ -144,6 +148,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
         claims: row.try_get::<i64, _>(11)? as u32,
         created_at: row.try_get(12)?,
         updated_at: row.try_get(13)?,
+        owner: row.try_get(14)?,
         id,
     })
 }
@@ -170,7 +175,7 @@ impl JobStore {
         let now = now_ms();
         let mut tx = self.db.pool().begin().await?;
         sqlx::query(&format!(
-            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8)"
+            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9)"
         ))
         .bind(&id)
         .bind(&job.name)
@@ -180,6 +185,7 @@ impl JobStore {
         .bind(&job.scheduler)
         .bind(&measure_json)
         .bind(now)
+        .bind(&job.owner)
         .execute(&mut *tx)
         .await?;
         for (idx, (workload, weight, trials)) in job.tasks.iter().enumerate() {

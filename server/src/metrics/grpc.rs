@@ -15,13 +15,14 @@ use tonic::Code;
 
 /// Services whose calls get their own label; anything else is `other` (label values come from
 /// request paths, which a client chooses).
-const SERVICES: [&str; 6] = [
+const SERVICES: [&str; 7] = [
     "tunehub.v1.Jobs",
     "tunehub.v1.Query",
     "tunehub.v1.Records",
     "tunehub.v1.Workers",
     "grpc.health.v1.Health",
     "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
 ];
 
 #[derive(Clone)]

@@ -57,6 +57,15 @@ pub struct GrpcLabels {
     pub code: String,
 }
 
+/// A call's token by name (never the secret) and role, and whether its role admitted it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    pub token: String,
+    pub role: String,
+    /// `allowed`, or `denied` (PERMISSION_DENIED: outside the token's role).
+    pub outcome: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabel {
     pub method: String,
@@ -105,6 +114,8 @@ pub struct Metrics {
     /// Jobs this server stopped running because its lease ran out (another server took them).
     pub job_leases_lost: Counter,
     pub grpc_requests: Family<GrpcLabels, Counter>,
+    /// Authenticated calls by token name and role, admitted or denied.
+    pub calls_by_token: Family<TokenLabels, Counter>,
     pub query_duration: Family<MethodLabel, Histogram, fn() -> Histogram>,
     jobs: Family<StateLabel, Gauge>,
     workers: Family<WorkerLabels, Gauge>,
@@ -129,6 +140,7 @@ impl Metrics {
             measure_queue: Family::default(),
             job_leases_lost: Counter::default(),
             grpc_requests: Family::default(),
+            calls_by_token: Family::default(),
             query_duration: Family::new_with_constructor(query_histogram as fn() -> Histogram),
             jobs: Family::default(),
             workers: Family::default(),
@@ -173,6 +185,11 @@ impl Metrics {
             "grpc_requests",
             "gRPC calls answered, by service, method and status code",
             m.grpc_requests.clone(),
+        );
+        registry.register(
+            "grpc_calls_by_token",
+            "Authenticated gRPC calls by token name and role, allowed or denied by the role",
+            m.calls_by_token.clone(),
         );
         registry.register_with_unit(
             "query_duration",

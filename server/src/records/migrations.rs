@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 4] = [
+const FILES: [(i64, &str, &str); 5] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -22,6 +22,11 @@ const FILES: [(i64, &str, &str); 4] = [
         4,
         "workload options",
         include_str!("../../../migrations/0004_workload_options.sql"),
+    ),
+    (
+        5,
+        "job owner",
+        include_str!("../../../migrations/0005_job_owner.sql"),
     ),
 ];
 

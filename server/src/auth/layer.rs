@@ -1,0 +1,155 @@
+//! The tower layer in front of every gRPC service: the token names the caller, the caller's role
+//! must permit the method (`role::permits`), and the handler finds the `Principal` in the
+//! request's extensions. The health check passes untouched (probes carry no token).
+//!
+//! A layer rather than tonic's interceptor because the role depends on the method, and an
+//! interceptor does not see the request's path.
+
+use super::{Auth, Principal, permits};
+use crate::metrics::{Metrics, TokenLabels};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tonic::Status;
+use tracing::Instrument;
+
+const HEALTH: &str = "/grpc.health.v1.Health/";
+
+#[derive(Clone)]
+pub struct AuthLayer {
+    auth: Auth,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl AuthLayer {
+    pub fn new(auth: Auth, metrics: Option<Arc<Metrics>>) -> Self {
+        AuthLayer { auth, metrics }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for AuthLayer {
+    type Service = Authorized<S>;
+
+    fn layer(&self, inner: S) -> Authorized<S> {
+        Authorized {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Authorized<S> {
+    inner: S,
+    layer: AuthLayer,
+}
+
+impl AuthLayer {
+    fn count(&self, p: &Principal, allowed: bool) {
+        if let Some(m) = &self.metrics {
+            m.calls_by_token
+                .get_or_create(&TokenLabels {
+                    token: p.name.clone(),
+                    role: p.role.to_string(),
+                    outcome: if allowed { "allowed" } else { "denied" }.into(),
+                })
+                .inc();
+        }
+    }
+
+    /// The caller, if its token is valid and its role permits `path`.
+    fn admit(&self, path: &str, header: Option<&[u8]>) -> Result<Principal, Status> {
+        let p = self.auth.principal(header)?;
+        let allowed = permits(p.role, path);
+        self.count(&p, allowed);
+        if allowed {
+            Ok(p)
+        } else {
+            tracing::info!(token = %p.name, role = %p.role, path, "call outside the token's role");
+            Err(Status::permission_denied(format!(
+                "token '{}' has the {} role, which may not call {path}",
+                p.name, p.role
+            )))
+        }
+    }
+}
+
+type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+impl<S, B> tower_service::Service<http::Request<B>> for Authorized<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Self::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let path = req.uri().path().to_string();
+        if path.starts_with(HEALTH) {
+            return Box::pin(self.inner.call(req));
+        }
+        let header = req.headers().get("authorization").map(|v| v.as_bytes());
+        match self.layer.admit(&path, header) {
+            Err(status) => Box::pin(std::future::ready(Ok(status.into_http()))),
+            Ok(p) => {
+                // The token's name, never its secret, in every log line of the call.
+                let span = tracing::info_span!("call", token = %p.name);
+                req.extensions_mut().insert(p);
+                Box::pin(self.inner.call(req).instrument(span))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{ApiToken, Role};
+    use tonic::Code;
+
+    #[test]
+    fn admission_checks_token_then_role() {
+        let layer = AuthLayer::new(
+            Auth::new(vec![
+                ApiToken::admin(0, "root"),
+                ApiToken {
+                    name: "board".into(),
+                    role: Role::Worker,
+                    secret: "w".into(),
+                },
+            ]),
+            None,
+        );
+        let submit = "/tunehub.v1.Jobs/Submit";
+        assert_eq!(
+            layer.admit(submit, Some(b"Bearer root")).unwrap().name,
+            "token-1"
+        );
+        let e = layer.admit(submit, Some(b"Bearer w")).unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        assert!(
+            e.message().contains("'board'") && !e.message().contains("Bearer w"),
+            "{}",
+            e.message()
+        );
+        let e = layer.admit(submit, Some(b"Bearer nope")).unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+        let pull = "/tunehub.v1.Workers/Pull";
+        assert_eq!(
+            layer.admit(pull, Some(b"Bearer w")).unwrap().role,
+            Role::Worker
+        );
+    }
+}
