@@ -196,6 +196,7 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
         "error": j.error,
         "claimed_by": j.claimed_by,
         "claims": j.claims,
+        "owner": j.owner,
         "waiting": j.waiting,
         "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
     })
