@@ -11,14 +11,16 @@
 //!
 //! # Layout
 //!
-//! One file (small on purpose: engine + proto + tonic, no database, no cost model), in order:
+//! Small on purpose (engine + proto + tonic, no database, no cost model): `task_state` (what is
+//! kept per task across its pieces), and this file, in order:
 //!
 //! - `Args`, `target_of`: flags, and the device description they override.
 //! - `connect`, `Bearer`: the gRPC channel (TLS for `https://`) with the token on every call.
 //! - `register`, `Refused`, `register_with_backoff`: a `Session` (worker id, heartbeat
 //!   period); a refused token is the one final error (no retry mends it).
 //! - `measure_piece`: a piece's candidates built and run with the engine's `LocalBuilder` and
-//!   `LocalRunner`, checked against the reference computed from the piece's DAG.
+//!   `LocalRunner`, checked against the reference computed from the piece's DAG; the task's
+//!   state (`new_state`) kept for its next pieces.
 //! - `main`: the stop signal and the register-then-session loop.
 //! - `session`: the heartbeat task and the `Pull` long-poll loop of one registration.
 //! - `measure_and_report`: one piece off the async threads, its report retried.
@@ -43,6 +45,9 @@ use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::{Task, WorkloadOptions};
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_client::WorkersClient;
+
+mod task_state;
+use task_state::{TaskKey, TaskStates};
 
 #[derive(Debug, Parser)]
 #[command(name = "tunehub-worker", version, about)]
@@ -246,12 +251,17 @@ async fn register_with_backoff(
     }
 }
 
-/// Measures one piece: each candidate generated for this device, built, run, checked.
-fn measure_piece(
-    target: &Target,
-    build_jobs: usize,
-    piece: &pb::WorkPiece,
-) -> Result<Vec<MeasureResult>> {
+/// The state of a task a worker keeps across its pieces (`task_state`).
+struct PieceState {
+    task: Task,
+    measurer: Measurer,
+}
+
+/// Tasks whose state a worker keeps at once.
+const KEPT_TASKS: usize = 8;
+
+/// A task's state, made from its first piece: the DAG checked against the workload key.
+fn new_state(target: &Target, build_jobs: usize, piece: &pb::WorkPiece) -> Result<PieceState> {
     let dag: ComputeDag = serde_json::from_str(&piece.dag_json).context("the piece's DAG")?;
     let options: MeasureOptions =
         serde_json::from_str(&piece.options_json).context("the piece's measure options")?;
@@ -276,7 +286,29 @@ fn measure_piece(
     }
     let builder = LocalBuilder::new(target, &options).with_jobs(build_jobs);
     let runner = LocalRunner::new(target, options);
-    let mut m = Measurer::with_parts(target, Box::new(builder), Box::new(runner));
+    let measurer = Measurer::with_parts(target, Box::new(builder), Box::new(runner));
+    Ok(PieceState { task, measurer })
+}
+
+/// Measures one piece: each candidate generated for this device, built, run, checked. The
+/// task's state is reused from an earlier piece of the task when there was one (the second
+/// value says whether).
+fn measure_piece(
+    target: &Target,
+    build_jobs: usize,
+    piece: &pb::WorkPiece,
+    states: &Mutex<TaskStates<PieceState>>,
+) -> Result<(Vec<MeasureResult>, bool)> {
+    let key = TaskKey {
+        workload_key: piece.workload_key.clone(),
+        options_json: piece.options_json.clone(),
+    };
+    let kept = states.lock().unwrap_or_else(|p| p.into_inner()).take(&key);
+    let reused = kept.is_some();
+    let mut state = match kept {
+        Some(s) => s,
+        None => new_state(target, build_jobs, piece)?,
+    };
     let mut out: Vec<Option<MeasureResult>> = vec![None; piece.steps_json.len()];
     let mut ok = vec![];
     let mut idx = vec![];
@@ -294,10 +326,20 @@ fn measure_piece(
             }
         }
     }
-    for (i, r) in idx.into_iter().zip(m.measure(&task, &ok)) {
+    for (i, r) in idx
+        .into_iter()
+        .zip(state.measurer.measure(&state.task, &ok))
+    {
         out[i] = Some(r);
     }
-    Ok(out.into_iter().map(|r| r.expect("filled")).collect())
+    states
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .put(key, state);
+    Ok((
+        out.into_iter().map(|r| r.expect("filled")).collect(),
+        reused,
+    ))
 }
 
 fn to_pb(r: MeasureResult) -> pb::MeasuredCandidate {
@@ -351,13 +393,15 @@ async fn main() -> Result<ExitCode> {
 
     // The lease in hand, for the heartbeats.
     let lease: Arc<Mutex<String>> = Arc::default();
+    // Kept across sessions too: a reconnect does not make a task's state stale.
+    let states = Arc::new(Mutex::new(TaskStates::new(KEPT_TASKS)));
     let ended = async {
         while !stop.load(Ordering::SeqCst) {
             let Some(s) = register_with_backoff(&args, &target, &device_id, &stop).await? else {
                 break;
             };
             let span = tracing::info_span!("session", worker_id = %s.id);
-            session(&args, &target, build_jobs, s, &lease, &stop)
+            session(&args, &target, build_jobs, &states, s, &lease, &stop)
                 .instrument(span)
                 .await?;
         }
@@ -399,6 +443,7 @@ async fn session(
     args: &Args,
     target: &Target,
     build_jobs: usize,
+    states: &Arc<Mutex<TaskStates<PieceState>>>,
     mut s: Session,
     lease: &Arc<Mutex<String>>,
     stop: &AtomicBool,
@@ -460,7 +505,7 @@ async fn session(
         let Some(piece) = piece else { continue };
         let span = tracing::info_span!("piece", job_id = %piece.job_id,
             workload = %piece.workload_key, lease = %piece.lease_id);
-        let sent = measure_and_report(args, target, build_jobs, &mut s, lease, piece)
+        let sent = measure_and_report(args, target, build_jobs, states, &mut s, lease, piece)
             .instrument(span)
             .await?;
         if !sent {
@@ -476,6 +521,7 @@ async fn measure_and_report(
     args: &Args,
     target: &Target,
     build_jobs: usize,
+    states: &Arc<Mutex<TaskStates<PieceState>>>,
     s: &mut Session,
     lease: &Arc<Mutex<String>>,
     piece: pb::WorkPiece,
@@ -484,13 +530,17 @@ async fn measure_and_report(
     let n = piece.steps_json.len();
     tracing::info!(candidates = n, "measuring a piece");
     let (t, p, span) = (target.clone(), piece.clone(), tracing::Span::current());
+    let states = Arc::clone(states);
     let results = tokio::task::spawn_blocking(move || {
         let _in = span.enter();
-        measure_piece(&t, build_jobs, &p)
+        measure_piece(&t, build_jobs, &p, &states)
     })
     .await;
     let results = match results {
-        Ok(Ok(r)) => r,
+        Ok(Ok((r, reused))) => {
+            tracing::debug!(reused, "the task's state (reference, harness, calibration)");
+            r
+        }
         Ok(Err(e)) => vec![MeasureResult::error(ErrorCode::UnknownError, format!("{e:#}")); n],
         Err(e) => vec![
             MeasureResult::error(
