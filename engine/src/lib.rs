@@ -18,6 +18,8 @@
 //! - [`task`]: a tuning task, one workload with its reference outputs.
 //! - [`sample`]: a random sampler of valid schedules, for property tests.
 //! - [`search`]: Ansor's search (sketches, annotation, evolution, task scheduling).
+//! - [`transfer`]: reuse across shapes: a workload's extent-free structure, and schedules
+//!   carried to other extents.
 //! - [`par`]: data parallelism on scoped threads.
 
 pub mod codegen;
@@ -34,3 +36,4 @@ pub mod search;
 pub mod target;
 pub mod task;
 pub mod text;
+pub mod transfer;
