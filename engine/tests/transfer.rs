@@ -120,7 +120,8 @@ fn a_tiled_matmul_keeps_its_tiles_on_a_compatible_shape() {
         };
         assert_eq!(lengths(&a.schedule), lengths(s));
         let task = Task::new(to.clone(), "adapted");
-        let r = &Measurer::new(&target, quick()).measure(&task, std::slice::from_ref(&a.schedule))[0];
+        let r =
+            &Measurer::new(&target, quick()).measure(&task, std::slice::from_ref(&a.schedule))[0];
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
     let other = ops::batch_matmul(2, 256, 256, 256).unwrap();
