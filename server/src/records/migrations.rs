@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 5] = [
+const FILES: [(i64, &str, &str); 6] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -27,6 +27,11 @@ const FILES: [(i64, &str, &str); 5] = [
         5,
         "job owner",
         include_str!("../../../migrations/0005_job_owner.sql"),
+    ),
+    (
+        6,
+        "workload structure",
+        include_str!("../../../migrations/0006_workload_structure.sql"),
     ),
 ];
 

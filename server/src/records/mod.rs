@@ -25,6 +25,8 @@
 //! - `listing`: what has been tuned, for `ListTuned`.
 //! - `transfer`: the export's selection and the import's transaction.
 //! - `legacy`: workloads stored before typed options, brought up to date on open.
+//! - `structure`: a workload's extent-free structure key and extents; the nearest tuned
+//!   workloads of one structure on a target.
 
 mod commit;
 mod counts;
@@ -38,6 +40,7 @@ mod record;
 mod rows;
 mod sql;
 mod store;
+mod structure;
 mod transfer;
 mod workload;
 
@@ -49,6 +52,7 @@ pub use listing::TunedPair;
 pub use record::{NewRecord, Record};
 pub use sql::{Backend, SqlStore, database_url};
 pub use store::{CommitOutcome, RecordCounts, RecordStore};
+pub use structure::Neighbor;
 pub use workload::Workload;
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use super::commit::commit_on;
 use super::counts::CountDeltas;
 use super::rows::{RECORD_COLUMNS, WORKLOAD_COLUMNS, record_from_row, workload_from_row};
+use super::structure::structure_columns;
 use super::workload::layout_free_json;
 use super::{
     CommitOutcome, NewRecord, Record, RecordCounts, RecordStore, SqlStore, StoreError, Workload,
@@ -22,9 +23,14 @@ impl RecordStore for SqlStore {
     ) -> Result<(), StoreError> {
         let flops = i64::try_from(flops)
             .map_err(|_| StoreError::Invalid(format!("flops {flops} exceed BIGINT")))?;
+        // A DAG that does not parse gets no structure (and is never anyone's neighbour); the
+        // callers have checked it already.
+        let (structure, extents) =
+            structure_columns(dag_json, options).unwrap_or_else(|| (String::new(), "[]".into()));
         sqlx::query(
-            "INSERT INTO workloads (key, description, dag_json, flops, created_at, layout_free_json) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING",
+            "INSERT INTO workloads \
+             (key, description, dag_json, flops, created_at, layout_free_json, structure_key, extents_json) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (key) DO NOTHING",
         )
         .bind(key)
         .bind(description)
@@ -32,6 +38,8 @@ impl RecordStore for SqlStore {
         .bind(flops)
         .bind(now_ms())
         .bind(layout_free_json(options))
+        .bind(structure)
+        .bind(extents)
         .execute(&self.pool)
         .await?;
         Ok(())

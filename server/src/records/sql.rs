@@ -66,6 +66,7 @@ impl SqlStore {
             })?;
         let store = SqlStore { pool, backend };
         store.move_legacy_layout_free().await?;
+        store.fill_structure_keys().await?;
         Ok(store)
     }
 

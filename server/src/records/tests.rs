@@ -579,3 +579,108 @@ async fn a_workloads_options_are_stored_and_read_back() {
     };
     assert!(wrong.to_task().unwrap_err().contains("make key"));
 }
+
+/// Stores `task` as a workload and, with `cost`, a best record of it on `T`.
+async fn put_tuned(s: &SqlStore, task: &Task, cost: Option<f64>) {
+    let dag_json = serde_json::to_string(&task.dag).unwrap();
+    s.put_workload(
+        &task.key,
+        &task.desc,
+        &dag_json,
+        task.flops,
+        &task.options(),
+    )
+    .await
+    .unwrap();
+    if let Some(c) = cost {
+        s.commit(&rec(&task.key, T, 1, &[c, c], ErrorCode::NoError, false))
+            .await
+            .unwrap();
+    }
+}
+
+fn mm(m: i64, n: i64, k: i64) -> Task {
+    Task::new(
+        ops::matmul(m, n, k).unwrap(),
+        format!("matmul({m},{n},{k})"),
+    )
+}
+
+/// The nearest tuned workloads: same structure only, tuned on the target only, nearest first,
+/// the workload itself left out, at most k.
+#[tokio::test]
+async fn nearest_tuned_workloads_of_one_structure_come_nearest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    let asked = mm(96, 64, 64);
+    put_tuned(&s, &asked, Some(1e-3)).await;
+    put_tuned(&s, &mm(128, 64, 64), Some(1e-3)).await;
+    put_tuned(&s, &mm(512, 512, 512), Some(1e-3)).await;
+    put_tuned(&s, &mm(64, 64, 64), Some(1e-3)).await;
+    // Same structure but not tuned; tuned but another structure or another layout.
+    put_tuned(&s, &mm(100, 64, 64), None).await;
+    let bmm = Task::new(ops::batch_matmul(1, 96, 64, 64).unwrap(), "bmm");
+    put_tuned(&s, &bmm, Some(1e-3)).await;
+    let lf = mm(96, 64, 64).with_layout_free(&["B"]).unwrap();
+    put_tuned(&s, &lf, Some(1e-3)).await;
+
+    let near = s.nearest(&asked.key, T, 10).await.unwrap();
+    let keys: Vec<&str> = near.iter().map(|n| n.workload.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            mm(128, 64, 64).key.as_str(),
+            mm(64, 64, 64).key.as_str(),
+            mm(512, 512, 512).key.as_str()
+        ]
+    );
+    assert!(near.windows(2).all(|w| w[0].distance <= w[1].distance));
+    assert!(near.iter().all(|n| n.best.workload_key == n.workload.key));
+    assert_eq!(s.nearest(&asked.key, T, 1).await.unwrap().len(), 1);
+    assert!(s.nearest(&asked.key, "t1", 10).await.unwrap().is_empty());
+    assert!(
+        s.nearest("no-such-workload", T, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The layout-free one has its own structure: its neighbours are layout-free too (none).
+    assert!(s.nearest(&lf.key, T, 10).await.unwrap().is_empty());
+}
+
+/// Workloads stored before migration 6 get their structure when the database is opened.
+#[tokio::test]
+async fn workloads_stored_before_migration_6_get_their_structure_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v5.db");
+    let (a, b) = (mm(32, 32, 32), mm(64, 32, 32));
+    {
+        let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+            .await
+            .unwrap();
+        super::migrations::up_to(5).run(&pool).await.unwrap();
+        for t in [&a, &b] {
+            sqlx::query("INSERT INTO workloads VALUES ($1, $2, $3, 1024, 0, '[]')")
+                .bind(&t.key)
+                .bind(&t.desc)
+                .bind(serde_json::to_string(&t.dag).unwrap())
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+    }
+    let s = SqlStore::open(path.to_str().unwrap()).await.unwrap();
+    s.put_target(T, "{}").await.unwrap();
+    s.commit(&rec(&b.key, T, 1, &[1e-3, 1e-3], ErrorCode::NoError, false))
+        .await
+        .unwrap();
+    let near = s.nearest(&a.key, T, 5).await.unwrap();
+    assert_eq!(near.len(), 1);
+    assert_eq!(near[0].workload.key, b.key);
+    assert!(
+        (near[0].distance - 2.0 * 2f64.ln()).abs() < 1e-9,
+        "{}",
+        near[0].distance
+    );
+}

@@ -1,0 +1,145 @@
+//! A workload's structure (`migrations/0006`): its extent-free key and its extents, written
+//! with the workload and filled in on open for workloads stored before; and the lookup of the
+//! nearest tuned workloads of one structure on a target, what warm starts and answers for
+//! shapes never tuned start from.
+
+use super::rows::{RECORD_COLUMNS, record_from_row};
+use super::{Record, SqlStore, StoreError, Workload};
+use sqlx::Row;
+use tunehub_engine::ir::ComputeDag;
+use tunehub_engine::task::{Task, WorkloadOptions};
+use tunehub_engine::transfer;
+
+/// A tuned workload of the same structure as the one asked about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Neighbor {
+    pub workload: Workload,
+    /// `transfer::distance` from the workload asked about (0: same extents).
+    pub distance: f64,
+    /// Its best record on the target.
+    pub best: Record,
+}
+
+/// The structure key and the extents (as JSON) of a stored DAG with its options; `None` when
+/// the DAG does not parse or the options do not fit it (such a workload is never a neighbour).
+pub(crate) fn structure_columns(
+    dag_json: &str,
+    options: &WorkloadOptions,
+) -> Option<(String, String)> {
+    let dag: ComputeDag = serde_json::from_str(dag_json).ok()?;
+    let task = Task::new(dag, "").with_options(options).ok()?;
+    let key = transfer::structure_key(&task.dag, &task.layout_free);
+    let extents = serde_json::to_string(&transfer::extents(&task.dag)).ok()?;
+    Some((key, extents))
+}
+
+impl SqlStore {
+    /// Computes the structure of workloads stored before version 6. Idempotent; reads only the
+    /// rows still without one.
+    pub(super) async fn fill_structure_keys(&self) -> Result<(), StoreError> {
+        let rows = sqlx::query(
+            "SELECT key, dag_json, layout_free_json FROM workloads WHERE structure_key = ''",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &rows {
+            let key: String = row.try_get(0)?;
+            let options =
+                super::workload::options_from_columns(&key, &row.try_get::<String, _>(2)?)
+                    .map_err(|msg| StoreError::Corrupt {
+                        id: key.clone(),
+                        msg,
+                    })?;
+            let Some((structure, extents)) =
+                structure_columns(&row.try_get::<String, _>(1)?, &options)
+            else {
+                tracing::warn!(workload = %key, "stored DAG unreadable: no structure key");
+                continue;
+            };
+            sqlx::query(
+                "UPDATE workloads SET structure_key = $1, extents_json = $2 WHERE key = $3",
+            )
+            .bind(structure)
+            .bind(extents)
+            .bind(&key)
+            .execute(&self.pool)
+            .await?;
+        }
+        if !rows.is_empty() {
+            tracing::info!(workloads = rows.len(), "structure keys computed");
+        }
+        Ok(())
+    }
+
+    /// Up to `k` workloads of the structure of `workload_key` that have a best record on
+    /// `target_key`, nearest first (ties by key), the workload itself excluded.
+    pub async fn nearest(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+        k: usize,
+    ) -> Result<Vec<Neighbor>, StoreError> {
+        let Some(me) =
+            sqlx::query("SELECT structure_key, extents_json FROM workloads WHERE key = $1")
+                .bind(workload_key)
+                .fetch_optional(&self.pool)
+                .await?
+        else {
+            return Ok(vec![]);
+        };
+        let structure: String = me.try_get(0)?;
+        if structure.is_empty() || k == 0 {
+            return Ok(vec![]);
+        }
+        let mine = extents_of(workload_key, &me.try_get::<String, _>(1)?)?;
+        let rows = sqlx::query(
+            "SELECT w.key, w.extents_json FROM workloads w \
+             JOIN best_records b ON b.workload_key = w.key AND b.target_key = $2 \
+             WHERE w.structure_key = $1 AND w.key <> $3",
+        )
+        .bind(&structure)
+        .bind(target_key)
+        .bind(workload_key)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut near: Vec<(f64, String)> = vec![];
+        for row in &rows {
+            let key: String = row.try_get(0)?;
+            let theirs = extents_of(&key, &row.try_get::<String, _>(1)?)?;
+            if let Some(d) = transfer::distance(&mine, &theirs) {
+                near.push((d, key));
+            }
+        }
+        near.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        near.truncate(k);
+        let mut out = Vec::with_capacity(near.len());
+        for (distance, key) in near {
+            let sql = format!(
+                "SELECT {RECORD_COLUMNS} FROM best_records b JOIN records r ON r.id = b.record_id \
+                 WHERE b.workload_key = $1 AND b.target_key = $2"
+            );
+            let best = sqlx::query(&sql)
+                .bind(&key)
+                .bind(target_key)
+                .fetch_optional(&self.pool)
+                .await?;
+            let workload = <Self as super::RecordStore>::workload(self, &key).await?;
+            // A best record deleted meanwhile (a concurrent distill): not a neighbour.
+            if let (Some(best), Some(workload)) = (best, workload) {
+                out.push(Neighbor {
+                    workload,
+                    distance,
+                    best: record_from_row(&best)?,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn extents_of(key: &str, json: &str) -> Result<Vec<i64>, StoreError> {
+    serde_json::from_str(json).map_err(|e| StoreError::Corrupt {
+        id: key.to_string(),
+        msg: format!("extents_json: {e}"),
+    })
+}
