@@ -695,6 +695,7 @@ impl Dataset {
             }),
             target: self.targets[t].0.clone(),
             with_source: false,
+            allow_transfer: false,
         }
     }
 }

@@ -213,8 +213,14 @@ pub struct QueryArgs {
     #[arg(long, value_name = "K")]
     pub top: Option<u32>,
 
+    /// With no record of the workload on the target, answer from the nearest tuned workloads
+    /// of its structure (same operator at other extents), their best schedule adapted: marked
+    /// as transferred, with a predicted time.
+    #[arg(long, conflicts_with = "top")]
+    pub transfer: bool,
+
     /// List the targets and workloads tuned so far, with their trial counts (no workload).
-    #[arg(long, conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c"])]
+    #[arg(long, conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c", "transfer"])]
     pub list: bool,
 
     /// Print JSON.

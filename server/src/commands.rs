@@ -568,6 +568,7 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
             workload: Some(workload),
             target: args.target.clone(),
             with_source: want_source,
+            allow_transfer: args.transfer,
         })
         .await
         .map_err(status_error)?
@@ -588,6 +589,9 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
             "records_ok": r.records_ok,
             "best": record_json(rec),
         });
+        if let Some(tr) = &r.transfer {
+            v["transfer"] = transfer_json(tr);
+        }
         if args.print_source {
             v["source"] = json!(r.source);
         }
@@ -603,6 +607,17 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
         );
         let _ = writeln!(t, "target    {}", rec.target_key);
         let _ = writeln!(t, "records   {} ({} ok)", r.records_total, r.records_ok);
+        if let Some(tr) = &r.transfer {
+            let _ = writeln!(
+                t,
+                "transfer  from {} ({}), record {}, distance {:.2}: predicted {:.4} ms, not measured",
+                tr.source_workload_key,
+                short(&tr.source_description),
+                tr.source_record_id,
+                tr.distance,
+                tr.predicted_seconds * 1e3
+            );
+        }
         t.push_str(&record_text(rec));
         if args.print_source {
             t.push_str(&r.source);
@@ -610,6 +625,17 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
         crate::emit(&t)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn transfer_json(t: &pb::Transfer) -> serde_json::Value {
+    json!({
+        "source_record_id": t.source_record_id,
+        "source_workload_key": t.source_workload_key,
+        "source_description": t.source_description,
+        "distance": t.distance,
+        "predicted_ms": t.predicted_seconds * 1e3,
+        "dropped": t.dropped,
+    })
 }
 
 pub fn record_json(r: &pb::ScheduleRecord) -> serde_json::Value {

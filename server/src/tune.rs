@@ -110,6 +110,7 @@ async fn best_now(
             workloads: vec![w.clone()],
             target: "local".into(),
             with_source,
+            allow_transfer: false,
         })
         .await
         .map_err(status_error)?

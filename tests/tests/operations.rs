@@ -252,6 +252,7 @@ async fn metrics_endpoint_serves_the_text_format_and_moves_with_a_job() {
                 workload: Some(tunehub_tests::op(spec)),
                 target: "local".into(),
                 with_source: false,
+                allow_transfer: false,
             })
             .await
             .unwrap();

@@ -55,6 +55,7 @@ async fn submit_watch_and_query_on_postgres() {
             workload: Some(op("matmul(32,32,32)")),
             target: String::new(),
             with_source: true,
+            allow_transfer: false,
         })
         .await
         .unwrap()

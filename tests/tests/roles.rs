@@ -72,6 +72,7 @@ async fn each_role_reaches_its_methods_and_no_other() {
         workload: Some(tunehub_tests::op("matmul(8,8,8)")),
         target: String::new(),
         with_source: false,
+        allow_transfer: false,
     };
     assert_eq!(code(q.query.best(best.clone()).await), Code::NotFound);
     assert_eq!(code(w.query.best(best).await), Code::PermissionDenied);

@@ -91,6 +91,7 @@ async fn submit_watch_and_query_end_to_end() {
             workload: Some(op("matmul(32,32,32)")),
             target: "local".into(),
             with_source: true,
+            allow_transfer: false,
         })
         .await
         .unwrap()
@@ -118,6 +119,7 @@ async fn submit_watch_and_query_end_to_end() {
             ],
             target: String::new(),
             with_source: false,
+            allow_transfer: false,
         })
         .await
         .unwrap()
@@ -291,6 +293,7 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
                 workload: Some(op("matmul(1,2)")),
                 target: String::new(),
                 with_source: false,
+                allow_transfer: false,
             })
             .await,
     );
@@ -301,6 +304,7 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
                 workload: Some(op("matmul(4,4,4)")),
                 target: "nosuch".into(),
                 with_source: false,
+                allow_transfer: false,
             })
             .await,
     );
@@ -476,6 +480,7 @@ async fn records_export_and_import_round_trip() {
                 workload: Some(op("softmax(4,40)")),
                 target,
                 with_source: true,
+                allow_transfer: false,
             })
             .await
             .unwrap()
@@ -861,6 +866,7 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
         workload: Some(w),
         target: String::new(),
         with_source: true,
+        allow_transfer: false,
     };
     let found = c.query.best(best(lf.clone())).await.unwrap().into_inner();
     let rec = found.record.clone().unwrap();
@@ -1099,6 +1105,7 @@ async fn untrusted_input_is_refused_at_the_door() {
                 workload: Some(op("matmul(64,64,64)")),
                 target: target.key(),
                 with_source: false,
+                allow_transfer: false,
             })
             .await,
     );

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod limits;
 pub mod query;
 pub mod records;
+mod transfer;
 
 use crate::config::Limits;
 use crate::jobs::JobContext;

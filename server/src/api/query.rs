@@ -19,6 +19,7 @@ impl Api {
         workload: Option<&pb::Workload>,
         target_key: &str,
         with_source: bool,
+        allow_transfer: bool,
     ) -> Result<pb::BestResponse, Status> {
         let task = self.resolve_workload(workload).await?;
         let flops = task.flops;
@@ -37,6 +38,7 @@ impl Api {
             source: String::new(),
             records_total: cached.counts.total,
             records_ok: cached.counts.ok,
+            transfer: None,
         };
         if let Some(b) = &cached.best {
             if with_source {
@@ -45,6 +47,15 @@ impl Api {
                     .await?;
             }
             resp.record = Some(schedule_record(b, flops));
+        } else if allow_transfer && let Some(t) = self.transferred(&task, target_key).await? {
+            if with_source {
+                resp.source = self
+                    .kernel_source(&task, target_key, &t.record.steps_json, "transferred")
+                    .await?;
+            }
+            resp.found = true;
+            resp.record = Some(t.record);
+            resp.transfer = Some(t.transfer);
         }
         Ok(resp)
     }
@@ -85,7 +96,12 @@ impl Query for Api {
         let r = req.get_ref();
         let target = self.query_target(&r.target).await?;
         let resp = self
-            .best_of(r.workload.as_ref(), &target, r.with_source)
+            .best_of(
+                r.workload.as_ref(),
+                &target,
+                r.with_source,
+                r.allow_transfer,
+            )
             .await?;
         if !resp.found {
             let key = self.resolve_workload(r.workload.as_ref()).await?.key;
@@ -98,11 +114,16 @@ impl Query for Api {
                 .filter(|(t, _)| *t != target)
                 .map(|(t, n)| format!("{t} ({n})"))
                 .collect();
-            let hint = if others.is_empty() {
+            let mut hint = if others.is_empty() {
                 String::new()
             } else {
                 format!("; records exist on: {}", others.join(", "))
             };
+            if r.allow_transfer {
+                hint.push_str(&format!(
+                    "; no tuned workload of its structure on {target} to transfer from either"
+                ));
+            }
             return Err(Status::not_found(format!(
                 "no successful record of workload {key} ({}) on target {target}{hint}",
                 resp.description.lines().next().unwrap_or("")
@@ -120,7 +141,7 @@ impl Query for Api {
         let mut results = Vec::with_capacity(r.workloads.len());
         for (i, w) in r.workloads.iter().enumerate() {
             results.push(
-                self.best_of(Some(w), &target, r.with_source)
+                self.best_of(Some(w), &target, r.with_source, r.allow_transfer)
                     .await
                     .map_err(|s| Status::new(s.code(), format!("workload {i}: {}", s.message())))?,
             );

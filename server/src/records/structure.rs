@@ -71,27 +71,20 @@ impl SqlStore {
         Ok(())
     }
 
-    /// Up to `k` workloads of the structure of `workload_key` that have a best record on
-    /// `target_key`, nearest first (ties by key), the workload itself excluded.
+    /// Up to `k` workloads of the structure of `task` (stored or not) that have a best record
+    /// on `target_key`, nearest first (ties by key), the task's own workload excluded.
     pub async fn nearest(
         &self,
-        workload_key: &str,
+        task: &Task,
         target_key: &str,
         k: usize,
     ) -> Result<Vec<Neighbor>, StoreError> {
-        let Some(me) =
-            sqlx::query("SELECT structure_key, extents_json FROM workloads WHERE key = $1")
-                .bind(workload_key)
-                .fetch_optional(&self.pool)
-                .await?
-        else {
-            return Ok(vec![]);
-        };
-        let structure: String = me.try_get(0)?;
-        if structure.is_empty() || k == 0 {
+        if k == 0 {
             return Ok(vec![]);
         }
-        let mine = extents_of(workload_key, &me.try_get::<String, _>(1)?)?;
+        let structure = transfer::structure_key(&task.dag, &task.layout_free);
+        let mine = transfer::extents(&task.dag);
+        let workload_key = task.key.as_str();
         let rows = sqlx::query(
             "SELECT w.key, w.extents_json FROM workloads w \
              JOIN best_records b ON b.workload_key = w.key AND b.target_key = $2 \

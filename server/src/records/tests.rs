@@ -624,7 +624,7 @@ async fn nearest_tuned_workloads_of_one_structure_come_nearest_first() {
     let lf = mm(96, 64, 64).with_layout_free(&["B"]).unwrap();
     put_tuned(&s, &lf, Some(1e-3)).await;
 
-    let near = s.nearest(&asked.key, T, 10).await.unwrap();
+    let near = s.nearest(&asked, T, 10).await.unwrap();
     let keys: Vec<&str> = near.iter().map(|n| n.workload.key.as_str()).collect();
     assert_eq!(
         keys,
@@ -636,16 +636,13 @@ async fn nearest_tuned_workloads_of_one_structure_come_nearest_first() {
     );
     assert!(near.windows(2).all(|w| w[0].distance <= w[1].distance));
     assert!(near.iter().all(|n| n.best.workload_key == n.workload.key));
-    assert_eq!(s.nearest(&asked.key, T, 1).await.unwrap().len(), 1);
-    assert!(s.nearest(&asked.key, "t1", 10).await.unwrap().is_empty());
-    assert!(
-        s.nearest("no-such-workload", T, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(s.nearest(&asked, T, 1).await.unwrap().len(), 1);
+    assert!(s.nearest(&asked, "t1", 10).await.unwrap().is_empty());
+    // A workload never stored is answered from its structure all the same.
+    let unseen = s.nearest(&mm(100, 60, 64), T, 10).await.unwrap();
+    assert_eq!(unseen.len(), 4, "{unseen:?}");
     // The layout-free one has its own structure: its neighbours are layout-free too (none).
-    assert!(s.nearest(&lf.key, T, 10).await.unwrap().is_empty());
+    assert!(s.nearest(&lf, T, 10).await.unwrap().is_empty());
 }
 
 /// Workloads stored before migration 6 get their structure when the database is opened.
@@ -675,7 +672,7 @@ async fn workloads_stored_before_migration_6_get_their_structure_on_open() {
     s.commit(&rec(&b.key, T, 1, &[1e-3, 1e-3], ErrorCode::NoError, false))
         .await
         .unwrap();
-    let near = s.nearest(&a.key, T, 5).await.unwrap();
+    let near = s.nearest(&a, T, 5).await.unwrap();
     assert_eq!(near.len(), 1);
     assert_eq!(near[0].workload.key, b.key);
     assert!(

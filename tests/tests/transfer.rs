@@ -1,0 +1,110 @@
+//! Zero-shot answers through a real `tunehub server`: a shape never tuned is answered, when
+//! asked to, from the nearest tuned workload of its structure, marked as transferred, with
+//! steps that replay on it; nothing is stored; other structures stay NOT_FOUND.
+
+use std::time::Duration;
+use tonic::Code;
+use tunehub_engine::ops;
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::task::Task;
+use tunehub_proto::v1 as pb;
+use tunehub_tests::{
+    Server, TOKEN, binaries, op, sqlite_path, submit, submit_req, task, wait_final,
+};
+
+fn best(spec: &str, transfer: bool) -> pb::BestRequest {
+    pb::BestRequest {
+        workload: Some(op(spec)),
+        target: "local".into(),
+        with_source: true,
+        allow_transfer: transfer,
+    }
+}
+
+#[tokio::test]
+async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "transfer.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut c = server.client().await;
+    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 3)], 3)).await;
+    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    let source_key = Task::new(ops::matmul(16, 16, 16).unwrap(), "").key;
+    let asked = Task::new(ops::matmul(24, 16, 16).unwrap(), "");
+
+    // Not asked for: NOT_FOUND, as before.
+    let e = c
+        .query
+        .best(best("matmul(24,16,16)", false))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+
+    let r = c
+        .query
+        .best(best("matmul(24,16,16)", true))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.found);
+    let t = r.transfer.as_ref().expect("marked as transferred");
+    assert_eq!(t.source_workload_key, source_key);
+    assert!(!t.source_record_id.is_empty() && t.distance > 0.0 && t.predicted_seconds > 0.0);
+    let rec = r.record.as_ref().unwrap();
+    assert!(rec.record_id.is_empty() && rec.costs.is_empty(), "{rec:?}");
+    assert_eq!(rec.workload_key, asked.key);
+    assert_eq!(rec.seconds, t.predicted_seconds);
+    // The steps are this workload's: they replay on its DAG, and its kernel is generated.
+    Schedule::from_json(&rec.steps_json)
+        .unwrap()
+        .replay(&asked.dag)
+        .unwrap();
+    assert!(r.source.contains("void tunehub_kernel("), "{}", r.source);
+    // Nothing was stored for it.
+    assert_eq!((r.records_total, r.records_ok), (0, 0));
+
+    // Another structure has nothing to transfer from: NOT_FOUND that says so.
+    let e = c
+        .query
+        .best(best("batch_matmul(2,16,16,16)", true))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("structure"), "{}", e.message());
+
+    // In a batch: the untuned shape answered by transfer, the tuned one by its record.
+    let batch = c
+        .query
+        .best_batch(pb::BestBatchRequest {
+            workloads: vec![op("matmul(24,16,16)"), op("matmul(16,16,16)")],
+            target: String::new(),
+            with_source: false,
+            allow_transfer: true,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .results;
+    assert!(batch[0].found && batch[0].transfer.is_some());
+    assert!(batch[1].found && batch[1].transfer.is_none());
+
+    // The command line: `--transfer` prints the transfer; without it, exit 2.
+    let cli = |extra: &[&str]| {
+        std::process::Command::new(binaries::tunehub())
+            .args(["query", "matmul(24,16,16)", "--server", &server.url()])
+            .args(extra)
+            .env("TUNEHUB_TOKEN", TOKEN)
+            .output()
+            .unwrap()
+    };
+    let out = cli(&["--transfer", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["transfer"]["source_workload_key"], source_key.as_str());
+    assert_eq!(cli(&[]).status.code(), Some(2));
+}
