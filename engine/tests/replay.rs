@@ -65,6 +65,7 @@ fn invalid_step_lists_are_errors_with_reasons() {
     let mm = ops::matmul(64, 64, 64).unwrap(); // stages: A=0, B=1, C=2
     let cases = [
         (json!([["SP", 7, 0, null, [4], 1]]), "no stage 7"),
+        (json!([["CI", 7]]), "no stage 7"),
         (json!([["SP", 0, 0, null, [4], 1]]), "is an input"),
         (json!([["SP", 2, 5, null, [4], 1]]), "no loop 5"),
         (json!([["SP", 2, 0, null, [0], 1]]), "positive"),

@@ -338,3 +338,49 @@ fn the_first_batch_is_half_random_the_later_ones_ranked() {
     assert!((32..=42).contains(&high[0]), "first batch: {high:?}");
     assert!(high[1] >= 58, "second batch: {high:?}");
 }
+
+/// A warm start: seeds (the adapted best of other shapes) come first, in order, once each; a
+/// seed already proposed, or one that does not fit the DAG, is passed over; the search fills
+/// the rest of the batch.
+#[test]
+fn seeds_are_proposed_first_and_once() {
+    let target = Target::detect();
+    let from = ops::matmul(64, 64, 64).unwrap();
+    let dag = ops::matmul(32, 48, 64).unwrap();
+    let task = Arc::new(Task::new(dag.clone(), "matmul"));
+    let mut donor = TaskSearch::new(
+        Arc::new(Task::new(from.clone(), "donor")),
+        &target,
+        small_params(0),
+        5,
+    );
+    let mut model = RandomModel::new(5);
+    let donors = donor.next_batch(&mut model, 3).unwrap();
+    let seeds: Vec<Schedule> = donors
+        .iter()
+        .map(|s| {
+            tunehub_engine::transfer::adapt(s, &from, &dag)
+                .unwrap()
+                .schedule
+        })
+        .collect();
+    // Not a schedule of this DAG: its stage numbers do not exist.
+    let foreign = Schedule::new(vec![tunehub_engine::schedule::Step::ComputeInline {
+        stage: 9,
+    }]);
+
+    let mut search = TaskSearch::new(task, &target, small_params(0), 5);
+    search.seed([
+        seeds[0].clone(),
+        foreign,
+        seeds[1].clone(),
+        seeds[0].clone(),
+    ]);
+    let first = search.next_batch(&mut model, 2).unwrap();
+    assert_eq!(first, seeds[..2]);
+    search.seed([seeds[2].clone(), seeds[1].clone()]);
+    let second = search.next_batch(&mut model, 4).unwrap();
+    assert_eq!(second.len(), 4);
+    assert_eq!(second[0], seeds[2]);
+    assert!(!second[1..].contains(&seeds[1]), "a seed proposed twice");
+}

@@ -316,8 +316,8 @@ impl State {
                 };
             }
             Step::ComputeInline { stage } => {
-                let s = &self.dag.stages[*stage];
                 self.compute_stage(*stage)?;
+                let s = &self.dag.stages[*stage];
                 if s.is_reduction() {
                     return Err("a reduction cannot be inlined".into());
                 }

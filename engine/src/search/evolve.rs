@@ -25,7 +25,7 @@ use crate::task::Task;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
@@ -155,6 +155,8 @@ pub struct TaskSearch {
     elites: Vec<Elite>,
     best: Option<(Schedule, f64)>,
     trials: usize,
+    /// Schedules to measure first, as they are (a warm start from other shapes' best).
+    seeds: VecDeque<Schedule>,
     pub stats: SearchStats,
 }
 
@@ -190,8 +192,42 @@ impl TaskSearch {
             elites: vec![],
             best: None,
             trials: 0,
+            seeds: VecDeque::new(),
             stats: SearchStats::default(),
         }
+    }
+
+    /// Schedules to propose before any the search finds, in order and unranked: a warm start
+    /// from the best schedules of similar workloads (adapted to this one). A seed that does
+    /// not lower, or whose kernel was proposed already, is passed over.
+    pub fn seed(&mut self, schedules: impl IntoIterator<Item = Schedule>) {
+        self.seeds.extend(schedules);
+    }
+
+    /// Up to `n` seeds never proposed, each marked proposed.
+    fn take_seeds(&mut self, n: usize) -> Vec<Schedule> {
+        let mut out = vec![];
+        while out.len() < n {
+            let Some(s) = self.seeds.pop_front() else {
+                break;
+            };
+            let h = schedule_hash(&s);
+            if self.seen.contains(&h) {
+                continue;
+            }
+            let Ok(l) = s
+                .replay(&self.task.dag)
+                .map_err(|e| e.to_string())
+                .and_then(|st| lower_with(&st, &self.lower_opts).map_err(|e| e.to_string()))
+            else {
+                continue;
+            };
+            self.seen.insert(h);
+            if self.programs.insert(program_hash(&l, &self.target)) {
+                out.push(s);
+            }
+        }
+        out
     }
 
     pub fn task(&self) -> &Arc<Task> {
@@ -332,9 +368,22 @@ impl TaskSearch {
         Ok(cands.iter().map(|c| cache[&c.hash]).collect())
     }
 
-    /// Proposes up to `n` candidates never proposed before, best predicted first. Fewer (or
-    /// none) when the space is exhausted.
+    /// Proposes up to `n` candidates never proposed before: seeds first, then the best
+    /// predicted. Fewer (or none) when the space is exhausted.
     pub fn next_batch(
+        &mut self,
+        model: &mut dyn CostModel,
+        n: usize,
+    ) -> Result<Vec<Schedule>, CostModelError> {
+        let mut batch = self.take_seeds(n);
+        if batch.len() < n {
+            batch.extend(self.next_searched(model, n - batch.len())?);
+        }
+        Ok(batch)
+    }
+
+    /// Up to `n` candidates of the evolutionary search, best predicted first.
+    fn next_searched(
         &mut self,
         model: &mut dyn CostModel,
         n: usize,
