@@ -107,4 +107,26 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["transfer"]["source_workload_key"], source_key.as_str());
     assert_eq!(cli(&[]).status.code(), Some(2));
+
+    // A warm start: tuning the new shape measures the transferred schedule among its first
+    // candidates (the neighbour's best, adapted), and it is stored as a record of its own.
+    let job = submit(&mut c, submit_req(vec![task("matmul(24,16,16)", 2)], 2)).await;
+    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    let top = c
+        .query
+        .top_k(pb::TopKRequest {
+            workload: Some(op("matmul(24,16,16)")),
+            target: String::new(),
+            k: 10,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .records;
+    let seeded = Schedule::from_json(&rec.steps_json).unwrap().to_json();
+    assert!(
+        top.iter().any(|r| r.steps_json == seeded),
+        "the warm-start seed {seeded} is not among {top:?}"
+    );
 }

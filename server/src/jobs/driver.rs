@@ -7,7 +7,9 @@
 //! and in the transaction that stores a batch), persistence (each batch is one transaction),
 //! the fleet's measurer, metrics and progress events. A resumed job first feeds each search
 //! every record of its (workload, target), so nothing is proposed twice and no budget is spent
-//! twice (a task's progress is its rows in `job_records`).
+//! twice (a task's progress is its rows in `job_records`); a task with no record on its target
+//! starts warm instead, its first candidates the adapted best schedules of the nearest tuned
+//! workloads of its structure (`warm_start`).
 
 use super::result_check::{check_result, check_speed};
 use super::store::{JobRow, JobState, JobStore, Lease};
@@ -27,6 +29,23 @@ use tunehub_engine::task::Task;
 
 /// The kind under which the job driver saves its cost model per target.
 const MODEL_KIND: &str = "xgb-packsum";
+
+/// Tuned workloads of the same structure whose best schedule seeds a task new to a target.
+const WARM_START_NEIGHBOURS: usize = 5;
+
+/// The neighbours' best schedules adapted to `task`, nearest first; those that do not adapt
+/// are left out.
+fn warm_start(task: &Task, neighbours: &[records::Neighbor]) -> Vec<Schedule> {
+    neighbours
+        .iter()
+        .filter_map(|n| {
+            let source = n.workload.to_task().ok()?;
+            let steps = Schedule::from_json(&n.best.steps_json).ok()?;
+            let adapted = tunehub_engine::transfer::adapt(&steps, &source.dag, &task.dag).ok()?;
+            Some(adapted.schedule)
+        })
+        .collect()
+}
 
 /// A stored record as the measurement it was (for `add_measured` on resume).
 fn result_of(r: &Record) -> MeasureResult {
@@ -163,15 +182,34 @@ async fn drive(
             .wrapping_add(u64::from(row.idx))
             .wrapping_add(u64::from(job.claims) << 32);
         let known = store.records(&task.key, &job.target_key).await?;
+        // A task new to this target starts warm: the best schedules of the nearest tuned
+        // workloads of its structure, adapted to it, are its first candidates.
+        let neighbours = if known.is_empty() {
+            store
+                .nearest(&task, &job.target_key, WARM_START_NEIGHBOURS)
+                .await?
+        } else {
+            vec![]
+        };
         // Sketch generation and re-adding old records lower programs: off the async threads.
         let (tg, params) = (target.clone(), ctx.search.clone());
         let search = tokio::task::spawn_blocking(move || {
-            let mut search = TaskSearch::new(task, &tg, params, seed);
+            let mut search = TaskSearch::new(Arc::clone(&task), &tg, params, seed);
             for r in &known {
                 if let Ok(s) = Schedule::from_json(&r.steps_json) {
                     search.add_measured(&s, &result_of(r));
                 }
             }
+            let seeds = warm_start(&task, &neighbours);
+            if !seeds.is_empty() {
+                tracing::info!(
+                    task = %task.key,
+                    seeds = seeds.len(),
+                    neighbours = neighbours.len(),
+                    "warm start from tuned workloads of the same structure"
+                );
+            }
+            search.seed(seeds);
             search
         })
         .await
