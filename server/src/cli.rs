@@ -237,6 +237,24 @@ pub enum RecordsCommand {
     Export(ExportArgs),
     /// Read records from JSON lines; all or nothing.
     Import(ImportArgs),
+    /// Keep the fastest records of each (workload, target) of a records file, for a pre-tuned
+    /// pack (offline: no server).
+    Distill(DistillArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DistillArgs {
+    /// The JSON lines file (an export); `-` reads stdin.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Records kept per (workload, target): the fastest trusted successes.
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    pub top: u32,
+
+    /// Write here instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

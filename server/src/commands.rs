@@ -12,8 +12,8 @@ use tokio_stream::StreamExt;
 use tonic::{Code, Status};
 use tunehub_proto::v1 as pb;
 use tunehub_server::cli::{
-    CancelArgs, ExportArgs, ImportArgs, JobsArgs, QueryArgs, RecordsCommand, SchedulerArg,
-    SubmitArgs, UsageError, WatchArgs, WorkersArgs, one_line,
+    CancelArgs, DistillArgs, ExportArgs, ImportArgs, JobsArgs, QueryArgs, RecordsCommand,
+    SchedulerArg, SubmitArgs, UsageError, WatchArgs, WorkersArgs, one_line,
 };
 use tunehub_server::client::{self, Clients};
 use tunehub_server::config::{ClientArgs, ClientConfig, ServerArgs, ServerConfig};
@@ -654,7 +654,34 @@ pub async fn records(cmd: RecordsCommand) -> Result<ExitCode> {
     match cmd {
         RecordsCommand::Export(a) => export(a).await,
         RecordsCommand::Import(a) => import(a).await,
+        RecordsCommand::Distill(a) => distill(a),
     }
+}
+
+fn distill(a: DistillArgs) -> Result<ExitCode> {
+    let reader: Box<dyn BufRead> = if a.file.as_os_str() == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        Box::new(std::io::BufReader::new(
+            std::fs::File::open(&a.file)
+                .map_err(|e| UsageError(format!("{}: {e}", a.file.display())))?,
+        ))
+    };
+    let (lines, d) = tunehub_server::records::distill::distill(reader, a.top as usize)
+        .map_err(|e| UsageError(format!("{}: {e}", a.file.display())))?;
+    let mut text = lines.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    match &a.out {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
+        None => crate::emit(&text)?,
+    }
+    eprintln!(
+        "kept {} of {} records ({} workload-target pairs, the fastest {} each)",
+        d.records_kept, d.records_read, d.pairs, a.top
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn export(a: ExportArgs) -> Result<ExitCode> {

@@ -129,4 +129,67 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
         top.iter().any(|r| r.steps_json == seeded),
         "the warm-start seed {seeded} is not among {top:?}"
     );
+
+    // A pre-tuned pack: the export distilled to the best record of each pair imports into a
+    // fresh server, which then answers both shapes with the same best records.
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(binaries::tunehub())
+            .args(args)
+            .env("TUNEHUB_TOKEN", TOKEN)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let all = dir.path().join("all.jsonl");
+    let pack = dir.path().join("pack.jsonl");
+    run(&[
+        "records",
+        "export",
+        "-o",
+        all.to_str().unwrap(),
+        "--server",
+        &server.url(),
+    ]);
+    let out = run(&[
+        "records",
+        "distill",
+        all.to_str().unwrap(),
+        "--top",
+        "1",
+        "-o",
+        pack.to_str().unwrap(),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("2 workload-target pairs"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fresh = Server::start(&sqlite_path(dir.path(), "fresh.db"), "s2", &[]);
+    let out = run(&[
+        "records",
+        "import",
+        pack.to_str().unwrap(),
+        "--server",
+        &fresh.url(),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("imported 2 new records"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mut f = fresh.client().await;
+    for spec in ["matmul(16,16,16)", "matmul(24,16,16)"] {
+        let there = c.query.best(best(spec, false)).await.unwrap().into_inner();
+        let here = f.query.best(best(spec, false)).await.unwrap().into_inner();
+        assert_eq!(
+            here.record.unwrap().record_id,
+            there.record.unwrap().record_id,
+            "{spec}"
+        );
+    }
 }
