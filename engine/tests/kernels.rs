@@ -142,6 +142,19 @@ proptest! {
         check_random_schedules(ops::dense(m, n, k, bias, relu).unwrap(), seed, PER_CASE);
     }
 
+    /// Stride 2: the vector axis may be the channels or rows as well as the strided columns;
+    /// odd channel counts and widths leave partial vectors.
+    #[test]
+    fn strided_conv2d(c in 1..5i64, h in 4..13i64, f in 1..20i64, kh in 1..=3i64, pad in 0..=1i64, packed: bool, seed: u64) {
+        let w = Window { kh, kw: kh, stride: 2, pad, dilation: 1 };
+        let dag = ops::conv2d_nchw(1, c, h, h, f, w, false, false).unwrap();
+        if packed {
+            check_layout_free(dag, seed, 2 * PER_CASE);
+        } else {
+            check_random_schedules(dag, seed, 2 * PER_CASE);
+        }
+    }
+
     /// One row: the rfactor sketch of a streamed weight (odd lengths: factors with tails of
     /// no vector), beside the tiled ones, packed weight or not.
     #[test]
