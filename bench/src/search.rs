@@ -32,8 +32,8 @@ use tunehub_engine::search::{
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::Task;
 
-/// The issues' workload set: (short name, op spec or text form, its constant weight, which
-/// `--layout-free` marks layout-free as Ansor's runs in the baselines file did). The spec
+/// The issues' workload set: (short name, op spec or text form, its constant weight, packed
+/// unless `--no-layout-free`, as `tunehub tune` packs `ops::constant_weight`). The spec
 /// string is the one `../shared/peers/ansor.py` takes too (library ops only).
 const WORKLOADS: &[(&str, &str, Option<&str>)] = &[
     ("matmul512", "matmul(512,512,512)", Some("B")),
@@ -179,9 +179,14 @@ pub struct SearchArgs {
     seeds: Vec<u64>,
     #[command(flatten)]
     measure: TuningMeasureArgs,
-    /// Mark each workload's constant weight layout-free (packed once outside the timed kernel).
-    #[arg(long)]
+    /// Each workload's constant weight is layout-free (packed once outside the timed kernel)
+    /// by default, as `tunehub tune` marks a library operator's weight; this flag is kept for
+    /// old command lines and changes nothing.
+    #[arg(long, hide = true)]
     layout_free: bool,
+    /// Leave the weights in their given layout (`tunehub tune 'OP(...,layout_free=none)'`).
+    #[arg(long)]
+    no_layout_free: bool,
     /// Skip OpenBLAS even when it is installed.
     #[arg(long)]
     no_blas: bool,
@@ -352,6 +357,9 @@ pub fn run(a: SearchArgs) -> Result<()> {
     if a.seeds.is_empty() {
         bail!("--seeds names no seed");
     }
+    if a.layout_free {
+        println!("(--layout-free is the default now; --no-layout-free turns it off)");
+    }
     println!(
         "target {} ({}, {} threads), model {}, {} trials per workload, batch {}, population {}, seeds {:?}",
         target.key(),
@@ -390,17 +398,17 @@ pub fn run(a: SearchArgs) -> Result<()> {
     let mut rows: Vec<Row> = vec![];
     for (name, spec, weight) in chosen {
         let dag = build(spec)?;
-        let task = match weight.filter(|_| a.layout_free) {
+        let task = match weight.filter(|_| !a.no_layout_free) {
             Some(w) => Task::new(dag, spec).with_layout_free(&[w]),
             None => Ok(Task::new(dag, spec)),
         };
         let task = Arc::new(task.map_err(anyhow::Error::msg)?);
         // The dataset's workload names the packed weights as a job would.
-        let desc = match weight.filter(|_| a.layout_free) {
+        let desc = match weight.filter(|_| !a.no_layout_free) {
             Some(w) => format!("{},layout_free={w})", spec.trim_end_matches(')')),
             None => spec.to_string(),
         };
-        if a.layout_free && weight.is_some() {
+        if !a.no_layout_free && weight.is_some() {
             println!("(layout rewrite on for {})", weight.unwrap_or(""));
         }
         let bytes = bandwidth::compulsory_bytes(&task.dag);
@@ -662,4 +670,22 @@ fn tune_one(
         gflops: best_g,
         wall_s: wall,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bench packs what `tunehub tune` packs, so that its figures are a user's.
+    #[test]
+    fn the_packed_weights_are_the_command_lines() {
+        for (name, spec, weight) in WORKLOADS {
+            let want = match ops::parse_op_spec(spec) {
+                Ok((op, _)) => ops::constant_weight(op.name),
+                Err(_) => None,
+            };
+            assert_eq!(*weight, want, "{name}");
+            assert!(build(spec).is_ok(), "{name}");
+        }
+    }
 }
