@@ -22,6 +22,7 @@
 //! `query` and `dispatch` run the release binaries `tunehub` and `tunehub-worker` found beside
 //! this one: `cargo build --release -p tunehub-bench -p tunehub-server -p tunehub-worker`.
 
+mod bandwidth;
 mod blas;
 mod compare;
 mod dispatch;

@@ -1,15 +1,19 @@
 //! `tunehub-bench search`: tunes a fixed set of workloads with a fixed trial budget and prints,
-//! per workload, the best GFLOP/s (re-measured), the tuning wall time split into search, build
-//! and run, the best of as many purely random schedules, OpenBLAS for the matmuls, and the
-//! best-so-far curve; writes the curves as SVG and everything as JSON.
+//! per workload and seed, the best GFLOP/s (re-measured), the tuning wall time split into search,
+//! build and run, the best of as many purely random schedules, OpenBLAS for the matmuls, the
+//! best-so-far curve, and the bandwidth reached against the memory roof that applies (see
+//! `bandwidth`); then a closing table with each workload's worst seed. Writes the curves as SVG
+//! and everything as JSON.
 //!
-//! `cargo run -p tunehub-bench -- search [--workloads matmul512,conv2d] [--trials 200] [--model xgb|random]`
+//! `cargo run -p tunehub-bench -- search [--workloads matmul512,conv2d] [--trials 200]
+//! [--seeds 0,1,2] [--model xgb|random]`
 //! (the dev profile builds every crate it runs with opt-level 2; a release build would compile
 //! XGBoost's C++ a second time).
 //!
 //! Check the machine is quiet first (`../shared/tools/machine-check`): a neighbour on one core
 //! halves 2-thread figures.
 
+use crate::bandwidth::{self, Roofs};
 use crate::{blas, plot};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -28,8 +32,9 @@ use tunehub_engine::search::{
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::Task;
 
-/// The issue's workload set: (short name, op spec, its constant weight, which `--layout-free`
-/// marks layout-free as Ansor's runs in the baselines file did).
+/// The issues' workload set: (short name, op spec or text form, its constant weight, packed
+/// unless `--no-layout-free`, as `tunehub tune` packs `ops::constant_weight`). The spec
+/// string is the one `../shared/peers/ansor.py` takes too (library ops only).
 const WORKLOADS: &[(&str, &str, Option<&str>)] = &[
     ("matmul512", "matmul(512,512,512)", Some("B")),
     ("matmul1024", "matmul(1024,1024,1024)", Some("B")),
@@ -55,7 +60,65 @@ const WORKLOADS: &[(&str, &str, Option<&str>)] = &[
     ),
     ("batch_matmul", "batch_matmul(b=12,m=128,n=128,k=64)", None),
     ("softmax", "softmax(m=128,n=1000)", None),
+    // Issue 28: memory-bound and strided operators.
+    (
+        "conv2d_s2",
+        "conv2d_nchw(n=1,c=128,h=56,w=56,f=128,kh=3,kw=3,stride=2,pad=1)",
+        Some("kernel"),
+    ),
+    (
+        "conv1x1_s2",
+        "conv2d_nchw(n=1,c=256,h=56,w=56,f=512,kh=1,kw=1,stride=2)",
+        Some("kernel"),
+    ),
+    (
+        "depthwise_s2",
+        "depthwise_conv2d_nchw(n=1,c=144,h=56,w=56,kh=3,kw=3,stride=2,pad=1)",
+        Some("kernel"),
+    ),
+    (
+        "gemv4096",
+        "dense(m=1,n=4096,k=4096,bias=0,relu=0)",
+        Some("weight"),
+    ),
+    (
+        "gemv3072",
+        "dense(m=1,n=3072,k=768,bias=1,relu=0)",
+        Some("weight"),
+    ),
+    (
+        "dense_m8",
+        "dense(m=8,n=4096,k=4096,bias=0,relu=0)",
+        Some("weight"),
+    ),
+    (
+        "maxpool_s2",
+        "max_pool2d(n=1,c=64,h=112,w=112,kh=3,kw=3,stride=2,pad=1)",
+        None,
+    ),
+    ("softmax1536", "softmax(m=1536,n=128)", None),
+    ("layernorm", LAYER_NORM, None),
+    ("bias_gelu", BIAS_GELU, None),
 ];
+
+/// Layer norm over the last axis of 128x768 (eps 1e-5), scale and shift, in the text form.
+const LAYER_NORM: &str = "S[i] += X[i,k] where i<128, k<768
+D[i,j] = X[i,j] - S[i] * 0.0013020833333333333 where i<128, j<768
+V[i] += D[i,k] * D[i,k] where i<128, k<768
+Y[i,j] = D[i,j] * rsqrt(V[i] * 0.0013020833333333333 + 0.00001) * G[j] + B[j] where i<128, j<768";
+
+/// A bias add and GELU (its tanh form) over 128x3072, in the text form.
+const BIAS_GELU: &str = "T[i,j] = A[i,j] + Bias[j] where i<128, j<3072
+Y[i,j] = 0.5 * T[i,j] * (1 + tanh(0.7978845608028654 * (T[i,j] + 0.044715 * T[i,j] * T[i,j] * T[i,j]))) where i<128, j<3072";
+
+/// A workload's DAG from its op spec or text form (a text form has a `[`).
+fn build(spec: &str) -> Result<tunehub_engine::ir::ComputeDag> {
+    if spec.contains('[') {
+        Ok(tunehub_engine::text::parse(spec)?)
+    } else {
+        Ok(ops::build_op(spec)?)
+    }
+}
 
 /// The tuning measurement of one reading, shared by `search` and `remeasure` so that a
 /// re-measured cost is the same estimator as the search's: runs per repeat, repeats, minimum
@@ -110,13 +173,20 @@ pub struct SearchArgs {
     /// Threads of the kernels (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// Seeds, comma-separated: each workload is tuned once per seed and its worst seed is the
+    /// figure of the closing table (the issue's stability rule).
+    #[arg(long, alias = "seed", value_delimiter = ',', default_value = "0")]
+    seeds: Vec<u64>,
     #[command(flatten)]
     measure: TuningMeasureArgs,
-    /// Mark each workload's constant weight layout-free (packed once outside the timed kernel).
-    #[arg(long)]
+    /// Each workload's constant weight is layout-free (packed once outside the timed kernel)
+    /// by default, as `tunehub tune` marks a library operator's weight; this flag is kept for
+    /// old command lines and changes nothing.
+    #[arg(long, hide = true)]
     layout_free: bool,
+    /// Leave the weights in their given layout (`tunehub tune 'OP(...,layout_free=none)'`).
+    #[arg(long)]
+    no_layout_free: bool,
     /// Skip OpenBLAS even when it is installed.
     #[arg(long)]
     no_blas: bool,
@@ -247,6 +317,21 @@ fn trials_to_reach(curve: &[(usize, f64)], frac: f64) -> Option<usize> {
         .map(|&(t, _)| t)
 }
 
+/// One seed's tuning of one workload.
+struct SeedRun {
+    seed: u64,
+    gflops: f64,
+    wall_s: f64,
+}
+
+/// What a closing-table row holds: the workload over its seeds.
+struct Row {
+    name: String,
+    spec: String,
+    runs: Vec<SeedRun>,
+    bytes: u64,
+}
+
 pub fn run(a: SearchArgs) -> Result<()> {
     let target = Target::detect().with_overrides(&TargetOverrides {
         cores: a.threads,
@@ -262,21 +347,40 @@ pub fn run(a: SearchArgs) -> Result<()> {
                     .iter()
                     .find(|(n, _, _)| *n == w.trim())
                     .copied()
-                    .with_context(|| format!("unknown workload {w:?}"))
+                    .with_context(|| {
+                        let names: Vec<&str> = WORKLOADS.iter().map(|w| w.0).collect();
+                        format!("unknown workload {w:?} (known: {})", names.join(", "))
+                    })
             })
             .collect::<Result<_>>()?
     };
+    if a.seeds.is_empty() {
+        bail!("--seeds names no seed");
+    }
+    if a.layout_free {
+        println!("(--layout-free is the default now; --no-layout-free turns it off)");
+    }
     println!(
-        "target {} ({}, {} threads), model {}, {} trials per workload, batch {}, population {}",
+        "target {} ({}, {} threads), model {}, {} trials per workload, batch {}, population {}, seeds {:?}",
         target.key(),
         target.cpu_model,
         target.cores,
         a.model,
         a.trials,
         a.batch,
-        a.population
+        a.population,
+        a.seeds
     );
-    let tune_opts = a.measure.options();
+    let roofs = match Roofs::measure(&target) {
+        Ok(r) => {
+            r.print();
+            Some(r)
+        }
+        Err(e) => {
+            println!("(no memory roofs: {e:#})");
+            None
+        }
+    };
     let pretrain = match &a.pretrain {
         Some(_) if a.model != "xgb" => bail!("--pretrain needs --model xgb"),
         Some(path) => {
@@ -291,152 +395,118 @@ pub fn run(a: SearchArgs) -> Result<()> {
     let mut panels = vec![];
     let mut report = vec![];
     let mut records: Vec<DatasetRecord> = vec![];
+    let mut rows: Vec<Row> = vec![];
     for (name, spec, weight) in chosen {
-        let task = match weight.filter(|_| a.layout_free) {
-            Some(w) => Task::new(ops::build_op(spec)?, spec).with_layout_free(&[w]),
-            None => Ok(Task::new(ops::build_op(spec)?, spec)),
+        let dag = build(spec)?;
+        let task = match weight.filter(|_| !a.no_layout_free) {
+            Some(w) => Task::new(dag, spec).with_layout_free(&[w]),
+            None => Ok(Task::new(dag, spec)),
         };
         let task = Arc::new(task.map_err(anyhow::Error::msg)?);
         // The dataset's workload names the packed weights as a job would.
-        let desc = match weight.filter(|_| a.layout_free) {
+        let desc = match weight.filter(|_| !a.no_layout_free) {
             Some(w) => format!("{},layout_free={w})", spec.trim_end_matches(')')),
             None => spec.to_string(),
         };
-        if a.layout_free && weight.is_some() {
+        if !a.no_layout_free && weight.is_some() {
             println!("(layout rewrite on for {})", weight.unwrap_or(""));
         }
-        println!("\n== {name}: {spec} ({:.1} MFLOP)", task.flops as f64 / 1e6);
-        let mut measurer = Measurer::new(&target, tune_opts.clone());
-        let mut model = match &pretrain {
-            Some(tasks) => pretrained_model(tasks, &desc, a.seed)?,
-            None => make_model(&a.model, a.seed)?,
+        let bytes = bandwidth::compulsory_bytes(&task.dag);
+        println!(
+            "\n== {name}: {} ({:.1} MFLOP, {:.2} MB to move at least once)",
+            spec.lines().next().unwrap_or(spec),
+            task.flops as f64 / 1e6,
+            bytes as f64 / 1e6
+        );
+        let mut row = Row {
+            name: name.to_string(),
+            spec: spec.to_string(),
+            runs: vec![],
+            bytes,
         };
-        let opts = TuneOptions {
-            trials: a.trials,
-            batch: a.batch,
-            params: SearchParams {
-                population: a.population,
-                generations: a.generations,
-                ..SearchParams::default()
-            },
-            scheduler: SchedulerKind::Gradient,
-            seed: a.seed,
-        };
-        let (mut search_s, mut measure_s, mut build_s, mut run_s) = (0.0, 0.0, 0.0, 0.0);
-        let mut curve = vec![];
-        // Best so far after every trial, in the order the search proposed them.
-        let mut trial_curve: Vec<(usize, f64)> = vec![];
-        let mut rounds = vec![];
-        // Every correct, quiet measurement of the run, for the final pick.
-        let mut measured: Vec<(Schedule, f64)> = vec![];
-        let t0 = Instant::now();
-        let searches = tune(
-            &[(task.clone(), 1.0)],
-            &mut measurer,
-            model.as_mut(),
-            &opts,
-            |round| {
-                let (r, results) = (&round.report, &round.results);
-                for (sch, x) in round.batch.iter().zip(results) {
-                    records.push(DatasetRecord::new(&desc, sch, x));
-                    if x.is_ok() && !x.noisy {
-                        measured.push((sch.clone(), x.mean_cost()));
-                    }
-                }
-                for x in results {
-                    let prev = trial_curve.last().map_or(0.0, |p| p.1);
-                    let g = if x.is_ok() && !x.noisy {
-                        task.gflops(x.mean_cost())
-                    } else {
-                        0.0
-                    };
-                    trial_curve.push((trial_curve.len() + 1, prev.max(g)));
-                }
-                search_s += r.search_s;
-                measure_s += r.measure_s;
-                build_s += r.build_s;
-                run_s += r.run_s;
-                let g = r.best_cost.map_or(0.0, |c| task.gflops(c));
+        for (k, &seed) in a.seeds.iter().enumerate() {
+            if a.seeds.len() > 1 {
+                println!("  -- seed {seed}");
+            }
+            let first = k == 0;
+            let Some(r) = tune_one(
+                &a,
+                &target,
+                &task,
+                &desc,
+                name,
+                seed,
+                first,
+                pretrain.as_deref(),
+                &mut records,
+                &mut panels,
+                &mut report,
+            )?
+            else {
+                continue;
+            };
+            if let Some(roofs) = &roofs {
+                let (gbs, level, share) =
+                    bandwidth::achieved(roofs, bytes, task.flops as f64 / r.gflops / 1e9);
                 println!(
-                    "  round {:>2}: {:>4} trials, best {:>7.1} GFLOP/s, search {:.2} s (model {:.2} s), measure {:.1} s, {} errors",
-                    r.round, r.total_trials, g, r.search_s, r.model_s, r.measure_s, r.errors
+                    "  bandwidth: {gbs:.1} GB/s of {:.1} ({}, triad): {:.0}% of the roof",
+                    level.triad_gbs,
+                    level.name,
+                    share * 100.0
                 );
-                curve.push((r.total_trials, g));
-                rounds.push(json!({"trials": r.total_trials, "best_gflops": g, "search_s": r.search_s, "model_s": r.model_s, "measure_s": r.measure_s}));
-                ControlFlow::Continue(())
-            },
-        )?;
-        let wall = t0.elapsed().as_secs_f64();
-        let s = &searches[0];
-        let mut fin = Measurer::new(&target, final_opts());
-        let Some((best, best_g)) = pick_and_remeasure(&mut fin, &task, measured) else {
-            println!("  no valid kernel found");
+            }
+            row.runs.push(r);
+        }
+        rows.push(row);
+    }
+    println!(
+        "\nspec | tunehub GFLOP/s (worst seed) | per seed | achieved GB/s | roof GB/s (level) | share | tuning wall s (worst seed's)"
+    );
+    for row in &rows {
+        let Some(worst) = row.runs.iter().min_by(|x, y| x.gflops.total_cmp(&y.gflops)) else {
+            println!("{} | no valid kernel", row.name);
             continue;
         };
-
-        let random_g = if a.random_trials > 0 {
-            let mut sampler = RandomSampler::new(&task.dag, &target, a.seed ^ 0xbe7c);
-            let cands: Vec<Schedule> = (0..a.random_trials).map(|_| sampler.sample()).collect();
-            let rs = measurer.measure(&task, &cands);
-            for (sch, x) in cands.iter().zip(&rs) {
-                records.push(DatasetRecord::new(&desc, sch, x));
+        let per: Vec<String> = row
+            .runs
+            .iter()
+            .map(|r| format!("{}:{:.1}", r.seed, r.gflops))
+            .collect();
+        let flops = build(&row.spec)?.flop_count() as f64;
+        let (bw, roof) = match &roofs {
+            Some(roofs) => {
+                let (gbs, level, share) =
+                    bandwidth::achieved(roofs, row.bytes, flops / worst.gflops / 1e9);
+                (
+                    format!("{gbs:.1}"),
+                    format!("{:.1} ({}) | {:.2}", level.triad_gbs, level.name, share),
+                )
             }
-            let ok = cands.iter().zip(&rs).filter(|(_, x)| x.is_ok() && !x.noisy);
-            let measured = ok.map(|(c, x)| (c.clone(), x.mean_cost())).collect();
-            pick_and_remeasure(&mut fin, &task, measured).map(|(_, g)| g)
-        } else {
-            None
-        };
-        let blas_g = if !a.no_blas && name.starts_with("matmul") {
-            blas::sgemm_gflops(&task, &target, &final_opts())
-        } else {
-            None
+            None => ("-".into(), "- | -".into()),
         };
         println!(
-            "  best {best_g:.1} GFLOP/s (re-measured: fastest of the {FINALISTS} best read, best of {REMEASURES}), tuning wall {wall:.1} s = search {search_s:.1} s + measure {measure_s:.1} s (build {build_s:.1} s, run {run_s:.1} s summed per candidate); search per round {:.2} s; rejected {}",
-            search_s / s.stats.rounds.max(1) as f64,
-            s.stats.rejected
+            "{} `{}` | {:.1} | {} | {bw} | {roof} | {:.1}",
+            row.name,
+            row.spec.lines().next().unwrap_or(&row.spec),
+            worst.gflops,
+            per.join(" "),
+            worst.wall_s
         );
-        let to_90 = trials_to_reach(&trial_curve, 0.9);
-        if let Some(n) = to_90 {
-            println!("  trials to reach 90% of the run's final best: {n}");
-        }
-        if let Some(g) = random_g {
-            println!(
-                "  best of {} random schedules: {g:.1} GFLOP/s (picked and re-measured alike)",
-                a.random_trials
-            );
-        }
-        if let Some((core, g)) = &blas_g {
-            println!("  OpenBLAS sgemm ({core}): {g:.1} GFLOP/s");
-        }
-        let mut refs = vec![];
-        if let Some(g) = random_g {
-            refs.push((format!("random x{}", a.random_trials), g));
-        }
-        if let Some((core, g)) = &blas_g {
-            refs.push((format!("OpenBLAS {core}"), *g));
-        }
-        panels.push(plot::Panel {
-            title: format!("{name} (best {best_g:.1})"),
-            curve: curve.clone(),
-            refs,
-        });
-        report.push(json!({
-            "workload": name, "spec": spec, "best_gflops": best_g, "wall_s": wall,
-            "search_s": search_s, "measure_s": measure_s, "build_s": build_s, "run_s": run_s,
-            "rounds": rounds, "random_best_gflops": random_g, "trials_to_90pct": to_90,
-            "trial_curve": trial_curve.iter().map(|p| p.1).collect::<Vec<f64>>(),
-            "blas": blas_g.map(|(c, g)| json!({"core": c, "gflops": g})),
-            "best_schedule": best.to_json_value(),
-        }));
     }
     let svg = a.out.join("curves.svg");
     std::fs::write(&svg, plot::svg(&panels))?;
     let js = a.out.join("results.json");
+    let roofs_json = roofs.as_ref().map(|r| {
+        r.levels
+            .iter()
+            .map(|l| json!({"level": l.name, "probed_bytes": l.probed, "read_gbs": l.read_gbs, "triad_gbs": l.triad_gbs}))
+            .collect::<Vec<_>>()
+    });
     std::fs::write(
         &js,
-        serde_json::to_string_pretty(&json!({"target": target.key(), "workloads": report}))?,
+        serde_json::to_string_pretty(
+            &json!({"target": target.key(), "roofs": roofs_json, "workloads": report}),
+        )?,
     )?;
     let rec = a.out.join("records.jsonl");
     write_records(
@@ -451,4 +521,171 @@ pub fn run(a: SearchArgs) -> Result<()> {
         records.len()
     );
     Ok(())
+}
+
+/// Tunes `task` with one seed and prints its figures; the random baseline and OpenBLAS only
+/// on the `first` seed (they do not depend on the search's seed much, and cost a tuning's
+/// measurements).
+#[allow(clippy::too_many_arguments)]
+fn tune_one(
+    a: &SearchArgs,
+    target: &Target,
+    task: &Arc<Task>,
+    desc: &str,
+    name: &str,
+    seed: u64,
+    first: bool,
+    pretrain: Option<&[tunehub_costmodel::samples::TaskSamples]>,
+    records: &mut Vec<DatasetRecord>,
+    panels: &mut Vec<plot::Panel>,
+    report: &mut Vec<serde_json::Value>,
+) -> Result<Option<SeedRun>> {
+    let tune_opts = a.measure.options();
+    let mut measurer = Measurer::new(target, tune_opts.clone());
+    let mut model = match pretrain {
+        Some(tasks) => pretrained_model(tasks, desc, seed)?,
+        None => make_model(&a.model, seed)?,
+    };
+    let opts = TuneOptions {
+        trials: a.trials,
+        batch: a.batch,
+        params: SearchParams {
+            population: a.population,
+            generations: a.generations,
+            ..SearchParams::default()
+        },
+        scheduler: SchedulerKind::Gradient,
+        seed,
+    };
+    let (mut search_s, mut measure_s, mut build_s, mut run_s) = (0.0, 0.0, 0.0, 0.0);
+    let mut curve = vec![];
+    // Best so far after every trial, in the order the search proposed them.
+    let mut trial_curve: Vec<(usize, f64)> = vec![];
+    let mut rounds = vec![];
+    // Every correct, quiet measurement of the run, for the final pick.
+    let mut measured: Vec<(Schedule, f64)> = vec![];
+    let t0 = Instant::now();
+    let searches = tune(
+        &[(task.clone(), 1.0)],
+        &mut measurer,
+        model.as_mut(),
+        &opts,
+        |round| {
+            let (r, results) = (&round.report, &round.results);
+            for (sch, x) in round.batch.iter().zip(results) {
+                records.push(DatasetRecord::new(desc, sch, x));
+                if x.is_ok() && !x.noisy {
+                    measured.push((sch.clone(), x.mean_cost()));
+                }
+            }
+            for x in results {
+                let prev = trial_curve.last().map_or(0.0, |p| p.1);
+                let g = if x.is_ok() && !x.noisy {
+                    task.gflops(x.mean_cost())
+                } else {
+                    0.0
+                };
+                trial_curve.push((trial_curve.len() + 1, prev.max(g)));
+            }
+            search_s += r.search_s;
+            measure_s += r.measure_s;
+            build_s += r.build_s;
+            run_s += r.run_s;
+            let g = r.best_cost.map_or(0.0, |c| task.gflops(c));
+            println!(
+                "  round {:>2}: {:>4} trials, best {:>7.1} GFLOP/s, search {:.2} s (model {:.2} s), measure {:.1} s, {} errors",
+                r.round, r.total_trials, g, r.search_s, r.model_s, r.measure_s, r.errors
+            );
+            curve.push((r.total_trials, g));
+            rounds.push(json!({"trials": r.total_trials, "best_gflops": g, "search_s": r.search_s, "model_s": r.model_s, "measure_s": r.measure_s}));
+            ControlFlow::Continue(())
+        },
+    )?;
+    let wall = t0.elapsed().as_secs_f64();
+    let s = &searches[0];
+    let mut fin = Measurer::new(target, final_opts());
+    let Some((best, best_g)) = pick_and_remeasure(&mut fin, task, measured) else {
+        println!("  no valid kernel found");
+        return Ok(None);
+    };
+
+    let random_g = if first && a.random_trials > 0 {
+        let mut sampler = RandomSampler::new(&task.dag, target, seed ^ 0xbe7c);
+        let cands: Vec<Schedule> = (0..a.random_trials).map(|_| sampler.sample()).collect();
+        let rs = measurer.measure(task, &cands);
+        for (sch, x) in cands.iter().zip(&rs) {
+            records.push(DatasetRecord::new(desc, sch, x));
+        }
+        let ok = cands.iter().zip(&rs).filter(|(_, x)| x.is_ok() && !x.noisy);
+        let measured = ok.map(|(c, x)| (c.clone(), x.mean_cost())).collect();
+        pick_and_remeasure(&mut fin, task, measured).map(|(_, g)| g)
+    } else {
+        None
+    };
+    let blas_g = if first && !a.no_blas && name.starts_with("matmul") {
+        blas::sgemm_gflops(task, target, &final_opts())
+    } else {
+        None
+    };
+    println!(
+        "  best {best_g:.1} GFLOP/s (re-measured: fastest of the {FINALISTS} best read, best of {REMEASURES}), tuning wall {wall:.1} s = search {search_s:.1} s + measure {measure_s:.1} s (build {build_s:.1} s, run {run_s:.1} s summed per candidate); search per round {:.2} s; rejected {}",
+        search_s / s.stats.rounds.max(1) as f64,
+        s.stats.rejected
+    );
+    let to_90 = trials_to_reach(&trial_curve, 0.9);
+    if let Some(n) = to_90 {
+        println!("  trials to reach 90% of the run's final best: {n}");
+    }
+    if let Some(g) = random_g {
+        println!(
+            "  best of {} random schedules: {g:.1} GFLOP/s (picked and re-measured alike)",
+            a.random_trials
+        );
+    }
+    if let Some((core, g)) = &blas_g {
+        println!("  OpenBLAS sgemm ({core}): {g:.1} GFLOP/s");
+    }
+    let mut refs = vec![];
+    if let Some(g) = random_g {
+        refs.push((format!("random x{}", a.random_trials), g));
+    }
+    if let Some((core, g)) = &blas_g {
+        refs.push((format!("OpenBLAS {core}"), *g));
+    }
+    panels.push(plot::Panel {
+        title: format!("{name} seed {seed} (best {best_g:.1})"),
+        curve: curve.clone(),
+        refs,
+    });
+    report.push(json!({
+        "workload": name, "spec": task.desc, "seed": seed, "best_gflops": best_g, "wall_s": wall,
+        "search_s": search_s, "measure_s": measure_s, "build_s": build_s, "run_s": run_s,
+        "rounds": rounds, "random_best_gflops": random_g, "trials_to_90pct": to_90,
+        "trial_curve": trial_curve.iter().map(|p| p.1).collect::<Vec<f64>>(),
+        "blas": blas_g.map(|(c, g)| json!({"core": c, "gflops": g})),
+        "best_schedule": best.to_json_value(),
+    }));
+    Ok(Some(SeedRun {
+        seed,
+        gflops: best_g,
+        wall_s: wall,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bench packs what `tunehub tune` packs, so that its figures are a user's.
+    #[test]
+    fn the_packed_weights_are_the_command_lines() {
+        for (name, spec, weight) in WORKLOADS {
+            let want = match ops::parse_op_spec(spec) {
+                Ok((op, _)) => ops::constant_weight(op.name),
+                Err(_) => None,
+            };
+            assert_eq!(*weight, want, "{name}");
+            assert!(build(spec).is_ok(), "{name}");
+        }
+    }
 }

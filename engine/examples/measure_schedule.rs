@@ -4,7 +4,9 @@
 //!
 //! `cargo run --release -p tunehub-engine --example measure_schedule -- WORKLOAD [--c] STEPS...`
 //! (`TH_MEASURE=number,repeat,min_repeat_ms` sets the measurement; default 5,5,50;
-//! `TH_CFLAGS="-O2 ..."` appends compiler flags, a later `-O` overriding the default)
+//! `TH_CFLAGS="-O2 ..."` appends compiler flags, a later `-O` overriding the default;
+//! `TH_THREADS=1` runs the kernels on that many threads: on a busy machine a 1-thread
+//! comparison still means something)
 //! WORKLOAD is a task description (`matmul(512,512,512,layout_free=B)`); each STEPS is a
 //! schedule's JSON step list (`[]` is the naive schedule).
 
@@ -26,6 +28,12 @@ fn main() {
     let dag = ops::build_op(&spec).expect("a valid op spec");
     let task = Task::from_desc(dag, desc.as_str()).expect("valid layout_free names");
     let mut target = Target::detect();
+    if let Some(n) = std::env::var("TH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        target.cores = n;
+    }
     if let Ok(f) = std::env::var("TH_CFLAGS") {
         target
             .cflags

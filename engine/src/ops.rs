@@ -735,6 +735,19 @@ pub fn find_op(name: &str) -> Option<&'static OpDef> {
     OPS.iter().find(|o| o.name == name)
 }
 
+/// The input of a library operator that is a constant at inference (a layer's weight), by
+/// operator name: the one the command line marks layout-free by default, so that the kernel
+/// reads it packed in the order its loops walk it (see `Task::with_layout_free`). `None` for
+/// operators whose inputs are all activations (batch_matmul's B is attention's keys/values).
+pub fn constant_weight(op: &str) -> Option<&'static str> {
+    match op {
+        "matmul" => Some("B"),
+        "dense" => Some("weight"),
+        "conv2d_nchw" | "conv2d_nhwc" | "depthwise_conv2d_nchw" => Some("kernel"),
+        _ => None,
+    }
+}
+
 /// A library operator with its parameters, e.g. `matmul(512, 512, 512)` or
 /// `conv2d_nchw(n=1, c=64, h=56, w=56, f=64, pad=1)`: positional values fill parameters in order,
 /// named ones may follow; the rest take their defaults.
@@ -859,6 +872,23 @@ pub fn build_op(spec: &str) -> Result<ComputeDag, OpSpecError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn constant_weights_are_inputs_of_their_operators() {
+        for (spec, w) in [
+            ("matmul(4,4,4)", "B"),
+            ("dense(m=1,n=4,k=4)", "weight"),
+            ("conv2d_nchw(n=1,c=2,h=5,w=5,f=2)", "kernel"),
+            ("conv2d_nhwc(n=1,h=5,w=5,c=2,f=2)", "kernel"),
+            ("depthwise_conv2d_nchw(n=1,c=2,h=5,w=5)", "kernel"),
+        ] {
+            let (op, _) = parse_op_spec(spec).unwrap();
+            assert_eq!(constant_weight(op.name), Some(w));
+            let dag = build_op(spec).unwrap();
+            assert!(dag.placeholders().iter().any(|&p| dag.stages[p].name == w));
+        }
+        assert_eq!(constant_weight("softmax"), None);
+    }
 
     #[test]
     fn malformed_specs_are_refused_with_the_reason() {

@@ -142,6 +142,31 @@ proptest! {
         check_random_schedules(ops::dense(m, n, k, bias, relu).unwrap(), seed, PER_CASE);
     }
 
+    /// Stride 2: the vector axis may be the channels or rows as well as the strided columns;
+    /// odd channel counts and widths leave partial vectors.
+    #[test]
+    fn strided_conv2d(c in 1..5i64, h in 4..13i64, f in 1..20i64, kh in 1..=3i64, pad in 0..=1i64, packed: bool, seed: u64) {
+        let w = Window { kh, kw: kh, stride: 2, pad, dilation: 1 };
+        let dag = ops::conv2d_nchw(1, c, h, h, f, w, false, false).unwrap();
+        if packed {
+            check_layout_free(dag, seed, 2 * PER_CASE);
+        } else {
+            check_random_schedules(dag, seed, 2 * PER_CASE);
+        }
+    }
+
+    /// One row: the rfactor sketch of a streamed weight (odd lengths: factors with tails of
+    /// no vector), beside the tiled ones, packed weight or not.
+    #[test]
+    fn matrix_vector(n in 1..40i64, k in 16..70i64, bias: bool, relu: bool, packed: bool, seed: u64) {
+        let dag = ops::dense(1, n, k, bias, relu).unwrap();
+        if packed {
+            check_layout_free(dag, seed, 2 * PER_CASE);
+        } else {
+            check_random_schedules(dag, seed, 2 * PER_CASE);
+        }
+    }
+
     #[test]
     fn conv2d_nchw(c in 1..6i64, h in 3..12i64, f in 1..6i64, w in win(), bias: bool, relu: bool, seed: u64) {
         if let Ok(dag) = ops::conv2d_nchw(1, c, h, h + 1, f, w, bias, relu) {
@@ -424,6 +449,52 @@ fn vectorized_exp_calls_vector_math_and_is_correct() {
     for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
+}
+
+/// A serial reduction loop over operands contiguous along it (a dense row's dot product, a row
+/// max, rfactor's combination of partials) is written as `omp simd reduction`, so GCC may
+/// vectorize it; a strided one (a naive matmul's column of B) is left in order. Both match the
+/// reference, on odd lengths.
+#[test]
+fn contiguous_reductions_are_simd_reductions_and_correct() {
+    let target = Target::detect();
+    let naive = tunehub_engine::schedule::Schedule::default();
+    let cases = [
+        (ops::dense(3, 5, 37, true, false).unwrap(), true),
+        (ops::softmax(3, 29).unwrap(), true),
+        (ops::matmul(3, 5, 37).unwrap(), false),
+    ];
+    for (dag, simd) in cases {
+        let task = Task::new(dag, "contiguous reduction");
+        let k = tunehub_engine::codegen::generate_with(
+            &task.dag,
+            &naive,
+            &target,
+            &task.lower_options(),
+        )
+        .unwrap();
+        assert_eq!(
+            k.source.contains("#pragma omp simd reduction("),
+            simd,
+            "{}",
+            k.source
+        );
+        if simd {
+            assert!(k.source.contains("reduction(+:"), "{}", k.source);
+        }
+        for r in Measurer::new(&target, quick()).measure(&task, std::slice::from_ref(&naive)) {
+            assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+        }
+    }
+    // Row max: the max clause.
+    let k = tunehub_engine::codegen::generate_with(
+        &ops::softmax(3, 29).unwrap(),
+        &naive,
+        &target,
+        &Default::default(),
+    )
+    .unwrap();
+    assert!(k.source.contains("reduction(max:"), "{}", k.source);
 }
 
 /// Compiles `source` as `k.c` with the target's flags and `args` in a fresh directory, which

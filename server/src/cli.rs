@@ -88,8 +88,9 @@ pub enum SchedulerArg {
 
 #[derive(Debug, Clone, Args)]
 pub struct SubmitArgs {
-    /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`; a
-    /// `layout_free=B` parameter marks input B as a constant weight the kernel may pack.
+    /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`; the operator's
+    /// constant weight is packed by default (`tunehub ops`), `layout_free=B` names the packed
+    /// inputs, `layout_free=none` packs none.
     #[arg(value_name = "OP_SPEC")]
     pub op_specs: Vec<String>,
 
@@ -184,8 +185,8 @@ pub struct CancelArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct QueryArgs {
-    /// A library operator, e.g. `matmul(512,512,512)` (with `layout_free=B` for packed
-    /// weights, as tuned).
+    /// A library operator, e.g. `matmul(512,512,512)` (its weight packed by default, as
+    /// tuned; `layout_free=...` as tuned otherwise).
     #[arg(value_name = "OP_SPEC", conflicts_with_all = ["expr", "key"])]
     pub op_spec: Option<String>,
 
@@ -290,9 +291,11 @@ pub struct ImportArgs {
 #[group(required = true, multiple = false)]
 pub struct WorkloadArgs {
     /// A library operator with its parameters, e.g. `matmul(512,512,512)` or
-    /// `conv2d_nchw(n=1,c=64,h=56,w=56,f=64,pad=1)`; `tunehub ops` lists them. A
-    /// `layout_free=B` parameter (`+` between names) marks inputs as constant weights the
-    /// kernel may pack: another workload, with its own records.
+    /// `conv2d_nchw(n=1,c=64,h=56,w=56,f=64,pad=1)`; `tunehub ops` lists them. The
+    /// operator's constant weight (matmul's B, dense's weight, a conv's kernel) is packed by
+    /// default, outside the timed kernel, as at inference; a `layout_free=B` parameter (`+`
+    /// between names) names the packed inputs instead, `layout_free=none` packs none. Each
+    /// choice is another workload, with its own records.
     #[arg(value_name = "OP_SPEC")]
     pub op_spec: Option<String>,
 

@@ -4,7 +4,9 @@
 //! The server, the database and the workers carry a workload's options typed
 //! (`Workload.options`, `workloads.layout_free_json`, `WorkPiece.options`); only the command
 //! line still reads `layout_free=B` inside an op spec, as a shorthand for
-//! `options.layout_free = ["B"]`.
+//! `options.layout_free = ["B"]`. On the command line a library operator's constant weight is
+//! layout-free unless the spec says otherwise (`layout_free=none`); the API takes the options
+//! as given.
 
 use tunehub_engine::task::{Task, WorkloadOptions};
 use tunehub_engine::{ops, text};
@@ -52,7 +54,18 @@ pub fn task_of(w: &pb::Workload) -> Option<Result<Task, String>> {
 /// An op spec as the command line takes it, as the API's workload: a `layout_free=X+Y`
 /// argument inside it (`matmul(512,512,512,layout_free=B)`) becomes the typed option.
 pub fn from_op_spec(spec: &str) -> pb::Workload {
-    let (clean, options) = WorkloadOptions::split_op_spec(spec.trim());
+    let (clean, mut options) = WorkloadOptions::split_op_spec(spec.trim());
+    if options.layout_free == ["none"] {
+        options.layout_free.clear();
+    } else if options.layout_free.is_empty() {
+        // The library operator's constant weight, packed as at inference: the figures a user
+        // gets by default are the packed kernels' (docs/experiments/2026-11-25-memory-bound.md).
+        if let Ok((op, _)) = ops::parse_op_spec(&clean) {
+            options.layout_free = ops::constant_weight(op.name)
+                .map(|w| vec![w.to_string()])
+                .unwrap_or_default();
+        }
+    }
     pb::Workload {
         kind: Some(pb::workload::Kind::OpSpec(clean)),
         options: options_to_pb(&options),
@@ -100,7 +113,20 @@ mod tests {
             .with_layout_free(&["B"])
             .unwrap();
         assert_eq!((t.key, t.desc.as_str()), (want.key, "matmul(8,8,8)"));
-        assert_eq!(from_op_spec("matmul(8,8,8)").options, None);
+        // The weight is packed by default on the command line; `none` opts out.
+        assert_eq!(
+            from_op_spec("matmul(8,8,8)").options.unwrap().layout_free,
+            ["B"]
+        );
+        assert_eq!(from_op_spec("matmul(8,8,8,layout_free=none)").options, None);
+        assert_eq!(from_op_spec("softmax(8,8)").options, None);
+        assert_eq!(
+            from_op_spec("conv2d_nchw(n=1,c=2,h=5,w=5,f=2)")
+                .options
+                .unwrap()
+                .layout_free,
+            ["kernel"]
+        );
         assert_eq!(
             label("matmul(8,8,8)", w.options.as_ref()),
             "matmul(8,8,8) [layout_free=B]"

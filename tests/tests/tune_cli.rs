@@ -41,9 +41,10 @@ fn tune_json(db: &Path, spec: &str, extra: &[&str]) -> Value {
 async fn tune_stores_every_record_and_reports_the_best() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
+    // Unpacked (`layout_free=none`), so that the text form below is the same workload.
     let first = tune_json(
         &db,
-        "matmul(32,48,16)",
+        "matmul(32,48,16,layout_free=none)",
         &["--trials", "6", "--batch", "3", "--seed", "1"],
     );
     assert_eq!(first["trials"], 6);
@@ -70,7 +71,11 @@ async fn tune_stores_every_record_and_reports_the_best() {
     store.close().await;
 
     // A second run goes on from the stored records: nothing is measured twice.
-    let second = tune_json(&db, "matmul(32,48,16)", &["--trials", "4", "--seed", "1"]);
+    let second = tune_json(
+        &db,
+        "matmul(32,48,16,layout_free=none)",
+        &["--trials", "4", "--seed", "1"],
+    );
     assert_eq!(second["new_records"], 4);
     let store = SqlStore::open(db.to_str().unwrap()).await.unwrap();
     assert_eq!(store.count(&wk, &tk).await.unwrap().total, 10);
@@ -92,6 +97,11 @@ async fn tune_stores_every_record_and_reports_the_best() {
     );
     let b: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(b["workload_key"], wk.as_str());
+
+    // By default the library operator's weight is packed: another workload.
+    let packed = tune_json(&db, "matmul(32,48,16)", &["--trials", "2", "--seed", "1"]);
+    assert_eq!(packed["layout_free"], serde_json::json!(["B"]));
+    assert_ne!(packed["workload_key"], wk.as_str());
 }
 
 #[test]

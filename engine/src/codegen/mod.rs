@@ -15,6 +15,7 @@
 mod args;
 mod names;
 mod regtile;
+mod vreduce;
 mod writer;
 
 pub use args::ArgSpec;

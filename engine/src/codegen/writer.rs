@@ -179,6 +179,13 @@ impl Gen<'_> {
                     self.line(&format!("float* {name} = {b} + ({off});"));
                     self.base_names.insert(store, name);
                 }
+                if matches!(kind, LoopKind::Serial | LoopKind::Unrolled)
+                    && let Some((buf, index, value, op)) =
+                        super::vreduce::contiguous_reduction(*var, body)
+                {
+                    self.simd_reduction(&body[0], &v, *extent, (buf, index, value, op));
+                    return;
+                }
                 self.open_loop(&v, *extent, *kind);
                 self.block(body);
                 self.line("}");
@@ -240,6 +247,41 @@ impl Gen<'_> {
                 self.line(&format!("{target} = {rhs};"));
             }
         }
+    }
+    /// A reduction loop (see [`super::vreduce`]) as `omp simd reduction` on a scalar.
+    fn simd_reduction(
+        &mut self,
+        store: &Stmt,
+        v: &str,
+        extent: i64,
+        (buf, index, value, op): (usize, &Lin, &VExpr, ReduceOp),
+    ) {
+        let key = store as *const Stmt;
+        let (name, idx) = match self.base_names.get(&key).cloned() {
+            Some(base) => (base, self.lin(&self.bases.of_store[&key].clone())),
+            None => (self.names.bufs[buf].clone(), self.lin(index)),
+        };
+        let target = format!("{name}[{idx}]");
+        let acc = self.names.fresh("th_red");
+        let (clause, update) = match op {
+            ReduceOp::Sum => ("+", format!("{acc} + ")),
+            ReduceOp::Max => ("max", format!("th_maxf({acc}, ")),
+            ReduceOp::Min => ("min", format!("th_minf({acc}, ")),
+        };
+        self.line("{");
+        self.depth += 1;
+        self.line(&format!("float {acc} = {target};"));
+        self.line(&format!("#pragma omp simd reduction({clause}:{acc})"));
+        self.line(&format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"));
+        self.depth += 1;
+        let x = self.value(value);
+        let close = if op == ReduceOp::Sum { "" } else { ")" };
+        self.line(&format!("{acc} = {update}{x}{close};"));
+        self.depth -= 1;
+        self.line("}");
+        self.line(&format!("{target} = {acc};"));
+        self.depth -= 1;
+        self.line("}");
     }
     /// A loop's pragma and header, up to its opening brace.
     fn open_loop(&mut self, v: &str, extent: i64, kind: LoopKind) {

@@ -119,6 +119,36 @@ impl<'a> SketchContext<'a> {
         reuse
     }
 
+    /// Whether the one-axis reduction `s` streams an operand: some input is read at a
+    /// different element at every point of the space (it varies along every space axis longer
+    /// than 1: a matrix-vector product's matrix), with the reduction axis as its contiguous
+    /// last index. Tiling cannot reuse that operand, and vectorizing a space axis reads it with
+    /// a stride (a gather per lane); factoring the reduction reads it in vector loads, each
+    /// element once.
+    pub fn streams_along_reduction(&self, s: usize) -> bool {
+        let stage = &self.dag.stages[s];
+        let [_] = stage.reduce_axes() else {
+            return false;
+        };
+        let space = stage.space();
+        let k = space.len();
+        let mut streams = false;
+        if let Some(body) = stage.body() {
+            body.visit_loads(&mut |_, idx| {
+                let Some((last, rest)) = idx.split_last() else {
+                    return;
+                };
+                let contiguous = last.coef(k) == 1 && rest.iter().all(|e| e.coef(k) == 0);
+                let no_reuse = space
+                    .iter()
+                    .enumerate()
+                    .all(|(a, ax)| ax.extent == 1 || idx.iter().any(|e| e.coef(a) != 0));
+                streams |= contiguous && no_reuse;
+            });
+        }
+        streams
+    }
+
     /// The consumers of `s` once inlined stages are looked through, under `sketch`'s plans.
     pub fn effective_consumers(&self, sketch: &Sketch, s: usize) -> Vec<usize> {
         let mut out = vec![];
@@ -344,7 +374,9 @@ impl SketchRule for MultiLevelTiling {
 /// (short rows may not pay for the second pass).
 ///
 /// Ansor fuses all reduction axes first and rfactors stages whose reduction is longer than
-/// the core count; ours takes one-axis reductions of at least [`RFACTOR_MIN_EXTENT`].
+/// the core count; ours takes one-axis reductions of at least [`RFACTOR_MIN_EXTENT`], and
+/// also tiled ones that stream an operand along the reduction (a matrix-vector product, see
+/// [`SketchContext::streams_along_reduction`]): their tiled sketches continue beside it.
 pub struct AddRfactor;
 
 /// The shortest reduction [`AddRfactor`] factors: two 8-lane vectors.
@@ -358,7 +390,7 @@ impl SketchRule for AddRfactor {
         let stage = &ctx.dag.stages[s];
         match stage.reduce_axes() {
             [k] if stage.is_reduction()
-                && !ctx.needs_tiling(s)
+                && (!ctx.needs_tiling(s) || ctx.streams_along_reduction(s))
                 && k.extent >= RFACTOR_MIN_EXTENT =>
             {
                 RuleOutcome::Apply(vec![with_plan(sketch, s, StagePlan::Rfactor)])
@@ -567,6 +599,20 @@ mod tests {
             dilation: 1,
         };
         let d = describe_all(&ops::pool2d(PoolKind::Max, 1, 2, 16, 16, w).unwrap());
+        assert!(d.iter().all(|x| !x.contains("rfactor")), "{d:?}");
+    }
+
+    #[test]
+    fn matrix_vector_products_also_get_rfactor() {
+        // One row: the weight is streamed along k; the tiled sketches stay beside rfactor.
+        let d = describe_all(&ops::dense(1, 32, 64, true, false).unwrap());
+        assert!(d.iter().any(|x| x.contains("dense:rfactor")), "{d:?}");
+        assert!(d.iter().any(|x| x.contains("tile+fuse")), "{d:?}");
+        // Eight rows reuse each weight element eight times: tiling only.
+        let d = describe_all(&ops::dense(8, 32, 64, false, false).unwrap());
+        assert!(d.iter().all(|x| !x.contains("rfactor")), "{d:?}");
+        // A matrix times a vector on the other side reads it with a stride along k.
+        let d = describe_all(&ops::matmul(1, 32, 64).unwrap());
         assert!(d.iter().all(|x| !x.contains("rfactor")), "{d:?}");
     }
 

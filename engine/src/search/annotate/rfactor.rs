@@ -1,6 +1,7 @@
 //! A reduction split by rfactor into a partial stage and a final one.
 
 use super::decision::{Decider, DecisionKind};
+use super::factor::whole_vectors;
 use super::skip::skip;
 use super::steps::{AnnotateContext, Gen, parallel, pick_parallel, pick_unroll, vectorize};
 use crate::ir::ComputeDag;
@@ -27,7 +28,11 @@ pub(super) fn rfactor<R: Rng>(
             stage.name
         ));
     };
-    let f = d.tile(k.extent, 2);
+    let mut f = d.tile(k.extent, 2);
+    // Partials in whole vectors: a factor of 2 or 4 leaves most lanes of each load idle (a
+    // streamed matrix-vector product then reads a quarter of the bandwidth). Deterministic in
+    // the drawn factors, so replays agree.
+    whole_vectors(&mut f, ctx.vector_lanes);
     if f[1] < 2 {
         return skip(g, dag, s, is_output, ctx, d);
     }

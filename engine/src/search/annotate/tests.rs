@@ -263,4 +263,16 @@ fn vector_axis_is_offered_only_where_the_last_axis_leaves_partial_vectors() {
         .expect("a multi-level tiled stage");
     let inner = &tiled.nodes[*tiled.leaves.last().unwrap()];
     assert!(inner.name.starts_with('j'), "{}", inner.name);
+
+    // Stride 2: 16 output columns fill a vector but read the input with a stride (gathers),
+    // so the channels and rows are offered too.
+    let s2 = crate::ops::Window { stride: 2, ..win };
+    let conv = crate::ops::conv2d_nchw(1, 8, 32, 32, 32, s2, false, false).unwrap();
+    let picks = vector_picks(&conv);
+    assert!(!picks.is_empty());
+    assert!(
+        picks.iter().all(|(_, n, _)| *n == 3),
+        "{:?}",
+        picks.iter().map(|p| p.1).collect::<Vec<_>>()
+    );
 }

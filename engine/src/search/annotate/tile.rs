@@ -39,6 +39,17 @@ fn axis_orders(ns: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// Whether some read of `stage` steps more than one element per step of its axis `a`.
+fn strided_along(stage: &crate::ir::Stage, a: usize) -> bool {
+    let mut strided = false;
+    if let Some(body) = stage.body() {
+        body.visit_loads(&mut |_, idx| {
+            strided |= idx.iter().any(|e| e.coef(a).abs() > 1);
+        });
+    }
+    strided
+}
+
 pub(super) fn tile<R: Rng>(
     g: &mut Gen,
     dag: &ComputeDag,
@@ -64,9 +75,10 @@ pub(super) fn tile<R: Rng>(
     // where its 56-wide rows fit only 8-lane vectors (measured on AVX-512: 150 against 119
     // GFLOP/s); lowering lays the local accumulator out in the tile's order so that it stays
     // contiguous. Where the last axis does fill vectors (matmul's columns) the others only
-    // dilute the space with strided tiles.
+    // dilute the space with strided tiles. A last axis some input is read along with a stride
+    // (a stride-2 conv's rows) makes gathers of its vectors: the others are offered then too.
     let mut options = vec![ns - 1];
-    if space[ns - 1] % ctx.vector_lanes.max(1) != 0 {
+    if space[ns - 1] % ctx.vector_lanes.max(1) != 0 || strided_along(stage, ns - 1) {
         options.extend((0..ns - 1).filter(|&a| space[a] > 1));
     }
     let vi = d.pick(DecisionKind::VectorAxis, options.len(), |rng| {
