@@ -15,7 +15,7 @@ pub struct NetTask {
     /// For people: the operators it covers and its output shape, e.g.
     /// `Conv+BatchNormalization+Relu -> [1,64,56,56]`.
     pub label: String,
-    /// The computation in tunehub's text form.
+    /// The computation in tunehub's text form (its first line a comment: the label).
     pub expr: String,
     /// Inputs that are constant weights: packed once, outside the timed kernel.
     pub layout_free: Vec<String>,
@@ -112,9 +112,11 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         let ops: Vec<&str> = group.nodes().map(|i| g.nodes[i].op.as_str()).collect();
         let shape = g.shape(&group.output).unwrap_or(&[]);
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+        let label = format!("{} -> [{}]", ops.join("+"), dims.join(","));
         tasks.push(NetTask {
-            label: format!("{} -> [{}]", ops.join("+"), dims.join(",")),
-            expr: generated.expr,
+            // The label as a comment first: listings show a text form's first line.
+            expr: format!("# {label}\n{}", generated.expr),
+            label,
             layout_free: generated.layout_free,
             workload_key: task.key,
             weight: 1,
