@@ -209,3 +209,31 @@ pub fn tiny() -> Vec<u8> {
     b.output(&out);
     b.encode()
 }
+
+/// The constructs [`tiny`] leaves out: a mean over the last axis, a broadcast subtraction,
+/// `Pow`, sigmoid, `Gemm` with alpha, beta and a bias, leaky relu, exp.
+pub fn tiny_rest() -> Vec<u8> {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("input", &[1, 6, 8]);
+    let m = b.node(
+        "ReduceMean",
+        &[&x],
+        vec![ints("axes", &[-1]), int("keepdims", 1)],
+    );
+    let d = b.node("Sub", &[&x, &m], vec![]);
+    let two = b.scalar(2.0);
+    let p = b.node("Pow", &[&d, &two], vec![]);
+    let s = b.node("Sigmoid", &[&p], vec![]);
+    let f = b.node("Flatten", &[&s], vec![int("axis", 1)]);
+    let w = b.weight(&[48, 10]);
+    let c = b.weight(&[10]);
+    let g = b.node(
+        "Gemm",
+        &[&f, &w, &c],
+        vec![float("alpha", 0.5), float("beta", 2.0)],
+    );
+    let l = b.node("LeakyRelu", &[&g], vec![float("alpha", 0.1)]);
+    let e = b.node("Exp", &[&l], vec![]);
+    b.output(&e);
+    b.encode()
+}

@@ -251,9 +251,21 @@ fn every_generated_workload_matches_the_reference() {
     // norm, ReLU6, a residual add, pools, a dense layer with GELU, a batched product, softmax,
     // layer norm.
     assert_eq!(l.tasks.len(), 12, "{:#?}", l.tasks);
+    // And the rest: a mean, a broadcast subtraction, Pow, sigmoid, Gemm with alpha, beta and a
+    // bias, leaky relu, exp.
+    let rest = tasks_of(&nets::tiny_rest());
+    let labels: Vec<&str> = rest.tasks.iter().map(|t| t.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "ReduceMean -> [1,6,1]",
+            "Sub+Pow+Sigmoid -> [1,6,8]",
+            "Gemm+LeakyRelu+Exp -> [1,10]"
+        ]
+    );
     let target = Target::detect();
     let mut measurer = Measurer::new(&target, quick());
-    for (i, t) in l.tasks.iter().enumerate() {
+    for (i, t) in l.tasks.iter().chain(&rest.tasks).enumerate() {
         let dag = tunehub_engine::text::parse(&t.expr).unwrap();
         let names: Vec<&str> = t.layout_free.iter().map(String::as_str).collect();
         let task = Task::new(dag, t.expr.clone())

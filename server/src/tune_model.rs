@@ -47,7 +47,7 @@ pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
     let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
     cancel_on_interrupt(c.clone(), job.id.clone());
 
-    let bar = progress_bar(args.trials * n);
+    let bar = progress_bar(args.trials.saturating_mul(n));
     bar.set_message("estimate: none yet");
     let mut done: HashMap<u32, u32> = HashMap::new();
     let mut events = c
