@@ -97,10 +97,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         .tasks
         .iter()
         .map(|t| pb::TaskSpec {
-            workload: Some(pb::Workload {
-                options: workload::options_to_pb(&t.options()),
-                ..workload::from_expr(&t.expr)
-            }),
+            workload: Some(workload::of_net_task(t)),
             trials: a.trials,
             weight: f64::from(t.weight),
         })

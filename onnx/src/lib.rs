@@ -10,7 +10,7 @@
 //! - [`graph`]: the nodes from the protobuf, the shapes from tract.
 //! - [`classify`]: anchor, elementwise, glue or unsupported, per operator.
 //! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains).
-//! - [`workload`]: a group as text form.
+//! - [`library`]: a group as a library operator, when one fits; [`workload`]: as text form.
 //! - [`tasks`]: the deduplicated, weighted task list.
 //! - [`error`]: what can be wrong with a model.
 //! - [`builder`]: models built in code (tests, benchmarks); [`nets`]: the networks built so.
@@ -20,6 +20,7 @@ pub mod classify;
 pub mod error;
 pub mod fuse;
 pub mod graph;
+pub mod library;
 pub mod nets;
 pub mod shapes;
 pub mod tasks;

@@ -5,7 +5,7 @@ use crate::classify::{Class, classify};
 use crate::error::ImportError;
 use crate::fuse;
 use crate::graph::Graph;
-use crate::workload;
+use crate::{library, workload};
 use serde::Serialize;
 use tunehub_engine::task::{Task, WorkloadOptions};
 
@@ -15,7 +15,10 @@ pub struct NetTask {
     /// For people: the operators it covers and its output shape, e.g.
     /// `Conv+BatchNormalization+Relu -> [1,64,56,56]`.
     pub label: String,
-    /// The computation in tunehub's text form (its first line a comment: the label).
+    /// The library operator it is, when one fits exactly (then the task is submitted as it).
+    pub op_spec: Option<String>,
+    /// The computation in tunehub's text form (its first line a comment: the label); the
+    /// workload itself when there is no `op_spec`.
     pub expr: String,
     /// Inputs that are constant weights: packed once, outside the timed kernel.
     pub layout_free: Vec<String>,
@@ -33,6 +36,16 @@ impl NetTask {
         WorkloadOptions {
             layout_free: self.layout_free.clone(),
         }
+    }
+
+    /// The engine's task: its op spec or text form, with the layout-free inputs.
+    pub fn task(&self) -> Result<Task, String> {
+        let dag = match &self.op_spec {
+            Some(spec) => tunehub_engine::ops::build_op(spec).map_err(|e| e.to_string())?,
+            None => tunehub_engine::text::parse(&self.expr).map_err(|e| e.to_string())?,
+        };
+        let desc = self.op_spec.clone().unwrap_or_else(|| self.expr.clone());
+        Task::new(dag, desc).with_options(&self.options())
     }
 }
 
@@ -93,16 +106,27 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
     for group in fuse::groups(g, &classes) {
         let generated = workload::generate(g, &group)?;
         let first = &g.nodes[group.nodes().next().expect("a group has a node")];
-        let dag = tunehub_engine::text::parse(&generated.expr).map_err(|e| {
+        let library = library::spec(g, &group);
+        let (op_spec, layout_free) = match library {
+            Some((spec, lf)) => (Some(spec), lf),
+            None => (None, generated.layout_free),
+        };
+        let draft = NetTask {
+            label: String::new(),
+            op_spec,
+            expr: generated.expr,
+            layout_free,
+            workload_key: String::new(),
+            weight: 1,
+            flops: 0,
+            nodes: vec![],
+        };
+        let task = draft.task().map_err(|e| {
             ImportError::node(
                 first,
-                format!("its workload does not parse ({e}):\n{}", generated.expr),
+                format!("its workload is invalid ({e}):\n{}", draft.expr),
             )
         })?;
-        let names: Vec<&str> = generated.layout_free.iter().map(String::as_str).collect();
-        let task = Task::new(dag, generated.expr.clone())
-            .with_layout_free(&names)
-            .map_err(|e| ImportError::node(first, e))?;
         let nodes: Vec<String> = group.nodes().map(|i| g.nodes[i].name.clone()).collect();
         if let Some(t) = tasks.iter_mut().find(|t| t.workload_key == task.key) {
             t.weight += 1;
@@ -115,13 +139,12 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         let label = format!("{} -> [{}]", ops.join("+"), dims.join(","));
         tasks.push(NetTask {
             // The label as a comment first: listings show a text form's first line.
-            expr: format!("# {label}\n{}", generated.expr),
+            expr: format!("# {label}\n{}", draft.expr),
             label,
-            layout_free: generated.layout_free,
             workload_key: task.key,
-            weight: 1,
             flops: task.flops,
             nodes,
+            ..draft
         });
     }
     if tasks.is_empty() {

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::target::Target;
-use tunehub_engine::task::Task;
 use tunehub_onnx::builder::ModelBuilder;
 use tunehub_onnx::{ImportError, InputShapes, TaskList, extract, nets};
 
@@ -59,7 +58,7 @@ fn resnet18_is_its_layer_table() {
     // Stride-2 3x3 convolutions differ from the stride-1 ones of the same stage: 18 tasks.
     assert_eq!(l.tasks.len(), 18);
     assert!(l.skipped.is_empty());
-    // Folded batch norm: one bias per channel, no scale.
+    // Folded batch norm: one bias per channel, no scale; the library's convolution fits.
     let stem = &l.tasks[0];
     assert_eq!(stem.nodes.len(), 3, "{:?}", stem.nodes);
     assert!(
@@ -67,7 +66,18 @@ fn resnet18_is_its_layer_table() {
         "{}",
         stem.expr
     );
-    assert_eq!(stem.layout_free, ["W"]);
+    assert_eq!(
+        stem.op_spec.as_deref(),
+        Some(
+            "conv2d_nchw(n=1,c=3,h=224,w=224,f=64,kh=7,kw=7,stride=2,pad=3,dilation=1,bias=1,relu=1)"
+        )
+    );
+    assert_eq!(stem.layout_free, ["kernel"]);
+    // The residual add is no library operator: the text form.
+    let res = l.tasks.iter().find(|t| t.label.contains("Add")).unwrap();
+    assert_eq!(res.op_spec, None);
+    assert!(res.expr.contains("+ T[i1,i2,i3]"), "{}", res.expr);
+    assert_eq!(res.layout_free, ["W"]);
     // FLOPs: 2 * 64 * 3 * 7 * 7 per output point, plus the bias and relu.
     assert_eq!(stem.flops, 112 * 112 * 64 * (2 * 3 * 49 + 2));
 }
@@ -266,24 +276,38 @@ fn every_generated_workload_matches_the_reference() {
     let target = Target::detect();
     let mut measurer = Measurer::new(&target, quick());
     for (i, t) in l.tasks.iter().chain(&rest.tasks).enumerate() {
-        let dag = tunehub_engine::text::parse(&t.expr).unwrap();
-        let names: Vec<&str> = t.layout_free.iter().map(String::as_str).collect();
-        let task = Task::new(dag, t.expr.clone())
-            .with_layout_free(&names)
-            .unwrap();
+        let task = t.task().unwrap();
         assert_eq!(task.key, t.workload_key);
-        let mut sampler = RandomSampler::new(&task.dag, &target, 7 + i as u64);
-        let schedules: Vec<_> = (0..3).map(|_| sampler.sample()).collect();
-        for (s, r) in schedules.iter().zip(measurer.measure(&task, &schedules)) {
-            assert_eq!(
-                r.error,
-                ErrorCode::NoError,
-                "{}:\n{}\n{}\nschedule: {}",
-                t.label,
-                t.expr,
-                r.error_msg,
-                s.to_json()
-            );
+        // A library operator's text form is checked too (it is what the listing shows).
+        let text = t.op_spec.as_ref().map(|_| {
+            let dag = tunehub_engine::text::parse(&t.expr).unwrap();
+            tunehub_engine::task::Task::new(dag, t.expr.clone())
+        });
+        for task in std::iter::once(task).chain(text) {
+            check(&target, &mut measurer, t, &task, 7 + i as u64);
         }
+    }
+}
+
+/// Random schedules of `task` (a workload of `t`) compile, run and match the reference.
+fn check(
+    target: &Target,
+    measurer: &mut Measurer,
+    t: &tunehub_onnx::NetTask,
+    task: &tunehub_engine::task::Task,
+    seed: u64,
+) {
+    let mut sampler = RandomSampler::new(&task.dag, target, seed);
+    let schedules: Vec<_> = (0..3).map(|_| sampler.sample()).collect();
+    for (s, r) in schedules.iter().zip(measurer.measure(task, &schedules)) {
+        assert_eq!(
+            r.error,
+            ErrorCode::NoError,
+            "{}:\n{}\n{}\nschedule: {}",
+            t.label,
+            t.expr,
+            r.error_msg,
+            s.to_json()
+        );
     }
 }

@@ -40,10 +40,7 @@ pub fn task_specs(list: &TaskList, trials: u32) -> Vec<pb::TaskSpec> {
     list.tasks
         .iter()
         .map(|t| pb::TaskSpec {
-            workload: Some(pb::Workload {
-                options: workload::options_to_pb(&t.options()),
-                ..workload::from_expr(&t.expr)
-            }),
+            workload: Some(workload::of_net_task(t)),
             trials,
             weight: f64::from(t.weight),
         })
