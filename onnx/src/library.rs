@@ -78,8 +78,9 @@ pub fn spec(g: &Graph, group: &Group) -> Option<(String, Vec<String>)> {
             let win = window(a, *k.first()?, *k.get(1)?)?;
             let max = a.op == "MaxPool";
             let no_pad = a.ints("pads").is_none_or(|p| p.iter().all(|&p| p == 0));
-            // The library's average counts padding; ONNX's default does not.
-            if !members.is_empty() || a.int("ceil_mode").unwrap_or(0) != 0 || (!max && !no_pad) {
+            // The library's average counts padding, ONNX's default does not; the library's
+            // padded max pool fills with -infinity, which a stored DAG (JSON) cannot hold.
+            if !members.is_empty() || a.int("ceil_mode").unwrap_or(0) != 0 || !no_pad {
                 return None;
             }
             let name = if max { "max_pool2d" } else { "avg_pool2d" };
