@@ -14,6 +14,8 @@
 //!   server memory) on SQLite and PostgreSQL.
 //! - `dispatch`: the worker fleet's overhead per measurement with 1, 4, 16 workers, and the time
 //!   from a worker's death to the re-dispatch of its piece.
+//! - `network`: an ONNX model's tasks tuned as one job, its end-to-end estimate against
+//!   trials and wall time (the peer: `bench/onnx_peer.py`, ONNX Runtime).
 //! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
 //! - `plot`: the SVG of the search curves.
 //! - `procs`: what `query` and `dispatch` share: the release binaries, a child `tunehub
@@ -26,6 +28,7 @@ mod bandwidth;
 mod blas;
 mod compare;
 mod dispatch;
+mod network;
 mod plot;
 mod procs;
 mod query;
@@ -61,6 +64,9 @@ enum Cmd {
     /// Fleet dispatch: measurements/s and server overhead per measurement with N workers, and
     /// re-dispatch time after a worker's kill -9.
     Dispatch(dispatch::DispatchArgs),
+    /// A whole ONNX model tuned as one job: per task best GFLOP/s and share of the end-to-end
+    /// estimate; the estimate against trials and wall time (SVG); the peer's latency beside it.
+    Network(network::NetworkArgs),
 }
 
 /// The search allocates many small index expressions from several threads; see the workspace
@@ -76,6 +82,7 @@ fn main() -> Result<()> {
         Cmd::MeasureSettings(a) => settings::run(a),
         Cmd::Query(a) => runtime()?.block_on(query::run(a)),
         Cmd::Dispatch(a) => runtime()?.block_on(dispatch::run(a)),
+        Cmd::Network(a) => runtime()?.block_on(network::run(a)),
     }
 }
 

@@ -18,6 +18,11 @@ const M: f64 = 40.0;
 const COLS: usize = 3;
 
 pub fn svg(panels: &[Panel]) -> String {
+    svg_with(panels, "trials", "GFLOP/s")
+}
+
+/// The same with other axis names (x, y).
+pub fn svg_with(panels: &[Panel], x_name: &str, y_name: &str) -> String {
     let rows = panels.len().div_ceil(COLS).max(1);
     let mut s = String::new();
     let _ = writeln!(
@@ -59,10 +64,14 @@ pub fn svg(panels: &[Panel]) -> String {
         );
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}" text-anchor="end">{:.0}</text>"#,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
             px(0.0) - 3.0,
             py(ymax) + 4.0,
-            ymax
+            if ymax < 10.0 {
+                format!("{ymax:.3}")
+            } else {
+                format!("{ymax:.0}")
+            }
         );
         let _ = writeln!(
             s,
@@ -72,22 +81,24 @@ pub fn svg(panels: &[Panel]) -> String {
         );
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}" text-anchor="end">{} trials</text>"#,
+            r#"<text x="{}" y="{}" text-anchor="end">{} {}</text>"#,
             px(xmax),
             py(0.0) + 14.0,
-            xmax
+            xmax,
+            xml(x_name)
         );
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}">GFLOP/s</text>"#,
+            r#"<text x="{}" y="{}">{}</text>"#,
             ox + 4.0,
-            oy + 30.0
+            oy + 30.0,
+            xml(y_name)
         );
         for (i, (name, y)) in p.refs.iter().enumerate() {
             let c = colors[(i + 1) % colors.len()];
             let _ = writeln!(
                 s,
-                r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{c}" stroke-dasharray="4 3"/><text x="{}" y="{}" fill="{c}">{} {:.1}</text>"#,
+                r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{c}" stroke-dasharray="4 3"/><text x="{}" y="{}" fill="{c}">{} {:.3}</text>"#,
                 px(0.0),
                 py(*y),
                 px(xmax),

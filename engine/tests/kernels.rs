@@ -516,3 +516,14 @@ fn compile(target: &Target, source: &str, args: &[&str], what: &str) -> tempfile
     );
     dir
 }
+
+#[test]
+fn erf_in_an_epilogue_matches_the_reference() {
+    // A dense layer with the exact GELU, as ONNX models write it.
+    let dag = tunehub_engine::text::parse(
+        "O[i,j] += A[i,k] * B[k,j] where i<8, j<24, k<16
+         Y[i,j] = 0.5 * O[i,j] * (1.0 + erf(O[i,j] * 0.7071067811865476)) where i<8, j<24",
+    )
+    .unwrap();
+    check_random_schedules(dag, 27, PER_CASE);
+}

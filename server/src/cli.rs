@@ -33,17 +33,22 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Tune one operator on this machine: starts an embedded server on the SQLite file
-    /// (loopback only), submits one job, shows its progress and prints the result. Every
-    /// measured candidate is kept in the database.
+    /// Tune one operator, or every task of an ONNX model (MODEL.onnx in place of the OP_SPEC),
+    /// on this machine: starts an embedded server on the SQLite file (loopback only), submits
+    /// one job, shows its progress and prints the result (for a model, its end-to-end
+    /// estimate). Every measured candidate is kept in the database.
     Tune(TuneArgs),
+    /// List the tuning tasks of an ONNX model: one per distinct fused operator, with its weight
+    /// (occurrences), FLOPs and the ONNX nodes it covers, and the nodes skipped (unsupported).
+    Tasks(TasksArgs),
     /// List the operator library: each operator's parameters and their defaults.
     Ops,
     /// Print the best stored schedule of a workload, read from the database file directly.
     Best(BestArgs),
     /// Run the tuning server: gRPC API, job runner measuring on this machine, record database.
     Server(ServerArgs),
-    /// Submit a tuning job to a server (one task per OP_SPEC or --expr) and print its id.
+    /// Submit a tuning job to a server (one task per OP_SPEC or --expr, or the tasks of an ONNX
+    /// model given as MODEL.onnx) and print its id.
     Submit(SubmitArgs),
     /// List a server's jobs, newest first.
     Jobs(JobsArgs),
@@ -80,17 +85,58 @@ pub enum LogFormat {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SchedulerArg {
-    /// Rounds shared in proportion to the task weights.
+    /// One round per task in turn, whatever the weights.
     RoundRobin,
-    /// Ansor's gradient-based task scheduler (round robin until the search provides it).
+    /// Ansor's gradient task scheduler: each round goes to the task expected to lower the sum
+    /// of weight x best time (the network's end-to-end time) the most.
     Gradient,
+}
+
+/// How an ONNX model's tasks are extracted (`tune`, `submit`).
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// With a MODEL: the value of every input's dynamic first (batch) dimension.
+    #[arg(long, value_name = "N", value_parser = value_parser!(i64).range(1..=65536))]
+    pub model_batch: Option<i64>,
+
+    /// With a MODEL: an input's whole shape, e.g. `input=1x3x224x224` (repeatable).
+    #[arg(long = "shape", value_name = "NAME=D0xD1x...")]
+    pub shapes: Vec<String>,
+
+    /// With a MODEL: an unsupported operator is an error instead of a skipped node.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TasksArgs {
+    /// The ONNX model file.
+    #[arg(value_name = "MODEL")]
+    pub model: PathBuf,
+
+    /// The value of every input's dynamic first (batch) dimension.
+    #[arg(long, value_name = "N", value_parser = value_parser!(i64).range(1..=65536))]
+    pub batch: Option<i64>,
+
+    /// An input's whole shape, e.g. `input=1x3x224x224` (repeatable).
+    #[arg(long = "shape", value_name = "NAME=D0xD1x...")]
+    pub shapes: Vec<String>,
+
+    /// An unsupported operator is an error instead of a skipped node.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// One JSON object: the tasks (with their text form), the skipped nodes.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct SubmitArgs {
     /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`; the operator's
     /// constant weight is packed by default (`tunehub ops`), `layout_free=B` names the packed
-    /// inputs, `layout_free=none` packs none.
+    /// inputs, `layout_free=none` packs none. An ONNX model file (MODEL.onnx) adds its tasks,
+    /// extracted here: the server gets the task list, not the model.
     #[arg(value_name = "OP_SPEC")]
     pub op_specs: Vec<String>,
 
@@ -123,8 +169,11 @@ pub struct SubmitArgs {
     pub name: String,
 
     /// How the job's rounds are shared among its tasks.
-    #[arg(long, value_enum, default_value_t = SchedulerArg::RoundRobin)]
+    #[arg(long, value_enum, default_value_t = SchedulerArg::Gradient)]
     pub scheduler: SchedulerArg,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
 
     #[command(flatten)]
     pub measure: MeasureArgs,
@@ -291,11 +340,10 @@ pub struct ImportArgs {
 #[group(required = true, multiple = false)]
 pub struct WorkloadArgs {
     /// A library operator with its parameters, e.g. `matmul(512,512,512)` or
-    /// `conv2d_nchw(n=1,c=64,h=56,w=56,f=64,pad=1)`; `tunehub ops` lists them. The
-    /// operator's constant weight (matmul's B, dense's weight, a conv's kernel) is packed by
-    /// default, outside the timed kernel, as at inference; a `layout_free=B` parameter (`+`
-    /// between names) names the packed inputs instead, `layout_free=none` packs none. Each
-    /// choice is another workload, with its own records.
+    /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`; the operator's
+    /// constant weight is packed by default (`tunehub ops`), `layout_free=B` names the packed
+    /// inputs, `layout_free=none` packs none. An ONNX model file (MODEL.onnx) adds its tasks,
+    /// extracted here: the server gets the task list, not the model.
     #[arg(value_name = "OP_SPEC")]
     pub op_spec: Option<String>,
 
@@ -392,7 +440,7 @@ pub struct TuneArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
 
-    /// Candidates to measure in all (1 to 100000).
+    /// Candidates to measure in all (1 to 100000); with a MODEL, per task.
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = value_parser!(u32).range(1..=i64::from(MAX_TRIALS)))]
     pub trials: u32,
@@ -427,6 +475,13 @@ pub struct TuneArgs {
 
     #[command(flatten)]
     pub measure: MeasureArgs,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// With a MODEL: how the job's rounds are shared among its tasks.
+    #[arg(long, value_enum, default_value_t = SchedulerArg::Gradient)]
+    pub scheduler: SchedulerArg,
 
     /// Print one JSON object on stdout as the summary, instead of text.
     #[arg(long)]

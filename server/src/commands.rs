@@ -75,14 +75,24 @@ pub fn measure_proto(m: &tunehub_server::cli::MeasureArgs) -> pb::MeasureOptions
 }
 
 pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
-    // `layout_free=B` inside an op spec becomes the workload's typed option here.
-    let workloads: Vec<pb::Workload> = args
+    // A model's tasks come with their weights; they follow the other tasks.
+    let (models, specs): (Vec<&String>, Vec<&String>) = args
         .op_specs
+        .iter()
+        .partition(|s| tunehub_onnx::is_model_path(s));
+    let mut model_tasks = vec![];
+    for m in models {
+        let list = crate::model::load_with(m, &args.model)?;
+        crate::model::warn_skipped(&list);
+        model_tasks.extend(crate::model::task_specs(&list, args.trials));
+    }
+    // `layout_free=B` inside an op spec becomes the workload's typed option here.
+    let workloads: Vec<pb::Workload> = specs
         .iter()
         .map(|s| workload::from_op_spec(s))
         .chain(args.expr.iter().map(|e| workload::from_expr(e)))
         .collect();
-    if workloads.is_empty() {
+    if workloads.is_empty() && model_tasks.is_empty() {
         return Err(UsageError("give at least one OP_SPEC or --expr".into()).into());
     }
     if args.weights.len() > workloads.len() {
@@ -101,6 +111,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
             trials: args.trials,
             weight: args.weights.get(i).copied().unwrap_or(1.0),
         })
+        .chain(model_tasks)
         .collect();
     let req = pb::SubmitRequest {
         tasks,
@@ -180,7 +191,24 @@ pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
         "best_record_id": t.best_record_id,
         "last_error": t.last_error,
         "exhausted": t.exhausted,
+        "share": t.share,
     })
+}
+
+fn estimate_json(e: Option<&pb::Estimate>) -> serde_json::Value {
+    e.map_or(
+        serde_json::Value::Null,
+        |e| json!({"seconds": e.seconds, "missing": e.missing}),
+    )
+}
+
+/// The end-to-end estimate for people: `12.3456 ms (2 tasks without a best, not counted)`.
+pub fn estimate_text(e: &pb::Estimate) -> String {
+    let missing = match e.missing {
+        0 => String::new(),
+        n => format!(" ({n} tasks without a best, not counted)"),
+    };
+    format!("{:.4} ms{missing}", e.seconds * 1e3)
 }
 
 pub fn job_json(j: &pb::Job) -> serde_json::Value {
@@ -199,11 +227,14 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
         "owner": j.owner,
         "waiting": j.waiting,
         "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
+        "estimate": estimate_json(j.estimate.as_ref()),
     })
 }
 
+/// A description's first line (a model's task: its label, the text form's first comment).
 fn short(desc: &str) -> &str {
-    desc.lines().next().unwrap_or("").trim_end()
+    let first = desc.lines().next().unwrap_or("").trim_end();
+    first.strip_prefix("# ").unwrap_or(first)
 }
 
 /// `tunehub workers`: the fleet as the server sees it.
@@ -361,6 +392,7 @@ pub async fn watch_job(c: &mut Clients, id: &str, json_lines: bool) -> Result<Ex
     .expect("a valid template")
     .progress_chars("=> ");
     let mut last: Option<pb::Job> = None;
+    let mut estimate_bar: Option<ProgressBar> = None;
     while let Some(ev) = stream.next().await {
         let ev = ev.map_err(status_error)?;
         if json_lines {
@@ -391,14 +423,25 @@ pub async fn watch_job(c: &mut Clients, id: &str, json_lines: bool) -> Result<Ex
                     b.set_message(bar_message(&t));
                 }
             }
-            Some(Event::NewBest(_) | Event::Error(_)) | None => {}
+            Some(Event::Estimate(e)) if !json_lines && bars.len() > 1 => {
+                estimate_bar
+                    .get_or_insert_with(|| {
+                        let b = multi.add(ProgressBar::new_spinner());
+                        b.set_style(
+                            ProgressStyle::with_template("  {msg}").expect("a valid template"),
+                        );
+                        b
+                    })
+                    .set_message(format!("end-to-end estimate {}", estimate_text(&e)));
+            }
+            Some(Event::NewBest(_) | Event::Error(_) | Event::Estimate(_)) | None => {}
             Some(Event::Done(job)) => {
                 last = Some(job);
                 break;
             }
         }
     }
-    for b in &bars {
+    for b in bars.iter().chain(&estimate_bar) {
         b.finish_and_clear();
     }
     let job = last.context("the watch ended before the job did")?;
@@ -426,6 +469,7 @@ fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
             "error",
             json!({"task_index": e.task_index, "errors": e.errors, "message": e.message}),
         ),
+        Some(Event::Estimate(e)) => ("estimate", estimate_json(Some(e))),
         None => ("none", serde_json::Value::Null),
     };
     json!({"job_id": ev.job_id, "at_ms": ev.at_ms, "event": kind, "data": body})
@@ -442,15 +486,33 @@ fn job_summary(j: &pb::Job) -> String {
                 task.best_seconds.unwrap_or(f64::NAN) * 1e3
             )
         });
+        let weight = if task.weight == 1.0 {
+            String::new()
+        } else {
+            format!("x{} ", task.weight)
+        };
+        let share = task
+            .share
+            .filter(|_| j.tasks.len() > 1)
+            .map_or(String::new(), |s| {
+                format!("  {:.1}% of the estimate", s * 100.0)
+            });
         let _ = writeln!(
             t,
-            "task {}    {}  {}/{} trials ({} ok, {} failed)  {best}",
+            "task {}    {weight}{}  {}/{} trials ({} ok, {} failed)  {best}{share}",
             task.index,
             short(&label(&task.description, task.options.as_ref())),
             task.trials_done,
             task.trials,
             task.ok,
             task.errors
+        );
+    }
+    if let (true, Some(e)) = (j.tasks.len() > 1, &j.estimate) {
+        let _ = writeln!(
+            t,
+            "estimate  {} end to end (sum of weight x best time; layout glue and copies not counted)",
+            estimate_text(e)
         );
     }
     if !j.error.is_empty() {

@@ -11,7 +11,9 @@ use tunehub_server::cli::{self, Cli, Command, LogFormat, USAGE_EXIT, UsageError}
 use tunehub_server::oplist;
 
 mod commands;
+mod model;
 mod tune;
+mod tune_model;
 
 /// The search allocates many small index expressions from several threads; see the workspace
 /// manifest.
@@ -54,6 +56,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tune(args) => tune::tune(args).await,
+        Command::Tasks(args) => model::tasks(args).await,
         Command::Best(args) => tune::best(args).await,
         Command::Server(args) => commands::serve(args).await,
         Command::Submit(args) => commands::submit(args).await,

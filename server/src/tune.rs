@@ -54,7 +54,7 @@ fn task_label(task: &Task) -> String {
     )
 }
 
-fn target_overrides(t: &TargetArgs) -> TargetOverrides {
+pub(crate) fn target_overrides(t: &TargetArgs) -> TargetOverrides {
     TargetOverrides {
         cores: t.cores.map(|c| c as usize),
         compiler: t.compiler.clone(),
@@ -78,7 +78,7 @@ fn short_desc(desc: &str) -> &str {
     }
 }
 
-fn progress_bar(trials: u32) -> ProgressBar {
+pub(crate) fn progress_bar(trials: u32) -> ProgressBar {
     // indicatif draws on stderr, and not at all when stderr is not a terminal.
     let pb = ProgressBar::new(u64::from(trials));
     pb.set_style(
@@ -122,7 +122,7 @@ async fn best_now(
 
 /// The first Ctrl-C cancels the job (it stops after the current batch); a second exits at
 /// once. Each batch is one transaction, so either way the database is whole.
-fn cancel_on_interrupt(mut c: Clients, job_id: String) {
+pub(crate) fn cancel_on_interrupt(mut c: Clients, job_id: String) {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("interrupted: finishing the current batch (Ctrl-C again to quit now)");
@@ -134,19 +134,23 @@ fn cancel_on_interrupt(mut c: Clients, job_id: String) {
     });
 }
 
-pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
-    // All input is checked before the database is touched: bad input stores nothing.
-    let (task, workload) = build_workload(&args.workload)?;
-    let target = Target::detect().with_overrides(&target_overrides(&args.target));
+/// The seed of a run: given, or from the clock; never 0, which the API reads as "choose one".
+pub(crate) fn run_seed(args: &TuneArgs) -> u64 {
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     });
-    // The API reads seed 0 as "choose one".
-    let seed = seed.max(1);
+    seed.max(1)
+}
 
-    // The embedded server: loopback only, a token of its own, this machine's runner.
+/// The embedded server (loopback only, a token of its own, this machine's runner) and a
+/// client of it.
+pub(crate) async fn embedded(
+    args: &TuneArgs,
+    target: Target,
+    max_tasks_per_job: u32,
+) -> Result<(server::RunningServer, Clients)> {
     let token = format!("{:032x}", rand::random::<u128>());
     let cfg = ServerConfig {
         listen: "127.0.0.1:0".parse().expect("a valid address"),
@@ -156,8 +160,8 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         allow_unauthenticated: false,
         tls: None,
         limits: Limits {
-            max_trials_per_job: MAX_TRIALS,
-            max_tasks_per_job: 1,
+            max_trials_per_job: MAX_TRIALS.saturating_mul(max_tasks_per_job),
+            max_tasks_per_job,
             ..Limits::default()
         },
         lease_ms: 30_000,
@@ -169,12 +173,29 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         run_jobs: false,
     };
     let running = server::start_with(&cfg, Arc::new(LocalBackend::new(target))).await?;
-    let mut c = client::connect(&ClientConfig {
+    let c = client::connect(&ClientConfig {
         server: format!("http://{}", running.addr),
         token: Some(token),
         ca_cert: None,
     })
     .await?;
+    Ok((running, c))
+}
+
+pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
+    if let Some(model) = args
+        .workload
+        .op_spec
+        .as_deref()
+        .filter(|s| tunehub_onnx::is_model_path(s))
+    {
+        return crate::tune_model::tune_model(&args, model).await;
+    }
+    // All input is checked before the database is touched: bad input stores nothing.
+    let (task, workload) = build_workload(&args.workload)?;
+    let target = Target::detect().with_overrides(&target_overrides(&args.target));
+    let seed = run_seed(&args);
+    let (running, mut c) = embedded(&args, target, 1).await?;
 
     let before = best_now(&mut c, &workload, false).await?;
     let best_before = before.record.as_ref().map(|r| r.record_id.clone());
@@ -190,7 +211,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
             measure: Some(measure_proto(&args.measure)),
             batch_size: args.batch,
             seed,
-            scheduler: pb::SchedulerKind::RoundRobin as i32,
+            scheduler: pb::SchedulerKind::Gradient as i32,
             name: "tunehub tune".into(),
         })
         .await

@@ -80,6 +80,19 @@ pub fn from_expr(src: &str) -> pb::Workload {
     }
 }
 
+/// A network's task (`tunehub-onnx`) as the API's workload: its op spec when it is a library
+/// operator, else its text form; its layout-free weights as options.
+pub fn of_net_task(t: &tunehub_onnx::NetTask) -> pb::Workload {
+    let w = match &t.op_spec {
+        Some(spec) => from_op_spec(spec),
+        None => from_expr(&t.expr),
+    };
+    pb::Workload {
+        options: options_to_pb(&t.options()),
+        ..w
+    }
+}
+
 /// A stored workload's key as the API's workload.
 pub fn from_key(key: &str) -> pb::Workload {
     pb::Workload {

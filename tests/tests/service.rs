@@ -61,6 +61,10 @@ async fn submit_watch_and_query_end_to_end() {
                     kinds.push("new_best")
                 }
                 Event::Error(_) => kinds.push("error"),
+                Event::Estimate(e) => {
+                    assert!(e.seconds > 0.0, "{e:?}");
+                    kinds.push("estimate")
+                }
                 Event::Done(j) => {
                     done = Some(j);
                     break;
@@ -74,15 +78,31 @@ async fn submit_watch_and_query_end_to_end() {
     let done = done.expect("a done event");
     assert_eq!(kinds.first(), Some(&"snapshot"), "{kinds:?}");
     assert!(
-        kinds.contains(&"round") && kinds.contains(&"new_best"),
+        kinds.contains(&"round") && kinds.contains(&"new_best") && kinds.contains(&"estimate"),
         "{kinds:?}"
     );
     assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    // The default scheduler is Ansor's gradient one.
+    assert_eq!(done.scheduler, pb::SchedulerKind::Gradient as i32);
     for (t, want) in done.tasks.iter().zip([4, 3]) {
         assert_eq!(t.trials_done, want, "{t:?}");
         assert_eq!(t.new_records, want);
         assert!(t.ok > 0 && t.best_gflops.unwrap() > 0.0, "{t:?}");
     }
+    // The end-to-end estimate: the sum of weight x best time, each task's share of it.
+    let e = done.estimate.expect("an estimate");
+    let sum: f64 = done
+        .tasks
+        .iter()
+        .map(|t| t.weight * t.best_seconds.unwrap())
+        .sum();
+    assert_eq!((e.seconds, e.missing), (sum, 0));
+    let shares: f64 = done.tasks.iter().map(|t| t.share.unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{shares}");
+    assert_eq!(
+        done.tasks[1].share,
+        Some(2.0 * done.tasks[1].best_seconds.unwrap() / sum)
+    );
 
     // The best schedule, with its C source; GFLOP/s is the workload's FLOPs over its time.
     let best = c

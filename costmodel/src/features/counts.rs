@@ -62,7 +62,8 @@ pub(super) fn count_expr<'e>(
                 | UnaryOp::Sqrt
                 | UnaryOp::Rsqrt
                 | UnaryOp::Tanh
-                | UnaryOp::Sigmoid => F_MATH,
+                | UnaryOp::Sigmoid
+                | UnaryOp::Erf => F_MATH,
             };
             c[slot] += 1.0;
             count_expr(a, c, loads);

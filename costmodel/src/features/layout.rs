@@ -132,7 +132,7 @@ macro_rules! feature_names {
 /// - Group 1 (`float_*`, `int_*`, `bool_op`, `select`): operations executed by the store over
 ///   the whole nest (per-iteration count x product of enclosing extents). `float_mad` counts
 ///   `a*b+c` patterns and sum-reductions of a product; `float_math` is exp/log/sqrt/rsqrt/tanh/
-///   sigmoid; `float_other` is abs; neg counts as addsub and relu as minmax; `int_*` is index
+///   sigmoid/erf; `float_other` is abs; neg counts as addsub and relu as minmax; `int_*` is index
 ///   arithmetic of loads, the store and guards (a coefficient multiply followed by an add is a
 ///   mad); `int_cmp` counts guard and index conditions.
 /// - Group 2 (`vec_*`, `unroll_*`, `par_*`): number of enclosing loops of that kind, product of

@@ -323,6 +323,7 @@ impl Gen<'_> {
                     UnaryOp::Sigmoid => format!("(1.0f / (1.0f + expf(-{a})))"),
                     UnaryOp::Abs => format!("fabsf({a})"),
                     UnaryOp::Relu => format!("th_maxf({a}, 0.0f)"),
+                    UnaryOp::Erf => format!("erff({a})"),
                 }
             }
             VExpr::Binary(op, a, b) => {

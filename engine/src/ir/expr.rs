@@ -131,10 +131,12 @@ pub enum UnaryOp {
     Sigmoid,
     Abs,
     Relu,
+    /// The error function (ONNX's `Erf`, GELU's exact form).
+    Erf,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 9] = [
+    pub const ALL: [UnaryOp; 10] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -144,6 +146,7 @@ impl UnaryOp {
         UnaryOp::Sigmoid,
         UnaryOp::Abs,
         UnaryOp::Relu,
+        UnaryOp::Erf,
     ];
 
     pub fn name(self) -> &'static str {
@@ -157,6 +160,7 @@ impl UnaryOp {
             UnaryOp::Sigmoid => "sigmoid",
             UnaryOp::Abs => "abs",
             UnaryOp::Relu => "relu",
+            UnaryOp::Erf => "erf",
         }
     }
 
@@ -175,6 +179,8 @@ impl UnaryOp {
             UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
             UnaryOp::Abs => x.abs(),
             UnaryOp::Relu => x.max(0.0),
+            // std has no erf yet; libm's is musl's, correctly rounded to within an ulp.
+            UnaryOp::Erf => libm::erf(x),
         }
     }
 }

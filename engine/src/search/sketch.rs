@@ -268,7 +268,7 @@ fn has_expensive_op(e: &Expr) -> bool {
     e.any_unary(&|op| {
         matches!(
             op,
-            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid
+            UnaryOp::Exp | UnaryOp::Log | UnaryOp::Tanh | UnaryOp::Sigmoid | UnaryOp::Erf
         )
     })
 }

@@ -9,7 +9,7 @@ use crate::ir::{
 };
 use std::collections::HashMap;
 
-const FUNCTIONS: &str = "exp, log, sqrt, rsqrt, tanh, sigmoid, abs, relu, max, min, select";
+const FUNCTIONS: &str = "exp, log, sqrt, rsqrt, tanh, sigmoid, erf, abs, relu, max, min, select";
 
 struct Tensor {
     name: String,
@@ -118,6 +118,7 @@ fn unary_fn(f: &str) -> Option<UnaryOp> {
         "rsqrt" => UnaryOp::Rsqrt,
         "tanh" => UnaryOp::Tanh,
         "sigmoid" => UnaryOp::Sigmoid,
+        "erf" => UnaryOp::Erf,
         "abs" => UnaryOp::Abs,
         "relu" => UnaryOp::Relu,
         _ => return None,

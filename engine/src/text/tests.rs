@@ -461,3 +461,16 @@ proptest! {
         prop_assert_eq!(&da.stages.last().unwrap().shape, &shape);
     }
 }
+
+#[test]
+fn erf_parses_and_its_reference_is_the_error_function() {
+    let d = parse("Y[i] = 0.5 * X[i] * (1.0 + erf(X[i] * 0.7071067811865476)) where i<4").unwrap();
+    let StageKind::Compute { body, .. } = &d.stages[1].kind else {
+        panic!("a compute stage")
+    };
+    assert!(body.any_unary(&|op| op == UnaryOp::Erf));
+    assert_eq!(UnaryOp::from_name("erf"), Some(UnaryOp::Erf));
+    // erf(0.5) and erf(-2), to 1e-12.
+    assert!((UnaryOp::Erf.eval(0.5) - 0.520_499_877_813_046_5).abs() < 1e-12);
+    assert!((UnaryOp::Erf.eval(-2.0) + 0.995_322_265_018_952_7).abs() < 1e-12);
+}

@@ -136,9 +136,10 @@ impl Api {
             )));
         }
         let measure = measure_options(req.measure.as_ref())?;
+        // Unspecified: Ansor's gradient scheduler, which weighs the tasks (the proto says so).
         let scheduler = match pb::SchedulerKind::try_from(req.scheduler) {
-            Ok(pb::SchedulerKind::Gradient) => "gradient",
-            Ok(_) => "round_robin",
+            Ok(pb::SchedulerKind::RoundRobin) => "round_robin",
+            Ok(_) => "gradient",
             Err(_) => {
                 return Err(Status::invalid_argument(format!(
                     "unknown scheduler {}",
@@ -225,8 +226,10 @@ fn diff(job_id: &str, old: &pb::Job, new: &pb::Job) -> Vec<pb::JobEvent> {
     if new.waiting != old.waiting {
         out.push(ev(Event::Snapshot(new.clone())));
     }
+    let mut rounds = false;
     for (i, t) in new.tasks.iter().enumerate() {
         let Some(o) = old.tasks.get(i) else { continue };
+        rounds |= t.trials_done != o.trials_done;
         if t.trials_done != o.trials_done || t.exhausted != o.exhausted {
             out.push(ev(Event::Round(t.clone())));
         }
@@ -245,6 +248,10 @@ fn diff(job_id: &str, old: &pb::Job, new: &pb::Job) -> Vec<pb::JobEvent> {
                 gflops: t.best_gflops.unwrap_or(0.0),
             })));
         }
+    }
+    // After the rounds, the end-to-end estimate they leave.
+    if let (true, Some(e)) = (rounds, &new.estimate) {
+        out.push(ev(Event::Estimate(*e)));
     }
     out
 }

@@ -182,7 +182,9 @@ impl Api {
             progress.options = options;
             out.push(progress);
         }
+        let estimate = estimate(&mut out);
         Ok(pb::Job {
+            estimate,
             id: job.id.clone(),
             name: job.name.clone(),
             state: job_state(job.state) as i32,
@@ -207,6 +209,29 @@ impl Api {
             },
         })
     }
+}
+
+/// The job's end-to-end estimate (the sum over tasks of weight x best time), each task's
+/// share of it filled in; `None` while no task has a best.
+pub fn estimate(tasks: &mut [pb::TaskProgress]) -> Option<pb::Estimate> {
+    let seconds: f64 = tasks
+        .iter()
+        .filter_map(|t| t.best_seconds.map(|b| t.weight * b))
+        .sum();
+    let missing = tasks.iter().filter(|t| t.best_seconds.is_none()).count() as u32;
+    if missing as usize == tasks.len() {
+        return None;
+    }
+    for t in tasks.iter_mut() {
+        t.share = t.best_seconds.map(|b| {
+            if seconds > 0.0 {
+                t.weight * b / seconds
+            } else {
+                0.0
+            }
+        });
+    }
+    Some(pb::Estimate { seconds, missing })
 }
 
 fn task_progress(
@@ -245,6 +270,7 @@ fn task_progress(
         exhausted: t.exhausted,
         error_counts: errors.into_iter().collect(),
         dropped: t.dropped,
+        share: None,
     }
 }
 

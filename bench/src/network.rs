@@ -1,0 +1,260 @@
+//! `tunehub-bench network MODEL.onnx`: a whole network tuned as one job (what `tunehub tune
+//! MODEL.onnx` does, on an embedded server with a throwaway database): per task its best
+//! GFLOP/s and share of the end-to-end estimate, the estimate against trials and wall time, an
+//! SVG of each, and the peer's latency beside it when given (`bench/onnx_peer.py` measures ONNX
+//! Runtime on the same model and thread count).
+
+use crate::plot::{Panel, svg_with};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::json;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_stream::StreamExt;
+use tunehub_engine::target::{Target, TargetOverrides};
+use tunehub_onnx::InputShapes;
+use tunehub_proto::v1 as pb;
+use tunehub_server::client;
+use tunehub_server::config::{ClientConfig, Limits, ServerConfig};
+use tunehub_server::jobs::{self, LocalBackend};
+use tunehub_server::{server, workload};
+
+#[derive(Args)]
+pub struct NetworkArgs {
+    /// The ONNX model.
+    model: PathBuf,
+    /// Candidates per task (the job's budget is this times the task count).
+    #[arg(long, default_value_t = 64)]
+    trials: u32,
+    /// Candidates per round.
+    #[arg(long, default_value_t = tunehub_engine::search::DEFAULT_BATCH as u32)]
+    batch: u32,
+    /// The value of every input's dynamic first dimension.
+    #[arg(long)]
+    model_batch: Option<i64>,
+    /// Evolutionary population per round.
+    #[arg(long, default_value_t = 2048)]
+    population: usize,
+    /// Cores the kernels run on (the peer's thread count should match).
+    #[arg(long)]
+    cores: Option<usize>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The peer's latency in ms (ONNX Runtime, from bench/onnx_peer.py), drawn and compared.
+    #[arg(long)]
+    peer_ms: Option<f64>,
+    /// Where the report, the JSON and the SVG go.
+    #[arg(long, default_value = "bench-out/network")]
+    out: PathBuf,
+}
+
+pub async fn run(a: NetworkArgs) -> Result<()> {
+    let shapes = InputShapes {
+        batch: a.model_batch,
+        shapes: vec![],
+    };
+    let list = tunehub_onnx::extract_file(&a.model, &shapes, false)
+        .with_context(|| format!("extracting the tasks of {}", a.model.display()))?;
+    let n = list.tasks.len() as u32;
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("bench.db");
+    let target = Target::detect().with_overrides(&TargetOverrides {
+        cores: a.cores,
+        ..TargetOverrides::default()
+    });
+    let token = format!("{:032x}", rand_token());
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse()?,
+        metrics_addr: None,
+        db: db.to_string_lossy().into_owned(),
+        tokens: vec![tunehub_server::auth::ApiToken::admin(0, token.clone())],
+        allow_unauthenticated: false,
+        tls: None,
+        limits: Limits {
+            max_trials_per_job: a.trials.saturating_mul(n),
+            max_tasks_per_job: n,
+            ..Limits::default()
+        },
+        lease_ms: 30_000,
+        poll_ms: 200,
+        cache_ttl_ms: 0,
+        instance: "bench".into(),
+        target: TargetOverrides::default(),
+        population: a.population,
+        run_jobs: false,
+    };
+    let running = server::start_with(&cfg, Arc::new(LocalBackend::new(target))).await?;
+    let mut c = client::connect(&ClientConfig {
+        server: format!("http://{}", running.addr),
+        token: Some(token),
+        ca_cert: None,
+    })
+    .await?;
+    let tasks = list
+        .tasks
+        .iter()
+        .map(|t| pb::TaskSpec {
+            workload: Some(workload::of_net_task(t)),
+            trials: a.trials,
+            weight: f64::from(t.weight),
+        })
+        .collect();
+    let job = c
+        .jobs
+        .submit(pb::SubmitRequest {
+            tasks,
+            target: "local".into(),
+            measure: None,
+            batch_size: a.batch,
+            seed: a.seed,
+            scheduler: pb::SchedulerKind::Gradient as i32,
+            name: "tunehub-bench network".into(),
+        })
+        .await?
+        .into_inner()
+        .job
+        .context("no job")?;
+    let start = Instant::now();
+    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
+    let mut events = c
+        .jobs
+        .watch(pb::WatchRequest { id: job.id.clone() })
+        .await?
+        .into_inner();
+    let mut done: HashMap<u32, u32> = HashMap::new();
+    // (trials so far, wall seconds, estimate seconds, tasks without a best)
+    let mut curve: Vec<(u32, f64, f64, u32)> = vec![];
+    let mut end = None;
+    while let Some(ev) = events.next().await {
+        match ev?.event {
+            Some(pb::job_event::Event::Round(t)) => {
+                done.insert(t.index, t.trials_done);
+            }
+            Some(pb::job_event::Event::Estimate(e)) => {
+                let trials = done.values().sum();
+                let wall = start.elapsed().as_secs_f64();
+                eprintln!(
+                    "{trials:>6} trials {wall:>8.1} s  estimate {:.4} ms ({} tasks without a best)",
+                    e.seconds * 1e3,
+                    e.missing
+                );
+                curve.push((trials, wall, e.seconds, e.missing));
+            }
+            Some(pb::job_event::Event::Done(j)) => {
+                end = Some(j);
+                break;
+            }
+            _ => {}
+        }
+    }
+    runner.await??;
+    let wall = start.elapsed().as_secs_f64();
+    drop(c);
+    running.shutdown().await?;
+    let job = end.context("the watch ended early")?;
+    let Some(est) = job.estimate else {
+        bail!("no task has a successful kernel");
+    };
+
+    std::fs::create_dir_all(&a.out)?;
+    let mut md = String::new();
+    let name = a.model.display();
+    let _ = writeln!(
+        md,
+        "# {name}: {} tasks, {} trials per task, {:.0} s of tuning\n",
+        n, a.trials, wall
+    );
+    let _ = writeln!(md, "| task | weight | GFLOP | best ms | GFLOP/s | share |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    for (t, p) in list.tasks.iter().zip(&job.tasks) {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.4} | {} | {} | {} |",
+            t.label,
+            t.weight,
+            t.flops as f64 / 1e9,
+            p.best_seconds
+                .map_or("-".into(), |s| format!("{:.4}", s * 1e3)),
+            p.best_gflops.map_or("-".into(), |g| format!("{g:.1}")),
+            p.share.map_or("-".into(), |s| format!("{:.1}%", s * 100.0)),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nEnd-to-end estimate: {:.4} ms ({} tasks without a best); kernels only: layout glue \
+         ({} nodes), copies and {} skipped nodes are not in it.",
+        est.seconds * 1e3,
+        est.missing,
+        list.glue,
+        list.skipped.len()
+    );
+    if let Some(peer) = a.peer_ms {
+        let _ = writeln!(
+            md,
+            "ONNX Runtime: {peer:.4} ms; estimate / ONNX Runtime = {:.3}.",
+            est.seconds * 1e3 / peer
+        );
+    }
+    for s in &list.skipped {
+        let _ = writeln!(md, "- skipped {} ({}): {}", s.node, s.op, s.reason);
+    }
+    print!("{md}");
+    std::fs::write(a.out.join("report.md"), &md)?;
+    let refs: Vec<(String, f64)> = a
+        .peer_ms
+        .map(|p| ("ONNX Runtime".to_string(), p))
+        .into_iter()
+        .collect();
+    let vs_trials = [Panel {
+        title: format!("{name}: end-to-end estimate"),
+        curve: curve
+            .iter()
+            .filter(|c| c.3 == 0)
+            .map(|c| (c.0 as usize, c.2 * 1e3))
+            .collect(),
+        refs: refs.clone(),
+    }];
+    let vs_wall = [Panel {
+        title: format!("{name}: end-to-end estimate"),
+        curve: curve
+            .iter()
+            .filter(|c| c.3 == 0)
+            .map(|c| (c.1.round() as usize, c.2 * 1e3))
+            .collect(),
+        refs,
+    }];
+    std::fs::write(
+        a.out.join("network-trials.svg"),
+        svg_with(&vs_trials, "trials", "ms"),
+    )?;
+    std::fs::write(
+        a.out.join("network-wall.svg"),
+        svg_with(&vs_wall, "s of tuning", "ms"),
+    )?;
+    let v = json!({
+        "model": a.model, "trials_per_task": a.trials, "wall_s": wall,
+        "estimate_s": est.seconds, "missing": est.missing, "peer_ms": a.peer_ms,
+        "curve": curve.iter().map(|c| json!({"trials": c.0, "wall_s": c.1, "estimate_s": c.2, "missing": c.3})).collect::<Vec<_>>(),
+        "tasks": list.tasks.iter().zip(&job.tasks).map(|(t, p)| json!({
+            "label": t.label, "weight": t.weight, "flops": t.flops, "best_seconds": p.best_seconds,
+            "best_gflops": p.best_gflops, "share": p.share, "trials_done": p.trials_done})).collect::<Vec<_>>(),
+        "skipped": list.skipped,
+    });
+    std::fs::write(a.out.join("network.json"), format!("{v}\n"))?;
+    eprintln!(
+        "wrote {}/report.md, network.json, network-trials.svg, network-wall.svg",
+        a.out.display()
+    );
+    Ok(())
+}
+
+fn rand_token() -> u128 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos())
+        ^ u128::from(std::process::id())
+}

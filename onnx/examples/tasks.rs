@@ -1,0 +1,45 @@
+//! Prints the tasks of the networks built in code (`nets`), or of a model file:
+//! `cargo run -p tunehub-onnx --example tasks -- [resnet18|mobilenet|bert|gpt2|tiny|FILE.onnx]`;
+//! `... -- NET --write FILE.onnx` writes the network built in code to a file instead.
+
+use tunehub_onnx::{InputShapes, extract, extract_file, nets};
+
+fn main() {
+    let arg = std::env::args().nth(1).unwrap_or_else(|| "tiny".into());
+    let shapes = InputShapes::default();
+    if std::env::args().nth(2).as_deref() == Some("--write") {
+        let bytes = match arg.as_str() {
+            "resnet18" => nets::resnet18(Some(1), 224),
+            "mobilenet" => nets::mobilenet_v2_block(),
+            "bert" => nets::bert_layer(128),
+            "gpt2" => nets::gpt2_step(127),
+            _ => nets::tiny(),
+        };
+        let out = std::env::args().nth(3).expect("--write FILE");
+        std::fs::write(&out, bytes).expect("writing the model");
+        return;
+    }
+    let list = match arg.as_str() {
+        "resnet18" => extract(&nets::resnet18(Some(1), 224), &shapes, false),
+        "mobilenet" => extract(&nets::mobilenet_v2_block(), &shapes, false),
+        "bert" => extract(&nets::bert_layer(128), &shapes, false),
+        "gpt2" => extract(&nets::gpt2_step(127), &shapes, false),
+        "tiny" => extract(&nets::tiny(), &shapes, false),
+        path => extract_file(std::path::Path::new(path), &shapes, false),
+    };
+    match list {
+        Ok(l) => {
+            for t in &l.tasks {
+                println!(
+                    "x{} {} {} flops\n{}\n  nodes {:?}\n",
+                    t.weight, t.label, t.flops, t.expr, t.nodes
+                );
+            }
+            println!("skipped {:?}, glue {}", l.skipped, l.glue);
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Networks built in code with [`ModelBuilder`] (zero weights: only shapes matter to tuning),
+//! for tests and benchmarks that must not download anything: a ResNet-18 of torchvision's
+//! layout, a MobileNetV2 inverted-residual block, a BERT-base encoder layer, a GPT-2 decoder
+//! step, and a tiny network with every supported construct.
+
+use crate::builder::{ModelBuilder, float, int, ints};
+
+/// ResNet-18 (torchvision's layer table) on a `batch x 3 x size x size` input; `batch` None
+/// leaves the batch dimension dynamic.
+pub fn resnet18(batch: Option<i64>, size: i64) -> Vec<u8> {
+    let mut b = ModelBuilder::new();
+    let x = b.input("input", &[batch, Some(3), Some(size), Some(size)]);
+    let mut y = b.conv_bn(&x, 3, 64, 7, 2, 3, 1, true);
+    y = b.node(
+        "MaxPool",
+        &[&y],
+        vec![
+            ints("kernel_shape", &[3, 3]),
+            ints("strides", &[2, 2]),
+            ints("pads", &[1, 1, 1, 1]),
+        ],
+    );
+    let mut c = 64;
+    for (stage, f) in [64, 128, 256, 512].into_iter().enumerate() {
+        for block in 0..2 {
+            let stride = if stage > 0 && block == 0 { 2 } else { 1 };
+            let h = b.conv_bn(&y, c, f, 3, stride, 1, 1, true);
+            let h = b.conv_bn(&h, f, f, 3, 1, 1, 1, false);
+            let shortcut = if stride != 1 || c != f {
+                b.conv_bn(&y, c, f, 1, stride, 0, 1, false)
+            } else {
+                y.clone()
+            };
+            let s = b.node("Add", &[&h, &shortcut], vec![]);
+            y = b.node("Relu", &[&s], vec![]);
+            c = f;
+        }
+    }
+    let p = b.node("GlobalAveragePool", &[&y], vec![]);
+    let p = b.node("Flatten", &[&p], vec![int("axis", 1)]);
+    let w = b.weight(&[1000, 512]);
+    let bias = b.weight(&[1000]);
+    let out = b.node("Gemm", &[&p, &w, &bias], vec![int("transB", 1)]);
+    b.output(&out);
+    b.encode()
+}
+
+/// ReLU6 as torch exports it.
+fn relu6(b: &mut ModelBuilder, x: &str) -> String {
+    let lo = b.scalar(0.0);
+    let hi = b.scalar(6.0);
+    b.node("Clip", &[x, &lo, &hi], vec![])
+}
+
+/// MobileNetV2's inverted residual: expand 1x1, depthwise 3x3, project 1x1, each with batch
+/// norm, ReLU6 after the first two; the input added back when the shape is kept.
+pub fn mobilenet_block(
+    b: &mut ModelBuilder,
+    x: &str,
+    c: i64,
+    f: i64,
+    stride: i64,
+    expand: i64,
+) -> String {
+    let e = c * expand;
+    let h = b.conv_bn(x, c, e, 1, 1, 0, 1, false);
+    let h = relu6(b, &h);
+    let h = b.conv_bn(&h, e, e, 3, stride, 1, e, false);
+    let h = relu6(b, &h);
+    let h = b.conv_bn(&h, e, f, 1, 1, 0, 1, false);
+    if stride == 1 && c == f {
+        b.node("Add", &[&h, x], vec![])
+    } else {
+        h
+    }
+}
+
+/// One inverted-residual block of MobileNetV2 with stride 2 (24 -> 32 channels at 56x56,
+/// expansion 6), as in its third stage.
+pub fn mobilenet_v2_block() -> Vec<u8> {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("input", &[1, 24, 56, 56]);
+    let y = mobilenet_block(&mut b, &x, 24, 32, 2, 6);
+    b.output(&y);
+    b.encode()
+}
+
+/// `[1, seq, heads*dh]` -> `[1, heads, seq, dh]` (or `[1, heads, dh, seq]` when `keys`).
+fn heads(b: &mut ModelBuilder, x: &str, seq: i64, heads: i64, dh: i64, keys: bool) -> String {
+    let shape = b.shape_const(&[1, seq, heads, dh]);
+    let r = b.node("Reshape", &[x, &shape], vec![]);
+    let perm: &[i64] = if keys { &[0, 2, 3, 1] } else { &[0, 2, 1, 3] };
+    b.node("Transpose", &[&r], vec![ints("perm", perm)])
+}
+
+fn merge_heads(b: &mut ModelBuilder, x: &str, seq: i64, hidden: i64) -> String {
+    let t = b.node("Transpose", &[x], vec![ints("perm", &[0, 2, 1, 3])]);
+    let shape = b.shape_const(&[1, seq, hidden]);
+    b.node("Reshape", &[&t, &shape], vec![])
+}
+
+/// A BERT-base encoder layer (hidden 768, 12 heads, FFN 3072, post-norm) over `seq` tokens,
+/// with an additive attention mask input.
+pub fn bert_layer(seq: i64) -> Vec<u8> {
+    let (hidden, nh, dh, ffn) = (768, 12, 64, 3072);
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("hidden", &[1, seq, hidden]);
+    let mask = b.input_fixed("mask", &[1, 1, 1, seq]);
+    let q = b.linear(&x, hidden, hidden);
+    let k = b.linear(&x, hidden, hidden);
+    let v = b.linear(&x, hidden, hidden);
+    let q = heads(&mut b, &q, seq, nh, dh, false);
+    let k = heads(&mut b, &k, seq, nh, dh, true);
+    let v = heads(&mut b, &v, seq, nh, dh, false);
+    let s = b.node("MatMul", &[&q, &k], vec![]);
+    let scale = b.scalar((dh as f32).sqrt());
+    let s = b.node("Div", &[&s, &scale], vec![]);
+    let s = b.node("Add", &[&s, &mask], vec![]);
+    let p = b.node("Softmax", &[&s], vec![int("axis", -1)]);
+    let ctx = b.node("MatMul", &[&p, &v], vec![]);
+    let ctx = merge_heads(&mut b, &ctx, seq, hidden);
+    let o = b.linear(&ctx, hidden, hidden);
+    let o = b.node("Add", &[&o, &x], vec![]);
+    let h = b.layer_norm(&o, hidden);
+    let f = b.linear(&h, hidden, ffn);
+    let f = b.gelu(&f);
+    let f = b.linear(&f, ffn, hidden);
+    let f = b.node("Add", &[&f, &h], vec![]);
+    let y = b.layer_norm(&f, hidden);
+    b.output(&y);
+    b.encode()
+}
+
+/// One GPT-2 (small) decoder layer for one new token at batch 1 (pre-norm; keys and values of
+/// the `past` earlier tokens are inputs): every product is a matrix-vector one.
+pub fn gpt2_step(past: i64) -> Vec<u8> {
+    let (hidden, nh, dh, ffn) = (768, 12, 64, 3072);
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("hidden", &[1, 1, hidden]);
+    let pk = b.input_fixed("past_key", &[1, nh, past, dh]);
+    let pv = b.input_fixed("past_value", &[1, nh, past, dh]);
+    let h = b.layer_norm(&x, hidden);
+    let q = b.linear(&h, hidden, hidden);
+    let k = b.linear(&h, hidden, hidden);
+    let v = b.linear(&h, hidden, hidden);
+    let q = heads(&mut b, &q, 1, nh, dh, false);
+    let k = heads(&mut b, &k, 1, nh, dh, false);
+    let v = heads(&mut b, &v, 1, nh, dh, false);
+    let k = b.node("Concat", &[&pk, &k], vec![int("axis", 2)]);
+    let v = b.node("Concat", &[&pv, &v], vec![int("axis", 2)]);
+    let kt = b.node("Transpose", &[&k], vec![ints("perm", &[0, 1, 3, 2])]);
+    let s = b.node("MatMul", &[&q, &kt], vec![]);
+    let scale = b.scalar((dh as f32).sqrt());
+    let s = b.node("Div", &[&s, &scale], vec![]);
+    let p = b.node("Softmax", &[&s], vec![int("axis", -1)]);
+    let ctx = b.node("MatMul", &[&p, &v], vec![]);
+    let ctx = merge_heads(&mut b, &ctx, 1, hidden);
+    let o = b.linear(&ctx, hidden, hidden);
+    let a = b.node("Add", &[&o, &x], vec![]);
+    let h = b.layer_norm(&a, hidden);
+    let f = b.linear(&h, hidden, ffn);
+    let f = b.gelu(&f);
+    let f = b.linear(&f, ffn, hidden);
+    let y = b.node("Add", &[&f, &a], vec![]);
+    b.output(&y);
+    b.encode()
+}
+
+/// A tiny network with every construct the extraction writes (plain, grouped and depthwise
+/// convolutions, folded and standalone batch norm, pools, ReLU6, a residual add, a dense
+/// layer with GELU, a batched product, softmax, layer norm), small enough to measure.
+pub fn tiny() -> Vec<u8> {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("input", &[1, 4, 10, 10]);
+    let y = b.conv_bn(&x, 4, 8, 3, 1, 1, 1, true);
+    let y = b.conv_bn(&y, 8, 8, 3, 2, 1, 2, false);
+    let y = relu6(&mut b, &y);
+    let y = mobilenet_block(&mut b, &y, 8, 8, 1, 2);
+    let s: Vec<String> = (0..4).map(|_| b.weight(&[8])).collect();
+    let y = b.node(
+        "BatchNormalization",
+        &[&y, &s[0], &s[1], &s[2], &s[3]],
+        vec![float("epsilon", 1e-5)],
+    );
+    let y = b.node(
+        "MaxPool",
+        &[&y],
+        vec![
+            ints("kernel_shape", &[3, 3]),
+            ints("strides", &[1, 1]),
+            ints("pads", &[1, 1, 1, 1]),
+        ],
+    );
+    let y = b.node(
+        "AveragePool",
+        &[&y],
+        vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+    );
+    let g = b.node("GlobalAveragePool", &[&y], vec![]);
+    let shape = b.shape_const(&[1, 2, 4]);
+    let t = b.node("Reshape", &[&g, &shape], vec![]);
+    let d = b.linear(&t, 4, 6);
+    let d = b.gelu(&d);
+    let kt = b.node("Transpose", &[&d], vec![ints("perm", &[0, 2, 1])]);
+    let a = b.node("MatMul", &[&d, &kt], vec![]);
+    let p = b.node("Softmax", &[&a], vec![int("axis", -1)]);
+    let n = b.layer_norm(&p, 2);
+    let out = b.node("Tanh", &[&n], vec![]);
+    b.output(&out);
+    b.encode()
+}
+
+/// The constructs [`tiny`] leaves out: a mean over the last axis, a broadcast subtraction,
+/// `Pow`, sigmoid, `Gemm` with alpha, beta and a bias, leaky relu, exp.
+pub fn tiny_rest() -> Vec<u8> {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("input", &[1, 6, 8]);
+    let m = b.node(
+        "ReduceMean",
+        &[&x],
+        vec![ints("axes", &[-1]), int("keepdims", 1)],
+    );
+    let d = b.node("Sub", &[&x, &m], vec![]);
+    let two = b.scalar(2.0);
+    let p = b.node("Pow", &[&d, &two], vec![]);
+    let s = b.node("Sigmoid", &[&p], vec![]);
+    let f = b.node("Flatten", &[&s], vec![int("axis", 1)]);
+    let w = b.weight(&[48, 10]);
+    let c = b.weight(&[10]);
+    let g = b.node(
+        "Gemm",
+        &[&f, &w, &c],
+        vec![float("alpha", 0.5), float("beta", 2.0)],
+    );
+    let l = b.node("LeakyRelu", &[&g], vec![float("alpha", 0.1)]);
+    let e = b.node("Exp", &[&l], vec![]);
+    b.output(&e);
+    b.encode()
+}

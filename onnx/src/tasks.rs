@@ -1,0 +1,164 @@
+//! The task list of a model: groups with the same workload (the engine's key: computation and
+//! options, not names) are one task whose weight is how often it occurs.
+
+use crate::classify::{Class, classify};
+use crate::error::ImportError;
+use crate::fuse;
+use crate::graph::Graph;
+use crate::{library, workload};
+use serde::Serialize;
+use tunehub_engine::task::{Task, WorkloadOptions};
+
+/// One task of a network.
+#[derive(Debug, Clone, Serialize)]
+pub struct NetTask {
+    /// For people: the operators it covers and its output shape, e.g.
+    /// `Conv+BatchNormalization+Relu -> [1,64,56,56]`.
+    pub label: String,
+    /// The library operator it is, when one fits exactly (then the task is submitted as it).
+    pub op_spec: Option<String>,
+    /// The computation in tunehub's text form (its first line a comment: the label); the
+    /// workload itself when there is no `op_spec`.
+    pub expr: String,
+    /// Inputs that are constant weights: packed once, outside the timed kernel.
+    pub layout_free: Vec<String>,
+    pub workload_key: String,
+    /// How often it occurs in the network.
+    pub weight: u32,
+    /// FLOPs of one occurrence.
+    pub flops: u64,
+    /// The ONNX nodes it covers, every occurrence.
+    pub nodes: Vec<String>,
+}
+
+impl NetTask {
+    pub fn options(&self) -> WorkloadOptions {
+        WorkloadOptions {
+            layout_free: self.layout_free.clone(),
+        }
+    }
+
+    /// The engine's task: its op spec or text form, with the layout-free inputs.
+    pub fn task(&self) -> Result<Task, String> {
+        let dag = match &self.op_spec {
+            Some(spec) => tunehub_engine::ops::build_op(spec).map_err(|e| e.to_string())?,
+            None => tunehub_engine::text::parse(&self.expr).map_err(|e| e.to_string())?,
+        };
+        let desc = self.op_spec.clone().unwrap_or_else(|| self.expr.clone());
+        Task::new(dag, desc).with_options(&self.options())
+    }
+}
+
+/// A node no task covers because its operator is not supported.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Skipped {
+    pub node: String,
+    pub op: String,
+    pub reason: String,
+}
+
+/// What a model yields.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskList {
+    pub tasks: Vec<NetTask>,
+    /// Unsupported nodes: the model's time there is not tuned nor estimated.
+    pub skipped: Vec<Skipped>,
+    /// Layout glue and constant computations: no task (copies the estimate leaves out).
+    pub glue: usize,
+}
+
+impl TaskList {
+    /// FLOPs of the whole network (tasks times their weights).
+    pub fn flops(&self) -> u64 {
+        self.tasks
+            .iter()
+            .map(|t| t.flops * u64::from(t.weight))
+            .sum()
+    }
+}
+
+/// Extracts the tasks of `g`; with `strict`, an unsupported operator is an error.
+pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
+    let classes: Vec<Class> = g.nodes.iter().map(|n| classify(g, n)).collect();
+    let mut skipped = vec![];
+    let mut glue = 0;
+    for (n, c) in g.nodes.iter().zip(&classes) {
+        match c {
+            Class::Unsupported(reason) => {
+                if strict {
+                    return Err(ImportError::Unsupported {
+                        node: n.name.clone(),
+                        op: n.op.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+                skipped.push(Skipped {
+                    node: n.name.clone(),
+                    op: n.op.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            Class::Glue => glue += 1,
+            _ => {}
+        }
+    }
+    let mut tasks: Vec<NetTask> = vec![];
+    for group in fuse::groups(g, &classes) {
+        let generated = workload::generate(g, &group)?;
+        let first = &g.nodes[group.nodes().next().expect("a group has a node")];
+        let library = library::spec(g, &group);
+        let (op_spec, layout_free) = match library {
+            Some((spec, lf)) => (Some(spec), lf),
+            None => (None, generated.layout_free),
+        };
+        let draft = NetTask {
+            label: String::new(),
+            op_spec,
+            expr: generated.expr,
+            layout_free,
+            workload_key: String::new(),
+            weight: 1,
+            flops: 0,
+            nodes: vec![],
+        };
+        let task = draft.task().map_err(|e| {
+            ImportError::node(
+                first,
+                format!("its workload is invalid ({e}):\n{}", draft.expr),
+            )
+        })?;
+        let nodes: Vec<String> = group.nodes().map(|i| g.nodes[i].name.clone()).collect();
+        if let Some(t) = tasks.iter_mut().find(|t| t.workload_key == task.key) {
+            t.weight += 1;
+            t.nodes.extend(nodes);
+            continue;
+        }
+        let ops: Vec<&str> = group.nodes().map(|i| g.nodes[i].op.as_str()).collect();
+        let shape = g.shape(&group.output).unwrap_or(&[]);
+        let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+        let label = format!("{} -> [{}]", ops.join("+"), dims.join(","));
+        tasks.push(NetTask {
+            // The label as a comment first: listings show a text form's first line.
+            expr: format!("# {label}\n{}", draft.expr),
+            label,
+            workload_key: task.key,
+            flops: task.flops,
+            nodes,
+            ..draft
+        });
+    }
+    if tasks.is_empty() {
+        let why = skipped.first().map_or(String::new(), |s| {
+            format!(
+                ": node '{}' ({}) is unsupported: {}",
+                s.node, s.op, s.reason
+            )
+        });
+        return Err(ImportError::NoTask(why));
+    }
+    Ok(TaskList {
+        tasks,
+        skipped,
+        glue,
+    })
+}

@@ -1,0 +1,769 @@
+//! A group's computation in tunehub's text form (docs/text-form.md), which the engine parses
+//! and validates: the anchor's statements (padding, the reduction), then one statement for
+//! the whole epilogue. Inputs are declared with the model's shapes; constant weights read by
+//! the anchor are named layout-free (packed once, as Ansor's layout rewrite does).
+
+use crate::error::ImportError;
+use crate::fuse::Group;
+use crate::graph::{Graph, Node};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+/// A group's workload.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    pub expr: String,
+    pub layout_free: Vec<String>,
+}
+
+pub fn generate(g: &Graph, group: &Group) -> Result<Generated, ImportError> {
+    // A matrix product is first written over its rows flattened (one 2-D loop nest, as a
+    // dense layer is); an epilogue operand that does not fit that view gets the batched form.
+    match Gen::new(g).group(group, true) {
+        Ok(r) => Ok(r),
+        Err(_) => Gen::new(g).group(group, false),
+    }
+}
+
+/// The anchor's result as the epilogue reads it.
+struct Anchor {
+    /// The output stage's variables and extents.
+    vars: Vec<(String, i64)>,
+    /// The index of each dimension of the ONNX output, as an affine expression of `vars`.
+    logical: Vec<String>,
+    /// Its value at the point (`O[i0,i1]`, or with the node's own bias added).
+    value: String,
+    /// Its value without the node's own bias (what a folded batch norm adds its bias to).
+    core: String,
+    /// Rows flattened: the output is `[rows, columns]`, whatever its ONNX rank.
+    flat: Option<(i64, i64)>,
+}
+
+struct Gen<'g> {
+    g: &'g Graph,
+    decls: Vec<String>,
+    stmts: Vec<String>,
+    /// Tensor (or synthetic key) -> input name.
+    inputs: HashMap<String, String>,
+    layout_free: Vec<String>,
+}
+
+fn list(v: &[String]) -> String {
+    v.join(",")
+}
+
+fn wheres(vars: &[(String, i64)]) -> String {
+    vars.iter()
+        .map(|(v, e)| format!("{v}<{e}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn vars(prefix: &str, extents: &[i64]) -> Vec<(String, i64)> {
+    extents
+        .iter()
+        .enumerate()
+        .map(|(i, &e)| (format!("{prefix}{i}"), e))
+        .collect()
+}
+
+fn names(vars: &[(String, i64)]) -> Vec<String> {
+    vars.iter().map(|v| v.0.clone()).collect()
+}
+
+/// `a*s + b*d`, written plainly.
+fn window(out: &str, stride: i64, r: &str, dil: i64, off: i64) -> String {
+    let mut s = if stride == 1 {
+        out.to_string()
+    } else {
+        format!("{out}*{stride}")
+    };
+    if dil == 1 {
+        let _ = write!(s, "+{r}");
+    } else {
+        let _ = write!(s, "+{r}*{dil}");
+    }
+    if off > 0 {
+        let _ = write!(s, "+{off}");
+    } else if off < 0 {
+        let _ = write!(s, "{off}");
+    }
+    s
+}
+
+/// A float constant as the text form reads it.
+fn num(v: f64) -> String {
+    let s = format!("{v:?}");
+    if v < 0.0 { format!("({s})") } else { s }
+}
+
+impl<'g> Gen<'g> {
+    fn new(g: &'g Graph) -> Self {
+        Gen {
+            g,
+            decls: vec![],
+            stmts: vec![],
+            inputs: HashMap::new(),
+            layout_free: vec![],
+        }
+    }
+
+    /// The input name of `key` (a tensor), declared with `shape` the first time.
+    fn input(&mut self, key: &str, hint: &str, shape: &[i64]) -> String {
+        if let Some(n) = self.inputs.get(key) {
+            return n.clone();
+        }
+        let name = if self.inputs.values().any(|n| n == hint) {
+            format!("{hint}{}", self.inputs.len())
+        } else {
+            hint.to_string()
+        };
+        let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+        self.decls.push(format!("input {name}[{}]", list(&dims)));
+        self.inputs.insert(key.to_string(), name.clone());
+        name
+    }
+
+    /// A weight the anchor reads: layout-free when it is a constant of the model.
+    fn weight(&mut self, t: &str, hint: &str, shape: &[i64]) -> String {
+        let name = self.input(t, hint, shape);
+        if self.g.is_constant(t) && !self.layout_free.contains(&name) {
+            self.layout_free.push(name.clone());
+        }
+        name
+    }
+
+    fn group(mut self, group: &Group, flat: bool) -> Result<Generated, ImportError> {
+        let g = self.g;
+        let anchor = match group.anchor {
+            Some(a) => self.anchor(&g.nodes[a], flat)?,
+            None => {
+                let n = &g.nodes[group.members[0]];
+                let shape = g.need_shape(n, &n.outputs[0])?;
+                let v = vars("i", &shape);
+                Anchor {
+                    logical: names(&v),
+                    vars: v,
+                    value: String::new(),
+                    core: String::new(),
+                    flat: None,
+                }
+            }
+        };
+        let members: Vec<&Node> = group.members.iter().map(|&m| &g.nodes[m]).collect();
+        let mut exprs: HashMap<String, String> = HashMap::new();
+        if let Some(a) = group.anchor {
+            exprs.insert(g.nodes[a].outputs[0].clone(), anchor.value.clone());
+        }
+        let conv_out = group
+            .anchor
+            .filter(|&a| g.nodes[a].op == "Conv")
+            .map(|a| g.nodes[a].outputs[0].clone());
+        let mut last = anchor.value.clone();
+        for n in &members {
+            let e = self.elementwise(n, &anchor, &exprs, conv_out.as_deref())?;
+            exprs.insert(n.outputs[0].clone(), e.clone());
+            last = e;
+        }
+        let out_vars = names(&anchor.vars);
+        let out_load = format!("O[{}]", list(&out_vars));
+        if last != out_load && !last.is_empty() {
+            self.stmts.push(format!(
+                "Y[{}] = {last} where {}",
+                list(&out_vars),
+                wheres(&anchor.vars)
+            ));
+        }
+        let mut expr = self.decls.join("\n");
+        for s in &self.stmts {
+            expr.push('\n');
+            expr.push_str(s);
+        }
+        Ok(Generated {
+            expr,
+            layout_free: self.layout_free,
+        })
+    }
+
+    /// The value of tensor `t` inside the epilogue.
+    fn value(
+        &mut self,
+        t: &str,
+        anchor: &Anchor,
+        exprs: &HashMap<String, String>,
+    ) -> Result<String, String> {
+        if let Some(e) = exprs.get(t) {
+            return Ok(e.clone());
+        }
+        if let Some(v) = self.g.scalar(t) {
+            return Ok(num(v));
+        }
+        let shape = self
+            .g
+            .shape(t)
+            .ok_or_else(|| format!("the shape of '{t}' is not known"))?
+            .to_vec();
+        let (dims, idx) = self.broadcast(&shape, anchor)?;
+        let name = self.input(t, "T", &dims);
+        Ok(format!("{name}[{}]", list(&idx)))
+    }
+
+    /// How an operand of `shape` broadcast to the output is declared and indexed: its size-1
+    /// dimensions dropped.
+    fn broadcast(&self, shape: &[i64], a: &Anchor) -> Result<(Vec<i64>, Vec<String>), String> {
+        let total: i64 = shape.iter().product();
+        if let Some((rows, cols)) = a.flat {
+            let v = names(&a.vars);
+            let tail: Vec<i64> = shape.iter().copied().skip_while(|&d| d == 1).collect();
+            return if total == rows * cols {
+                Ok((vec![rows, cols], v))
+            } else if tail.len() <= 1 && total == cols {
+                Ok((vec![cols], vec![v[1].clone()]))
+            } else {
+                Err("an operand that does not fit the flattened rows".into())
+            };
+        }
+        let r = a.logical.len();
+        if shape.len() > r {
+            return Err("an operand of a higher rank than the output".into());
+        }
+        let mut dims = vec![];
+        let mut idx = vec![];
+        for (d, &e) in shape.iter().enumerate() {
+            if e == 1 {
+                continue;
+            }
+            dims.push(e);
+            idx.push(a.logical[r - shape.len() + d].clone());
+        }
+        if dims.is_empty() {
+            dims.push(1);
+            idx.push("0".into());
+        }
+        Ok((dims, idx))
+    }
+
+    fn elementwise(
+        &mut self,
+        n: &Node,
+        a: &Anchor,
+        exprs: &HashMap<String, String>,
+        conv_out: Option<&str>,
+    ) -> Result<String, ImportError> {
+        let err = |m: String| ImportError::node(n, m);
+        let x = n.input(0).ok_or_else(|| err("no input".into()))?;
+        let v = |s: &mut Self, t: &str| s.value(t, a, exprs).map_err(err);
+        let unary = |s: &mut Self, f: &str| -> Result<String, ImportError> {
+            Ok(format!("{f}({})", v(s, x)?))
+        };
+        Ok(match n.op.as_str() {
+            "Add" | "Sub" | "Mul" | "Div" => {
+                let y = n.input(1).ok_or_else(|| err("one operand".into()))?;
+                let o = match n.op.as_str() {
+                    "Add" => "+",
+                    "Sub" => "-",
+                    "Mul" => "*",
+                    _ => "/",
+                };
+                format!("({} {o} {})", v(self, x)?, v(self, y)?)
+            }
+            "Relu" => unary(self, "relu")?,
+            "Sigmoid" => unary(self, "sigmoid")?,
+            "Tanh" => unary(self, "tanh")?,
+            "Erf" => unary(self, "erf")?,
+            "Sqrt" => unary(self, "sqrt")?,
+            "Exp" => unary(self, "exp")?,
+            "Abs" => unary(self, "abs")?,
+            "Neg" => format!("(-{})", v(self, x)?),
+            "Clip" => {
+                let bound = |i: usize, attr: &str| {
+                    n.input(i)
+                        .and_then(|t| self.g.scalar(t))
+                        .or_else(|| n.float(attr).map(f64::from))
+                        .filter(|b| b.is_finite() && b.abs() < 1e30)
+                };
+                let (lo, hi) = (bound(1, "min"), bound(2, "max"));
+                let mut e = v(self, x)?;
+                if let Some(lo) = lo {
+                    e = format!("max({e}, {})", num(lo));
+                }
+                if let Some(hi) = hi {
+                    e = format!("min({e}, {})", num(hi));
+                }
+                e
+            }
+            "LeakyRelu" => {
+                let alpha = n.float("alpha").unwrap_or(0.01);
+                let e = v(self, x)?;
+                format!("select({e} > 0, {e}, {} * {e})", num(f64::from(alpha)))
+            }
+            "Pow" => {
+                let e = v(self, x)?;
+                let p = n.input(1).and_then(|t| self.g.scalar(t)).unwrap_or(1.0);
+                if p == 0.5 {
+                    format!("sqrt({e})")
+                } else if p == 2.0 {
+                    format!("({e} * {e})")
+                } else if p == 3.0 {
+                    format!("({e} * {e} * {e})")
+                } else {
+                    e
+                }
+            }
+            "Gelu" => {
+                let e = v(self, x)?;
+                if n.string("approximate").as_deref() == Some("tanh") {
+                    format!(
+                        "(0.5 * {e} * (1.0 + tanh(0.7978845608028654 * ({e} + 0.044715 * {e} * {e} * {e}))))"
+                    )
+                } else {
+                    format!("(0.5 * {e} * (1.0 + erf({e} * 0.7071067811865476)))")
+                }
+            }
+            "BatchNormalization" => {
+                let c = a
+                    .logical
+                    .get(1)
+                    .cloned()
+                    .ok_or_else(|| err("an input of rank < 2".into()))?;
+                let channels = self.g.need_shape(n, x)?[1];
+                if conv_out == Some(x) {
+                    // Folded into the convolution at inference: its scale goes into the kernel,
+                    // what remains is one bias per channel (the convolution's own merged in).
+                    let b = self.input(&format!("{}#folded", n.name), "B", &[channels]);
+                    format!("({} + {b}[{c}])", a.core)
+                } else {
+                    let s = self.input(&format!("{}#scale", n.name), "Sc", &[channels]);
+                    let b = self.input(&format!("{}#shift", n.name), "B", &[channels]);
+                    format!("({} * {s}[{c}] + {b}[{c}])", v(self, x)?)
+                }
+            }
+            op => return Err(err(format!("{op} is not elementwise"))),
+        })
+    }
+
+    fn anchor(&mut self, n: &Node, flat: bool) -> Result<Anchor, ImportError> {
+        let g = self.g;
+        let x = n.input(0).ok_or_else(|| ImportError::node(n, "no input"))?;
+        let xs = g.need_shape(n, x)?;
+        let out = g.need_shape(n, &n.outputs[0])?;
+        match n.op.as_str() {
+            "Conv" => self.conv(n, x, &xs, &out),
+            "MaxPool" | "AveragePool" => self.pool(n, x, &xs, &out),
+            "GlobalAveragePool" => {
+                let xn = self.input(x, "X", &xs);
+                let v = vars("i", &xs[..2]);
+                let r = vars("k", &xs[2..]);
+                let sp = list(&names(&v));
+                self.stmts.push(format!(
+                    "O[{sp}] += {xn}[{sp},k0,k1] where {}, {}",
+                    wheres(&v),
+                    wheres(&r)
+                ));
+                let load = format!("O[{sp}]");
+                let value = format!("{load} * {}", num(1.0 / (xs[2] * xs[3]) as f64));
+                let mut logical = names(&v);
+                logical.extend(["0".to_string(), "0".to_string()]);
+                Ok(Anchor {
+                    vars: v,
+                    logical,
+                    value: value.clone(),
+                    core: value,
+                    flat: None,
+                })
+            }
+            "ReduceMean" => {
+                let xn = self.input(x, "X", &xs);
+                let r = xs.len() - 1;
+                let v = vars("i", &xs[..r]);
+                let mut read = names(&v);
+                read.push("k0".into());
+                self.stmts.push(format!(
+                    "O[{}] += {xn}[{}] where {}, k0<{}",
+                    list(&names(&v)),
+                    list(&read),
+                    wheres(&v),
+                    xs[r]
+                ));
+                let value = format!("O[{}] * {}", list(&names(&v)), num(1.0 / xs[r] as f64));
+                let mut logical = names(&v);
+                logical.push("0".into());
+                Ok(Anchor {
+                    vars: v,
+                    logical,
+                    value: value.clone(),
+                    core: value,
+                    flat: None,
+                })
+            }
+            "Softmax" => {
+                let r = xs.len() as i64;
+                let axis = n.int("axis").unwrap_or(-1);
+                let axis = (if axis < 0 { axis + r } else { axis }) as usize;
+                let xn = self.input(x, "X", &xs);
+                let v = vars("i", &xs);
+                let all = names(&v);
+                let rows: Vec<(String, i64)> = v
+                    .iter()
+                    .enumerate()
+                    .filter(|(d, _)| *d != axis)
+                    .map(|(_, x)| x.clone())
+                    .collect();
+                let rn = list(&names(&rows));
+                let mut red = all.clone();
+                red[axis] = "k0".into();
+                let red = list(&red);
+                let k = format!("k0<{}", xs[axis]);
+                let (a, rw) = (list(&all), wheres(&rows));
+                self.stmts
+                    .push(format!("M[{rn}] max= {xn}[{red}] where {rw}, {k}"));
+                self.stmts.push(format!(
+                    "E[{a}] = exp({xn}[{a}] - M[{rn}]) where {}",
+                    wheres(&v)
+                ));
+                self.stmts
+                    .push(format!("S[{rn}] += E[{red}] where {rw}, {k}"));
+                self.stmts
+                    .push(format!("O[{a}] = E[{a}] / S[{rn}] where {}", wheres(&v)));
+                let load = format!("O[{a}]");
+                Ok(Anchor {
+                    logical: all,
+                    vars: v,
+                    value: load.clone(),
+                    core: load,
+                    flat: None,
+                })
+            }
+            "LayerNormalization" => {
+                let r = xs.len() - 1;
+                let len = xs[r];
+                let eps = n.float("epsilon").unwrap_or(1e-5);
+                let xn = self.input(x, "X", &xs);
+                let v = vars("i", &xs);
+                let rows = &v[..r];
+                let rn = list(&names(rows));
+                let all = names(&v);
+                let a = list(&all);
+                let mut red = all.clone();
+                red[r] = "k0".into();
+                let red = list(&red);
+                let inv = num(1.0 / len as f64);
+                let (rw, vw) = (wheres(rows), wheres(&v));
+                let j = &all[r];
+                self.stmts
+                    .push(format!("S1[{rn}] += {xn}[{red}] where {rw}, k0<{len}"));
+                self.stmts
+                    .push(format!("D[{a}] = {xn}[{a}] - S1[{rn}] * {inv} where {vw}"));
+                self.stmts.push(format!(
+                    "S2[{rn}] += D[{red}] * D[{red}] where {rw}, k0<{len}"
+                ));
+                let mut e = format!("D[{a}] * rsqrt(S2[{rn}] * {inv} + {})", num(f64::from(eps)));
+                if let Some(s) = n.input(1) {
+                    let s = self.weight(s, "G", &[len]);
+                    e = format!("{e} * {s}[{j}]");
+                }
+                if let Some(b) = n.input(2) {
+                    let b = self.weight(b, "B", &[len]);
+                    e = format!("{e} + {b}[{j}]");
+                }
+                self.stmts.push(format!("O[{a}] = {e} where {vw}"));
+                let load = format!("O[{a}]");
+                Ok(Anchor {
+                    logical: all,
+                    vars: v,
+                    value: load.clone(),
+                    core: load,
+                    flat: None,
+                })
+            }
+            "MatMul" => {
+                let w = n
+                    .input(1)
+                    .ok_or_else(|| ImportError::node(n, "one operand"))?;
+                let ws = g.need_shape(n, w)?;
+                self.matmul(n, (x, &xs, false), (w, &ws, false), &out, flat, None)
+            }
+            "Gemm" => {
+                let w = n
+                    .input(1)
+                    .ok_or_else(|| ImportError::node(n, "one operand"))?;
+                let ws = g.need_shape(n, w)?;
+                let ta = n.int("transA").unwrap_or(0) != 0;
+                let tb = n.int("transB").unwrap_or(0) != 0;
+                let alpha = f64::from(n.float("alpha").unwrap_or(1.0));
+                let beta = f64::from(n.float("beta").unwrap_or(1.0));
+                let bias = n.input(2).map(|c| (c, beta));
+                let mut a = self.matmul(n, (x, &xs, ta), (w, &ws, tb), &out, false, bias)?;
+                if alpha != 1.0 {
+                    a.value = a.value.replacen("O[", &format!("{} * O[", num(alpha)), 1);
+                    a.core = a.core.replacen("O[", &format!("{} * O[", num(alpha)), 1);
+                }
+                Ok(a)
+            }
+            op => Err(ImportError::node(n, format!("{op} is not an anchor"))),
+        }
+    }
+
+    /// `O = A @ B` with numpy's batch broadcasting; with `flat`, rows of a 2-D weight's
+    /// product are flattened into one dimension.
+    fn matmul(
+        &mut self,
+        n: &Node,
+        (a, as_, ta): (&str, &[i64], bool),
+        (b, bs, tb): (&str, &[i64], bool),
+        out: &[i64],
+        flat: bool,
+        bias: Option<(&str, f64)>,
+    ) -> Result<Anchor, ImportError> {
+        let (ra, rb) = (as_.len(), bs.len());
+        let k = if ta { as_[ra - 2] } else { as_[ra - 1] };
+        let r = out.len();
+        let (m, cols) = (out[r - 2], out[r - 1]);
+        let flatten = flat && rb == 2 && !ta;
+        let mut anchor = if flatten {
+            let rows = out[..r - 1].iter().product::<i64>();
+            let an = self.input(a, "A", &[rows, k]);
+            let bn = self.weight(b, "B", bs);
+            let bidx = if tb { "i1,k0" } else { "k0,i1" };
+            self.stmts.push(format!(
+                "O[i0,i1] += {an}[i0,k0] * {bn}[{bidx}] where i0<{rows}, i1<{cols}, k0<{k}"
+            ));
+            Anchor {
+                vars: vec![("i0".into(), rows), ("i1".into(), cols)],
+                // Per ONNX dimension only when there was nothing to flatten.
+                logical: if r == 2 {
+                    vec!["i0".into(), "i1".into()]
+                } else {
+                    vec![]
+                },
+                value: "O[i0,i1]".into(),
+                core: "O[i0,i1]".into(),
+                flat: Some((rows, cols)),
+            }
+        } else {
+            let v = vars("i", out);
+            let all = names(&v);
+            let idx = |shape: &[i64], last2: [&str; 2]| -> Vec<String> {
+                let rs = shape.len();
+                let mut idx: Vec<String> = (0..rs - 2)
+                    .map(|d| {
+                        if shape[d] == 1 {
+                            "0".to_string()
+                        } else {
+                            all[r - rs + d].clone()
+                        }
+                    })
+                    .collect();
+                idx.extend(last2.iter().map(|s| s.to_string()));
+                idx
+            };
+            let (mi, ni) = (all[r - 2].as_str(), all[r - 1].as_str());
+            let ai = idx(as_, if ta { ["k0", mi] } else { [mi, "k0"] });
+            let bi = idx(bs, if tb { [ni, "k0"] } else { ["k0", ni] });
+            let an = self.input(a, "A", as_);
+            let bn = if self.g.is_constant(b) {
+                self.weight(b, "B", bs)
+            } else {
+                self.input(b, "B", bs)
+            };
+            self.stmts.push(format!(
+                "O[{}] += {an}[{}] * {bn}[{}] where {}, k0<{k}",
+                list(&all),
+                list(&ai),
+                list(&bi),
+                wheres(&v)
+            ));
+            let _ = m;
+            let load = format!("O[{}]", list(&all));
+            Anchor {
+                logical: all,
+                vars: v,
+                value: load.clone(),
+                core: load,
+                flat: None,
+            }
+        };
+        if let Some((c, beta)) = bias {
+            let cs = self.g.need_shape(n, c)?;
+            let (dims, idx) = self
+                .broadcast(&cs, &anchor)
+                .map_err(|e| ImportError::node(n, e))?;
+            let cn = self.input(c, "C", &dims);
+            let scaled = if beta == 1.0 {
+                String::new()
+            } else {
+                format!("{} * ", num(beta))
+            };
+            anchor.value = format!("({} + {scaled}{cn}[{}])", anchor.value, list(&idx));
+        }
+        Ok(anchor)
+    }
+
+    fn pads(n: &Node, spatial: usize) -> Vec<i64> {
+        n.ints("pads").unwrap_or_else(|| vec![0; 2 * spatial])
+    }
+
+    /// A padding stage over `x` when the windows read outside it; returns what they read.
+    #[allow(clippy::too_many_arguments)]
+    fn padded(&mut self, x: &str, xs: &[i64], pads: &[i64], need: [i64; 2], fill: f64) -> String {
+        let xn = self.input(x, "X", xs);
+        let (pt, pl) = (pads[0], pads[1]);
+        let (h, w) = (xs[2], xs[3]);
+        if pt == 0 && pl == 0 && need[0] <= h && need[1] <= w {
+            return xn;
+        }
+        let mut guard = vec![];
+        if pt > 0 {
+            guard.push(format!("i2 >= {pt}"));
+        }
+        if need[0] > pt + h {
+            guard.push(format!("i2 < {}", pt + h));
+        }
+        if pl > 0 {
+            guard.push(format!("i3 >= {pl}"));
+        }
+        if need[1] > pl + w {
+            guard.push(format!("i3 < {}", pl + w));
+        }
+        let off = |v: &str, p: i64| {
+            if p > 0 {
+                format!("{v}-{p}")
+            } else {
+                v.to_string()
+            }
+        };
+        let read = format!("{xn}[i0,i1,{},{}]", off("i2", pt), off("i3", pl));
+        let body = if guard.is_empty() {
+            read
+        } else {
+            format!("select({}, {read}, {})", guard.join(" && "), num(fill))
+        };
+        self.stmts.push(format!(
+            "P[i0,i1,i2,i3] = {body} where i0<{}, i1<{}, i2<{}, i3<{}",
+            xs[0], xs[1], need[0], need[1]
+        ));
+        "P".into()
+    }
+
+    fn conv(&mut self, n: &Node, x: &str, xs: &[i64], out: &[i64]) -> Result<Anchor, ImportError> {
+        let w = n
+            .input(1)
+            .ok_or_else(|| ImportError::node(n, "no kernel"))?;
+        let ws = self.g.need_shape(n, w)?;
+        if ws.len() != 4 {
+            return Err(ImportError::node(n, "only 2-D convolutions are supported"));
+        }
+        let groups = n.int("group").unwrap_or(1);
+        let (f, cg, kh, kw) = (ws[0], ws[1], ws[2], ws[3]);
+        let s = n.ints("strides").unwrap_or_else(|| vec![1, 1]);
+        let d = n.ints("dilations").unwrap_or_else(|| vec![1, 1]);
+        let pads = Self::pads(n, 2);
+        let (oh, ow) = (out[2], out[3]);
+        let need = [
+            (oh - 1) * s[0] + (kh - 1) * d[0] + 1,
+            (ow - 1) * s[1] + (kw - 1) * d[1] + 1,
+        ];
+        if xs[1] != groups * cg || f % groups != 0 {
+            return Err(ImportError::node(
+                n,
+                format!(
+                    "{f} filters of {cg} channels do not split {} channels into {groups} groups",
+                    xs[1]
+                ),
+            ));
+        }
+        let src = self.padded(x, xs, &[pads[0], pads[1]], need, 0.0);
+        let wn = self.weight(w, "W", &ws);
+        let fg = f / groups;
+        let (v, logical, stmt) = if groups == 1 {
+            let v = vars("i", out);
+            let stmt = format!(
+                "O[i0,i1,i2,i3] += {src}[i0,k0,{},{}] * {wn}[i1,k0,k1,k2] where {}, k0<{cg}, k1<{kh}, k2<{kw}",
+                window("i2", s[0], "k1", d[0], 0),
+                window("i3", s[1], "k2", d[1], 0),
+                wheres(&v)
+            );
+            (v.clone(), names(&v), stmt)
+        } else if fg == 1 && cg == 1 {
+            // Depthwise, channel multiplier 1.
+            let v = vars("i", out);
+            let stmt = format!(
+                "O[i0,i1,i2,i3] += {src}[i0,i1,{},{}] * {wn}[i1,0,k1,k2] where {}, k1<{kh}, k2<{kw}",
+                window("i2", s[0], "k1", d[0], 0),
+                window("i3", s[1], "k2", d[1], 0),
+                wheres(&v)
+            );
+            (v.clone(), names(&v), stmt)
+        } else {
+            // Grouped: the output as [n, group, filter in group, y, x], the same memory.
+            let v = vars("i", &[out[0], groups, fg, oh, ow]);
+            let stmt = format!(
+                "O[i0,i1,i2,i3,i4] += {src}[i0,i1*{cg}+k0,{},{}] * {wn}[i1*{fg}+i2,k0,k1,k2] where {}, k0<{cg}, k1<{kh}, k2<{kw}",
+                window("i3", s[0], "k1", d[0], 0),
+                window("i4", s[1], "k2", d[1], 0),
+                wheres(&v)
+            );
+            let logical = vec!["i0".into(), format!("i1*{fg}+i2"), "i3".into(), "i4".into()];
+            (v, logical, stmt)
+        };
+        self.stmts.push(stmt);
+        let load = format!("O[{}]", list(&names(&v)));
+        let value = match n.input(2) {
+            Some(b) => {
+                let bn = self.input(b, "B", &[f]);
+                format!("({load} + {bn}[{}])", logical[1])
+            }
+            None => load.clone(),
+        };
+        Ok(Anchor {
+            vars: v,
+            logical,
+            value,
+            core: load,
+            flat: None,
+        })
+    }
+
+    fn pool(&mut self, n: &Node, x: &str, xs: &[i64], out: &[i64]) -> Result<Anchor, ImportError> {
+        let k = n
+            .ints("kernel_shape")
+            .filter(|k| k.len() == 2)
+            .ok_or_else(|| ImportError::node(n, "no 2-D kernel_shape"))?;
+        let s = n.ints("strides").unwrap_or_else(|| vec![1, 1]);
+        let d = n.ints("dilations").unwrap_or_else(|| vec![1, 1]);
+        let pads = Self::pads(n, 2);
+        let need = [
+            (out[2] - 1) * s[0] + (k[0] - 1) * d[0] + 1,
+            (out[3] - 1) * s[1] + (k[1] - 1) * d[1] + 1,
+        ];
+        let max = n.op == "MaxPool";
+        // The most negative f32 stands for -infinity, which the text form has no literal for.
+        let fill = if max { -3.4028234663852886e38 } else { 0.0 };
+        let src = self.padded(x, xs, &[pads[0], pads[1]], need, fill);
+        let v = vars("i", out);
+        let op = if max { "max=" } else { "+=" };
+        self.stmts.push(format!(
+            "O[i0,i1,i2,i3] {op} {src}[i0,i1,{},{}] where {}, k1<{}, k2<{}",
+            window("i2", s[0], "k1", d[0], 0),
+            window("i3", s[1], "k2", d[1], 0),
+            wheres(&v),
+            k[0],
+            k[1]
+        ));
+        let load = "O[i0,i1,i2,i3]".to_string();
+        // Average pooling divides by the window's size, padding included: the same work as
+        // ONNX's default (count_include_pad=0) at the borders, slightly other values there.
+        let value = if max {
+            load
+        } else {
+            format!("{load} * {}", num(1.0 / (k[0] * k[1]) as f64))
+        };
+        Ok(Anchor {
+            logical: names(&v),
+            vars: v,
+            value: value.clone(),
+            core: value,
+            flat: None,
+        })
+    }
+}

@@ -1,0 +1,226 @@
+//! Whole networks through the `tunehub` binary: `tasks` on models built in code (no download),
+//! bad models exiting 2 with one line naming the node and operator, and a tiny model tuned as
+//! one job (embedded, then submitted to a server and watched) that ends with an end-to-end
+//! estimate.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tunehub_onnx::builder::ModelBuilder;
+use tunehub_onnx::nets;
+use tunehub_tests::binaries;
+use tunehub_tests::server::{Server, TOKEN, sqlite_path};
+
+fn tunehub(args: &[&str]) -> Output {
+    Command::new(binaries::tunehub())
+        .args(args)
+        .env_remove("TUNEHUB_CONFIG")
+        .output()
+        .expect("tunehub runs")
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn stdout_ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Exit status 2 and one line on stderr containing every one of `want`.
+fn bad_input(out: &Output, want: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    for w in want {
+        assert!(err.contains(w), "{w:?} not in: {err}");
+    }
+}
+
+/// Short timing, and no noise guard (tests share the machine): they check behaviour, not speed.
+const QUICK: [&str; 10] = [
+    "--repeat",
+    "1",
+    "--number",
+    "1",
+    "--min-repeat-ms",
+    "1",
+    "--noise-threshold",
+    "0",
+    "--batch",
+    "2",
+];
+
+#[test]
+fn tasks_lists_a_resnet18_and_bad_models_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let resnet = write(dir.path(), "resnet18.onnx", &nets::resnet18(None, 224));
+    let resnet = resnet.to_str().unwrap();
+
+    // The batch dimension is dynamic: it needs a value.
+    bad_input(
+        &tunehub(&["tasks", resnet]),
+        &["input 'input' dimension 0 is dynamic", "--batch"],
+    );
+    let out = stdout_ok(&tunehub(&["tasks", resnet, "--batch", "1", "--json"]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 18);
+    let weights: u64 = tasks.iter().map(|t| t["weight"].as_u64().unwrap()).sum();
+    assert_eq!(weights, 23);
+    assert_eq!(
+        tasks[0]["label"],
+        "Conv+BatchNormalization+Relu -> [1,64,112,112]"
+    );
+    assert_eq!(tasks[0]["nodes"].as_array().unwrap().len(), 3);
+    let text = stdout_ok(&tunehub(&["tasks", resnet, "--shape", "input=1x3x224x224"]));
+    assert!(text.contains("18 tasks, 23 operators"), "{text}");
+    assert!(
+        text.contains("Conv+BatchNormalization+Add+Relu -> [1,64,56,56]"),
+        "{text}"
+    );
+
+    // Truncated: one line, status 2.
+    let bytes = std::fs::read(resnet).unwrap();
+    let cut = write(dir.path(), "cut.onnx", &bytes[..bytes.len() / 3]);
+    bad_input(
+        &tunehub(&["tasks", cut.to_str().unwrap()]),
+        &["truncated or malformed"],
+    );
+
+    // An unsupported operator: skipped and listed, or with --strict an error naming it.
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 8, 4, 4]);
+    let y = b.node("Relu", &[&x], vec![]);
+    let s = b.node("Sin", &[&y], vec![]);
+    let sin = b.last_node().to_string();
+    b.output(&s);
+    let m = write(dir.path(), "sin.onnx", &b.encode());
+    let m = m.to_str().unwrap();
+    let text = stdout_ok(&tunehub(&["tasks", m]));
+    assert!(text.contains(&format!("skipped {sin} (Sin)")), "{text}");
+    bad_input(
+        &tunehub(&["tasks", m, "--strict"]),
+        &[&format!("node '{sin}' (Sin): unsupported operator")],
+    );
+    bad_input(
+        &tunehub(&[
+            "tune",
+            m,
+            "--strict",
+            "--db",
+            dir.path().join("x.db").to_str().unwrap(),
+        ]),
+        &["(Sin)"],
+    );
+    assert!(
+        !dir.path().join("x.db").exists(),
+        "bad input stores nothing"
+    );
+}
+
+#[test]
+fn tune_a_tiny_model_as_one_job_with_an_end_to_end_estimate() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write(dir.path(), "tiny.onnx", &nets::tiny());
+    let db = dir.path().join("t.db");
+    let mut args = vec![
+        "tune",
+        model.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+        "--trials",
+        "2",
+        "--population",
+        "32",
+        "--seed",
+        "3",
+        "--json",
+    ];
+    args.extend_from_slice(&QUICK);
+    let v: Value = serde_json::from_str(&stdout_ok(&tunehub(&args))).unwrap();
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 12);
+    let mut sum = 0.0;
+    for t in tasks {
+        assert_eq!(t["trials_done"], 2, "{t}");
+        assert!(t["ok"].as_u64().unwrap() > 0, "{t}");
+        sum += t["weight"].as_f64().unwrap() * t["best_seconds"].as_f64().unwrap();
+    }
+    let e = &v["estimate"];
+    assert_eq!(e["missing"], 0, "{v}");
+    assert!(
+        (e["seconds"].as_f64().unwrap() - sum).abs() <= 1e-12 * sum,
+        "{v}"
+    );
+    let shares: f64 = tasks.iter().map(|t| t["share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "{shares}");
+}
+
+#[tokio::test]
+async fn a_submitted_model_is_watched_to_its_estimate() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 4, 6, 6]);
+    let y = b.conv_bn(&x, 4, 4, 3, 1, 1, 1, true);
+    let y = b.conv_bn(&y, 4, 4, 3, 1, 1, 1, true);
+    let g = b.node("GlobalAveragePool", &[&y], vec![]);
+    b.output(&g);
+    let model = write(dir.path(), "small.onnx", &b.encode());
+    let server = Server::start(
+        &sqlite_path(dir.path(), "s.db"),
+        "s1",
+        &["--population", "32"],
+    );
+    let url = server.url();
+    let run = |args: &[&str]| {
+        Command::new(binaries::tunehub())
+            .args(args)
+            .env("TUNEHUB_SERVER", &url)
+            .env("TUNEHUB_TOKEN", TOKEN)
+            .env_remove("TUNEHUB_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let mut args = vec!["submit", model.to_str().unwrap(), "--trials", "2"];
+    args.extend_from_slice(&QUICK);
+    let id = stdout_ok(&run(&args)).lines().next().unwrap().to_string();
+    assert!(id.starts_with("j-"), "{id}");
+
+    // The two convolutions are one task of weight 2.
+    let out = stdout_ok(&run(&["watch", &id, "--json"]));
+    let events: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let estimates: Vec<&Value> = events.iter().filter(|e| e["event"] == "estimate").collect();
+    assert!(!estimates.is_empty(), "{out}");
+    let done = events.last().unwrap();
+    assert_eq!(done["event"], "done", "{out}");
+    let job = &done["data"];
+    let tasks = job["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks[0]["weight"], 2.0);
+    let sum: f64 = tasks
+        .iter()
+        .map(|t| t["weight"].as_f64().unwrap() * t["best_seconds"].as_f64().unwrap())
+        .sum();
+    assert_eq!(job["estimate"]["seconds"].as_f64(), Some(sum), "{job}");
+
+    let jobs = stdout_ok(&run(&["jobs", "--json"]));
+    let j: Value = serde_json::from_str(jobs.lines().next().unwrap()).unwrap();
+    assert_eq!(j["estimate"]["seconds"].as_f64(), Some(sum));
+    assert!(j["tasks"][0]["share"].as_f64().unwrap() > 0.0);
+    let text = stdout_ok(&run(&["watch", &id]));
+    assert!(
+        text.contains("estimate") && text.contains("end to end"),
+        "{text}"
+    );
+}
