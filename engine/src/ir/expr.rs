@@ -272,7 +272,7 @@ pub enum Cond {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expr {
-    Const(f64),
+    Const(#[serde(with = "float_json")] f64),
     /// Reads `tensor[indices]`; `tensor` is a stage index of the DAG.
     Load(usize, Vec<Affine>),
     /// An index value used as a number (e.g. iota, masks).
@@ -527,5 +527,71 @@ impl Cond {
             Box::new(Cond::Index(CmpOp::Ge, idx.clone(), Affine::constant(lo))),
             Box::new(Cond::Index(CmpOp::Lt, idx, Affine::constant(hi))),
         )
+    }
+}
+
+/// Float constants in JSON: a number, or `"inf"`, `"-inf"`, `"nan"` for what JSON numbers
+/// cannot hold (a padded max-pool's padding is -inf). serde_json alone writes those as `null`
+/// and refuses to read them back: a stored DAG would not load.
+mod float_json {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match *v {
+            x if x.is_finite() => s.serialize_f64(x),
+            x if x.is_nan() => s.serialize_str("nan"),
+            x if x > 0.0 => s.serialize_str("inf"),
+            _ => s.serialize_str("-inf"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Float {
+            Number(f64),
+            Named(String),
+        }
+        match Float::deserialize(d)? {
+            Float::Number(x) => Ok(x),
+            Float::Named(s) => match s.as_str() {
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                "nan" => Ok(f64::NAN),
+                _ => Err(D::Error::custom(format!(
+                    "a float constant is a number, \"inf\", \"-inf\" or \"nan\", not {s:?}"
+                ))),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::ComputeDag;
+    use crate::ops::{self, PoolKind, Window};
+
+    /// A padded max-pool (padding -inf) is stored and read back as it was, with its key.
+    #[test]
+    fn infinite_constants_survive_json() {
+        let w = Window {
+            kh: 3,
+            kw: 3,
+            stride: 2,
+            pad: 1,
+            dilation: 1,
+        };
+        let dag = ops::pool2d(PoolKind::Max, 1, 4, 9, 9, w).unwrap();
+        let json = serde_json::to_string(&dag).unwrap();
+        assert!(json.contains(r#"{"const":"-inf"}"#), "{json}");
+        let back: ComputeDag = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.workload_key(), dag.workload_key());
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+        let bad = json.replace("\"-inf\"", "\"minus infinity\"");
+        let e = serde_json::from_str::<ComputeDag>(&bad)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("float constant"), "{e}");
     }
 }
