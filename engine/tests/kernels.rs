@@ -10,21 +10,6 @@ use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 
-/// Timing is not under test: one short run per kernel.
-fn quick() -> MeasureOptions {
-    // No noise guard either: tests run side by side and would only trigger re-runs.
-    MeasureOptions {
-        number: 1,
-        repeat: 1,
-        min_repeat_ms: 0,
-        warmup: 0,
-        run_timeout_s: 20.0,
-        calib_ms: 0,
-        noise_threshold: 0.0,
-        ..MeasureOptions::default()
-    }
-}
-
 fn check_random_schedules(dag: ComputeDag, seed: u64, n: usize) {
     check_random_schedules_of(Task::new(dag, "property test"), seed, n)
 }
@@ -53,7 +38,7 @@ fn check_random_schedules_of(task: Task, seed: u64, n: usize) {
         "the sampler drew invalid schedules: {:?}",
         sampler.last_rejection
     );
-    let mut measurer = Measurer::new(&target, quick());
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
     let results = measurer.measure(&task, &schedules);
     for (s, r) in schedules.iter().zip(&results) {
         assert_eq!(
@@ -78,7 +63,7 @@ fn hand_written_matmul_schedules_match_the_reference() {
         .into_iter()
         .map(|(ti, tj)| tunehub_engine::schedule::hand::matmul_register_tiled(64, ti, tj))
         .collect();
-    for r in Measurer::new(&target, quick()).measure(&task, &schedules) {
+    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &schedules) {
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
 }
@@ -95,7 +80,7 @@ fn hand_written_matmul_with_packed_weights_matches_the_reference() {
             .unwrap();
     assert!(k.source.contains("tunehub_kernel_pack_1"), "B is packed");
     assert_eq!(k.args[1].packed_len, Some(64 * 64));
-    for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
+    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
 }
@@ -282,7 +267,7 @@ fn conv_tile_vectorized_over_channels_is_contiguous_and_correct() {
     assert!(src.contains("conv_local_acc = conv_local + ("), "{src}");
 
     let task = Task::new(dag, "conv2d tile over channels");
-    for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
+    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
 }
@@ -353,7 +338,7 @@ fn register_tiles_are_written_out_and_correct() {
             "{}:\n{src}",
             task.desc
         );
-        for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
+        for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
             assert_eq!(
                 r.error,
                 ErrorCode::NoError,
@@ -446,7 +431,7 @@ fn vectorized_exp_calls_vector_math_and_is_correct() {
         "no vector expf call in:\n{}",
         k.source
     );
-    for r in Measurer::new(&target, quick()).measure(&task, &[sched]) {
+    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
 }
@@ -482,7 +467,9 @@ fn contiguous_reductions_are_simd_reductions_and_correct() {
         if simd {
             assert!(k.source.contains("reduction(+:"), "{}", k.source);
         }
-        for r in Measurer::new(&target, quick()).measure(&task, std::slice::from_ref(&naive)) {
+        for r in Measurer::new(&target, MeasureOptions::check_only())
+            .measure(&task, std::slice::from_ref(&naive))
+        {
             assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
         }
     }

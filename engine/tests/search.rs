@@ -14,19 +14,6 @@ use tunehub_engine::search::{RandomModel, SearchParams, TaskSearch};
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 
-fn quick() -> MeasureOptions {
-    MeasureOptions {
-        number: 1,
-        repeat: 1,
-        min_repeat_ms: 0,
-        warmup: 0,
-        run_timeout_s: 20.0,
-        calib_ms: 0,
-        noise_threshold: 0.0,
-        ..MeasureOptions::default()
-    }
-}
-
 fn small_params(threads: usize) -> SearchParams {
     SearchParams {
         population: 64,
@@ -134,7 +121,7 @@ fn rfactor_sketches_vectorize_partials_and_are_correct() {
         scheds.len()
     );
     let task = Task::new(dag, "softmax(3,48)");
-    let mut measurer = Measurer::new(&target, quick());
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
     for (s, r) in scheds.iter().zip(measurer.measure(&task, &scheds)) {
         assert_eq!(
             r.error,
@@ -151,7 +138,7 @@ fn rfactor_sketches_vectorize_partials_and_are_correct() {
 #[test]
 fn proposed_candidates_match_the_reference() {
     let target = Target::detect();
-    let mut measurer = Measurer::new(&target, quick());
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
     for (dag, name) in workloads() {
         let task = Arc::new(Task::new(dag, name));
         let mut search = TaskSearch::new(task.clone(), &target, small_params(0), 11);

@@ -12,20 +12,6 @@ use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 use tunehub_engine::transfer::{AdaptError, adapt};
 
-/// Timing is not under test: one short run per kernel, no noise guard.
-fn quick() -> MeasureOptions {
-    MeasureOptions {
-        number: 1,
-        repeat: 1,
-        min_repeat_ms: 0,
-        warmup: 0,
-        run_timeout_s: 20.0,
-        calib_ms: 0,
-        noise_threshold: 0.0,
-        ..MeasureOptions::default()
-    }
-}
-
 /// `n` schedules drawn for `from`, adapted to `to`, measured on `to`: every one correct.
 fn check_adapted(from: ComputeDag, to: ComputeDag, seed: u64, n: usize) {
     let target = Target::detect();
@@ -37,7 +23,7 @@ fn check_adapted(from: ComputeDag, to: ComputeDag, seed: u64, n: usize) {
         adapted.push(a.schedule);
     }
     let task = Task::new(to, "adapted");
-    let results = Measurer::new(&target, quick()).measure(&task, &adapted);
+    let results = Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &adapted);
     for (s, r) in adapted.iter().zip(&results) {
         assert_eq!(
             r.error,
@@ -120,8 +106,8 @@ fn a_tiled_matmul_keeps_its_tiles_on_a_compatible_shape() {
         };
         assert_eq!(lengths(&a.schedule), lengths(s));
         let task = Task::new(to.clone(), "adapted");
-        let r =
-            &Measurer::new(&target, quick()).measure(&task, std::slice::from_ref(&a.schedule))[0];
+        let r = &Measurer::new(&target, MeasureOptions::check_only())
+            .measure(&task, std::slice::from_ref(&a.schedule))[0];
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
     let other = ops::batch_matmul(2, 256, 256, 256).unwrap();

@@ -240,20 +240,6 @@ fn bad_models_are_errors_naming_what_is_wrong() {
     assert!(e.contains("no task") && e.contains("(Sin)"), "{e}");
 }
 
-/// Timing is not under test: one short run per kernel.
-fn quick() -> MeasureOptions {
-    MeasureOptions {
-        number: 1,
-        repeat: 1,
-        min_repeat_ms: 0,
-        warmup: 0,
-        run_timeout_s: 20.0,
-        calib_ms: 0,
-        noise_threshold: 0.0,
-        ..MeasureOptions::default()
-    }
-}
-
 #[test]
 fn every_generated_workload_matches_the_reference() {
     let l = tasks_of(&nets::tiny());
@@ -274,7 +260,7 @@ fn every_generated_workload_matches_the_reference() {
         ]
     );
     let target = Target::detect();
-    let mut measurer = Measurer::new(&target, quick());
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
     for (i, t) in l.tasks.iter().chain(&rest.tasks).enumerate() {
         let task = t.task().unwrap();
         assert_eq!(task.key, t.workload_key);

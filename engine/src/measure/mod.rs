@@ -88,6 +88,24 @@ impl Default for MeasureOptions {
     }
 }
 
+impl MeasureOptions {
+    /// One short run per kernel, no warm-up, no calibration and no noise guard (side-by-side
+    /// runs would only trigger re-runs): for checking that kernels build, run and match the
+    /// reference, not for timing them.
+    pub fn check_only() -> Self {
+        MeasureOptions {
+            number: 1,
+            repeat: 1,
+            min_repeat_ms: 0,
+            warmup: 0,
+            run_timeout_s: 20.0,
+            calib_ms: 0,
+            noise_threshold: 0.0,
+            ..MeasureOptions::default()
+        }
+    }
+}
+
 /// The outcome of measuring one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeasureResult {
