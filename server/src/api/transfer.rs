@@ -6,9 +6,7 @@
 
 use super::{Api, gflops, internal};
 use tonic::Status;
-use tunehub_engine::schedule::Schedule;
 use tunehub_engine::task::Task;
-use tunehub_engine::transfer::adapt;
 use tunehub_proto::v1 as pb;
 
 /// Neighbours tried, nearest first: the first whose best schedule adapts is the answer.
@@ -34,23 +32,13 @@ impl Api {
             .await
             .map_err(internal)?;
         for n in near {
-            let Ok(source) = n.workload.to_task() else {
+            let Some(adapted) = n.adapted_to(task) else {
                 continue;
-            };
-            let Ok(steps) = Schedule::from_json(&n.best.steps_json) else {
-                continue;
-            };
-            let adapted = match adapt(&steps, &source.dag, &task.dag) {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::debug!(source = %n.best.id, "transfer: {e}");
-                    continue;
-                }
             };
             let Some(source_seconds) = n.best.mean_cost else {
                 continue;
             };
-            let predicted = source_seconds * task.flops as f64 / source.flops.max(1) as f64;
+            let predicted = source_seconds * task.flops as f64 / n.workload.flops.max(1) as f64;
             return Ok(Some(Transferred {
                 record: pb::ScheduleRecord {
                     record_id: String::new(),

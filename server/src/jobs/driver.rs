@@ -38,12 +38,7 @@ const WARM_START_NEIGHBOURS: usize = 5;
 fn warm_start(task: &Task, neighbours: &[records::Neighbor]) -> Vec<Schedule> {
     neighbours
         .iter()
-        .filter_map(|n| {
-            let source = n.workload.to_task().ok()?;
-            let steps = Schedule::from_json(&n.best.steps_json).ok()?;
-            let adapted = tunehub_engine::transfer::adapt(&steps, &source.dag, &task.dag).ok()?;
-            Some(adapted.schedule)
-        })
+        .filter_map(|n| Some(n.adapted_to(task)?.schedule))
         .collect()
 }
 

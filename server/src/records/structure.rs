@@ -3,10 +3,10 @@
 //! nearest tuned workloads of one structure on a target, what warm starts and answers for
 //! shapes never tuned start from.
 
-use super::rows::{RECORD_COLUMNS, record_from_row};
-use super::{Record, SqlStore, StoreError, Workload};
+use super::{Record, RecordStore, SqlStore, StoreError, Workload};
 use sqlx::Row;
 use tunehub_engine::ir::ComputeDag;
+use tunehub_engine::schedule::Schedule;
 use tunehub_engine::task::{Task, WorkloadOptions};
 use tunehub_engine::transfer;
 
@@ -18,6 +18,22 @@ pub struct Neighbor {
     pub distance: f64,
     /// Its best record on the target.
     pub best: Record,
+}
+
+impl Neighbor {
+    /// Its best schedule adapted to `task` (same structure); `None` when its DAG or steps do
+    /// not read back or the schedule does not adapt.
+    pub fn adapted_to(&self, task: &Task) -> Option<transfer::Adapted> {
+        let source = self.workload.to_task().ok()?;
+        let steps = Schedule::from_json(&self.best.steps_json).ok()?;
+        match transfer::adapt(&steps, &source.dag, &task.dag) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                tracing::debug!(source = %self.best.id, "not adapted: {e}");
+                None
+            }
+        }
+    }
 }
 
 /// The structure key and the extents (as JSON) of a stored DAG with its options; `None` when
@@ -107,22 +123,14 @@ impl SqlStore {
         near.truncate(k);
         let mut out = Vec::with_capacity(near.len());
         for (distance, key) in near {
-            let sql = format!(
-                "SELECT {RECORD_COLUMNS} FROM best_records b JOIN records r ON r.id = b.record_id \
-                 WHERE b.workload_key = $1 AND b.target_key = $2"
-            );
-            let best = sqlx::query(&sql)
-                .bind(&key)
-                .bind(target_key)
-                .fetch_optional(&self.pool)
-                .await?;
-            let workload = <Self as super::RecordStore>::workload(self, &key).await?;
-            // A best record deleted meanwhile (a concurrent distill): not a neighbour.
+            let best = RecordStore::best(self, &key, target_key).await?;
+            let workload = RecordStore::workload(self, &key).await?;
+            // A best record gone meanwhile: not a neighbour.
             if let (Some(best), Some(workload)) = (best, workload) {
                 out.push(Neighbor {
                     workload,
                     distance,
-                    best: record_from_row(&best)?,
+                    best,
                 });
             }
         }
