@@ -729,7 +729,7 @@ fn distill(a: DistillArgs) -> Result<ExitCode> {
                 .map_err(|e| UsageError(format!("{}: {e}", a.file.display())))?,
         ))
     };
-    let (lines, d) = tunehub_server::records::distill::distill(reader, a.top as usize)
+    let (lines, d) = tunehub_server::api::distill::distill(reader, a.top as usize)
         .map_err(|e| UsageError(format!("{}: {e}", a.file.display())))?;
     let mut text = lines.join("\n");
     if !text.is_empty() {

@@ -23,15 +23,13 @@
 //! - `commit`: storing one record inside a transaction (shared with the job store).
 //! - `counts`: the record counts a transaction adds, per (workload, target).
 //! - `listing`: what has been tuned, for `ListTuned`.
-//! - `transfer`: the export's selection and the import's transaction. `distill`: a records
-//!   file cut to the fastest records of each pair (offline).
+//! - `transfer`: the export's selection and the import's transaction.
 //! - `legacy`: workloads stored before typed options, brought up to date on open.
 //! - `structure`: a workload's extent-free structure key and extents; the nearest tuned
 //!   workloads of one structure on a target.
 
 mod commit;
 mod counts;
-pub mod distill;
 mod error;
 mod ids;
 mod legacy;

@@ -1,9 +1,9 @@
 //! Distilling a records file (`tunehub records distill --top K`): the K fastest trusted
 //! successes of each (workload, target), with the workload and target lines they need, for
-//! distributing pre-tuned packs. Offline, on the export format (README, "Record files"): the
-//! result imports like any export, and the import checks every line as usual.
+//! distributing pre-tuned packs. Offline, on the export format, read by the import's own parser
+//! (`records::parse_line`): the result imports like any export.
 
-use serde_json::Value;
+use super::records::{Line, parse_line};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 
@@ -23,28 +23,10 @@ pub struct Distilled {
     pub pairs: usize,
 }
 
-/// A record line's (workload, target) and its mean cost when it is a trusted success.
-fn record_key(v: &Value) -> Option<((String, String), Option<f64>)> {
-    let pair = v.get("i")?.get(0)?;
-    let (w, t) = (pair.get(0)?.as_str()?, pair.get(1)?.as_str()?);
-    let r = v.get("r")?;
-    let costs: Vec<f64> = r
-        .get(0)?
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
-    let ok = r.get(1)?.as_i64()? == 0
-        && !v.get("noisy").and_then(Value::as_bool).unwrap_or(false)
-        && !costs.is_empty();
-    let mean = ok.then(|| costs.iter().sum::<f64>() / costs.len() as f64);
-    Some(((w.to_string(), t.to_string()), mean))
-}
-
 /// The lines of a distilled file: the workload and target lines the kept records use (in the
 /// order read), then the kept records, the fastest `top` per (workload, target) (in the order
-/// read). Failed and noisy records are dropped; a line that is not JSON, or a record line
-/// without its pair and result, is an error naming it.
+/// read). Only records that may be a best are kept (trusted successes: not failed, not noisy);
+/// a line the import would refuse is an error naming it.
 pub fn distill(input: impl BufRead, top: usize) -> Result<(Vec<String>, Distilled), DistillError> {
     let mut workloads: Vec<(String, String)> = vec![];
     let mut targets: Vec<(String, String)> = vec![];
@@ -58,40 +40,29 @@ pub fn distill(input: impl BufRead, top: usize) -> Result<(Vec<String>, Distille
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(&line).map_err(|e| DistillError::Line {
-            line: n,
-            msg: format!("not JSON: {e}"),
-        })?;
-        let key_of = |field: &str| {
-            v.get(field)
-                .and_then(|x| x.get("key"))
-                .and_then(Value::as_str)
-                .map(String::from)
-        };
-        if let Some(k) = key_of("workload") {
-            workloads.push((k, line));
-        } else if let Some(k) = key_of("target") {
-            targets.push((k, line));
-        } else {
-            let (pair, mean) = record_key(&v).ok_or_else(|| DistillError::Line {
-                line: n,
-                msg: "neither a workload, a target nor a record (`i` and `r`)".into(),
-            })?;
-            read += 1;
-            if let Some(m) = mean {
-                by_pair.entry(pair).or_default().push((m, n));
-                records.insert(n, line);
+        match parse_line(&line).map_err(|msg| DistillError::Line { line: n, msg })? {
+            Line::Workload(w) => workloads.push((w.key, line)),
+            Line::Target(key, _) => targets.push((key, line)),
+            Line::Record(r) => {
+                read += 1;
+                if let (true, Some(mean)) = (r.qualifies_for_best(), r.mean_cost()) {
+                    by_pair
+                        .entry((r.workload_key, r.target_key))
+                        .or_default()
+                        .push((mean, n));
+                    records.insert(n, line);
+                }
             }
         }
     }
     let mut kept: Vec<usize> = vec![];
     let mut used_w = HashSet::new();
     let mut used_t = HashSet::new();
-    for ((w, t), mut recs) in by_pair.iter().map(|(k, v)| (k.clone(), v.clone())) {
+    for ((w, t), recs) in &mut by_pair {
         recs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         kept.extend(recs.iter().take(top).map(|&(_, n)| n));
-        used_w.insert(w);
-        used_t.insert(t);
+        used_w.insert(w.clone());
+        used_t.insert(t.clone());
     }
     kept.sort_unstable();
     let mut out: Vec<String> = workloads
@@ -119,31 +90,64 @@ pub fn distill(input: impl BufRead, top: usize) -> Result<(Vec<String>, Distille
 
 #[cfg(test)]
 mod tests {
+    use super::super::records::{record_line, target_line, workload_line};
     use super::*;
+    use crate::records::{Record, Workload};
+    use tunehub_engine::ops;
+    use tunehub_engine::target::Target;
+    use tunehub_engine::task::Task;
 
-    fn record(w: &str, t: &str, costs: &[f64], err: i64, noisy: bool) -> String {
-        serde_json::json!({
-            "i": [[w, t], [[], [["SP", 2, 0, 64, [8], 1]]]],
-            "r": [costs, err, 0.5, 1.7e9],
-            "v": "tunehub-v1", "noisy": noisy,
+    fn workload(m: i64) -> (String, String) {
+        let t = Task::new(ops::matmul(m, 8, 8).unwrap(), format!("matmul({m},8,8)"));
+        let line = workload_line(&Workload {
+            key: t.key.clone(),
+            description: Some(t.desc.clone()),
+            dag_json: serde_json::to_string(&t.dag).unwrap(),
+            options: t.options(),
+            flops: t.flops,
+            created_at: 0,
+        });
+        (t.key, line)
+    }
+
+    fn record(w: &str, t: &str, sched: u32, costs: &[f64], err: i32, noisy: bool) -> String {
+        record_line(&Record {
+            id: String::new(),
+            workload_key: w.into(),
+            target_key: t.into(),
+            schedule_hash: String::new(),
+            steps_json: format!(r#"[["SP",2,0,8,[{sched}],1]]"#),
+            costs: costs.to_vec(),
+            mean_cost: None,
+            error_code: err,
+            error_msg: String::new(),
+            noisy,
+            build_s: 0.5,
+            run_s: 0.1,
+            worker: None,
+            created_at: 1_700_000_000_000,
         })
-        .to_string()
     }
 
     #[test]
     fn keeps_the_fastest_trusted_records_per_pair_with_the_lines_they_need() {
+        let target = Target::detect();
+        let tk = target.key();
+        let (w1, l1) = workload(8);
+        let (w2, l2) = workload(16);
+        let (w3, l3) = workload(24);
         let lines = [
-            r#"{"workload": {"key": "w1", "dag": {}}}"#.to_string(),
-            r#"{"workload": {"key": "w2", "dag": {}}}"#.to_string(),
-            r#"{"workload": {"key": "w3", "dag": {}}}"#.to_string(),
-            r#"{"target": {"key": "t1", "target": {}}}"#.to_string(),
-            record("w1", "t1", &[3.0, 3.0], 0, false),
-            record("w1", "t1", &[1.0, 1.0], 0, false),
-            record("w1", "t1", &[0.5], 0, true),
-            record("w1", "t1", &[0.1], 5, false),
-            record("w1", "t1", &[2.0], 0, false),
-            record("w2", "t1", &[9.0], 0, false),
-            record("w3", "t1", &[], 2, false),
+            l1,
+            l2,
+            l3,
+            target_line(&tk, &serde_json::to_string(&target).unwrap()),
+            record(&w1, &tk, 1, &[3e-3, 3e-3], 0, false),
+            record(&w1, &tk, 2, &[1e-3, 1e-3], 0, false),
+            record(&w1, &tk, 4, &[5e-4], 0, true),
+            record(&w1, &tk, 8, &[], 5, false),
+            record(&w1, &tk, 1, &[2e-3], 0, false),
+            record(&w2, &tk, 2, &[9e-3], 0, false),
+            record(&w3, &tk, 4, &[], 2, false),
         ];
         let (out, stats) = distill(lines.join("\n").as_bytes(), 2).unwrap();
         assert_eq!(
@@ -169,12 +173,10 @@ mod tests {
 
     #[test]
     fn a_bad_line_is_named() {
-        let e = distill("{\"workload\": {\"key\": \"w\"}}\nnot json\n".as_bytes(), 1).unwrap_err();
+        let (_, good) = workload(8);
+        let e = distill(format!("{good}\nnot json\n").as_bytes(), 1).unwrap_err();
         assert!(e.to_string().starts_with("line 2: not JSON"), "{e}");
         let e = distill("{\"x\": 1}\n".as_bytes(), 1).unwrap_err();
-        assert!(
-            e.to_string().contains("line 1") && e.to_string().contains("record"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("line 1: "), "{e}");
     }
 }
