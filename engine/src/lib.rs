@@ -6,6 +6,7 @@
 //! # Layout
 //!
 //! - [`ir`]: the tensor-expression IR, expressions over affine indices and the compute DAG.
+//! - [`interchange`]: records other tools read: TVM auto_scheduler (Ansor) logs.
 //! - [`ops`]: the operator library (matmul, conv2d, softmax, ...) and op specs.
 //! - [`text`]: the text form, a few lines of source parsed into a DAG.
 //! - [`target`]: the device kernels are compiled for and run on.
@@ -25,6 +26,7 @@
 
 pub mod codegen;
 pub mod data;
+pub mod interchange;
 pub mod ir;
 pub mod lower;
 pub mod measure;

@@ -371,8 +371,29 @@ pub struct ExportArgs {
     #[arg(short, long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 
+    /// The file's format: tunehub's JSON lines, or TVM auto_scheduler (Ansor) log lines for
+    /// the operators with a TE twin (matmul, batch_matmul, dense, conv2d_nchw, conv2d_nhwc,
+    /// depthwise_conv2d_nchw; definitions in bench/ansor_apply.py); the rest is left out and
+    /// counted on stderr.
+    #[arg(long, value_enum, default_value = "tunehub")]
+    pub format: RecordFormat,
+
+    /// The TVM target the Ansor lines name, e.g. "llvm -mcpu=znver3 -num-cores 8" (required
+    /// with --format ansor).
+    #[arg(long, value_name = "TARGET", required_if_eq("format", "ansor"))]
+    pub tvm_target: Option<String>,
+
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+/// A record file's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordFormat {
+    /// tunehub's JSON lines (workload, target and record lines).
+    Tunehub,
+    /// TVM auto_scheduler (Ansor, TVM 0.19) log lines.
+    Ansor,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -380,6 +401,17 @@ pub struct ImportArgs {
     /// The JSON lines file; `-` reads stdin.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+
+    /// The file's format (see `records export --format`). Ansor lines are mapped to tunehub's
+    /// steps on this side, each line that does not map named, and then checked by the server
+    /// as any import.
+    #[arg(long, value_enum, default_value = "tunehub")]
+    pub format: RecordFormat,
+
+    /// With --format ansor: the key of the target (known to the server) the records were
+    /// measured on. Default: this machine, as tunehub detects it.
+    #[arg(long, value_name = "KEY")]
+    pub target: Option<String>,
 
     #[command(flatten)]
     pub client: ClientArgs,

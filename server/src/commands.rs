@@ -10,10 +10,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tokio_stream::StreamExt;
 use tonic::{Code, Status};
+use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
+use tunehub_server::api::ansor;
 use tunehub_server::cli::{
-    CancelArgs, DistillArgs, ExportArgs, ImportArgs, JobsArgs, QueryArgs, RecordsCommand,
-    SchedulerArg, SubmitArgs, UsageError, WatchArgs, WorkersArgs, one_line,
+    CancelArgs, DistillArgs, ExportArgs, ImportArgs, JobsArgs, QueryArgs, RecordFormat,
+    RecordsCommand, SchedulerArg, SubmitArgs, UsageError, WatchArgs, WorkersArgs, one_line,
 };
 use tunehub_server::client::{self, Clients};
 use tunehub_server::config::{ClientArgs, ClientConfig, ServerArgs, ServerConfig};
@@ -811,6 +813,14 @@ fn distill(a: DistillArgs) -> Result<ExitCode> {
 }
 
 async fn export(a: ExportArgs) -> Result<ExitCode> {
+    let tvm_target = match a.format {
+        RecordFormat::Ansor => {
+            let t = a.tvm_target.clone().unwrap_or_default();
+            ansor::check_tvm_target(&t).map_err(UsageError)?;
+            Some(t)
+        }
+        RecordFormat::Tunehub => None,
+    };
     let mut c = connect(&a.client).await?;
     let mut stream = c
         .records
@@ -827,11 +837,31 @@ async fn export(a: ExportArgs) -> Result<ExitCode> {
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
     };
-    let mut n = 0u64;
+    let mut n = 0usize;
+    let mut held = vec![];
     while let Some(msg) = stream.next().await {
         for line in msg.map_err(status_error)?.lines {
+            if tvm_target.is_some() {
+                // Ansor lines are made once every workload and target line has been read.
+                held.push(line);
+            } else {
+                writeln!(out, "{line}")?;
+                n += 1;
+            }
+        }
+    }
+    if let Some(tvm_target) = &tvm_target {
+        let exported = ansor::export(&held, tvm_target).map_err(UsageError)?;
+        for line in &exported.lines {
             writeln!(out, "{line}")?;
-            n += 1;
+        }
+        n = exported.lines.len();
+        eprintln!(
+            "{n} of {} records written as Ansor lines for {tvm_target:?}",
+            exported.records
+        );
+        for (reason, count) in &exported.skipped {
+            eprintln!("  left out {count}: {reason}");
         }
     }
     out.flush()?;
@@ -848,10 +878,25 @@ async fn import(a: ImportArgs) -> Result<ExitCode> {
                 .with_context(|| format!("opening {}", a.file.display()))?,
         ))
     };
-    let lines = reader
+    let mut lines = reader
         .lines()
         .collect::<std::io::Result<Vec<String>>>()
         .context("reading the records")?;
+    if a.format == RecordFormat::Ansor {
+        let numbered: Vec<(usize, String)> = lines
+            .into_iter()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| (i + 1, l))
+            .collect();
+        let target = match a.target {
+            Some(k) => ansor::ImportTarget::Known(k),
+            None => ansor::ImportTarget::Described(Box::new(Target::detect())),
+        };
+        lines = ansor::import(&numbered, &target).map_err(UsageError)?;
+    } else if a.target.is_some() {
+        return Err(UsageError("--target is for --format ansor".into()).into());
+    }
     let chunks: Vec<pb::RecordLines> = lines
         .chunks(256)
         .map(|c| pb::RecordLines { lines: c.to_vec() })

@@ -247,12 +247,7 @@ impl State {
                 if iters.len() == 1 {
                     return Ok(());
                 }
-                if nodes.iter().any(|&n| self.has_attached(*stage, n)) {
-                    return Err(
-                        "a stage is computed at one of these loops; fuse before compute_at".into(),
-                    );
-                }
-                let st = &mut self.stages[*stage];
+                let st = &self.stages[*stage];
                 if nodes.iter().any(|&n| st.nodes[n].ann != Annotation::None) {
                     return Err("annotated loops cannot be fused".into());
                 }
@@ -267,6 +262,7 @@ impl State {
                     .map(|&n| st.nodes[n].name.as_str())
                     .collect::<Vec<_>>()
                     .join("@");
+                let st = &mut self.stages[*stage];
                 let out = st.nodes.len();
                 st.nodes.push(IterNode {
                     name,
@@ -274,7 +270,23 @@ impl State {
                     ann: Annotation::None,
                 });
                 st.leaves.splice(iters[0]..=iters[iters.len() - 1], [out]);
-                st.relations.push(Relation::Fuse { ins: nodes, out });
+                st.relations.push(Relation::Fuse {
+                    ins: nodes.clone(),
+                    out,
+                });
+                // A stage computed at one of the fused loops is computed at the fused loop, as
+                // Ansor's fuse moves its attach points (its CPU sketches fuse the consumer's
+                // outer tile after compute_at); at the innermost one, that is the same place.
+                let s = *stage;
+                for o in &mut self.stages {
+                    if matches!(o.attach, Attach::At { stage, node } if stage == s && nodes.contains(&node))
+                    {
+                        o.attach = Attach::At {
+                            stage: s,
+                            node: out,
+                        };
+                    }
+                }
             }
             Step::Annotate { stage, iter, ann } => {
                 let node = self.leaf(*stage, *iter)?;

@@ -1,11 +1,13 @@
 //! The gRPC API (`proto/tunehub/v1/tunehub.proto`): request checking, conversions between the
 //! proto messages and the store's rows, and one module per service; `records` also holds the
-//! records file format, and `distill` cuts such a file to the fastest records of each pair;
-//! `kernel` makes the linkable kernel of an answer, `pack` many of them into one pack.
+//! records file format, `distill` cuts such a file to the fastest records of each pair, and
+//! `ansor` converts such a file to and from TVM auto_scheduler logs; `kernel` makes the
+//! linkable kernel of an answer, `pack` many of them into one pack.
 //!
 //! Every request is checked in full before anything is stored: a bad input is a status that
 //! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
 
+pub mod ansor;
 pub mod distill;
 pub mod import_check;
 pub mod jobs;

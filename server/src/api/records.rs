@@ -484,6 +484,12 @@ fn check_lines(
     if bad.is_empty() {
         return Ok((workloads, targets, records));
     }
+    Err(refusal(&bad))
+}
+
+/// The one message refusing a file: every bad line by number with its reason (the first
+/// [`MAX_BAD_LINES_SHOWN`], then their count).
+pub fn refusal(bad: &[(usize, String)]) -> String {
     let mut msg = format!(
         "{} bad line{}, nothing stored: ",
         bad.len(),
@@ -504,7 +510,7 @@ fn check_lines(
     if bad.len() > MAX_BAD_LINES_SHOWN {
         let _ = write!(msg, "; and {} more", bad.len() - MAX_BAD_LINES_SHOWN);
     }
-    Err(msg)
+    msg
 }
 
 /// `f` on the blocking pool.

@@ -1,0 +1,3 @@
+//! Records other tools read and write: [`ansor`], TVM's auto_scheduler log format.
+
+pub mod ansor;
