@@ -696,6 +696,7 @@ impl Dataset {
             target: self.targets[t].0.clone(),
             with_source: false,
             allow_transfer: false,
+            ..Default::default()
         }
     }
 }

@@ -16,6 +16,7 @@
 //! - [`reference`]: the reference interpreter every measured kernel is checked against.
 //! - [`measure`]: build and verified measurement in bounded child processes.
 //! - [`task`]: a tuning task, one workload with its reference outputs.
+//! - [`package`]: linkable kernels (named, with their calling contract) and kernel packs.
 //! - [`sample`]: a random sampler of valid schedules, for property tests.
 //! - [`search`]: Ansor's search (sketches, annotation, evolution, task scheduling).
 //! - [`transfer`]: reuse across shapes: a workload's extent-free structure, and schedules
@@ -28,6 +29,7 @@ pub mod ir;
 pub mod lower;
 pub mod measure;
 pub mod ops;
+pub mod package;
 pub mod par;
 pub mod reference;
 pub mod sample;

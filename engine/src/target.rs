@@ -211,6 +211,16 @@ impl Target {
         self.arch == "x86_64" && self.os == "linux"
     }
 
+    /// Libraries a kernel links besides libm (which always follows them): glibc's vector math
+    /// where the kernels call it.
+    pub fn libraries(&self) -> Vec<String> {
+        if self.has_vector_math() {
+            vec!["-lmvec".to_string()]
+        } else {
+            vec![]
+        }
+    }
+
     /// Flags for compiling a kernel together with its harness.
     pub fn compile_flags(&self) -> Vec<String> {
         let mut f = vec!["-O3".to_string()];

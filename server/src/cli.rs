@@ -59,6 +59,9 @@ pub enum Command {
     /// Ask a server for the best schedule of a workload (or write its C source), the top k, or
     /// what has been tuned.
     Query(QueryArgs),
+    /// Write a kernel pack: the best kernels of workloads (or of an ONNX model's tasks) on a
+    /// target as DIR/NAME.c, DIR/NAME.h and DIR/manifest.json, ready to build into a library.
+    Pack(PackArgs),
     /// Export or import records as JSON lines.
     #[command(subcommand)]
     Records(RecordsCommand),
@@ -259,6 +262,14 @@ pub struct QueryArgs {
     #[arg(long, value_name = "FILE")]
     pub out_c: Option<PathBuf>,
 
+    /// Write the best kernel's C header (its prototypes and calling contract) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out_h: Option<PathBuf>,
+
+    /// The start of the kernel's C symbol [default: tunehub_].
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    pub prefix: String,
+
     /// The K fastest records instead of the best one.
     #[arg(long, value_name = "K")]
     pub top: Option<u32>,
@@ -270,12 +281,46 @@ pub struct QueryArgs {
     pub transfer: bool,
 
     /// List the targets and workloads tuned so far, with their trial counts (no workload).
-    #[arg(long, conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c", "transfer"])]
+    #[arg(long, conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c", "out_h", "transfer"])]
     pub list: bool,
 
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PackArgs {
+    /// Library operators (as tuned: `matmul(512,512,512)`, its weight packed by default) or an
+    /// ONNX model (MODEL.onnx: every task of it).
+    #[arg(value_name = "OP_SPEC")]
+    pub op_specs: Vec<String>,
+
+    /// A computation in the text form (repeatable).
+    #[arg(long, value_name = "TEXT")]
+    pub expr: Vec<String>,
+
+    /// Target: `local` (the server's machine) or a target key.
+    #[arg(long, value_name = "TARGET", default_value = "local")]
+    pub target: String,
+
+    /// The directory the three files are written to (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The pack's name: NAME.c, NAME.h (a C identifier) [default: tunehub_pack].
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub name: String,
+
+    /// The start of every kernel's C symbol [default: tunehub_].
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    pub prefix: String,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
 
     #[command(flatten)]
     pub client: ClientArgs,

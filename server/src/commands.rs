@@ -43,7 +43,7 @@ fn code_name(c: Code) -> &'static str {
     }
 }
 
-async fn connect(args: &ClientArgs) -> Result<Clients> {
+pub async fn connect(args: &ClientArgs) -> Result<Clients> {
     let cfg = ClientConfig::resolve(args).map_err(|e| UsageError(e.to_string()))?;
     client::connect(&cfg)
         .await
@@ -601,14 +601,20 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
                 workload: Some(workload),
                 target: args.target.clone(),
                 k,
+                symbol_prefix: args.prefix.clone(),
+                omit_kernel: !args.json,
             })
             .await
             .map_err(status_error)?
             .into_inner();
         let mut out = String::new();
-        for rec in &r.records {
+        for (i, rec) in r.records.iter().enumerate() {
             if args.json {
-                let _ = writeln!(out, "{}", record_json(rec));
+                let mut v = record_json(rec);
+                if let Some(k) = r.kernels.get(i) {
+                    v["kernel"] = kernel_json(k);
+                }
+                let _ = writeln!(out, "{v}");
             } else {
                 let _ = writeln!(
                     out,
@@ -623,22 +629,36 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
         crate::emit(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let want_source = args.print_source || args.out_c.is_some();
+    let want_kernel =
+        args.print_source || args.out_c.is_some() || args.out_h.is_some() || args.json;
     let r = c
         .query
         .best(pb::BestRequest {
             workload: Some(workload),
             target: args.target.clone(),
-            with_source: want_source,
+            with_source: false,
             allow_transfer: args.transfer,
+            symbol_prefix: args.prefix.clone(),
+            omit_kernel: !want_kernel,
         })
         .await
         .map_err(status_error)?
         .into_inner();
     let rec = r.record.as_ref().context("the server sent no record")?;
-    if let Some(path) = &args.out_c {
-        std::fs::write(path, &r.source)
-            .with_context(|| format!("writing the kernel source to {}", path.display()))?;
+    let kernel = r.kernel.as_ref();
+    let source = kernel.map_or("", |k| k.source.as_str());
+    for (path, text, what) in [
+        (&args.out_c, source, "source"),
+        (
+            &args.out_h,
+            kernel.map_or("", |k| k.header.as_str()),
+            "header",
+        ),
+    ] {
+        if let Some(path) = path {
+            std::fs::write(path, text)
+                .with_context(|| format!("writing the kernel {what} to {}", path.display()))?;
+        }
     }
     if args.json {
         let mut v = json!({
@@ -654,8 +674,11 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
         if let Some(tr) = &r.transfer {
             v["transfer"] = transfer_json(tr);
         }
+        if let Some(k) = kernel {
+            v["kernel"] = kernel_json(k);
+        }
         if args.print_source {
-            v["source"] = json!(r.source);
+            v["source"] = json!(source);
         }
         crate::emit(&format!("{v}\n"))?;
     } else {
@@ -681,8 +704,11 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
             );
         }
         t.push_str(&record_text(rec));
+        if let Some(k) = kernel {
+            let _ = writeln!(t, "kernel    {}", k.symbol);
+        }
         if args.print_source {
-            t.push_str(&r.source);
+            t.push_str(source);
         }
         crate::emit(&t)?;
     }
@@ -697,6 +723,31 @@ fn transfer_json(t: &pb::Transfer) -> serde_json::Value {
         "distance": t.distance,
         "predicted_ms": t.predicted_seconds * 1e3,
         "dropped": t.dropped,
+    })
+}
+
+/// A Kernel as JSON: the proto's fields by their names.
+pub fn kernel_json(k: &pb::Kernel) -> serde_json::Value {
+    json!({
+        "symbol": k.symbol,
+        "source": k.source,
+        "header": k.header,
+        "args": k.args.iter().map(|a| json!({
+            "name": a.name, "role": a.role, "dtype": a.dtype, "shape": a.shape,
+            "strides": a.strides, "alignment": a.alignment, "layout": a.layout,
+            "pack_function": a.pack_function, "packed_elements": a.packed_elements,
+        })).collect::<Vec<_>>(),
+        "cflags": k.cflags,
+        "ldflags": k.ldflags,
+        "compiler": k.compiler,
+        "compiler_version": k.compiler_version,
+        "threads": k.threads,
+        "set_num_threads": k.set_num_threads,
+        "record_id": k.record_id,
+        "workload_key": k.workload_key,
+        "target_key": k.target_key,
+        "description": k.description,
+        "gflops": k.gflops,
     })
 }
 

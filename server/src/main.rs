@@ -12,6 +12,7 @@ use tunehub_server::oplist;
 
 mod commands;
 mod model;
+mod pack;
 mod tune;
 mod tune_model;
 
@@ -65,6 +66,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Watch(args) => commands::watch(args).await,
         Command::Cancel(args) => commands::cancel(args).await,
         Command::Query(args) => commands::query(args).await,
+        Command::Pack(args) => pack::pack(args).await,
         Command::Records(cmd) => commands::records(cmd).await,
     }
 }

@@ -194,6 +194,7 @@ async fn start_inner(
     let api = Api {
         ctx: ctx.clone(),
         limits: cfg.limits,
+        kernels: Arc::default(),
     };
     let workers = fleet.as_ref().map(|f| {
         WorkersServer::new(WorkersService {

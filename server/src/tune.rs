@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_stream::StreamExt;
-use tunehub_engine::codegen;
+use tunehub_engine::package;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::Task;
@@ -111,6 +111,8 @@ async fn best_now(
             target: "local".into(),
             with_source,
             allow_transfer: false,
+            symbol_prefix: String::new(),
+            omit_kernel: true,
         })
         .await
         .map_err(status_error)?
@@ -377,12 +379,19 @@ impl RunStats {
     }
 }
 
-/// The best record's kernel, generated again from its steps as it was measured (with the
-/// task's layout-free inputs packed).
-fn kernel_source(task: &Task, target: &Target, best: &Record) -> Result<String> {
+/// The best record's linkable kernel (as the Query API answers it: named for the pair, with the
+/// task's layout-free inputs packed as measured).
+fn kernel_source(task: &Task, target_key: &str, target: &Target, best: &Record) -> Result<String> {
     let schedule = Schedule::from_json(&best.steps_json)
         .map_err(|e| anyhow!("record {}: its steps no longer replay: {e}", best.id))?;
-    codegen::generate_with(&task.dag, &schedule, target, &task.lower_options())
+    let provenance = package::Provenance {
+        record_id: best.id.clone(),
+        workload_key: task.key.clone(),
+        target_key: target_key.to_string(),
+        description: task.desc.clone(),
+        gflops: best.mean_cost.map_or(0.0, |c| task.flops as f64 / c / 1e9),
+    };
+    package::kernel(task, &schedule, target, provenance, "")
         .map(|k| k.source)
         .map_err(|e| anyhow!("record {}: generating its kernel: {e}", best.id))
 }
@@ -549,7 +558,7 @@ pub async fn best(args: BestArgs) -> Result<ExitCode> {
             .with_context(|| format!("target {target_key} has records but no description"))?;
         let target: Target =
             serde_json::from_str(&json).with_context(|| format!("reading target {target_key}"))?;
-        Some(kernel_source(&task, &target, &best)?)
+        Some(kernel_source(&task, &target_key, &target, &best)?)
     } else {
         None
     };

@@ -91,6 +91,7 @@ async fn records(c: &mut Clients, spec: &str, target: &str) -> (u64, Vec<String>
             workload: Some(tunehub_tests::op(spec)),
             target: target.into(),
             k: 1000,
+            ..Default::default()
         })
         .await
         .map(|r| r.into_inner().records)
@@ -343,6 +344,7 @@ async fn workers_measure_a_layout_free_task_under_its_own_key() {
             workload: Some(lf),
             target: key.clone(),
             k: 100,
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -253,6 +253,7 @@ async fn metrics_endpoint_serves_the_text_format_and_moves_with_a_job() {
                 target: "local".into(),
                 with_source: false,
                 allow_transfer: false,
+                ..Default::default()
             })
             .await
             .unwrap();

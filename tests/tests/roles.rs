@@ -73,6 +73,7 @@ async fn each_role_reaches_its_methods_and_no_other() {
         target: String::new(),
         with_source: false,
         allow_transfer: false,
+        ..Default::default()
     };
     assert_eq!(code(q.query.best(best.clone()).await), Code::NotFound);
     assert_eq!(code(w.query.best(best).await), Code::PermissionDenied);

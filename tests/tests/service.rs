@@ -112,12 +112,26 @@ async fn submit_watch_and_query_end_to_end() {
             target: "local".into(),
             with_source: true,
             allow_transfer: false,
+            ..Default::default()
         })
         .await
         .unwrap()
         .into_inner();
     let rec = best.record.unwrap();
-    assert!(best.found && best.source.contains("void tunehub_kernel("));
+    // The answer's kernel: named for the pair, generated from the best record, its source the
+    // one `with_source` asked for.
+    let k = best.kernel.as_ref().expect("a kernel with the answer");
+    assert!(
+        best.found && k.symbol.starts_with("tunehub_matmul_"),
+        "{}",
+        k.symbol
+    );
+    assert!(k.source.contains(&format!("void {}(", k.symbol)));
+    assert_eq!(best.source, k.source);
+    assert_eq!(
+        (k.record_id.as_str(), k.gflops),
+        (rec.record_id.as_str(), rec.gflops)
+    );
     assert_eq!(best.flops, 2 * 32 * 32 * 32);
     assert!((rec.gflops - best.flops as f64 / rec.seconds / 1e9).abs() < 1e-6 * rec.gflops);
     assert_eq!(rec.record_id, done.tasks[0].best_record_id);
@@ -140,6 +154,7 @@ async fn submit_watch_and_query_end_to_end() {
             target: String::new(),
             with_source: false,
             allow_transfer: false,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -154,6 +169,7 @@ async fn submit_watch_and_query_end_to_end() {
             workload: Some(op("matmul(32,32,32)")),
             target: String::new(),
             k: 10,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -314,6 +330,7 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
                 target: String::new(),
                 with_source: false,
                 allow_transfer: false,
+                ..Default::default()
             })
             .await,
     );
@@ -325,6 +342,7 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
                 target: "nosuch".into(),
                 with_source: false,
                 allow_transfer: false,
+                ..Default::default()
             })
             .await,
     );
@@ -501,6 +519,7 @@ async fn records_export_and_import_round_trip() {
                 target,
                 with_source: true,
                 allow_transfer: false,
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -635,7 +654,7 @@ async fn the_cli_commands_are_clients_of_the_server() {
     assert!(
         std::fs::read_to_string(&c_file)
             .unwrap()
-            .contains("void tunehub_kernel(")
+            .contains("void tunehub_matmul_")
     );
     let out = ok(&run(&["query", "--list"]));
     assert!(out.contains("matmul(16,16,16)"), "{out}");
@@ -887,6 +906,7 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
         target: String::new(),
         with_source: true,
         allow_transfer: false,
+        ..Default::default()
     };
     let found = c.query.best(best(lf.clone())).await.unwrap().into_inner();
     let rec = found.record.clone().unwrap();
@@ -895,7 +915,7 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
         (key.as_str(), 3)
     );
     assert_eq!(names(found.options.as_ref()), Some(vec!["B".into()]));
-    assert!(found.source.contains("void tunehub_kernel("));
+    assert!(found.source.contains("void tunehub_matmul_"));
     // By its key: the same record, with its options.
     let by_key = c
         .query
@@ -911,6 +931,7 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
             workload: Some(lf.clone()),
             target: String::new(),
             k: 10,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -1126,6 +1147,7 @@ async fn untrusted_input_is_refused_at_the_door() {
                 target: target.key(),
                 with_source: false,
                 allow_transfer: false,
+                ..Default::default()
             })
             .await,
     );

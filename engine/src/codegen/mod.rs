@@ -11,6 +11,10 @@
 //!
 //! One module per idea: `writer` (the C text), `regtile` (which register tiles qualify),
 //! `names` (C identifiers), `args` (the kernel's arguments).
+//!
+//! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
+//! named, for a compiler to link (`crate::package`). They differ in names and in where the
+//! thread count comes from, never in the loops.
 
 mod args;
 mod names;
@@ -32,8 +36,47 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use writer::{Gen, accumulator_bases};
 
-/// The kernel's symbol in every generated source.
+/// The kernel's symbol in every measured source.
 pub const KERNEL_NAME: &str = "tunehub_kernel";
+
+/// How a kernel's functions are named and where its thread count comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Linkage {
+    /// As measured: [`KERNEL_NAME`], packing functions `<KERNEL_NAME>_pack_<position>` (the
+    /// harness calls them by position), the target's cores as a constant.
+    #[default]
+    Harness,
+    /// For a compiler to link: `<symbol>`, `<symbol>_pack_<argument name>`, and the thread
+    /// count in a variable that `<symbol>_set_num_threads(int)` sets (the target's cores
+    /// until then). Several such kernels concatenate into one file: the shared helpers are
+    /// guarded.
+    Named(String),
+}
+
+impl Linkage {
+    fn symbol(&self) -> &str {
+        match self {
+            Linkage::Harness => KERNEL_NAME,
+            Linkage::Named(s) => s,
+        }
+    }
+
+    /// The packing function of argument `pos` (named `name`).
+    pub fn pack_function(&self, pos: usize, name: &str) -> String {
+        match self {
+            Linkage::Harness => format!("{KERNEL_NAME}_pack_{pos}"),
+            Linkage::Named(s) => format!("{s}_pack_{name}"),
+        }
+    }
+
+    /// The thread setter's name, for a named kernel.
+    pub fn set_num_threads(&self) -> Option<String> {
+        match self {
+            Linkage::Harness => None,
+            Linkage::Named(s) => Some(format!("{s}_set_num_threads")),
+        }
+    }
+}
 
 /// A generated kernel and its signature.
 #[derive(Debug, Clone)]
@@ -58,9 +101,20 @@ pub fn generate_with(
     target: &Target,
     opts: &LowerOptions,
 ) -> Result<GeneratedKernel, ScheduleError> {
+    generate_linked(dag, sched, target, opts, &Linkage::Harness)
+}
+
+/// [`generate_with`] in a given linkage.
+pub fn generate_linked(
+    dag: &ComputeDag,
+    sched: &Schedule,
+    target: &Target,
+    opts: &LowerOptions,
+    linkage: &Linkage,
+) -> Result<GeneratedKernel, ScheduleError> {
     let state = sched.replay(dag)?;
     let func = lower_with(&state, opts)?;
-    Ok(emit(&func, target))
+    Ok(emit_linked(&func, target, linkage))
 }
 
 /// The C source alone.
@@ -72,8 +126,15 @@ pub fn kernel_source(
     generate(dag, sched, target).map(|k| k.source)
 }
 
-/// Generates C for a lowered program. Loop and buffer names follow the IR's.
+/// Generates C for a lowered program, as measured. Loop and buffer names follow the IR's.
 pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
+    emit_linked(func, target, &Linkage::Harness)
+}
+
+/// [`emit`] in a given linkage.
+pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> GeneratedKernel {
+    let symbol = linkage.symbol();
+    let threads_var = format!("{symbol}_num_threads");
     let mut names = Names::default();
     for b in &func.buffers {
         let n = names.fresh(&b.name);
@@ -99,7 +160,10 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         names,
         out: String::new(),
         depth: 1,
-        threads: target.cores.max(1),
+        threads: match linkage {
+            Linkage::Harness => target.cores.max(1).to_string(),
+            Linkage::Named(_) => threads_var.clone(),
+        },
         bases: accumulator_bases(&func.body, &tiles),
         base_names: HashMap::new(),
         lanes,
@@ -107,34 +171,41 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         pin,
         tiles,
     };
+    // The helpers are guarded so that kernels concatenate into one file (a kernel pack), and
+    // marked unused so that a linked kernel compiles under -Wall -Werror with clang too.
     let mut header = String::new();
-    header.push_str("#include <math.h>\n#include <stdlib.h>\n\n");
-    header.push_str("static inline float th_maxf(float a, float b) { return a > b ? a : b; }\n");
-    header.push_str("static inline float th_minf(float a, float b) { return a < b ? a : b; }\n");
-    header.push_str("static inline int th_maxi(int a, int b) { return a > b ? a : b; }\n");
-    header.push_str("static inline int th_mini(int a, int b) { return a < b ? a : b; }\n\n");
+    header.push_str(
+        "#include <math.h>\n#include <stdlib.h>\n\n#ifndef TH_HELPERS\n#define TH_HELPERS\n",
+    );
+    header.push_str("static inline __attribute__((unused)) float th_maxf(float a, float b) { return a > b ? a : b; }\n");
+    header.push_str("static inline __attribute__((unused)) float th_minf(float a, float b) { return a < b ? a : b; }\n");
+    header.push_str("static inline __attribute__((unused)) int th_maxi(int a, int b) { return a > b ? a : b; }\n");
+    header.push_str("static inline __attribute__((unused)) int th_mini(int a, int b) { return a < b ? a : b; }\n#endif\n\n");
     if target.has_vector_math() {
         // glibc declares its vector math (libmvec) only under -ffast-math, which would also
         // reorder the reductions and assume no infinities (a padded max pool's -inf). Declared
         // here, `omp simd` loops call the 16-lane expf: the best softmax 128x1000 went from 1.3
         // to 9.4 GFLOP/s (200 trials each).
+        // GCC's attribute; another compiler (clang) builds the scalar calls.
         header.push_str(
-            "__attribute__((__simd__(\"notinbranch\"))) float expf(float);\n\
-             __attribute__((__simd__(\"notinbranch\"))) float logf(float);\n\n",
+            "#if defined(__GNUC__) && !defined(__clang__)\n\
+             __attribute__((__simd__(\"notinbranch\"))) float expf(float);\n\
+             __attribute__((__simd__(\"notinbranch\"))) float logf(float);\n\
+             #endif\n\n",
         );
     }
     if !g.tiles.is_empty() {
         // memcpy: tile rows need not be vector-aligned; GCC turns it into one vector move.
         let _ = writeln!(
             header,
-            "typedef float th_vf __attribute__((vector_size({})));",
+            "#ifndef TH_VF\n#define TH_VF\ntypedef float th_vf __attribute__((vector_size({})));",
             lanes * 4
         );
         header.push_str(
-            "static inline th_vf th_vload(const float* p) { th_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }\n",
+            "static inline __attribute__((unused)) th_vf th_vload(const float* p) { th_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }\n",
         );
         header.push_str(
-            "static inline void th_vstore(float* p, th_vf v) { __builtin_memcpy(p, &v, sizeof v); }\n\n",
+            "static inline __attribute__((unused)) void th_vstore(float* p, th_vf v) { __builtin_memcpy(p, &v, sizeof v); }\n#endif\n\n",
         );
         // The operand pin (see `regtile`) needs registers of the vector's width, which the
         // target's flags give; a kernel written out (`tune --out-c`) and compiled without them
@@ -149,7 +220,7 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
             };
             let _ = write!(
                 header,
-                "#if {guard}\n#define TH_PIN(v) __asm__(\"\" : \"+{constraint}\"(v))\n#else\n#define TH_PIN(v) ((void)0)\n#endif\n\n"
+                "#ifndef TH_PIN\n#if {guard}\n#define TH_PIN(v) __asm__(\"\" : \"+{constraint}\"(v))\n#else\n#define TH_PIN(v) ((void)0)\n#endif\n#endif\n\n"
             );
         }
     }
@@ -180,7 +251,7 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
         };
         let pk = func.packed.iter().find(|p| p.buf == b);
         if let Some(pk) = pk {
-            packs.push_str(&pack_function(pos, pk));
+            packs.push_str(&pack_function(&linkage.pack_function(pos, &name), pk));
         }
         args.push(ArgSpec {
             name,
@@ -193,20 +264,27 @@ pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
     for stmt in &func.body {
         g.stmt(stmt);
     }
+    if let Some(setter) = linkage.set_num_threads() {
+        let _ = write!(
+            header,
+            "static int {threads_var} = {};\n\nvoid {setter}(int n) {{ {threads_var} = n > 0 ? n : 1; }}\n\n",
+            target.cores.max(1)
+        );
+    }
     let source = format!(
-        "{header}void {KERNEL_NAME}({}) {{\n{prologue}{}}}\n{packs}",
+        "{header}void {symbol}({}) {{\n{prologue}{}}}\n{packs}",
         params.join(", "),
         g.out
     );
     GeneratedKernel { source, args }
 }
 
-/// `tunehub_pack_<pos>(src, dst)`: the layout rewrite of argument `pos` (see
-/// [`PackedInput`]), run once by the harness outside the timed kernel.
-fn pack_function(pos: usize, pk: &PackedInput) -> String {
+/// `<fname>(src, dst)`: the layout rewrite of one argument (see [`PackedInput`]), run once
+/// outside the timed kernel (by the harness, or by the compiler that links the kernel).
+fn pack_function(fname: &str, pk: &PackedInput) -> String {
     let n: i64 = pk.orig_shape.iter().product();
     let mut s = format!(
-        "\nvoid {KERNEL_NAME}_pack_{pos}(const float* restrict src, float* restrict dst) {{\n  long p = 0;\n"
+        "\nvoid {fname}(const float* restrict src, float* restrict dst) {{\n  long p = 0;\n"
     );
     let mut orig = format!("{}L", pk.c);
     for (d, g) in pk.digits.iter().enumerate() {

@@ -12,9 +12,10 @@ use std::collections::HashMap;
 
 pub(super) struct Gen<'a> {
     pub(super) func: &'a LoweredFunc,
-    /// The target's cores: parallel loops use exactly these, whatever the caller's OpenMP
-    /// settings, since the schedule was tuned for them.
-    pub(super) threads: usize,
+    /// The `num_threads` clause's value: the target's cores, a constant in a measured kernel
+    /// (whatever the caller's OpenMP settings, since the schedule was tuned for them), or the
+    /// linkable kernel's thread variable (see [`super::Linkage`]).
+    pub(super) threads: String,
     pub(super) names: Names,
     pub(super) out: String,
     pub(super) depth: usize,
@@ -193,7 +194,9 @@ impl Gen<'_> {
             Stmt::Let { var, value } => {
                 let v = self.var(*var);
                 let e = self.lin(value);
-                self.line(&format!("const int {v} = {e};"));
+                // Marked: a local buffer's origin is unused when every access folded it away,
+                // and linked kernels must compile under -Wall -Werror.
+                self.line(&format!("const int {v} __attribute__((unused)) = {e};"));
             }
             Stmt::Alloc { buf, body } => {
                 let name = self.names.bufs[*buf].clone();

@@ -82,11 +82,7 @@ impl LocalBuilder {
         LocalBuilder {
             compiler: target.compiler.clone(),
             flags: target.compile_flags(),
-            libs: if target.has_vector_math() {
-                vec!["-lmvec".to_string()]
-            } else {
-                vec![]
-            },
+            libs: target.libraries(),
             jobs: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1),

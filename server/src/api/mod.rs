@@ -1,6 +1,7 @@
 //! The gRPC API (`proto/tunehub/v1/tunehub.proto`): request checking, conversions between the
 //! proto messages and the store's rows, and one module per service; `records` also holds the
-//! records file format, and `distill` cuts such a file to the fastest records of each pair.
+//! records file format, and `distill` cuts such a file to the fastest records of each pair;
+//! `kernel` makes the linkable kernel of an answer, `pack` many of them into one pack.
 //!
 //! Every request is checked in full before anything is stored: a bad input is a status that
 //! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
@@ -8,7 +9,9 @@
 pub mod distill;
 pub mod import_check;
 pub mod jobs;
+pub mod kernel;
 pub mod limits;
+mod pack;
 pub mod query;
 pub mod records;
 mod transfer;
@@ -32,6 +35,8 @@ use tunehub_proto::v1 as pb;
 pub struct Api {
     pub ctx: JobContext,
     pub limits: Limits,
+    /// Generated kernels of answers (`kernel`).
+    pub kernels: std::sync::Arc<kernel::KernelCache>,
 }
 
 pub(crate) fn gflops(flops: u64, seconds: f64) -> f64 {

@@ -1,16 +1,37 @@
 //! The Query service: what compilers ask. Best records and their counts come from the cache in
 //! front of the database.
 
+use super::kernel::{KernelOf, kernel_to_pb};
 use super::{Api, gflops, internal, schedule_record};
 use crate::records::RecordStore;
 use crate::workload;
 use tonic::{Request, Response, Status};
-use tunehub_engine::codegen;
-use tunehub_engine::schedule::Schedule;
-use tunehub_engine::target::Target;
-use tunehub_engine::task::Task;
+use tunehub_engine::package;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::query_server::Query;
+
+/// What an answer carries besides the record (the request's kernel options).
+#[derive(Clone, Copy)]
+struct Want<'a> {
+    source: bool,
+    kernel: bool,
+    prefix: &'a str,
+}
+
+impl<'a> Want<'a> {
+    /// The options of a request; INVALID_ARGUMENT for a prefix that is not a C identifier.
+    fn new(source: bool, omit_kernel: bool, prefix: &'a str) -> Result<Want<'a>, Status> {
+        if !prefix.is_empty() {
+            package::check_identifier("symbol prefix", prefix)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        }
+        Ok(Want {
+            source,
+            kernel: !omit_kernel,
+            prefix,
+        })
+    }
+}
 
 impl Api {
     /// The best record of a workload on a target; `found = false` when there is none.
@@ -18,7 +39,7 @@ impl Api {
         &self,
         workload: Option<&pb::Workload>,
         target_key: &str,
-        with_source: bool,
+        want: Want<'_>,
         allow_transfer: bool,
     ) -> Result<pb::BestResponse, Status> {
         let task = self.resolve_workload(workload).await?;
@@ -39,51 +60,38 @@ impl Api {
             records_total: cached.counts.total,
             records_ok: cached.counts.ok,
             transfer: None,
+            kernel: None,
         };
         if let Some(b) = &cached.best {
-            if with_source {
-                resp.source = self
-                    .kernel_source(&task, target_key, &b.steps_json, &b.id)
-                    .await?;
-            }
             resp.record = Some(schedule_record(b, flops));
         } else if allow_transfer && let Some(t) = self.transferred(&task, target_key).await? {
-            if with_source {
-                resp.source = self
-                    .kernel_source(&task, target_key, &t.record.steps_json, "transferred")
-                    .await?;
-            }
             resp.found = true;
             resp.record = Some(t.record);
             resp.transfer = Some(t.transfer);
         }
+        if let Some(rec) = &resp.record
+            && (want.source || want.kernel)
+        {
+            let k = self
+                .kernel(
+                    &task,
+                    KernelOf {
+                        target_key,
+                        steps_json: &rec.steps_json,
+                        record_id: &rec.record_id,
+                        gflops: rec.gflops,
+                    },
+                    want.prefix,
+                )
+                .await?;
+            if want.source {
+                resp.source = k.source.clone();
+            }
+            if want.kernel {
+                resp.kernel = Some(kernel_to_pb(&k));
+            }
+        }
         Ok(resp)
-    }
-
-    async fn kernel_source(
-        &self,
-        task: &Task,
-        target_key: &str,
-        steps_json: &str,
-        record_id: &str,
-    ) -> Result<String, Status> {
-        let json = self
-            .store()
-            .target_json(target_key)
-            .await
-            .map_err(internal)?
-            .ok_or_else(|| Status::internal(format!("target {target_key} has no description")))?;
-        let target: Target = serde_json::from_str(&json)
-            .map_err(|e| Status::internal(format!("target {target_key}: {e}")))?;
-        let schedule = Schedule::from_json(steps_json).map_err(|e| {
-            Status::internal(format!("record {record_id}: its steps do not replay: {e}"))
-        })?;
-        // Generated as it was measured: with the task's layout-free inputs packed.
-        codegen::generate_with(&task.dag, &schedule, &target, &task.lower_options())
-            .map(|k| k.source)
-            .map_err(|e| {
-                Status::internal(format!("record {record_id}: generating its kernel: {e}"))
-            })
     }
 }
 
@@ -95,13 +103,9 @@ impl Query for Api {
     ) -> Result<Response<pb::BestResponse>, Status> {
         let r = req.get_ref();
         let target = self.query_target(&r.target).await?;
+        let want = Want::new(r.with_source, r.omit_kernel, &r.symbol_prefix)?;
         let resp = self
-            .best_of(
-                r.workload.as_ref(),
-                &target,
-                r.with_source,
-                r.allow_transfer,
-            )
+            .best_of(r.workload.as_ref(), &target, want, r.allow_transfer)
             .await?;
         if !resp.found {
             let key = self.resolve_workload(r.workload.as_ref()).await?.key;
@@ -138,10 +142,11 @@ impl Query for Api {
     ) -> Result<Response<pb::BestBatchResponse>, Status> {
         let r = req.get_ref();
         let target = self.query_target(&r.target).await?;
+        let want = Want::new(r.with_source, r.omit_kernel, &r.symbol_prefix)?;
         let mut results = Vec::with_capacity(r.workloads.len());
         for (i, w) in r.workloads.iter().enumerate() {
             results.push(
-                self.best_of(Some(w), &target, r.with_source, r.allow_transfer)
+                self.best_of(Some(w), &target, want, r.allow_transfer)
                     .await
                     .map_err(|s| Status::new(s.code(), format!("workload {i}: {}", s.message())))?,
             );
@@ -155,10 +160,11 @@ impl Query for Api {
     ) -> Result<Response<pb::TopKResponse>, Status> {
         let r = req.get_ref();
         let target = self.query_target(&r.target).await?;
+        let want = Want::new(false, r.omit_kernel, &r.symbol_prefix)?;
         let task = self.resolve_workload(r.workload.as_ref()).await?;
         let k = if r.k == 0 { 10 } else { r.k.min(10_000) } as usize;
         let flops = task.flops;
-        let records = self
+        let records: Vec<pb::ScheduleRecord> = self
             .store()
             .top_k(&task.key, &target, k)
             .await
@@ -166,7 +172,26 @@ impl Query for Api {
             .iter()
             .map(|r| schedule_record(r, flops))
             .collect();
-        Ok(Response::new(pb::TopKResponse { records }))
+        let mut kernels = vec![];
+        if want.kernel {
+            for rec in &records {
+                let of = KernelOf {
+                    target_key: &target,
+                    steps_json: &rec.steps_json,
+                    record_id: &rec.record_id,
+                    gflops: rec.gflops,
+                };
+                kernels.push(kernel_to_pb(&*self.kernel(&task, of, want.prefix).await?));
+            }
+        }
+        Ok(Response::new(pb::TopKResponse { records, kernels }))
+    }
+
+    async fn pack(
+        &self,
+        req: Request<pb::PackRequest>,
+    ) -> Result<Response<pb::PackResponse>, Status> {
+        Api::pack(self, req.get_ref()).await.map(Response::new)
     }
 
     async fn list_tuned(
