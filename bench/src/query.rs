@@ -137,13 +137,14 @@ pub async fn run(a: QueryArgs) -> Result<()> {
     );
     for (name, s) in &summary {
         println!(
-            "{name:>8}: {} records, inserts {:.0}/s; sequential p50 {:.3} ms p99 {:.3} ms max {:.2} ms; \
-             {} clients {:.0} queries/s (p99 {:.2} ms); server RSS {:.1} MB after (peak {:.1} MB)",
+            "{name:>8}: {} records, inserts {:.0}/s; sequential p50 {:.3} ms p99 {:.3} ms max {:.2} ms \
+             (with the Kernel: p99 {:.3} ms); {} clients {:.0} queries/s (p99 {:.2} ms); server RSS {:.1} MB after (peak {:.1} MB)",
             s.records,
             s.inserts_per_s,
             s.seq_p50_ms,
             s.seq_p99_ms,
             s.seq_max_ms,
+            s.seq_kernel_p99_ms,
             a.clients,
             s.qps,
             s.conc_p99_ms,
@@ -160,6 +161,8 @@ struct Summary {
     seq_p50_ms: f64,
     seq_p99_ms: f64,
     seq_max_ms: f64,
+    /// Sequential p99 with the Kernel in every answer.
+    seq_kernel_p99_ms: f64,
     qps: f64,
     conc_p99_ms: f64,
     rss_after_mb: f64,
@@ -243,11 +246,12 @@ async fn bench_one(
     println!("server RSS {rss1:.1} MB after the inserts (peak so far {hwm1:.1} MB)");
 
     let pairs = &data.pairs_with_best;
-    // Warm the cache: every pair once (these are the cold queries).
+    // Warm the caches (best records, generated kernels): every pair once, with its kernel
+    // (these are the cold queries).
     let mut cold = Vec::with_capacity(pairs.len());
     for &(w, t) in pairs {
         let t0 = Instant::now();
-        best(&mut c, data.request(w, t)).await?;
+        best(&mut c, data.request(w, t, true)).await?;
         cold.push(t0.elapsed().as_secs_f64() * 1e3);
     }
     cold.sort_by(f64::total_cmp);
@@ -259,36 +263,48 @@ async fn bench_one(
         cold.last().copied().unwrap_or(f64::NAN)
     );
 
-    // Sequential latency: one connection, one query at a time, cycling over the pairs.
+    // Sequential latency: one connection, one query at a time, cycling over the pairs; the
+    // record alone (as compilers that only look up ask), then with the Kernel.
     let me = std::process::id();
-    let load_before = procs::load();
-    let (cpu0, my0) = (procs::cpu_seconds(pid), procs::cpu_seconds(me));
-    let t_seq = Instant::now();
-    let mut lat = Vec::with_capacity(a.queries);
-    for i in 0..a.queries {
-        let (w, t) = pairs[i % pairs.len()];
-        let req = data.request(w, t);
-        let t0 = Instant::now();
-        best(&mut c, req).await?;
-        lat.push(t0.elapsed().as_secs_f64() * 1e3);
+    let mut seqs = vec![];
+    for kernel in [false, true] {
+        let load_before = procs::load();
+        let (cpu0, my0) = (procs::cpu_seconds(pid), procs::cpu_seconds(me));
+        let t_seq = Instant::now();
+        let mut lat = Vec::with_capacity(a.queries);
+        for i in 0..a.queries {
+            let (w, t) = pairs[i % pairs.len()];
+            let req = data.request(w, t, kernel);
+            let t0 = Instant::now();
+            best(&mut c, req).await?;
+            lat.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        let seq_s = t_seq.elapsed().as_secs_f64();
+        let seq_cpu = procs::cpu_seconds(pid) - cpu0;
+        let seq_client = procs::cpu_seconds(me) - my0;
+        lat.sort_by(f64::total_cmp);
+        let (p50, p99, max) = (
+            quantile(&lat, 0.5),
+            quantile(&lat, 0.99),
+            lat.last().copied().unwrap_or(f64::NAN),
+        );
+        println!(
+            "sequential{}: {} queries in {seq_s:.2} s, p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.2} ms; \
+             CPU per query: server {:.0} us, client {:.0} us (load {load_before} before, {} after)",
+            if kernel {
+                " with the Kernel"
+            } else {
+                ", record only"
+            },
+            a.queries,
+            seq_cpu / a.queries as f64 * 1e6,
+            seq_client / a.queries as f64 * 1e6,
+            procs::load()
+        );
+        seqs.push((p50, p99, max));
     }
-    let seq_s = t_seq.elapsed().as_secs_f64();
-    let seq_cpu = procs::cpu_seconds(pid) - cpu0;
-    let seq_client = procs::cpu_seconds(me) - my0;
-    lat.sort_by(f64::total_cmp);
-    let (p50, p99, max) = (
-        quantile(&lat, 0.5),
-        quantile(&lat, 0.99),
-        lat.last().copied().unwrap_or(f64::NAN),
-    );
-    println!(
-        "sequential: {} queries in {seq_s:.2} s, p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.2} ms; \
-         CPU per query: server {:.0} us, client {:.0} us (load {load_before} before, {} after)",
-        a.queries,
-        seq_cpu / a.queries as f64 * 1e6,
-        seq_client / a.queries as f64 * 1e6,
-        procs::load()
-    );
+    let (p50, p99, max) = seqs[0];
+    let kernel_p99 = seqs[1].1;
 
     // Throughput: C clients, each on its own connection, for a fixed time.
     let mut conns = Vec::with_capacity(a.clients);
@@ -310,7 +326,7 @@ async fn bench_one(
                 while Instant::now() < deadline {
                     let (w, t) = data.pairs_with_best[i % data.pairs_with_best.len()];
                     i += 1;
-                    let req = data.request(w, t);
+                    let req = data.request(w, t, false);
                     let t0 = Instant::now();
                     best(&mut c, req).await?;
                     lat.push(t0.elapsed().as_secs_f64() * 1e3);
@@ -350,6 +366,7 @@ async fn bench_one(
         seq_p50_ms: p50,
         seq_p99_ms: p99,
         seq_max_ms: max,
+        seq_kernel_p99_ms: kernel_p99,
         qps,
         conc_p99_ms: conc_p99,
         rss_after_mb: rss2,
@@ -687,7 +704,9 @@ impl Dataset {
         })
     }
 
-    fn request(&self, w: usize, t: usize) -> pb::BestRequest {
+    /// The Best request of a pair; `kernel`: with the answer's Kernel (generated C and its
+    /// contract), else the lean record-only answer.
+    fn request(&self, w: usize, t: usize, kernel: bool) -> pb::BestRequest {
         pb::BestRequest {
             workload: Some(pb::Workload {
                 kind: Some(pb::workload::Kind::OpSpec(self.workloads[w].spec.clone())),
@@ -696,6 +715,7 @@ impl Dataset {
             target: self.targets[t].0.clone(),
             with_source: false,
             allow_transfer: false,
+            omit_kernel: !kernel,
             ..Default::default()
         }
     }
