@@ -112,6 +112,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             seed: a.seed,
             scheduler: pb::SchedulerKind::Gradient as i32,
             name: "tunehub-bench network".into(),
+            priority: 0,
         })
         .await?
         .into_inner()

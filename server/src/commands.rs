@@ -124,6 +124,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
             SchedulerArg::Gradient => pb::SchedulerKind::Gradient,
         } as i32,
         name: args.name.clone(),
+        priority: args.priority,
     };
     let mut c = connect(&args.client).await?;
     let job = c
@@ -225,6 +226,7 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
         "claimed_by": j.claimed_by,
         "claims": j.claims,
         "owner": j.owner,
+        "priority": j.priority,
         "waiting": j.waiting,
         "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
         "estimate": estimate_json(j.estimate.as_ref()),
@@ -312,8 +314,8 @@ pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {
     } else {
         let _ = writeln!(
             out,
-            "{:<20} {:<9} {:>13} {:>10}  TASKS",
-            "JOB", "STATE", "TRIALS", "BEST GF/s"
+            "{:<20} {:<9} {:>3} {:<28} {:>13} {:>10}  TASKS",
+            "JOB", "STATE", "PRI", "TARGET (SERVER)", "TRIALS", "BEST GF/s"
         );
         for j in &jobs {
             let done: u32 = j.tasks.iter().map(|t| t.trials_done).sum();
@@ -328,15 +330,26 @@ pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {
                 .iter()
                 .map(|t| short(&label(&t.description, t.options.as_ref())).to_string())
                 .collect();
+            // Where it runs: its target pool, and the server running it.
+            let server = if j.state == pb::JobState::Running as i32 && !j.claimed_by.is_empty() {
+                format!(" ({})", j.claimed_by)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "{:<20} {:<9} {:>13} {:>10}  {}",
+                "{:<20} {:<9} {:>3} {:<28} {:>13} {:>10}  {}",
                 j.id,
                 state_name(j.state),
+                j.priority,
+                format!("{}{server}", j.target_key),
                 format!("{done}/{total}"),
                 best.map_or("-".into(), |g| format!("{g:.2}")),
                 tasks.join(", ")
             );
+            if !j.waiting.is_empty() {
+                let _ = writeln!(out, "{:<20} waiting: {}", "", j.waiting);
+            }
         }
     }
     crate::emit(&out)?;

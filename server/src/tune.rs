@@ -215,6 +215,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
             seed,
             scheduler: pb::SchedulerKind::Gradient as i32,
             name: "tunehub tune".into(),
+            priority: 0,
         })
         .await
         .map_err(status_error)?

@@ -37,6 +37,7 @@ pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
                 SchedulerArg::RoundRobin => pb::SchedulerKind::RoundRobin,
             } as i32,
             name: format!("tunehub tune {path}"),
+            priority: 0,
         })
         .await
         .map_err(status_error)?

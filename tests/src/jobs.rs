@@ -44,6 +44,7 @@ pub fn submit_req(tasks: Vec<pb::TaskSpec>, batch: u32) -> pb::SubmitRequest {
         seed: 7,
         scheduler: 0,
         name: "test".into(),
+        priority: 0,
     }
 }
 

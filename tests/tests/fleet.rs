@@ -68,6 +68,7 @@ fn job_req(spec: &str, trials: u32, batch: u32, target: &str) -> pb::SubmitReque
         seed: 11,
         scheduler: 0,
         name: "fleet".into(),
+        priority: 0,
     }
 }
 

@@ -149,6 +149,7 @@ async fn concurrent_claims_take_each_job_once() {
                 measure: Default::default(),
                 owner: "anonymous".into(),
                 tasks: vec![("w".into(), 1.0, 1)],
+                priority: 0,
             })
             .await
             .unwrap(),

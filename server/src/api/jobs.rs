@@ -16,6 +16,9 @@ use tunehub_proto::v1::jobs_server::Jobs;
 
 /// Most candidates per round.
 pub const MAX_BATCH: u32 = 1024;
+/// Job priorities: higher is claimed first within a target pool.
+pub const MIN_PRIORITY: i32 = -10;
+pub const MAX_PRIORITY: i32 = 10;
 
 /// How often a watcher re-reads a job it was not woken for (it may run on another server).
 const WATCH_POLL: Duration = Duration::from_millis(300);
@@ -135,6 +138,12 @@ impl Api {
                 req.batch_size
             )));
         }
+        if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&req.priority) {
+            return Err(Status::invalid_argument(format!(
+                "priority {} is out of range: {MIN_PRIORITY} to {MAX_PRIORITY}",
+                req.priority
+            )));
+        }
         let measure = measure_options(req.measure.as_ref())?;
         // Unspecified: Ansor's gradient scheduler, which weighs the tasks (the proto says so).
         let scheduler = match pb::SchedulerKind::try_from(req.scheduler) {
@@ -191,6 +200,7 @@ impl Api {
                 scheduler: scheduler.into(),
                 measure,
                 owner: owner.to_string(),
+                priority: req.priority,
                 tasks: rows,
             })
             .await

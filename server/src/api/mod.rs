@@ -162,6 +162,32 @@ impl Api {
         }
     }
 
+    /// Why a job that has not ended is not measuring: no device of its target ready, or (queued)
+    /// another job of its target pool running first.
+    async fn waiting(&self, job: &JobRow) -> Result<String, Status> {
+        if job.state.is_final() {
+            return Ok(String::new());
+        }
+        if let Some(why) = self.ctx.backend.waiting(&job.target_key) {
+            return Ok(why);
+        }
+        if job.state == JobState::Queued
+            && let Some(other) = self
+                .ctx
+                .jobs
+                .running_on(&job.target_key, &job.id)
+                .await
+                .map_err(internal)?
+        {
+            return Ok(format!(
+                "queued behind job {other} on target {} (a server runs one job per target pool \
+                 at a time, highest priority first)",
+                job.target_key
+            ));
+        }
+        Ok(String::new())
+    }
+
     /// A job as the API shows it, with each task's progress and best record.
     pub async fn job_proto(&self, job: &JobRow) -> Result<pb::Job, Status> {
         let jobs = &self.ctx.jobs;
@@ -206,14 +232,8 @@ impl Api {
             claimed_by: job.claimed_by.clone().unwrap_or_default(),
             claims: job.claims,
             owner: job.owner.clone(),
-            waiting: if job.state.is_final() {
-                String::new()
-            } else {
-                self.ctx
-                    .backend
-                    .waiting(&job.target_key)
-                    .unwrap_or_default()
-            },
+            priority: job.priority,
+            waiting: self.waiting(job).await?,
         })
     }
 }

@@ -1,7 +1,8 @@
 //! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), what a
 //! measurement must be to be stored (`result_check`), and the loop that claims queued jobs and
-//! runs them one at a time (measurements are taken one at a time per machine, so a server runs
-//! one job at a time too).
+//! runs them: one job per target pool at a time, pools at the same time. Measurements are one
+//! at a time per machine: the local target is one pool, so local jobs never time two kernels at
+//! once, and each remote pool's devices serve one job's pieces.
 
 pub mod driver;
 pub mod result_check;
@@ -10,11 +11,13 @@ pub mod store;
 use crate::cache::BestCache;
 use crate::metrics::Metrics;
 use crate::records::StoreError;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use store::JobStore;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tunehub_engine::measure::{MeasureBatch, MeasureOptions, Measurer};
 use tunehub_engine::search::SearchParams;
 use tunehub_engine::target::Target;
@@ -152,12 +155,29 @@ impl JobContext {
 }
 
 /// Claims jobs for the targets the backend has a device for (this server's, a fleet's pools)
-/// and runs them, until shutdown. A job for a target with no device ready stays queued.
+/// and runs them, one per target pool at a time and the pools concurrently, until shutdown
+/// (then waits for the running jobs to reach their batch boundary). A job for a target with no
+/// device ready stays queued.
 pub async fn run_loop(ctx: JobContext) {
     let mut changes = ctx.subscribe();
+    let mut running: JoinSet<()> = JoinSet::new();
+    // The target pool each runner serves, by task id (a panicked runner frees its pool too).
+    let mut busy: HashMap<tokio::task::Id, String> = HashMap::new();
     while !ctx.shutting_down() {
-        let mut ran = false;
+        while let Some(done) = running.try_join_next_with_id() {
+            let id = match done {
+                Ok((id, ())) => id,
+                Err(e) => {
+                    tracing::error!("a job runner panicked: {e}");
+                    e.id()
+                }
+            };
+            busy.remove(&id);
+        }
         for target_key in ctx.backend.ready_keys() {
+            if busy.values().any(|k| *k == target_key) {
+                continue;
+            }
             match ctx
                 .jobs
                 .claim_next(&ctx.instance, &target_key, ctx.lease_ms, None)
@@ -165,23 +185,25 @@ pub async fn run_loop(ctx: JobContext) {
             {
                 Ok(Some(job)) => {
                     ctx.changed();
-                    if let Err(e) = driver::run_job(&ctx, job).await {
-                        tracing::error!("job driver: {e}");
-                    }
-                    ran = true;
-                    break;
+                    let runner_ctx = ctx.clone();
+                    let handle = running.spawn(async move {
+                        if let Err(e) = driver::run_job(&runner_ctx, job).await {
+                            tracing::error!("job driver: {e}");
+                        }
+                        // Wakes this loop: the pool is free for its next job.
+                        runner_ctx.changed();
+                    });
+                    busy.insert(handle.id(), target_key);
                 }
                 Ok(None) => {}
                 Err(e) => tracing::warn!("claiming a job: {e}"),
             }
         }
-        if ran {
-            continue;
-        }
-        // Wait for a submit here, or poll (a job queued through another server, a lease that
-        // ran out).
+        // Wait for a submit or a job's end here, or poll (a job queued through another server,
+        // a lease that ran out, a device that came online).
         let _ = tokio::time::timeout(ctx.poll, changes.changed()).await;
     }
+    while running.join_next().await.is_some() {}
 }
 
 /// Runs one given job (claiming it) to its end: the embedded server of `tunehub tune`, which

@@ -73,6 +73,8 @@ pub struct JobRow {
     pub updated_at: i64,
     /// The name of the token that submitted it (`anonymous` without tokens).
     pub owner: String,
+    /// Higher is claimed first among the queued jobs of its target pool (-10..10).
+    pub priority: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -107,6 +109,7 @@ pub struct NewJob {
     pub measure: MeasureOptions,
     /// The submitting token's name.
     pub owner: String,
+    pub priority: i32,
     /// (workload key, weight, trials); the workloads must be stored already.
     pub tasks: Vec<(String, f64, u32)>,
 }
@@ -122,7 +125,7 @@ pub enum Lease {
 }
 
 const JOB_COLUMNS: &str = "id, name, state, target_key, seed, batch_size, scheduler, measure_json, error, \
-     claimed_by, lease_until, claims, created_at, updated_at, owner";
+     claimed_by, lease_until, claims, created_at, updated_at, owner, priority";
 
 fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
     let id: String = row.try_get(0)?;
@@ -149,6 +152,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
         created_at: row.try_get(12)?,
         updated_at: row.try_get(13)?,
         owner: row.try_get(14)?,
+        priority: row.try_get::<i64, _>(15)? as i32,
         id,
     })
 }
@@ -175,7 +179,7 @@ impl JobStore {
         let now = now_ms();
         let mut tx = self.db.pool().begin().await?;
         sqlx::query(&format!(
-            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9)"
+            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10)"
         ))
         .bind(&id)
         .bind(&job.name)
@@ -186,6 +190,7 @@ impl JobStore {
         .bind(&measure_json)
         .bind(now)
         .bind(&job.owner)
+        .bind(i64::from(job.priority))
         .execute(&mut *tx)
         .await?;
         for (idx, (workload, weight, trials)) in job.tasks.iter().enumerate() {
@@ -329,7 +334,7 @@ impl JobStore {
             "UPDATE jobs SET state = 'running', claimed_by = $1, lease_until = $2, claims = claims + 1, updated_at = $3 \
              WHERE id = (SELECT id FROM jobs WHERE state IN ('queued', 'running') AND target_key = $4 \
              AND (lease_until IS NULL OR lease_until < $3) AND ($5 = '' OR id = $5) \
-             ORDER BY created_at, id LIMIT 1{lock}) RETURNING id"
+             ORDER BY priority DESC, created_at, id LIMIT 1{lock}) RETURNING id"
         ))
         .bind(instance)
         .bind(now + lease_ms as i64)
@@ -342,6 +347,22 @@ impl JobStore {
             Some(id) => self.get(&id).await,
             None => Ok(None),
         }
+    }
+
+    /// A running job of `target_key` other than `except`, if any (why a queued one waits).
+    pub async fn running_on(
+        &self,
+        target_key: &str,
+        except: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM jobs WHERE state = 'running' AND target_key = $1 AND id <> $2 \
+             ORDER BY updated_at DESC, id LIMIT 1",
+        )
+        .bind(target_key)
+        .bind(except)
+        .fetch_optional(self.db.pool())
+        .await?)
     }
 
     /// Extends the lease; says whether it is still held and whether the job was cancelled.

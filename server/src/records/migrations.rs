@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 6] = [
+const FILES: [(i64, &str, &str); 7] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -32,6 +32,11 @@ const FILES: [(i64, &str, &str); 6] = [
         6,
         "workload structure",
         include_str!("../../../migrations/0006_workload_structure.sql"),
+    ),
+    (
+        7,
+        "job priority",
+        include_str!("../../../migrations/0007_job_priority.sql"),
     ),
 ];
 
