@@ -37,7 +37,13 @@ def client(server):
 def tuned(client):
     """The job, watched to its end: (the job as submitted, every event)."""
     job = client.submit(
-        [PLAIN, PACKED], trials=4, measure=QUICK, batch_size=4, seed=7, name="python"
+        [PLAIN, PACKED],
+        trials=4,
+        measure=QUICK,
+        batch_size=4,
+        seed=7,
+        name="python",
+        priority=3,
     )
     events = list(client.watch(job, timeout=300))
     return job, events
@@ -46,6 +52,7 @@ def tuned(client):
 def test_submit_and_watch_to_the_end(client, tuned):
     job, events = tuned
     assert job.id.startswith("j-") and len(job.tasks) == 2
+    assert (job.name, job.priority, job.seed) == ("python", 3, 7)
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds[0] == "snapshot" and kinds[-1] == "done", kinds
     assert "round" in kinds and "new_best" in kinds, kinds

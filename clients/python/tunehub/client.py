@@ -98,13 +98,15 @@ class Client:
         scheduler: str | int = "",
         name: str = "",
         weight: float = 1.0,
+        priority: int = 0,
     ) -> pb.Job:
         """Queues a tuning job and returns it (`job.id` to watch it).
 
         `tasks`: one or a list of workloads (op specs, text forms, `pb.Workload`s: each gets
         `trials` candidates and `weight`) or `pb.TaskSpec`s (taken as they are). `measure`:
         a `pb.MeasureOptions` or a dict of its fields. `scheduler`: "round_robin", "gradient",
-        or "" for the server's default.
+        or "" for the server's default. `priority`: -10..10; a pool's queued jobs start highest
+        first.
         """
         if isinstance(measure, dict):
             measure = pb.MeasureOptions(**measure)
@@ -120,6 +122,7 @@ class Client:
             seed=seed,
             scheduler=scheduler,
             name=name,
+            priority=priority,
         )
         return self._unary(self._jobs.Submit, req, "Jobs.Submit").job
 

@@ -78,7 +78,7 @@ class TaskSpec(_message.Message):
     def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., trials: _Optional[int] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name")
+    __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name", "priority")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     MEASURE_FIELD_NUMBER: _ClassVar[int]
@@ -86,6 +86,7 @@ class SubmitRequest(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     SCHEDULER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
     target: str
     measure: MeasureOptions
@@ -93,7 +94,8 @@ class SubmitRequest(_message.Message):
     seed: int
     scheduler: SchedulerKind
     name: str
-    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., target: _Optional[str] = ..., measure: _Optional[_Union[MeasureOptions, _Mapping]] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., name: _Optional[str] = ...) -> None: ...
+    priority: int
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., target: _Optional[str] = ..., measure: _Optional[_Union[MeasureOptions, _Mapping]] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("job",)
@@ -159,7 +161,7 @@ class Estimate(_message.Message):
     def __init__(self, seconds: _Optional[float] = ..., missing: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner")
+    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +178,7 @@ class Job(_message.Message):
     WAITING_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     state: JobState
@@ -192,7 +195,8 @@ class Job(_message.Message):
     waiting: str
     estimate: Estimate
     owner: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ...) -> None: ...
+    priority: int
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("id",)
