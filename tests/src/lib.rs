@@ -14,7 +14,8 @@
 //! `best`), `fleet.rs` (workers: kill -9, quarantine, restart, aarch64 under qemu),
 //! `operations.rs` (metrics, JSON logs, SIGTERM), `roles.rs` (tokens with roles),
 //! `postgres.rs` (the same on PostgreSQL, two servers on one database), `deploy.rs` (deploy/
-//! against the binaries and CI), `ansor.rs` (records to and from TVM auto_scheduler logs).
+//! against the binaries and CI), `ansor.rs` (records to and from TVM auto_scheduler logs),
+//! `python_client.rs` (clients/python's pytest suite against the server).
 
 pub mod binaries;
 pub mod faulty_worker;

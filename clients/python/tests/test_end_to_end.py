@@ -1,0 +1,164 @@
+"""The client against a real server, as a compiler's build script would use it: submit a tiny
+job, watch it to the end, ask for the best kernels, build them and compare with numpy; then
+the batch query, a pack, and the records out and back in."""
+
+import json
+
+import grpc
+import numpy as np
+import pytest
+
+import tunehub
+from tunehub import Client, TunehubError, kernel, op, pb
+
+# Short timing and no noise guard (tests share the machine): they check behaviour, not speed.
+QUICK = dict(
+    number=1,
+    repeat=1,
+    min_repeat_ms=1,
+    warmup=0,
+    flush_cache=False,
+    timeout_s=10.0,
+    noise_threshold=0.0,
+)
+PLAIN = "matmul(16,16,16)"
+# The same matmul with B a layout-free weight: its kernel reads B packed.
+PACKED = op("matmul(16,16,16)", layout_free=["B"])
+UNTUNED = "matmul(3,5,7)"
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with Client(server.url, token=server.token, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def tuned(client):
+    """The job, watched to its end: (the job as submitted, every event)."""
+    job = client.submit(
+        [PLAIN, PACKED],
+        trials=4,
+        measure=QUICK,
+        batch_size=4,
+        seed=7,
+        name="python",
+        priority=3,
+    )
+    events = list(client.watch(job, timeout=300))
+    return job, events
+
+
+def test_submit_and_watch_to_the_end(client, tuned):
+    job, events = tuned
+    assert job.id.startswith("j-") and len(job.tasks) == 2
+    assert (job.name, job.priority, job.seed) == ("python", 3, 7)
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[0] == "snapshot" and kinds[-1] == "done", kinds
+    assert "round" in kinds and "new_best" in kinds, kinds
+    done = events[-1].done
+    assert done.state == pb.JOB_STATE_DONE, done
+    assert [t.trials_done for t in done.tasks] == [4, 4]
+    assert all(t.ok > 0 for t in done.tasks), done
+    # A finished job: its snapshot and `done` at once.
+    ended = client.wait(job, timeout=60)
+    assert (ended.id, ended.state) == (job.id, pb.JOB_STATE_DONE)
+    assert client.get(job.id).state == pb.JOB_STATE_DONE
+    assert job.id in [j.id for j in client.jobs(states=[pb.JOB_STATE_DONE])]
+
+
+def random_inputs(shapes, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+
+
+@pytest.mark.parametrize("workload", [PLAIN, PACKED], ids=["plain", "packed"])
+def test_best_kernel_builds_and_matches_numpy(client, tuned, workload):
+    best = client.best(workload)
+    assert best.found and best.record.record_id
+    k = best.kernel
+    assert k.symbol.startswith("tunehub_") and k.record_id == best.record.record_id
+    assert [a.role for a in k.args] == (
+        ["input", "weight", "output"] if workload is PACKED else ["input", "input", "output"]
+    )
+    assert [list(a.shape) for a in k.args] == [[16, 16]] * 3
+    f = kernel.build(k)
+    a, b = random_inputs([(16, 16), (16, 16)], seed=1)
+    np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    if workload is PACKED:
+        assert k.args[1].pack_function and k.args[1].packed_elements >= 16 * 16
+        np.testing.assert_allclose(f(a, f.pack("B", b)), a @ b, rtol=1e-4, atol=1e-4)
+    if k.set_num_threads:
+        f.set_num_threads(1)
+        np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_best_batch_marks_the_missing(client, tuned):
+    results = client.best_batch([PLAIN, PACKED, UNTUNED], symbol_prefix="mylib_")
+    assert [r.found for r in results] == [True, True, False]
+    assert all(r.kernel.symbol.startswith("mylib_") for r in results[:2])
+    assert results[0].kernel.symbol != results[1].kernel.symbol
+
+
+def test_top_k_gives_a_kernel_per_record(client, tuned):
+    top = client.top_k(PLAIN, k=2)
+    assert 1 <= len(top.records) <= 2 and len(top.kernels) == len(top.records)
+    assert [k.record_id for k in top.kernels] == [r.record_id for r in top.records]
+    assert top.records[0].seconds <= top.records[-1].seconds
+
+
+def test_pack_writes_the_three_files(client, tuned, tmp_path):
+    pack = client.pack([PLAIN, PACKED], name="mypack", out_dir=tmp_path)
+    assert pack.name == "mypack"
+    header = (tmp_path / "mypack.h").read_text()
+    source = (tmp_path / "mypack.c").read_text()
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest and len(pack.kernels) == 2
+    for k in pack.kernels:
+        assert k.symbol in header and k.symbol in source
+    with pytest.raises(TunehubError) as e:
+        client.pack([PLAIN, UNTUNED], out_dir=tmp_path / "none")
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
+    assert not (tmp_path / "none").exists()
+
+
+def test_records_export_and_import_round_trip(client, tuned, tmp_path):
+    path = tmp_path / "records.jsonl"
+    n = client.records.export(path)
+    lines = path.read_text().splitlines()
+    assert n == len(lines) and lines == client.records.export()
+    records = [line for line in lines if json.loads(line).get("i")]
+    assert len(records) >= 8, "4 trials of each of the 2 tasks"
+    again = client.records.import_(path)
+    assert (again.records_new, again.records_known) == (0, len(records))
+    same = client.records.import_(iter(lines))
+    assert same.records_known == len(records)
+    with pytest.raises(TunehubError) as e:
+        client.records.import_(["{not json"])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "1" in e.value.message
+
+
+def test_errors_carry_the_status(client, server):
+    with pytest.raises(TunehubError) as e:
+        client.best(UNTUNED)
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(TunehubError) as e:
+        client.best("no_such_operator(1)")
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    with Client(server.url, token="wrong") as intruder:
+        with pytest.raises(TunehubError) as e:
+            intruder.jobs()
+        assert e.value.code == grpc.StatusCode.UNAUTHENTICATED
+    with pytest.raises(TunehubError) as e:
+        list(client.watch("j-unknown"))
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_submit_forms(client):
+    # Refused before anything is queued: the form of each task reaches the server as given.
+    with pytest.raises(ValueError, match="trials"):
+        client.submit(PLAIN)
+    with pytest.raises(TunehubError) as e:
+        client.submit(["C[i] = A[i] * 2.0 where i<"], trials=1)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert tunehub.pb.TaskSpec(workload=op(PLAIN), trials=1).workload.op_spec == PLAIN

@@ -1,0 +1,76 @@
+"""Workloads and tasks from the short forms the client accepts.
+
+A workload is given as an op spec (`"matmul(64,64,64)"`), tunehub's text form
+(`"C[i,j] += A[i,k] * B[k,j] where i<8, j<8, k<8"`: any string with a `[` is taken as the
+text form, since op specs have none), or a `pb.Workload`. `op`, `expr` and `key` build the
+message explicitly, with workload options (layout-free weights).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ._proto import tunehub_pb2 as pb
+
+
+def op(spec: str, layout_free: Sequence[str] = ()) -> pb.Workload:
+    """A library operator with its parameters, e.g. `op("matmul(64,64,64)", layout_free=["B"])`."""
+    return pb.Workload(op_spec=spec, options=_options(layout_free))
+
+
+def expr(text: str, layout_free: Sequence[str] = ()) -> pb.Workload:
+    """A computation in tunehub's text form."""
+    return pb.Workload(expr=text, options=_options(layout_free))
+
+
+def key(workload_key: str) -> pb.Workload:
+    """A workload already in the database, by its key."""
+    return pb.Workload(workload_key=workload_key)
+
+
+def workload(w) -> pb.Workload:
+    """`w` as a Workload message: a string (op spec or text form) or a Workload already."""
+    if isinstance(w, pb.Workload):
+        return w
+    if isinstance(w, str):
+        return expr(w) if "[" in w else op(w)
+    raise TypeError(
+        f"a workload is an op spec, a text form or a pb.Workload, not {type(w).__name__}"
+    )
+
+
+def workloads(ws) -> list[pb.Workload]:
+    """A list of workloads from one workload or an iterable of them."""
+    if isinstance(ws, (str, pb.Workload)):
+        ws = [ws]
+    return [workload(w) for w in ws]
+
+
+def tasks(items, trials: int | None, weight: float) -> list[pb.TaskSpec]:
+    """TaskSpecs from workloads (given `trials` each) or TaskSpecs (taken as they are)."""
+    if isinstance(items, (str, pb.Workload, pb.TaskSpec)):
+        items = [items]
+    out = []
+    for i, item in enumerate(_iter(items)):
+        if isinstance(item, pb.TaskSpec):
+            out.append(item)
+            continue
+        if trials is None:
+            raise ValueError(
+                f"task {i}: `trials` is needed for a workload given without a TaskSpec"
+            )
+        out.append(pb.TaskSpec(workload=workload(item), trials=trials, weight=weight))
+    return out
+
+
+def _iter(items) -> Iterable:
+    try:
+        return iter(items)
+    except TypeError:
+        raise TypeError(f"tasks are workloads or TaskSpecs, not {type(items).__name__}") from None
+
+
+def _options(layout_free: Sequence[str]) -> pb.WorkloadOptions | None:
+    if isinstance(layout_free, str):
+        layout_free = [layout_free]
+    return pb.WorkloadOptions(layout_free=list(layout_free)) if layout_free else None
