@@ -10,6 +10,9 @@ use tunehub_engine::package;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::query_server::Query;
 
+/// TopK answers carry the kernels of at most this many records (the fastest).
+const TOP_K_KERNELS: usize = 64;
+
 /// What an answer carries besides the record (the request's kernel options).
 #[derive(Clone, Copy)]
 struct Want<'a> {
@@ -174,7 +177,8 @@ impl Query for Api {
             .collect();
         let mut kernels = vec![];
         if want.kernel {
-            for rec in &records {
+            // Each kernel is generated C: the fastest few are what a compiler links.
+            for rec in records.iter().take(TOP_K_KERNELS) {
                 let of = KernelOf {
                     target_key: &target,
                     steps_json: &rec.steps_json,
