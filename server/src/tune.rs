@@ -382,14 +382,20 @@ impl RunStats {
 
 /// The best record's linkable kernel (as the Query API answers it: named for the pair, with the
 /// task's layout-free inputs packed as measured).
-fn kernel_source(task: &Task, target_key: &str, target: &Target, best: &Record) -> Result<String> {
+fn kernel_source(
+    task: &Task,
+    description: String,
+    target_key: &str,
+    target: &Target,
+    best: &Record,
+) -> Result<String> {
     let schedule = Schedule::from_json(&best.steps_json)
         .map_err(|e| anyhow!("record {}: its steps no longer replay: {e}", best.id))?;
     let provenance = package::Provenance {
         record_id: best.id.clone(),
         workload_key: task.key.clone(),
         target_key: target_key.to_string(),
-        description: task.desc.clone(),
+        description,
         gflops: best.mean_cost.map_or(0.0, |c| task.flops as f64 / c / 1e9),
     };
     package::kernel(task, &schedule, target, provenance, "")
@@ -559,7 +565,19 @@ pub async fn best(args: BestArgs) -> Result<ExitCode> {
             .with_context(|| format!("target {target_key} has records but no description"))?;
         let target: Target =
             serde_json::from_str(&json).with_context(|| format!("reading target {target_key}"))?;
-        Some(kernel_source(&task, &target_key, &target, &best)?)
+        // Named by the stored description, as the Query API names it.
+        let description = store
+            .workload(&key)
+            .await?
+            .and_then(|w| w.description)
+            .unwrap_or_else(|| task.desc.clone());
+        Some(kernel_source(
+            &task,
+            description,
+            &target_key,
+            &target,
+            &best,
+        )?)
     } else {
         None
     };

@@ -162,8 +162,11 @@ async fn submit_watch_and_query_end_to_end() {
         .results;
     assert!(batch[0].found && !batch[1].found);
     assert_eq!(batch[0].record.as_ref().unwrap().record_id, rec.record_id);
+    // The same kernel as Best's (text form or op spec: one workload), none for the miss.
+    assert_eq!(batch[0].kernel.as_ref().map(|k| &k.source), Some(&k.source));
+    assert!(batch[1].kernel.is_none());
 
-    let top = c
+    let top_k = c
         .query
         .top_k(pb::TopKRequest {
             workload: Some(op("matmul(32,32,32)")),
@@ -173,10 +176,42 @@ async fn submit_watch_and_query_end_to_end() {
         })
         .await
         .unwrap()
-        .into_inner()
-        .records;
+        .into_inner();
+    let top = &top_k.records;
     assert_eq!(top[0].record_id, rec.record_id);
     assert!(top.windows(2).all(|p| p[0].seconds <= p[1].seconds));
+    // A kernel per record, in order, each from its own record under the pair's one symbol.
+    assert_eq!(top_k.kernels.len(), top.len());
+    for (r, tk) in top.iter().zip(&top_k.kernels) {
+        assert_eq!(
+            (tk.record_id.as_str(), tk.symbol.as_str()),
+            (r.record_id.as_str(), k.symbol.as_str())
+        );
+    }
+
+    // A prefix that is not a C identifier: INVALID_ARGUMENT; a lean answer has no kernel.
+    let bad = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(op("matmul(32,32,32)")),
+            symbol_prefix: "no-pe".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument, "{bad:?}");
+    let lean = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(op("matmul(32,32,32)")),
+            omit_kernel: true,
+            symbol_prefix: "mine_".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(lean.found && lean.kernel.is_none() && lean.source.is_empty());
 
     let tuned = c
         .query

@@ -90,11 +90,20 @@ impl Api {
         let schedule = Schedule::from_json(of.steps_json).map_err(|e| {
             Status::internal(format!("record {record}: its steps do not replay: {e}"))
         })?;
+        // The stored description names the symbol, not this request's spelling: a workload
+        // asked for by op spec or by text form is one workload, with one symbol.
+        let description = self
+            .store()
+            .workload(&task.key)
+            .await
+            .map_err(internal)?
+            .and_then(|w| w.description)
+            .unwrap_or_else(|| task.desc.clone());
         let provenance = Provenance {
             record_id: of.record_id.to_string(),
             workload_key: task.key.clone(),
             target_key: of.target_key.to_string(),
-            description: task.desc.clone(),
+            description,
             gflops: of.gflops,
         };
         let k =
