@@ -73,6 +73,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         tokens: vec![tunehub_server::auth::ApiToken::admin(0, token.clone())],
         allow_unauthenticated: false,
         tls: None,
+        tls_worker_ca: None,
         limits: Limits {
             max_trials_per_job: a.trials.saturating_mul(n),
             max_tasks_per_job: n,

@@ -51,6 +51,7 @@ pub struct ServerFile {
     pub allow_unauthenticated: Option<bool>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    pub tls_worker_ca: Option<PathBuf>,
     pub max_trials_per_job: Option<u32>,
     pub max_tasks_per_job: Option<u32>,
     pub max_message_bytes: Option<usize>,
@@ -172,6 +173,17 @@ pub struct ServerArgs {
     )]
     pub tls_key: Option<PathBuf>,
 
+    /// Mutual TLS for workers: CA certificate (PEM) that must have signed the client
+    /// certificate of every worker call (register, heartbeat, pull, report); other clients
+    /// need none. Needs --tls-cert.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "TUNEHUB_TLS_WORKER_CA",
+        requires = "tls_cert"
+    )]
+    pub tls_worker_ca: Option<PathBuf>,
+
     /// Most trials (all tasks together) one job may ask for [default: 100000].
     #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..))]
     pub max_trials_per_job: Option<u32>,
@@ -226,6 +238,8 @@ pub struct ServerConfig {
     pub tokens: Vec<crate::auth::ApiToken>,
     pub allow_unauthenticated: bool,
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// With `tls`: the CA of workers' client certificates (mutual TLS for worker calls).
+    pub tls_worker_ca: Option<PathBuf>,
     pub limits: Limits,
     pub lease_ms: u64,
     pub poll_ms: u64,
@@ -301,6 +315,13 @@ impl ServerConfig {
                 ));
             }
         };
+        let tls_worker_ca = args.tls_worker_ca.clone().or(f.tls_worker_ca);
+        if tls_worker_ca.is_some() && tls.is_none() {
+            return Err(ConfigError::Invalid(
+                "tls_worker_ca (mutual TLS for workers) needs the server's TLS certificate and key"
+                    .into(),
+            ));
+        }
         let lease_s = args.lease_s.or(f.lease_s).unwrap_or(30.0);
         if !(lease_s.is_finite() && (0.3..=86_400.0).contains(&lease_s)) {
             return Err(ConfigError::Invalid(format!(
@@ -322,6 +343,7 @@ impl ServerConfig {
             tokens,
             allow_unauthenticated,
             tls,
+            tls_worker_ca,
             limits: Limits {
                 max_trials_per_job: args
                     .max_trials_per_job

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Identity, Server, ServerTlsConfig};
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tunehub_engine::search::SearchParams;
 use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
@@ -231,7 +231,8 @@ async fn start_inner(
 
     // Every call is counted (by service, method and code) before the token and role check,
     // which admits the health check untouched (load balancers and probes have no token).
-    let auth = AuthLayer::new(Auth::new(cfg.tokens.clone()), Some(Arc::clone(&metrics)));
+    let auth = AuthLayer::new(Auth::new(cfg.tokens.clone()), Some(Arc::clone(&metrics)))
+        .with_worker_certificates(cfg.tls_worker_ca.is_some());
     let mut builder = Server::builder()
         .layer(GrpcMetricsLayer(Arc::clone(&metrics)))
         .layer(auth);
@@ -243,7 +244,15 @@ async fn start_inner(
             })
         };
         let identity = Identity::from_pem(read(cert)?, read(key)?);
-        builder = builder.tls_config(ServerTlsConfig::new().identity(identity))?;
+        let mut tls = ServerTlsConfig::new().identity(identity);
+        if let Some(ca) = &cfg.tls_worker_ca {
+            // Optional at the handshake (clients and compilers come without one), verified when
+            // presented; the auth layer requires one for the worker calls.
+            tls = tls
+                .client_ca_root(Certificate::from_pem(read(ca)?))
+                .client_auth_optional(true);
+        }
+        builder = builder.tls_config(tls)?;
     }
     let router = builder
         .add_service(health_service)

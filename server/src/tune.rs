@@ -161,6 +161,7 @@ pub(crate) async fn embedded(
         tokens: vec![tunehub_server::auth::ApiToken::admin(0, token.clone())],
         allow_unauthenticated: false,
         tls: None,
+        tls_worker_ca: None,
         limits: Limits {
             max_trials_per_job: MAX_TRIALS.saturating_mul(max_tasks_per_job),
             max_tasks_per_job,

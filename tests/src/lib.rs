@@ -18,6 +18,7 @@
 //! `python_client.rs` (clients/python's pytest suite against the server).
 
 pub mod binaries;
+pub mod certs;
 pub mod faulty_worker;
 pub mod jobs;
 pub mod metrics;

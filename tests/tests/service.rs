@@ -714,81 +714,19 @@ async fn the_cli_commands_are_clients_of_the_server() {
 }
 
 /// With a certificate and key the server speaks TLS only; a client trusting the CA gets in.
-/// (Certificates made with the `openssl` command: a CA and a leaf for 127.0.0.1.)
 #[tokio::test]
 async fn tls_when_configured() {
     let dir = tempfile::tempdir().unwrap();
     let p = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
-    let openssl = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .output()
-            .expect("the openssl command (apt-get install openssl)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    std::fs::write(
-        p("leaf.ext"),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-    )
-    .unwrap();
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=tunehub test CA",
-        "-keyout",
-        &p("ca.key"),
-        "-out",
-        &p("ca.pem"),
-    ]);
-    openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=127.0.0.1",
-        "-keyout",
-        &p("key.pem"),
-        "-out",
-        &p("leaf.csr"),
-    ]);
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        &p("leaf.csr"),
-        "-CA",
-        &p("ca.pem"),
-        "-CAkey",
-        &p("ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        &p("leaf.ext"),
-        "-out",
-        &p("cert.pem"),
-    ]);
-    let server = Server::start(
-        &p("tls.db"),
-        "tls",
-        &["--tls-cert", &p("cert.pem"), "--tls-key", &p("key.pem")],
-    );
+    let ca = tunehub_tests::certs::Ca::new(dir.path(), "ca");
+    let leaf = ca.server("server");
+    let (cert, key) = (leaf.cert.to_str().unwrap(), leaf.key.to_str().unwrap());
+    let server = Server::start(&p("tls.db"), "tls", &["--tls-cert", cert, "--tls-key", key]);
     let url = format!("https://{}", server.addr);
     let mut c = tunehub_server::client::connect(&tunehub_server::config::ClientConfig {
         server: url,
         token: Some(TOKEN.into()),
-        ca_cert: Some(p("ca.pem").into()),
+        ca_cert: Some(ca.cert.clone()),
     })
     .await
     .expect("a TLS connection");

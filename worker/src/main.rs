@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 use tonic::{Code, Request, Status};
 use tracing::Instrument;
 use tunehub_engine::ir::ComputeDag;
@@ -61,6 +61,13 @@ struct Args {
     /// CA certificate (PEM) of the server's TLS certificate.
     #[arg(long, env = "TUNEHUB_CA_CERT")]
     ca_cert: Option<std::path::PathBuf>,
+    /// This device's client certificate (PEM), for a server that requires mutual TLS of
+    /// workers (its --tls-worker-ca signed it); with --tls-key.
+    #[arg(long, env = "TUNEHUB_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "TUNEHUB_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
     /// Stable name of this device [default: host name and target key].
     #[arg(long, env = "TUNEHUB_DEVICE_ID")]
     device_id: Option<String>,
@@ -144,6 +151,12 @@ async fn connect(a: &Args) -> Result<Client> {
         let mut tls = ClientTlsConfig::new();
         if let Some(ca) = &a.ca_cert {
             tls = tls.ca_certificate(Certificate::from_pem(std::fs::read(ca)?));
+        }
+        if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+            let read = |p: &std::path::PathBuf| {
+                std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+            };
+            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
         }
         ep = ep.tls_config(tls)?;
     }

@@ -12,19 +12,41 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tonic::Status;
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tracing::Instrument;
 
 const HEALTH: &str = "/grpc.health.v1.Health/";
+
+/// The calls of a measurement device: under mutual TLS they need a client certificate.
+const WORKER_CALLS: &[&str] = &[
+    "/tunehub.v1.Workers/Register",
+    "/tunehub.v1.Workers/Heartbeat",
+    "/tunehub.v1.Workers/Pull",
+    "/tunehub.v1.Workers/Report",
+];
 
 #[derive(Clone)]
 pub struct AuthLayer {
     auth: Auth,
     metrics: Option<Arc<Metrics>>,
+    /// Mutual TLS for workers: a worker call must come over a connection whose client
+    /// certificate the TLS handshake verified against the configured CA.
+    worker_certificates: bool,
 }
 
 impl AuthLayer {
     pub fn new(auth: Auth, metrics: Option<Arc<Metrics>>) -> Self {
-        AuthLayer { auth, metrics }
+        AuthLayer {
+            auth,
+            metrics,
+            worker_certificates: false,
+        }
+    }
+
+    /// Requires a verified client certificate for the worker calls.
+    pub fn with_worker_certificates(mut self, on: bool) -> Self {
+        self.worker_certificates = on;
+        self
     }
 }
 
@@ -58,8 +80,20 @@ impl AuthLayer {
         }
     }
 
-    /// The caller, if its token is valid and its role permits `path`.
-    fn admit(&self, path: &str, header: Option<&[u8]>) -> Result<Principal, Status> {
+    /// The caller, if its token is valid and its role permits `path` (and, for a worker call
+    /// under mutual TLS, the connection carries a verified client certificate).
+    fn admit(
+        &self,
+        path: &str,
+        header: Option<&[u8]>,
+        client_certificate: bool,
+    ) -> Result<Principal, Status> {
+        if self.worker_certificates && !client_certificate && WORKER_CALLS.contains(&path) {
+            return Err(Status::unauthenticated(format!(
+                "{path} needs a client certificate: this server requires mutual TLS of workers \
+                 (give the worker --tls-cert and --tls-key signed by the server's worker CA)"
+            )));
+        }
         let p = self.auth.principal(header)?;
         let allowed = permits(p.role, path);
         self.count(&p, allowed);
@@ -101,7 +135,13 @@ where
             return Box::pin(self.inner.call(req));
         }
         let header = req.headers().get("authorization").map(|v| v.as_bytes());
-        match self.layer.admit(&path, header) {
+        // Present only when the handshake verified it (an unverifiable one fails the handshake).
+        let certificate = req
+            .extensions()
+            .get::<TlsConnectInfo<TcpConnectInfo>>()
+            .and_then(TlsConnectInfo::peer_certs)
+            .is_some_and(|c| !c.is_empty());
+        match self.layer.admit(&path, header, certificate) {
             Err(status) => Box::pin(std::future::ready(Ok(status.into_http()))),
             Ok(p) => {
                 // The token's name, never its secret, in every log line of the call.
@@ -134,21 +174,26 @@ mod tests {
         );
         let submit = "/tunehub.v1.Jobs/Submit";
         assert_eq!(
-            layer.admit(submit, Some(b"Bearer root")).unwrap().name,
+            layer
+                .admit(submit, Some(b"Bearer root"), false)
+                .unwrap()
+                .name,
             "token-1"
         );
-        let e = layer.admit(submit, Some(b"Bearer w")).unwrap_err();
+        let e = layer.admit(submit, Some(b"Bearer w"), false).unwrap_err();
         assert_eq!(e.code(), Code::PermissionDenied);
         assert!(
             e.message().contains("'board'") && !e.message().contains("Bearer w"),
             "{}",
             e.message()
         );
-        let e = layer.admit(submit, Some(b"Bearer nope")).unwrap_err();
+        let e = layer
+            .admit(submit, Some(b"Bearer nope"), false)
+            .unwrap_err();
         assert_eq!(e.code(), Code::Unauthenticated);
         let pull = "/tunehub.v1.Workers/Pull";
         assert_eq!(
-            layer.admit(pull, Some(b"Bearer w")).unwrap().role,
+            layer.admit(pull, Some(b"Bearer w"), false).unwrap().role,
             Role::Worker
         );
     }
