@@ -1,6 +1,7 @@
 //! Zero-shot answers through a real `tunehub server`: a shape never tuned is answered, when
 //! asked to, from the nearest tuned workload of its structure, marked as transferred, with
-//! steps that replay on it; nothing is stored; other structures stay NOT_FOUND.
+//! steps that replay on it; nothing is stored; other structures stay NOT_FOUND. A target with
+//! no saved cost model starts from the nearest other target's.
 
 use std::time::Duration;
 use tonic::Code;
@@ -201,4 +202,49 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
             "{spec}"
         );
     }
+}
+
+/// Part 6, models across targets: a target with no saved cost model starts from the nearest
+/// other target's (here the same machine under other compiler flags: another target key), says
+/// so in the job (`Job.model`, `tunehub jobs --json`), and then saves its own.
+#[tokio::test]
+async fn a_target_without_a_model_starts_from_the_nearest_targets() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "models.db");
+    let first = Server::start(&db, "s1", &[]);
+    let mut c = first.client().await;
+    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 3)], 3)).await;
+    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    assert_eq!(done.model, "cold", "the first job of a database starts cold");
+    let first_key = done.target_key.clone();
+
+    // The same database, another target: its first job starts from the first target's model.
+    let second = Server::start(&db, "s2", &["--cflags=-DTUNEHUB_MODEL_TEST"]);
+    let mut c2 = second.client().await;
+    let job = submit(&mut c2, submit_req(vec![task("matmul(16,16,32)", 3)], 3)).await;
+    let done = wait_final(&mut c2, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    assert_ne!(done.target_key, first_key);
+    assert_eq!(done.model, format!("transferred from {first_key}"));
+    // What a user sees.
+    let out = std::process::Command::new(binaries::tunehub())
+        .args(["jobs", "--json", "--server", &second.url()])
+        .env("TUNEHUB_TOKEN", TOKEN)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let line = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains(&job.id))
+        .map(str::to_string)
+        .expect("the job is listed");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["model"], format!("transferred from {first_key}").as_str());
+
+    // Having trained, the second target saved its own model: its next job starts from it.
+    let job = submit(&mut c2, submit_req(vec![task("matmul(16,16,32)", 2)], 2)).await;
+    let done = wait_final(&mut c2, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    assert_eq!(done.model, "saved");
 }

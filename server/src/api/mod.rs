@@ -235,6 +235,7 @@ impl Api {
             claims: job.claims,
             owner: job.owner.clone(),
             priority: job.priority,
+            model: job.model_start.clone(),
             waiting: self.waiting(job).await?,
         })
     }

@@ -75,6 +75,9 @@ pub struct JobRow {
     pub owner: String,
     /// Higher is claimed first among the queued jobs of its target pool (-10..10).
     pub priority: i32,
+    /// The cost model the job started from at its latest claim ("saved", "transferred from
+    /// <target key>", "cold"); empty before its first claim.
+    pub model_start: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -125,7 +128,7 @@ pub enum Lease {
 }
 
 const JOB_COLUMNS: &str = "id, name, state, target_key, seed, batch_size, scheduler, measure_json, error, \
-     claimed_by, lease_until, claims, created_at, updated_at, owner, priority";
+     claimed_by, lease_until, claims, created_at, updated_at, owner, priority, model_start";
 
 fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
     let id: String = row.try_get(0)?;
@@ -153,6 +156,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
         updated_at: row.try_get(13)?,
         owner: row.try_get(14)?,
         priority: row.try_get::<i64, _>(15)? as i32,
+        model_start: row.try_get(16)?,
         id,
     })
 }
@@ -179,7 +183,7 @@ impl JobStore {
         let now = now_ms();
         let mut tx = self.db.pool().begin().await?;
         sqlx::query(&format!(
-            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10)"
+            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10, '')"
         ))
         .bind(&id)
         .bind(&job.name)
@@ -495,6 +499,31 @@ impl JobStore {
         .execute(self.db.pool())
         .await?;
         Ok(())
+    }
+
+    /// Notes which cost model the job started from (shown in `Job.model`).
+    pub async fn set_model_start(&self, job_id: &str, model_start: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET model_start = $1 WHERE id = $2")
+            .bind(model_start)
+            .bind(job_id)
+            .execute(self.db.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The targets that have a saved cost model of `kind`, with the records it was trained on,
+    /// most trained first (the order that breaks ties between equally near targets).
+    pub async fn cost_model_targets(&self, kind: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT target_key, trained_on FROM cost_models WHERE kind = $1 \
+             ORDER BY trained_on DESC, target_key",
+        )
+        .bind(kind)
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get::<i64, _>(1)? as u64)))
+            .collect()
     }
 
     /// Saves a cost model for a target (its own serialisation), replacing the previous one.
