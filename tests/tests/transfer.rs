@@ -216,7 +216,10 @@ async fn a_target_without_a_model_starts_from_the_nearest_targets() {
     let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 3)], 3)).await;
     let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
     assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
-    assert_eq!(done.model, "cold", "the first job of a database starts cold");
+    assert_eq!(
+        done.model, "cold",
+        "the first job of a database starts cold"
+    );
     let first_key = done.target_key.clone();
 
     // The same database, another target: its first job starts from the first target's model.
