@@ -660,6 +660,7 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
             allow_transfer: args.transfer,
             symbol_prefix: args.prefix.clone(),
             omit_kernel: !want_kernel,
+            measure_transfer: args.measure,
         })
         .await
         .map_err(status_error)?

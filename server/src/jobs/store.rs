@@ -501,6 +501,23 @@ impl JobStore {
         Ok(())
     }
 
+    /// Whether any job, in any state, has a task for this (workload, target).
+    pub async fn has_task_for(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT 1 FROM tasks t JOIN jobs j ON j.id = t.job_id \
+             WHERE t.workload_key = $1 AND j.target_key = $2 LIMIT 1",
+        )
+        .bind(workload_key)
+        .bind(target_key)
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(row.is_some())
+    }
+
     /// Notes which cost model the job started from (shown in `Job.model`).
     pub async fn set_model_start(&self, job_id: &str, model_start: &str) -> Result<(), StoreError> {
         sqlx::query("UPDATE jobs SET model_start = $1 WHERE id = $2")
@@ -548,6 +565,19 @@ impl JobStore {
         .execute(self.db.pool())
         .await?;
         Ok(())
+    }
+
+    /// The kind and save time of a target's cost model, without its bytes: whether a model
+    /// loaded earlier is still the saved one.
+    pub async fn cost_model_stamp(
+        &self,
+        target_key: &str,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        let row = sqlx::query("SELECT kind, updated_at FROM cost_models WHERE target_key = $1")
+            .bind(target_key)
+            .fetch_optional(self.db.pool())
+            .await?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
     }
 
     /// The saved cost model of a target: (kind, bytes, records trained on).
