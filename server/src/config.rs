@@ -467,7 +467,11 @@ mod tests {
         assert_eq!(cc.server, "http://h:1");
 
         assert_eq!(c.tune_transferred, None, "off by default");
-        std::fs::write(&path, "[server]\ntune_transferred = true\n").unwrap();
+        std::fs::write(
+            &path,
+            "[server]\ntokens = [\"a\"]\ntune_transferred = true\n",
+        )
+        .unwrap();
         let c = ServerConfig::resolve(&args).unwrap();
         assert_eq!(c.tune_transferred, Some(64));
         let c = ServerConfig::resolve(&ServerArgs {
