@@ -86,6 +86,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         target: TargetOverrides::default(),
         population: a.population,
         run_jobs: false,
+        tune_transferred: None,
     };
     let running = server::start_with(&cfg, Arc::new(LocalBackend::new(target))).await?;
     let mut c = client::connect(&ClientConfig {

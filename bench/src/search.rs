@@ -10,6 +10,10 @@
 //! (the dev profile builds every crate it runs with opt-level 2; a release build would compile
 //! XGBoost's C++ a second time).
 //!
+//! Models across targets (issue 29.6): records of one target (`search --threads 2 --out A`),
+//! then `search --threads 1 --pretrain A/records.jsonl --pretrain-other-target`: each seed
+//! tuned from a cold model and from the model of the other target's records, side by side.
+//!
 //! Check the machine is quiet first (`../shared/tools/machine-check`): a neighbour on one core
 //! halves 2-thread figures.
 
@@ -196,6 +200,13 @@ pub struct SearchArgs {
     /// workload's own records are left out.
     #[arg(long)]
     pretrain: Option<PathBuf>,
+    /// The --pretrain dataset was measured on another target (models across targets, issue
+    /// 29.6: e.g. the records of a `--threads 2` run, evaluated with `--threads 1`): the tuned
+    /// workload's own records in it are kept (none is this target's), and each seed is tuned
+    /// twice, from a cold model and from the transferred one, compared by the trials each took
+    /// to reach 90% of the cold run's final best.
+    #[arg(long, requires = "pretrain")]
+    pretrain_other_target: bool,
     /// Where the SVG, the JSON and the measured records (`records.jsonl`, the cost model's
     /// dataset format: `cargo run -p tunehub-costmodel --example ranking -- FILE`) go.
     #[arg(long, default_value = "bench-out")]
@@ -216,12 +227,14 @@ fn make_model(name: &str, seed: u64) -> Result<Box<dyn CostModel>> {
 }
 
 /// An XGBoost model trained on every task of `tasks` but `exclude`, saved and loaded back: what
-/// the server hands a new job on a target it has tuned other workloads on.
+/// the server hands a new job on a target it has tuned other workloads on (or, `exclude` none,
+/// on a target with no model of its own: the nearest other target's).
 fn pretrained_model(
     tasks: &[tunehub_costmodel::samples::TaskSamples],
-    exclude: &str,
+    exclude: Option<&str>,
     seed: u64,
 ) -> Result<Box<dyn CostModel>> {
+    let exclude = exclude.unwrap_or("");
     let mut m = tunehub_costmodel::XgbModel::new(tunehub_costmodel::XgbParams {
         seed,
         ..tunehub_costmodel::XgbParams::default()
@@ -232,8 +245,13 @@ fn pretrained_model(
         m.add_samples(&t.key, t.samples.iter().cloned());
     }
     m.retrain()?;
+    let whose = if exclude.is_empty() {
+        "workloads of the other target"
+    } else {
+        "other workloads"
+    };
     println!(
-        "(model pretrained on {n} kernels of {} other workloads)",
+        "(model pretrained on {n} kernels of {} {whose})",
         tasks.iter().filter(|t| t.key != exclude).count()
     );
     Ok(Box::new(tunehub_costmodel::XgbModel::load(&m.save()?)?))
@@ -322,6 +340,13 @@ struct SeedRun {
     seed: u64,
     gflops: f64,
     wall_s: f64,
+    /// Best GFLOP/s so far after each trial (as read while tuning).
+    curve: Vec<(usize, f64)>,
+}
+
+/// The first trial at which a best-so-far curve reaches `level` GFLOP/s.
+fn trials_to_level(curve: &[(usize, f64)], level: f64) -> Option<usize> {
+    curve.iter().find(|&&(_, g)| g >= level).map(|&(t, _)| t)
 }
 
 /// What a closing-table row holds: the workload over its seeds.
@@ -396,6 +421,8 @@ pub fn run(a: SearchArgs) -> Result<()> {
     let mut report = vec![];
     let mut records: Vec<DatasetRecord> = vec![];
     let mut rows: Vec<Row> = vec![];
+    // Models across targets: (workload, seed, cold run, transferred run).
+    let mut across = vec![];
     for (name, spec, weight) in chosen {
         let dag = build(spec)?;
         let task = match weight.filter(|_| !a.no_layout_free) {
@@ -429,6 +456,26 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 println!("  -- seed {seed}");
             }
             let first = k == 0;
+            let cold = if a.pretrain_other_target {
+                println!("  (cold model)");
+                let cold = tune_one(
+                    &a,
+                    &target,
+                    &task,
+                    &desc,
+                    name,
+                    seed,
+                    first,
+                    None,
+                    &mut records,
+                    &mut panels,
+                    &mut report,
+                )?;
+                println!("  (model transferred from the other target's records)");
+                cold
+            } else {
+                None
+            };
             let Some(r) = tune_one(
                 &a,
                 &target,
@@ -436,7 +483,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 &desc,
                 name,
                 seed,
-                first,
+                first && !a.pretrain_other_target,
                 pretrain.as_deref(),
                 &mut records,
                 &mut panels,
@@ -455,9 +502,29 @@ pub fn run(a: SearchArgs) -> Result<()> {
                     share * 100.0
                 );
             }
+            if let Some(cold) = cold {
+                across.push((name, seed, cold, r.curve.clone(), r.gflops));
+            }
             row.runs.push(r);
         }
         rows.push(row);
+    }
+    if !across.is_empty() {
+        println!(
+            "\nmodels across targets: trials to reach 90% of the cold run's final best (as read \
+             while tuning), cold | transferred (-: not reached)"
+        );
+        let show = |n: Option<usize>| n.map_or("-".to_string(), |n| n.to_string());
+        for (name, seed, cold, warm, warm_g) in &across {
+            let level = 0.9 * cold.curve.last().map_or(0.0, |p| p.1);
+            println!(
+                "{name} seed {seed} | {} | {} | final GFLOP/s (re-measured) {:.1} | {:.1}",
+                show(trials_to_level(&cold.curve, level)),
+                show(trials_to_level(warm, level)),
+                cold.gflops,
+                warm_g
+            );
+        }
     }
     println!(
         "\nspec | tunehub GFLOP/s (worst seed) | per seed | achieved GB/s | roof GB/s (level) | share | tuning wall s (worst seed's)"
@@ -543,7 +610,10 @@ fn tune_one(
     let tune_opts = a.measure.options();
     let mut measurer = Measurer::new(target, tune_opts.clone());
     let mut model = match pretrain {
-        Some(tasks) => pretrained_model(tasks, desc, seed)?,
+        Some(tasks) => {
+            let exclude = (!a.pretrain_other_target).then_some(desc);
+            pretrained_model(tasks, exclude, seed)?
+        }
         None => make_model(&a.model, seed)?,
     };
     let opts = TuneOptions {
@@ -669,6 +739,7 @@ fn tune_one(
         seed,
         gflops: best_g,
         wall_s: wall,
+        curve: trial_curve,
     }))
 }
 

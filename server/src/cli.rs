@@ -285,6 +285,11 @@ pub struct QueryArgs {
     #[arg(long, conflicts_with = "top")]
     pub transfer: bool,
 
+    /// With --transfer, on the server's own machine: measure the top transferred candidates
+    /// now and store them as records; the answer is then the measured best.
+    #[arg(long, requires = "transfer")]
+    pub measure: bool,
+
     /// List the targets and workloads tuned so far, with their trial counts (no workload).
     #[arg(long, conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c", "out_h", "transfer"])]
     pub list: bool,

@@ -229,6 +229,7 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
         "claims": j.claims,
         "owner": j.owner,
         "priority": j.priority,
+        "model": j.model,
         "waiting": j.waiting,
         "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
         "estimate": estimate_json(j.estimate.as_ref()),
@@ -351,6 +352,10 @@ pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {
             );
             if !j.waiting.is_empty() {
                 let _ = writeln!(out, "{:<20} waiting: {}", "", j.waiting);
+            }
+            // The unusual start only: a model carried over from another target.
+            if j.model.starts_with("transferred") {
+                let _ = writeln!(out, "{:<20} model: {}", "", j.model);
             }
         }
     }
@@ -655,6 +660,7 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
             allow_transfer: args.transfer,
             symbol_prefix: args.prefix.clone(),
             omit_kernel: !want_kernel,
+            measure_transfer: args.measure,
         })
         .await
         .map_err(status_error)?

@@ -65,6 +65,8 @@ pub struct ServerFile {
     pub cc: Option<String>,
     pub cflags: Option<String>,
     pub march: Option<String>,
+    pub tune_transferred: Option<bool>,
+    pub tune_transferred_trials: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -224,6 +226,15 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N", env = "TUNEHUB_POPULATION", value_parser = value_parser!(u64).range(1..=1_000_000))]
     pub population: Option<u64>,
 
+    /// Queue a background tuning job for every workload a zero-shot answer (`allow_transfer`)
+    /// was given for, at most once per (workload, target), on targets this server measures.
+    #[arg(long, env = "TUNEHUB_TUNE_TRANSFERRED")]
+    pub tune_transferred: bool,
+
+    /// Trials of each such job [default: 64].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..))]
+    pub tune_transferred_trials: Option<u32>,
+
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -251,6 +262,9 @@ pub struct ServerConfig {
     /// Whether the server claims and runs queued jobs (the embedded server of `tunehub tune`
     /// runs only its own, through `jobs::run_one`).
     pub run_jobs: bool,
+    /// Trials of the background job queued for a workload answered by transfer; `None`: none
+    /// is queued (`tune_transferred` off).
+    pub tune_transferred: Option<u32>,
 }
 
 /// What one request may ask for.
@@ -381,6 +395,13 @@ impl ServerConfig {
                 .unwrap_or(2048)
                 .max(1),
             run_jobs: true,
+            tune_transferred: (args.tune_transferred || f.tune_transferred.unwrap_or(false)).then(
+                || {
+                    args.tune_transferred_trials
+                        .or(f.tune_transferred_trials)
+                        .unwrap_or(64)
+                },
+            ),
         })
     }
 }
@@ -466,6 +487,24 @@ mod tests {
         })
         .unwrap();
         assert_eq!(cc.server, "http://h:1");
+
+        assert_eq!(c.tune_transferred, None, "off by default");
+        std::fs::write(
+            &path,
+            "[server]\ntokens = [\"a\"]\ntune_transferred = true\n",
+        )
+        .unwrap();
+        let c = ServerConfig::resolve(&args).unwrap();
+        assert_eq!(c.tune_transferred, Some(64));
+        let c = ServerConfig::resolve(&ServerArgs {
+            tune_transferred_trials: Some(8),
+            ..ServerArgs {
+                config: Some(path.clone()),
+                ..ServerArgs::default()
+            }
+        })
+        .unwrap();
+        assert_eq!(c.tune_transferred, Some(8));
 
         std::fs::write(&path, "[server]\nbogus = 1\n").unwrap();
         let e = ServerConfig::resolve(&args).unwrap_err().to_string();

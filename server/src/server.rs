@@ -195,6 +195,9 @@ async fn start_inner(
         ctx: ctx.clone(),
         limits: cfg.limits,
         kernels: Arc::default(),
+        models: Arc::default(),
+        tune_transferred: cfg.tune_transferred,
+        queued_transfers: Arc::default(),
     };
     let workers = fleet.as_ref().map(|f| {
         WorkersServer::new(WorkersService {

@@ -174,6 +174,7 @@ pub(crate) async fn embedded(
         target: TargetOverrides::default(),
         population: args.population.map_or(2048, |p| p as usize),
         run_jobs: false,
+        tune_transferred: None,
     };
     let running = server::start_with(&cfg, Arc::new(LocalBackend::new(target))).await?;
     let c = client::connect(&ClientConfig {

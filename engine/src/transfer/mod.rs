@@ -2,10 +2,13 @@
 //! (`structure`: a key that ignores extents, and a distance between extents), and how a
 //! schedule tuned for one is carried to the other (`adapt`: replayed on the new DAG with its
 //! split factors re-fitted). The database's nearest-neighbour lookup, warm starts and
-//! zero-shot answers build on these.
+//! zero-shot answers build on these. Across devices, `targets` says which target is nearest
+//! another (whose cost model a target without one starts from).
 
 pub mod adapt;
 pub mod structure;
+pub mod targets;
 
 pub use adapt::{AdaptError, Adapted, adapt};
 pub use structure::{distance, extents, structure_key};
+pub use targets::{TargetDistance, nearest_target, target_distance};

@@ -13,10 +13,13 @@ pub mod import_check;
 pub mod jobs;
 pub mod kernel;
 pub mod limits;
+mod measure_transfer;
 mod pack;
 pub mod query;
+pub mod ranking_model;
 pub mod records;
 mod transfer;
+pub mod tune_transferred;
 
 use crate::config::Limits;
 use crate::jobs::JobContext;
@@ -39,6 +42,13 @@ pub struct Api {
     pub limits: Limits,
     /// Generated kernels of answers (`kernel`).
     pub kernels: std::sync::Arc<kernel::KernelCache>,
+    /// Saved cost models that rank zero-shot candidates (`transfer`).
+    pub models: std::sync::Arc<ranking_model::ModelCache>,
+    /// Trials of the background job queued for a workload answered by transfer (`None`: off).
+    pub tune_transferred: Option<u32>,
+    /// (workload, target) pairs this server queued such a job for.
+    pub queued_transfers:
+        std::sync::Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
 }
 
 pub(crate) fn gflops(flops: u64, seconds: f64) -> f64 {
@@ -235,6 +245,7 @@ impl Api {
             claims: job.claims,
             owner: job.owner.clone(),
             priority: job.priority,
+            model: job.model_start.clone(),
             waiting: self.waiting(job).await?,
         })
     }

@@ -45,7 +45,7 @@ impl Api {
         want: Want<'_>,
         allow_transfer: bool,
     ) -> Result<pb::BestResponse, Status> {
-        let task = self.resolve_workload(workload).await?;
+        let task = std::sync::Arc::new(self.resolve_workload(workload).await?);
         let flops = task.flops;
         let cached = self
             .ctx
@@ -68,6 +68,7 @@ impl Api {
         if let Some(b) = &cached.best {
             resp.record = Some(schedule_record(b, flops));
         } else if allow_transfer && let Some(t) = self.transferred(&task, target_key).await? {
+            self.tune_transferred(&task, workload, target_key).await;
             resp.found = true;
             resp.record = Some(t.record);
             resp.transfer = Some(t.transfer);
@@ -98,6 +99,41 @@ impl Api {
     }
 }
 
+impl Api {
+    /// `measure_transfer`: checked, then the transferred candidates of a workload with no
+    /// record measured and stored (`measure_transfer`), so that the answer is a measured one.
+    async fn measure_before_answer(
+        &self,
+        workload: Option<&pb::Workload>,
+        target: &str,
+        allow_transfer: bool,
+    ) -> Result<(), Status> {
+        if !allow_transfer {
+            return Err(Status::invalid_argument(
+                "measure_transfer measures transferred candidates: it needs allow_transfer",
+            ));
+        }
+        let local = self.local_target().key();
+        if target != local {
+            return Err(Status::failed_precondition(format!(
+                "measure_transfer measures on this server's own machine (target {local}); \
+                 target {target} is measured by its workers, through a job"
+            )));
+        }
+        let task = std::sync::Arc::new(self.resolve_workload(workload).await?);
+        let cached = self
+            .ctx
+            .cache
+            .entry(self.store(), &task.key, target)
+            .await
+            .map_err(internal)?;
+        if cached.best.is_none() {
+            self.measure_transferred(&task).await?;
+        }
+        Ok(())
+    }
+}
+
 #[tonic::async_trait]
 impl Query for Api {
     async fn best(
@@ -107,6 +143,10 @@ impl Query for Api {
         let r = req.get_ref();
         let target = self.query_target(&r.target).await?;
         let want = Want::new(r.with_source, r.omit_kernel, &r.symbol_prefix)?;
+        if r.measure_transfer {
+            self.measure_before_answer(r.workload.as_ref(), &target, r.allow_transfer)
+                .await?;
+        }
         let resp = self
             .best_of(r.workload.as_ref(), &target, want, r.allow_transfer)
             .await?;

@@ -9,9 +9,11 @@
 //! every record of its (workload, target), so nothing is proposed twice and no budget is spent
 //! twice (a task's progress is its rows in `job_records`); a task with no record on its target
 //! starts warm instead, its first candidates the adapted best schedules of the nearest tuned
-//! workloads of its structure (`warm_start`).
+//! workloads of its structure (`warm_start`). A target with no saved cost model starts from
+//! the nearest other target's (`start_model`).
 
 use super::result_check::{check_result, check_speed};
+use super::start_model::{MODEL_KIND, start_model};
 use super::store::{JobRow, JobState, JobStore, Lease};
 use super::{JobContext, JobError};
 use crate::metrics::Metrics;
@@ -20,15 +22,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 use tracing::Instrument;
-use tunehub_costmodel::{XgbModel, XgbParams};
 use tunehub_engine::measure::{ErrorCode, MeasureBatch, MeasureResult};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::{CostModel, SchedulerKind, TaskSearch, Tuner, TunerTask};
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
-
-/// The kind under which the job driver saves its cost model per target.
-const MODEL_KIND: &str = "xgb-packsum";
 
 /// Tuned workloads of the same structure whose best schedule seeds a task new to a target.
 const WARM_START_NEIGHBOURS: usize = 5;
@@ -225,25 +223,12 @@ async fn drive(
     };
     let tuner = Tuner::new(tasks, kind, job.batch_size as usize, job.seed);
 
-    // The XGBoost model, warm-started from the one saved for this target when there is one (a
-    // model that does not load is replaced, not fatal: it is only a ranking aid).
-    let saved = match jobs.cost_model(&job.target_key).await {
-        Ok(Some((kind, bytes, _))) if kind == MODEL_KIND => XgbModel::load(&bytes)
-            .inspect_err(|e| tracing::warn!("saved cost model ignored: {e}"))
-            .ok(),
-        Ok(_) => None,
-        Err(e) => {
-            tracing::warn!("reading the saved cost model: {e}");
-            None
-        }
-    };
-    let fresh = || {
-        XgbModel::new(XgbParams {
-            seed: job.seed,
-            ..XgbParams::default()
-        })
-    };
-    let model: Box<dyn CostModel> = Box::new(saved.unwrap_or_else(fresh));
+    // The XGBoost model, warm-started from the one saved for this target, else from the
+    // nearest other target's (`start_model`); the job says which.
+    let (model, start) = start_model(jobs, target, job.seed).await;
+    tracing::info!(model = %start, "cost model");
+    jobs.set_model_start(&job.id, &start.to_string()).await?;
+    let model: Box<dyn CostModel> = Box::new(model);
 
     // Heartbeat: renew the lease while batches build and run.
     let lease = Arc::new(AtomicU8::new(HELD));

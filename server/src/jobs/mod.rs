@@ -1,11 +1,12 @@
-//! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), what a
-//! measurement must be to be stored (`result_check`), and the loop that claims queued jobs and
+//! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), the cost model it
+//! starts from (`start_model`), what a measurement must be to be stored (`result_check`), and the loop that claims queued jobs and
 //! runs them: one job per target pool at a time, pools at the same time. Measurements are one
 //! at a time per machine: the local target is one pool, so local jobs never time two kernels at
 //! once, and each remote pool's devices serve one job's pieces.
 
 pub mod driver;
 pub mod result_check;
+pub mod start_model;
 pub mod store;
 
 use crate::cache::BestCache;

@@ -75,6 +75,9 @@ pub struct JobRow {
     pub owner: String,
     /// Higher is claimed first among the queued jobs of its target pool (-10..10).
     pub priority: i32,
+    /// The cost model the job started from at its latest claim ("saved", "transferred from
+    /// <target key>", "cold"); empty before its first claim.
+    pub model_start: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -125,7 +128,7 @@ pub enum Lease {
 }
 
 const JOB_COLUMNS: &str = "id, name, state, target_key, seed, batch_size, scheduler, measure_json, error, \
-     claimed_by, lease_until, claims, created_at, updated_at, owner, priority";
+     claimed_by, lease_until, claims, created_at, updated_at, owner, priority, model_start";
 
 fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
     let id: String = row.try_get(0)?;
@@ -153,6 +156,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
         updated_at: row.try_get(13)?,
         owner: row.try_get(14)?,
         priority: row.try_get::<i64, _>(15)? as i32,
+        model_start: row.try_get(16)?,
         id,
     })
 }
@@ -179,7 +183,7 @@ impl JobStore {
         let now = now_ms();
         let mut tx = self.db.pool().begin().await?;
         sqlx::query(&format!(
-            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10)"
+            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10, '')"
         ))
         .bind(&id)
         .bind(&job.name)
@@ -497,6 +501,48 @@ impl JobStore {
         Ok(())
     }
 
+    /// Whether any job, in any state, has a task for this (workload, target).
+    pub async fn has_task_for(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT 1 FROM tasks t JOIN jobs j ON j.id = t.job_id \
+             WHERE t.workload_key = $1 AND j.target_key = $2 LIMIT 1",
+        )
+        .bind(workload_key)
+        .bind(target_key)
+        .fetch_optional(self.db.pool())
+        .await?;
+        Ok(row.is_some())
+    }
+
+    /// Notes which cost model the job started from (shown in `Job.model`).
+    pub async fn set_model_start(&self, job_id: &str, model_start: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET model_start = $1 WHERE id = $2")
+            .bind(model_start)
+            .bind(job_id)
+            .execute(self.db.pool())
+            .await?;
+        Ok(())
+    }
+
+    /// The targets that have a saved cost model of `kind`, with the records it was trained on,
+    /// most trained first (the order that breaks ties between equally near targets).
+    pub async fn cost_model_targets(&self, kind: &str) -> Result<Vec<(String, u64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT target_key, trained_on FROM cost_models WHERE kind = $1 \
+             ORDER BY trained_on DESC, target_key",
+        )
+        .bind(kind)
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get::<i64, _>(1)? as u64)))
+            .collect()
+    }
+
     /// Saves a cost model for a target (its own serialisation), replacing the previous one.
     pub async fn save_cost_model(
         &self,
@@ -519,6 +565,19 @@ impl JobStore {
         .execute(self.db.pool())
         .await?;
         Ok(())
+    }
+
+    /// The kind and save time of a target's cost model, without its bytes: whether a model
+    /// loaded earlier is still the saved one.
+    pub async fn cost_model_stamp(
+        &self,
+        target_key: &str,
+    ) -> Result<Option<(String, i64)>, StoreError> {
+        let row = sqlx::query("SELECT kind, updated_at FROM cost_models WHERE target_key = $1")
+            .bind(target_key)
+            .fetch_optional(self.db.pool())
+            .await?;
+        row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose()
     }
 
     /// The saved cost model of a target: (kind, bytes, records trained on).

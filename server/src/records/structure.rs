@@ -24,12 +24,17 @@ impl Neighbor {
     /// Its best schedule adapted to `task` (same structure); `None` when its DAG or steps do
     /// not read back or the schedule does not adapt.
     pub fn adapted_to(&self, task: &Task) -> Option<transfer::Adapted> {
+        self.record_adapted_to(&self.best, task)
+    }
+
+    /// One of its records (`record`, of this workload) adapted to `task`, as `adapted_to`.
+    pub fn record_adapted_to(&self, record: &Record, task: &Task) -> Option<transfer::Adapted> {
         let source = self.workload.to_task().ok()?;
-        let steps = Schedule::from_json(&self.best.steps_json).ok()?;
+        let steps = Schedule::from_json(&record.steps_json).ok()?;
         match transfer::adapt(&steps, &source.dag, &task.dag) {
             Ok(a) => Some(a),
             Err(e) => {
-                tracing::debug!(source = %self.best.id, "not adapted: {e}");
+                tracing::debug!(source = %record.id, "not adapted: {e}");
                 None
             }
         }

@@ -3,6 +3,7 @@
 use super::commit::commit_on;
 use super::counts::CountDeltas;
 use super::rows::{RECORD_COLUMNS, record_from_row};
+use super::structure::structure_columns;
 use super::workload::layout_free_json;
 use super::{CommitOutcome, NewRecord, Record, SqlStore, StoreError, Workload, now_ms};
 
@@ -37,9 +38,14 @@ impl SqlStore {
         let mut tx = self.pool.begin().await?;
         let now = now_ms();
         for w in workloads {
+            // With its structure, as `put_workload` stores it: an imported workload is a
+            // neighbour for transfers at once, not after the next start.
+            let (structure, extents) = structure_columns(&w.dag_json, &w.options)
+                .unwrap_or_else(|| (String::new(), "[]".into()));
             sqlx::query(
-                "INSERT INTO workloads (key, description, dag_json, flops, created_at, layout_free_json) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING",
+                "INSERT INTO workloads \
+                 (key, description, dag_json, flops, created_at, layout_free_json, structure_key, extents_json) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (key) DO NOTHING",
             )
             .bind(&w.key)
             .bind(w.description.as_deref())
@@ -47,6 +53,8 @@ impl SqlStore {
             .bind(w.flops as i64)
             .bind(now)
             .bind(layout_free_json(&w.options))
+            .bind(structure)
+            .bind(extents)
             .execute(&mut *tx)
             .await?;
         }

@@ -161,7 +161,7 @@ class Estimate(_message.Message):
     def __init__(self, seconds: _Optional[float] = ..., missing: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority")
+    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority", "model")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +179,7 @@ class Job(_message.Message):
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     state: JobState
@@ -196,7 +197,8 @@ class Job(_message.Message):
     estimate: Estimate
     owner: str
     priority: int
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    model: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("id",)
@@ -273,20 +275,22 @@ class TaskError(_message.Message):
     def __init__(self, task_index: _Optional[int] = ..., errors: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class BestRequest(_message.Message):
-    __slots__ = ("workload", "target", "with_source", "allow_transfer", "symbol_prefix", "omit_kernel")
+    __slots__ = ("workload", "target", "with_source", "allow_transfer", "symbol_prefix", "omit_kernel", "measure_transfer")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     WITH_SOURCE_FIELD_NUMBER: _ClassVar[int]
     ALLOW_TRANSFER_FIELD_NUMBER: _ClassVar[int]
     SYMBOL_PREFIX_FIELD_NUMBER: _ClassVar[int]
     OMIT_KERNEL_FIELD_NUMBER: _ClassVar[int]
+    MEASURE_TRANSFER_FIELD_NUMBER: _ClassVar[int]
     workload: Workload
     target: str
     with_source: bool
     allow_transfer: bool
     symbol_prefix: str
     omit_kernel: bool
-    def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., target: _Optional[str] = ..., with_source: _Optional[bool] = ..., allow_transfer: _Optional[bool] = ..., symbol_prefix: _Optional[str] = ..., omit_kernel: _Optional[bool] = ...) -> None: ...
+    measure_transfer: bool
+    def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., target: _Optional[str] = ..., with_source: _Optional[bool] = ..., allow_transfer: _Optional[bool] = ..., symbol_prefix: _Optional[str] = ..., omit_kernel: _Optional[bool] = ..., measure_transfer: _Optional[bool] = ...) -> None: ...
 
 class Kernel(_message.Message):
     __slots__ = ("symbol", "source", "header", "args", "cflags", "ldflags", "compiler", "compiler_version", "threads", "set_num_threads", "record_id", "workload_key", "target_key", "description", "gflops")
@@ -345,20 +349,22 @@ class KernelArg(_message.Message):
     def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., strides: _Optional[_Iterable[int]] = ..., alignment: _Optional[int] = ..., pack_function: _Optional[str] = ..., packed_elements: _Optional[int] = ..., layout: _Optional[str] = ...) -> None: ...
 
 class Transfer(_message.Message):
-    __slots__ = ("source_record_id", "source_workload_key", "source_description", "distance", "predicted_seconds", "dropped")
+    __slots__ = ("source_record_id", "source_workload_key", "source_description", "distance", "predicted_seconds", "dropped", "ranked_by")
     SOURCE_RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_WORKLOAD_KEY_FIELD_NUMBER: _ClassVar[int]
     SOURCE_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     DISTANCE_FIELD_NUMBER: _ClassVar[int]
     PREDICTED_SECONDS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
+    RANKED_BY_FIELD_NUMBER: _ClassVar[int]
     source_record_id: str
     source_workload_key: str
     source_description: str
     distance: float
     predicted_seconds: float
     dropped: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, source_record_id: _Optional[str] = ..., source_workload_key: _Optional[str] = ..., source_description: _Optional[str] = ..., distance: _Optional[float] = ..., predicted_seconds: _Optional[float] = ..., dropped: _Optional[_Iterable[str]] = ...) -> None: ...
+    ranked_by: str
+    def __init__(self, source_record_id: _Optional[str] = ..., source_workload_key: _Optional[str] = ..., source_description: _Optional[str] = ..., distance: _Optional[float] = ..., predicted_seconds: _Optional[float] = ..., dropped: _Optional[_Iterable[str]] = ..., ranked_by: _Optional[str] = ...) -> None: ...
 
 class ScheduleRecord(_message.Message):
     __slots__ = ("record_id", "workload_key", "target_key", "steps_json", "seconds", "costs", "gflops", "worker", "created_at_ms")
