@@ -3,6 +3,7 @@
 
 use super::kernel::{KernelOf, kernel_to_pb};
 use super::{Api, gflops, internal, schedule_record};
+use crate::auth::{Principal, Role};
 use crate::records::RecordStore;
 use crate::workload;
 use tonic::{Request, Response, Status};
@@ -144,6 +145,15 @@ impl Query for Api {
         let target = self.query_target(&r.target).await?;
         let want = Want::new(r.with_source, r.omit_kernel, &r.symbol_prefix)?;
         if r.measure_transfer {
+            // Measuring stores records: not for a read-only token.
+            let caller = Principal::of(&req);
+            if caller.role == Role::Query {
+                return Err(Status::permission_denied(format!(
+                    "token '{}' has the query role, which may not measure (measure_transfer \
+                     stores records): ask without it, or with a client token",
+                    caller.name
+                )));
+            }
             self.measure_before_answer(r.workload.as_ref(), &target, r.allow_transfer)
                 .await?;
         }

@@ -13,8 +13,8 @@ use crate::cache::BestCache;
 use crate::metrics::Metrics;
 use crate::records::StoreError;
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use store::JobStore;
 use tokio::sync::watch;
@@ -67,11 +67,17 @@ pub trait MeasureBackend: Send + Sync {
 /// This machine's compiler and an isolated local runner.
 pub struct LocalBackend {
     target: Target,
+    /// Held for each local batch, by every measurer this backend makes (jobs' batches, and
+    /// `measure_transfer` in a query): this machine never times two kernels at once.
+    timing: Arc<Mutex<()>>,
 }
 
 impl LocalBackend {
     pub fn new(target: Target) -> Self {
-        LocalBackend { target }
+        LocalBackend {
+            target,
+            timing: Arc::default(),
+        }
     }
 }
 
@@ -86,7 +92,32 @@ impl MeasureBackend for LocalBackend {
         options: MeasureOptions,
         _job_id: &str,
     ) -> Box<dyn MeasureBatch> {
-        Box::new(Measurer::new(target, options))
+        Box::new(Exclusive {
+            inner: Measurer::new(target, options),
+            timing: Arc::clone(&self.timing),
+        })
+    }
+}
+
+/// A local measurer whose batches take this machine's timing lock.
+struct Exclusive {
+    inner: Measurer,
+    timing: Arc<Mutex<()>>,
+}
+
+impl MeasureBatch for Exclusive {
+    fn target(&self) -> &Target {
+        self.inner.target()
+    }
+
+    fn measure(
+        &mut self,
+        task: &tunehub_engine::task::Task,
+        schedules: &[tunehub_engine::schedule::Schedule],
+    ) -> Vec<tunehub_engine::measure::MeasureResult> {
+        // A batch that panicked while holding it measured nothing more: the lock stays usable.
+        let _machine = self.timing.lock().unwrap_or_else(|p| p.into_inner());
+        self.inner.measure(task, schedules)
     }
 }
 
