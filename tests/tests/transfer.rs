@@ -136,7 +136,28 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
         .unwrap()
         .into_inner()
         .records;
-    let seeded = Schedule::from_json(&rec.steps_json).unwrap().to_json();
+    // The seed: the neighbour's best record adapted (the zero-shot answer above may be another
+    // candidate, the one the cost model ranked first).
+    let source_best = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(op("matmul(16,16,16)")),
+            omit_kernel: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .record
+        .unwrap();
+    let seeded = tunehub_engine::transfer::adapt(
+        &Schedule::from_json(&source_best.steps_json).unwrap(),
+        &ops::matmul(16, 16, 16).unwrap(),
+        &asked.dag,
+    )
+    .unwrap()
+    .schedule
+    .to_json();
     assert!(
         top.iter().any(|r| r.steps_json == seeded),
         "the warm-start seed {seeded} is not among {top:?}"
