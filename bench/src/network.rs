@@ -113,6 +113,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             scheduler: pb::SchedulerKind::Gradient as i32,
             name: "tunehub-bench network".into(),
             priority: 0,
+            targets: vec![],
         })
         .await?
         .into_inner()

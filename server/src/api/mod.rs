@@ -235,6 +235,7 @@ impl Api {
             claims: job.claims,
             owner: job.owner.clone(),
             priority: job.priority,
+            group: job.group.clone(),
             waiting: self.waiting(job).await?,
         })
     }

@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 7] = [
+const FILES: [(i64, &str, &str); 8] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -37,6 +37,11 @@ const FILES: [(i64, &str, &str); 7] = [
         7,
         "job priority",
         include_str!("../../../migrations/0007_job_priority.sql"),
+    ),
+    (
+        8,
+        "job group",
+        include_str!("../../../migrations/0008_job_group.sql"),
     ),
 ];
 
