@@ -115,6 +115,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             scheduler: pb::SchedulerKind::Gradient as i32,
             name: "tunehub-bench network".into(),
             priority: 0,
+            targets: vec![],
         })
         .await?
         .into_inner()

@@ -155,9 +155,10 @@ pub struct SubmitArgs {
     #[arg(long = "weight", value_name = "W")]
     pub weights: Vec<f64>,
 
-    /// Device class: `local` (the server's machine) or a target key.
+    /// Device class: `local` (the server's machine) or a target key. Repeatable: one job per
+    /// target, sharing a group id (printed first, then a `JOB TARGET` line per job).
     #[arg(long, value_name = "TARGET", default_value = "local")]
-    pub target: String,
+    pub target: Vec<String>,
 
     /// Candidates per round [default: the server's].
     #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024))]
@@ -204,6 +205,10 @@ pub struct JobsArgs {
     #[arg(long = "state", value_name = "STATE")]
     pub states: Vec<String>,
 
+    /// Only the jobs of this group (a multi-target submission: one job per target).
+    #[arg(long, value_name = "GROUP")]
+    pub group: Option<String>,
+
     /// Most jobs to list.
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub limit: u32,
@@ -218,7 +223,8 @@ pub struct JobsArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct WatchArgs {
-    /// The job's id (from `tunehub submit` or `tunehub jobs`).
+    /// The job's id (from `tunehub submit` or `tunehub jobs`), or a group's (`g-...`: a line
+    /// per target as its jobs progress).
     #[arg(value_name = "JOB")]
     pub job: String,
 
@@ -232,7 +238,7 @@ pub struct WatchArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CancelArgs {
-    /// The job's id.
+    /// The job's id, or a group's (`g-...`: each of its jobs).
     #[arg(value_name = "JOB")]
     pub job: String,
 

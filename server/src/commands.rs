@@ -115,9 +115,15 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
         })
         .chain(model_tasks)
         .collect();
+    // One target as `target`, several as `targets` (one job each, in a group).
+    let (target, targets) = match args.target.as_slice() {
+        [one] => (one.clone(), vec![]),
+        many => (String::new(), many.to_vec()),
+    };
     let req = pb::SubmitRequest {
         tasks,
-        target: args.target.clone(),
+        target,
+        targets,
         measure: Some(measure_proto(&args.measure)),
         batch_size: args.batch.unwrap_or(0),
         seed: args.seed.unwrap_or(0),
@@ -129,14 +135,27 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
         priority: args.priority,
     };
     let mut c = connect(&args.client).await?;
-    let job = c
-        .jobs
-        .submit(req)
-        .await
-        .map_err(status_error)?
-        .into_inner()
-        .job
-        .context("the server returned no job")?;
+    let resp = c.jobs.submit(req).await.map_err(status_error)?.into_inner();
+    let job = resp.job.context("the server returned no job")?;
+    if !job.group.is_empty() {
+        // A group: its id, then a job per target.
+        let mut out = String::new();
+        if args.json {
+            for j in &resp.jobs {
+                let _ = writeln!(out, "{}", job_json(j));
+            }
+        } else {
+            let _ = writeln!(out, "{}", job.group);
+            for j in &resp.jobs {
+                let _ = writeln!(out, "{} {}", j.id, j.target_key);
+            }
+        }
+        crate::emit(&out)?;
+        if args.watch {
+            return crate::job_group::watch_group(&mut c, &job.group, false).await;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.json {
         crate::emit(&format!("{}\n", job_json(&job)))?;
     } else {
@@ -148,7 +167,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn state_name(s: i32) -> &'static str {
+pub fn state_name(s: i32) -> &'static str {
     match pb::JobState::try_from(s) {
         Ok(pb::JobState::Queued) => "queued",
         Ok(pb::JobState::Running) => "running",
@@ -230,6 +249,7 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
         "owner": j.owner,
         "priority": j.priority,
         "model": j.model,
+        "group": j.group,
         "waiting": j.waiting,
         "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
         "estimate": estimate_json(j.estimate.as_ref()),
@@ -304,6 +324,7 @@ pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {
         .list(pb::ListJobsRequest {
             states,
             limit: args.limit,
+            group: args.group.clone().unwrap_or_default(),
         })
         .await
         .map_err(status_error)?
@@ -350,6 +371,9 @@ pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {
                 best.map_or("-".into(), |g| format!("{g:.2}")),
                 tasks.join(", ")
             );
+            if !j.group.is_empty() {
+                let _ = writeln!(out, "{:<20} group: {}", "", j.group);
+            }
             if !j.waiting.is_empty() {
                 let _ = writeln!(out, "{:<20} waiting: {}", "", j.waiting);
             }
@@ -365,6 +389,9 @@ pub async fn jobs(args: JobsArgs) -> Result<ExitCode> {
 
 pub async fn cancel(args: CancelArgs) -> Result<ExitCode> {
     let mut c = connect(&args.client).await?;
+    if crate::job_group::is_group(&args.job) {
+        return crate::job_group::cancel_group(&mut c, &args.job).await;
+    }
     let job = c
         .jobs
         .cancel(pb::CancelJobRequest { id: args.job })
@@ -377,6 +404,9 @@ pub async fn cancel(args: CancelArgs) -> Result<ExitCode> {
 
 pub async fn watch(args: WatchArgs) -> Result<ExitCode> {
     let mut c = connect(&args.client).await?;
+    if crate::job_group::is_group(&args.job) {
+        return crate::job_group::watch_group(&mut c, &args.job, args.json).await;
+    }
     watch_job(&mut c, &args.job, args.json).await
 }
 
@@ -475,7 +505,7 @@ pub async fn watch_job(c: &mut Clients, id: &str, json_lines: bool) -> Result<Ex
     }
 }
 
-fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
+pub fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
     use pb::job_event::Event;
     let (kind, body) = match &ev.event {
         Some(Event::Snapshot(j)) => ("snapshot", job_json(j)),
@@ -495,7 +525,7 @@ fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
     json!({"job_id": ev.job_id, "at_ms": ev.at_ms, "event": kind, "data": body})
 }
 
-fn job_summary(j: &pb::Job) -> String {
+pub fn job_summary(j: &pb::Job) -> String {
     let mut t = String::new();
     let _ = writeln!(t, "job       {}  {}", j.id, state_name(j.state));
     let _ = writeln!(t, "target    {}", j.target_key);

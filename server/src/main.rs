@@ -11,6 +11,7 @@ use tunehub_server::cli::{self, Cli, Command, LogFormat, USAGE_EXIT, UsageError}
 use tunehub_server::oplist;
 
 mod commands;
+mod job_group;
 mod model;
 mod pack;
 mod tune;

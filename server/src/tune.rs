@@ -218,6 +218,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
             scheduler: pb::SchedulerKind::Gradient as i32,
             name: "tunehub tune".into(),
             priority: 0,
+            targets: vec![],
         })
         .await
         .map_err(status_error)?

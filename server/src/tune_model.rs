@@ -38,6 +38,7 @@ pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
             } as i32,
             name: format!("tunehub tune {path}"),
             priority: 0,
+            targets: vec![],
         })
         .await
         .map_err(status_error)?

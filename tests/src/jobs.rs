@@ -45,6 +45,7 @@ pub fn submit_req(tasks: Vec<pb::TaskSpec>, batch: u32) -> pb::SubmitRequest {
         scheduler: 0,
         name: "test".into(),
         priority: 0,
+        targets: vec![],
     }
 }
 

@@ -13,9 +13,10 @@
 //! `service.rs` (the API and the command line's clients), `tune_cli.rs` (`tunehub tune` and
 //! `best`), `fleet.rs` (workers: kill -9, quarantine, restart, aarch64 under qemu),
 //! `operations.rs` (metrics, JSON logs, SIGTERM), `roles.rs` (tokens with roles),
-//! `postgres.rs` (the same on PostgreSQL, two servers on one database), `deploy.rs` (deploy/
-//! against the binaries and CI), `ansor.rs` (records to and from TVM auto_scheduler logs),
-//! `python_client.rs` (clients/python's pytest suite against the server).
+//! `postgres.rs` (the same on PostgreSQL, two servers on one database), `pg_restart.rs` (jobs
+//! across a restart of a cluster of its own), `multi_target.rs` (one submission, a job per
+//! target), `deploy.rs` (deploy/ against the binaries and CI), `ansor.rs` (records to and
+//! from TVM auto_scheduler logs), `python_client.rs` (clients/python's pytest suite against the server).
 
 pub mod binaries;
 pub mod certs;

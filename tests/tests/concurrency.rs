@@ -25,6 +25,7 @@ fn job(spec: &str, trials: u32, target: &str, priority: i32) -> pb::SubmitReques
         scheduler: 0,
         name: format!("p{priority}"),
         priority,
+        targets: vec![],
     }
 }
 

@@ -69,6 +69,7 @@ fn job_req(spec: &str, trials: u32, batch: u32, target: &str) -> pb::SubmitReque
         scheduler: 0,
         name: "fleet".into(),
         priority: 0,
+        targets: vec![],
     }
 }
 

@@ -150,6 +150,7 @@ async fn concurrent_claims_take_each_job_once() {
                 owner: "anonymous".into(),
                 tasks: vec![("w".into(), 1.0, 1)],
                 priority: 0,
+                group: String::new(),
             })
             .await
             .unwrap(),

@@ -11,6 +11,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tunehub_engine::measure::MeasureOptions;
+use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::jobs_server::Jobs;
 
@@ -19,6 +20,8 @@ pub const MAX_BATCH: u32 = 1024;
 /// Job priorities: higher is claimed first within a target pool.
 pub const MIN_PRIORITY: i32 = -10;
 pub const MAX_PRIORITY: i32 = 10;
+/// Most targets of one submission (`SubmitRequest.targets`).
+pub const MAX_TARGETS: usize = 16;
 
 /// How often a watcher re-reads a job it was not woken for (it may run on another server).
 const WATCH_POLL: Duration = Duration::from_millis(300);
@@ -77,14 +80,60 @@ pub fn measure_options(m: Option<&pb::MeasureOptions>) -> Result<MeasureOptions,
 }
 
 impl Api {
+    /// The targets of a submission: `target`, or each of `targets` (distinct, every unknown
+    /// key named in one NOT_FOUND).
+    async fn submit_targets(&self, req: &pb::SubmitRequest) -> Result<Vec<Target>, Status> {
+        if req.targets.is_empty() {
+            return Ok(vec![self.measure_target(&req.target).await?]);
+        }
+        if !req.target.is_empty() {
+            return Err(Status::invalid_argument(
+                "target and targets are exclusive: name one target, or several in targets",
+            ));
+        }
+        if req.targets.len() > MAX_TARGETS {
+            return Err(Status::invalid_argument(format!(
+                "{} targets: a submission names at most {MAX_TARGETS}",
+                req.targets.len()
+            )));
+        }
+        let mut out: Vec<Target> = vec![];
+        let mut unknown = vec![];
+        for t in &req.targets {
+            match self.measure_target(t).await {
+                Ok(target) => {
+                    if out.iter().any(|o| o.key() == target.key()) {
+                        return Err(Status::invalid_argument(format!(
+                            "target '{t}' is named twice (as {})",
+                            target.key()
+                        )));
+                    }
+                    out.push(target);
+                }
+                Err(e) if e.code() == tonic::Code::NotFound => unknown.push(format!("'{t}'")),
+                Err(e) => return Err(e),
+            }
+        }
+        if !unknown.is_empty() {
+            return Err(Status::not_found(format!(
+                "unknown target{} {}: this server measures on \"local\" ({}) and its fleet's \
+                 targets",
+                if unknown.len() > 1 { "s" } else { "" },
+                unknown.join(", "),
+                self.local_target().key()
+            )));
+        }
+        Ok(out)
+    }
+
     /// Checks a submission in full, then stores it, owned by `owner` (the token's name):
-    /// workloads, the target, the job and its tasks. Nothing is written unless everything is
-    /// valid.
+    /// workloads, the targets, one job per target and their tasks. Nothing is written unless
+    /// everything is valid.
     pub async fn submit_job(
         &self,
         req: &pb::SubmitRequest,
         owner: &str,
-    ) -> Result<pb::Job, Status> {
+    ) -> Result<Vec<pb::Job>, Status> {
         let limits = self.limits;
         check_len("name", &req.name, MAX_NAME)?;
         if req.tasks.is_empty() {
@@ -97,7 +146,7 @@ impl Api {
                 limits.max_tasks_per_job
             )));
         }
-        let target = self.measure_target(&req.target).await?;
+        let targets = self.submit_targets(req).await?;
         let mut tasks = vec![];
         let mut total: u64 = 0;
         for (i, t) in req.tasks.iter().enumerate() {
@@ -164,12 +213,13 @@ impl Api {
 
         // Valid: store it.
         let store = self.store();
-        let target_json = serde_json::to_string(&target).expect("a target serializes");
-        let target_key = target.key();
-        store
-            .put_target(&target_key, &target_json)
-            .await
-            .map_err(internal)?;
+        for target in &targets {
+            let target_json = serde_json::to_string(target).expect("a target serializes");
+            store
+                .put_target(&target.key(), &target_json)
+                .await
+                .map_err(internal)?;
+        }
         let mut rows = vec![];
         for (task, weight, trials) in &tasks {
             let dag_json = serde_json::to_string(&task.dag).expect("a DAG serializes");
@@ -185,12 +235,17 @@ impl Api {
                 .map_err(internal)?;
             rows.push((task.key.clone(), *weight, *trials));
         }
-        let id = self
-            .ctx
-            .jobs
-            .create(&NewJob {
+        // One job per target; several share a group id.
+        let group = if req.targets.is_empty() {
+            String::new()
+        } else {
+            format!("g-{:016x}", rand::random::<u64>())
+        };
+        let new_jobs: Vec<NewJob> = targets
+            .iter()
+            .map(|target| NewJob {
                 name: req.name.clone(),
-                target_key,
+                target_key: target.key(),
                 seed,
                 batch_size: if req.batch_size == 0 {
                     limits.default_batch
@@ -198,16 +253,26 @@ impl Api {
                     req.batch_size
                 },
                 scheduler: scheduler.into(),
-                measure,
+                measure: measure.clone(),
                 owner: owner.to_string(),
                 priority: req.priority,
-                tasks: rows,
+                group: group.clone(),
+                tasks: rows.clone(),
             })
+            .collect();
+        let ids = self
+            .ctx
+            .jobs
+            .create_all(&new_jobs)
             .await
             .map_err(internal)?;
-        tracing::info!(job_id = %id, tasks = tasks.len(), total, "job queued");
+        tracing::info!(job_ids = ?ids, group = %group, tasks = tasks.len(), total, "job queued");
         self.ctx.changed();
-        self.get_job(&id).await
+        let mut out = vec![];
+        for id in &ids {
+            out.push(self.get_job(id).await?);
+        }
+        Ok(out)
     }
 
     pub async fn get_job(&self, id: &str) -> Result<pb::Job, Status> {
@@ -290,8 +355,11 @@ impl Jobs for Api {
             ));
         }
         let owner = Principal::of(&req).name;
-        let job = self.submit_job(req.get_ref(), &owner).await?;
-        Ok(Response::new(pb::SubmitResponse { job: Some(job) }))
+        let jobs = self.submit_job(req.get_ref(), &owner).await?;
+        Ok(Response::new(pb::SubmitResponse {
+            job: jobs.first().cloned(),
+            jobs,
+        }))
     }
 
     async fn get(&self, req: Request<pb::GetJobRequest>) -> Result<Response<pb::Job>, Status> {
@@ -320,7 +388,13 @@ impl Jobs for Api {
         } else {
             r.limit.min(10_000)
         };
-        let rows = self.ctx.jobs.list(&states, limit).await.map_err(internal)?;
+        check_len("group", &r.group, MAX_KEY)?;
+        let rows = self
+            .ctx
+            .jobs
+            .list(&states, &r.group, limit)
+            .await
+            .map_err(internal)?;
         let mut jobs = vec![];
         for j in &rows {
             jobs.push(self.job_proto(j).await?);

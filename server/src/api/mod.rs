@@ -246,6 +246,7 @@ impl Api {
             owner: job.owner.clone(),
             priority: job.priority,
             model: job.model_start.clone(),
+            group: job.group.clone(),
             waiting: self.waiting(job).await?,
         })
     }

@@ -63,8 +63,8 @@ impl Api {
             ..Default::default()
         };
         match self.submit_job(&req, OWNER).await {
-            Ok(job) => tracing::info!(
-                job_id = %job.id,
+            Ok(jobs) => tracing::info!(
+                job_id = %jobs.first().map_or("", |j| j.id.as_str()),
                 workload = %task.key,
                 trials,
                 "queued a tuning of a workload answered by transfer"

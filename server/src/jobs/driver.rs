@@ -124,6 +124,12 @@ async fn run_job_in_span(ctx: &JobContext, job: JobRow) -> Result<(), JobError> 
         Ok(Some(end)) => Some(*end),
         // Shutdown or a lost lease: leave the job to whoever claims it next.
         Ok(None) => None,
+        // The database went away (a restart): not the job's fault. Left claimable, it resumes
+        // from its stored batches once the database is back and its lease runs out.
+        Err(JobError::Store(e)) if e.is_unavailable() => {
+            tracing::warn!("the database is unavailable, job left claimable: {e}");
+            None
+        }
         Err(e) => {
             tracing::error!("job failed: {e}");
             Some(JobState::Failed)
@@ -133,8 +139,11 @@ async fn run_job_in_span(ctx: &JobContext, job: JobRow) -> Result<(), JobError> 
         Err(e) => with_causes(e),
         _ => String::new(),
     };
-    jobs.release(&job.id, &ctx.instance, end.map(|s| (s, msg.as_str())))
-        .await?;
+    let end_msg = end.map(|s| (s, msg.as_str()));
+    until_back(ctx, &job.id, "releasing the job", || {
+        jobs.release(&job.id, &ctx.instance, end_msg)
+    })
+    .await?;
     match end {
         Some(state) => tracing::info!(state = state.as_str(), "job ended"),
         None => tracing::info!("job left claimable (server stopping, or its lease lost)"),
@@ -275,7 +284,11 @@ async fn drive(
         measurer,
     });
     loop {
-        match jobs.renew(&job.id, &ctx.instance, ctx.lease_ms).await? {
+        match until_back(ctx, &job.id, "renewing the lease", || {
+            jobs.renew(&job.id, &ctx.instance, ctx.lease_ms)
+        })
+        .await?
+        {
             Lease::Held => {}
             Lease::Cancelled => return Ok(Some(JobState::Cancelled)),
             Lease::Lost => {
@@ -339,7 +352,11 @@ async fn drive(
             };
         }
         let cancelled = lease.load(Ordering::SeqCst) == CANCELLED
-            || jobs.renew(&job.id, &ctx.instance, ctx.lease_ms).await? == Lease::Cancelled;
+            || until_back(ctx, &job.id, "renewing the lease", || {
+                jobs.renew(&job.id, &ctx.instance, ctx.lease_ms)
+            })
+            .await?
+                == Lease::Cancelled;
         let (mut kept, mut dropped) = (vec![], 0);
         let mut new = vec![];
         for (k, (s, r)) in round.batch.iter().zip(&round.results).enumerate() {
@@ -372,9 +389,11 @@ async fn drive(
             ));
             kept.push(r.clone());
         }
-        let Some(outcomes) = jobs
-            .commit_batch(&job.id, &ctx.instance, ctx.lease_ms, row.idx, &new)
-            .await?
+        // Retrying is safe: a record already stored is a duplicate, its job_records row kept.
+        let Some(outcomes) = until_back(ctx, &job.id, "storing the batch", || {
+            jobs.commit_batch(&job.id, &ctx.instance, ctx.lease_ms, row.idx, &new)
+        })
+        .await?
         else {
             tracing::warn!("lease lost: another server runs the job now");
             ctx.metrics.job_leases_lost.inc();
@@ -401,11 +420,39 @@ async fn drive(
             .rev()
             .find(|r| !r.is_ok())
             .map(|r| format!("{}: {}", r.error.name(), one_line(&r.error_msg)));
-        jobs.update_task(&job.id, row.idx, false, last_error.as_deref(), dropped)
-            .await?;
+        until_back(ctx, &job.id, "updating the task", || {
+            jobs.update_task(&job.id, row.idx, false, last_error.as_deref(), dropped)
+        })
+        .await?;
         ctx.changed();
         if cancelled {
             return Ok(Some(JobState::Cancelled));
+        }
+    }
+}
+
+/// Runs a database step, again and again while the database is unavailable (a PostgreSQL
+/// restart), with a growing pause, until it answers or this server stops; any other error at
+/// once.
+async fn until_back<T, F, Fut>(
+    ctx: &JobContext,
+    job_id: &str,
+    what: &str,
+    mut step: F,
+) -> Result<T, JobError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, records::StoreError>>,
+{
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match step().await {
+            Err(e) if e.is_unavailable() && !ctx.shutting_down() => {
+                tracing::warn!(job_id, "{what}: the database is unavailable, retrying: {e}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            r => return r.map_err(JobError::from),
         }
     }
 }

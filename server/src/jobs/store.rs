@@ -78,6 +78,8 @@ pub struct JobRow {
     /// The cost model the job started from at its latest claim ("saved", "transferred from
     /// <target key>", "cold"); empty before its first claim.
     pub model_start: String,
+    /// The submission's group (one job per target of `SubmitRequest.targets`); '' alone.
+    pub group: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +115,8 @@ pub struct NewJob {
     /// The submitting token's name.
     pub owner: String,
     pub priority: i32,
+    /// The group id shared by the jobs of one multi-target submission; '' for none.
+    pub group: String,
     /// (workload key, weight, trials); the workloads must be stored already.
     pub tasks: Vec<(String, f64, u32)>,
 }
@@ -128,7 +132,7 @@ pub enum Lease {
 }
 
 const JOB_COLUMNS: &str = "id, name, state, target_key, seed, batch_size, scheduler, measure_json, error, \
-     claimed_by, lease_until, claims, created_at, updated_at, owner, priority, model_start";
+     claimed_by, lease_until, claims, created_at, updated_at, owner, priority, model_start, group_id";
 
 fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
     let id: String = row.try_get(0)?;
@@ -157,6 +161,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
         owner: row.try_get(14)?,
         priority: row.try_get::<i64, _>(15)? as i32,
         model_start: row.try_get(16)?,
+        group: row.try_get(17)?,
         id,
     })
 }
@@ -178,40 +183,53 @@ impl JobStore {
 
     /// Stores a queued job and its tasks in one transaction; returns its id.
     pub async fn create(&self, job: &NewJob) -> Result<String, StoreError> {
-        let id = format!("j-{:016x}", rand::random::<u64>());
-        let measure_json = serde_json::to_string(&job.measure).expect("measure options serialize");
+        let ids = self.create_all(std::slice::from_ref(job)).await?;
+        Ok(ids.into_iter().next().expect("one job, one id"))
+    }
+
+    /// Stores queued jobs and their tasks in one transaction (all or none); returns their ids
+    /// in order.
+    pub async fn create_all(&self, jobs: &[NewJob]) -> Result<Vec<String>, StoreError> {
         let now = now_ms();
         let mut tx = self.db.pool().begin().await?;
-        sqlx::query(&format!(
-            "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10, '')"
-        ))
-        .bind(&id)
-        .bind(&job.name)
-        .bind(&job.target_key)
-        .bind(job.seed as i64)
-        .bind(i64::from(job.batch_size))
-        .bind(&job.scheduler)
-        .bind(&measure_json)
-        .bind(now)
-        .bind(&job.owner)
-        .bind(i64::from(job.priority))
-        .execute(&mut *tx)
-        .await?;
-        for (idx, (workload, weight, trials)) in job.tasks.iter().enumerate() {
-            sqlx::query(
-                "INSERT INTO tasks (job_id, idx, workload_key, weight, trials, exhausted, last_error, dropped) \
-                 VALUES ($1, $2, $3, $4, $5, 0, '', 0)",
-            )
+        let mut ids = vec![];
+        for job in jobs {
+            let id = format!("j-{:016x}", rand::random::<u64>());
+            let measure_json =
+                serde_json::to_string(&job.measure).expect("measure options serialize");
+            sqlx::query(&format!(
+                "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10, '', $11)"
+            ))
             .bind(&id)
-            .bind(idx as i64)
-            .bind(workload)
-            .bind(*weight)
-            .bind(i64::from(*trials))
+            .bind(&job.name)
+            .bind(&job.target_key)
+            .bind(job.seed as i64)
+            .bind(i64::from(job.batch_size))
+            .bind(&job.scheduler)
+            .bind(&measure_json)
+            .bind(now)
+            .bind(&job.owner)
+            .bind(i64::from(job.priority))
+            .bind(&job.group)
             .execute(&mut *tx)
             .await?;
+            for (idx, (workload, weight, trials)) in job.tasks.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO tasks (job_id, idx, workload_key, weight, trials, exhausted, last_error, dropped) \
+                     VALUES ($1, $2, $3, $4, $5, 0, '', 0)",
+                )
+                .bind(&id)
+                .bind(idx as i64)
+                .bind(workload)
+                .bind(*weight)
+                .bind(i64::from(*trials))
+                .execute(&mut *tx)
+                .await?;
+            }
+            ids.push(id);
         }
         tx.commit().await?;
-        Ok(id)
+        Ok(ids)
     }
 
     pub async fn get(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
@@ -222,19 +240,25 @@ impl JobStore {
         row.as_ref().map(job_from_row).transpose()
     }
 
-    /// Newest first; `states` empty: every state.
-    pub async fn list(&self, states: &[JobState], limit: u32) -> Result<Vec<JobRow>, StoreError> {
+    /// Newest first; `states` empty: every state; `group` non-empty: only that group's jobs.
+    pub async fn list(
+        &self,
+        states: &[JobState],
+        group: &str,
+        limit: u32,
+    ) -> Result<Vec<JobRow>, StoreError> {
         // The states are this enum's constants, so writing them into the SQL is safe.
-        let filter = if states.is_empty() {
-            String::new()
-        } else {
+        let mut filter = vec!["($2 = '' OR group_id = $2)".to_string()];
+        if !states.is_empty() {
             let list: Vec<String> = states.iter().map(|s| format!("'{}'", s.as_str())).collect();
-            format!("WHERE state IN ({})", list.join(", "))
-        };
+            filter.push(format!("state IN ({})", list.join(", ")));
+        }
         let rows = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs {filter} ORDER BY created_at DESC, id DESC LIMIT $1"
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE {} ORDER BY created_at DESC, id DESC LIMIT $1",
+            filter.join(" AND ")
         ))
         .bind(i64::from(limit))
+        .bind(group)
         .fetch_all(self.db.pool())
         .await?;
         rows.iter().map(job_from_row).collect()

@@ -27,3 +27,25 @@ pub enum StoreError {
     #[error("record {id} is corrupt: {msg}")]
     Corrupt { id: String, msg: String },
 }
+
+impl StoreError {
+    /// Whether the database could not be reached or dropped the connection (PostgreSQL
+    /// restarting, a network cut): worth retrying once it is back, never a reason to fail a
+    /// job. SQLSTATE class 08 is a connection exception, class 57P an operator intervention
+    /// (admin shutdown, crash shutdown, cannot connect now).
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Db(e) => match e {
+                sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed => true,
+                sqlx::Error::Database(d) => d
+                    .code()
+                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}

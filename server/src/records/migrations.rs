@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 8] = [
+const FILES: [(i64, &str, &str); 9] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -42,6 +42,11 @@ const FILES: [(i64, &str, &str); 8] = [
         8,
         "job model",
         include_str!("../../../migrations/0008_job_model.sql"),
+    ),
+    (
+        9,
+        "job group",
+        include_str!("../../../migrations/0009_job_group.sql"),
     ),
 ];
 

@@ -78,7 +78,7 @@ class TaskSpec(_message.Message):
     def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., trials: _Optional[int] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name", "priority")
+    __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name", "priority", "targets")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     MEASURE_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,7 @@ class SubmitRequest(_message.Message):
     SCHEDULER_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
     target: str
     measure: MeasureOptions
@@ -95,13 +96,16 @@ class SubmitRequest(_message.Message):
     scheduler: SchedulerKind
     name: str
     priority: int
-    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., target: _Optional[str] = ..., measure: _Optional[_Union[MeasureOptions, _Mapping]] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ...) -> None: ...
+    targets: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., target: _Optional[str] = ..., measure: _Optional[_Union[MeasureOptions, _Mapping]] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., targets: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
-    __slots__ = ("job",)
+    __slots__ = ("job", "jobs")
     JOB_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
     job: Job
-    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
 
 class TaskProgress(_message.Message):
     __slots__ = ("index", "workload_key", "description", "options", "flops", "weight", "trials", "trials_done", "ok", "errors", "new_records", "best_seconds", "best_gflops", "best_record_id", "last_error", "exhausted", "error_counts", "dropped", "share")
@@ -161,7 +165,7 @@ class Estimate(_message.Message):
     def __init__(self, seconds: _Optional[float] = ..., missing: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority", "model")
+    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority", "model", "group")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -180,6 +184,7 @@ class Job(_message.Message):
     OWNER_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     state: JobState
@@ -198,7 +203,8 @@ class Job(_message.Message):
     owner: str
     priority: int
     model: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ..., model: _Optional[str] = ...) -> None: ...
+    group: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ..., model: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("id",)
@@ -207,12 +213,14 @@ class GetJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("states", "limit")
+    __slots__ = ("states", "limit", "group")
     STATES_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[JobState]
     limit: int
-    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., limit: _Optional[int] = ...) -> None: ...
+    group: str
+    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., limit: _Optional[int] = ..., group: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs",)
