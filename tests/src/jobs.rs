@@ -59,6 +59,14 @@ pub async fn submit(c: &mut Clients, req: pb::SubmitRequest) -> pb::Job {
         .unwrap()
 }
 
+/// Submits one task of `spec` (`trials` candidates, one batch) and waits until its job is done.
+pub async fn tune_done(c: &mut Clients, spec: &str, trials: u32) -> pb::Job {
+    let job = submit(c, submit_req(vec![task(spec, trials)], trials)).await;
+    let done = wait_final(c, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    done
+}
+
 pub async fn get(c: &mut Clients, id: &str) -> pb::Job {
     c.jobs
         .get(pb::GetJobRequest { id: id.into() })

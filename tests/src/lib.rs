@@ -31,8 +31,8 @@ pub mod worker;
 
 pub use faulty_worker::FaultyWorker;
 pub use jobs::{
-    code_of, get, is_final, op, quick, submit, submit_req, task, wait_final, wait_trials,
+    code_of, get, is_final, op, quick, submit, submit_req, task, tune_done, wait_final, wait_trials,
 };
 pub use metrics::scrape_raw;
 pub use server::{Server, TOKEN, sqlite_path};
-pub use worker::Worker;
+pub use worker::{Worker, wait_pool};

@@ -81,3 +81,20 @@ fn command(url: &str, device: &str, token: &str, extra: &[&str]) -> Command {
         .stdout(Stdio::null());
     cmd
 }
+
+/// Waits until a worker is registered and online; its target key (its pool).
+pub async fn wait_pool(c: &mut tunehub_server::client::Clients) -> String {
+    use tunehub_proto::v1 as pb;
+    crate::wait::until("a worker registered", Duration::from_secs(60), async || {
+        c.workers
+            .list(pb::ListWorkersRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .workers
+            .into_iter()
+            .find(|w| w.status != "offline")
+            .map(|w| w.target_key)
+    })
+    .await
+}

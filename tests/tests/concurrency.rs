@@ -29,21 +29,6 @@ fn job(spec: &str, trials: u32, target: &str, priority: i32) -> pb::SubmitReques
     }
 }
 
-async fn pool_key(c: &mut Clients) -> String {
-    wait::until("a worker registered", Duration::from_secs(60), async || {
-        c.workers
-            .list(pb::ListWorkersRequest {})
-            .await
-            .unwrap()
-            .into_inner()
-            .workers
-            .into_iter()
-            .find(|w| w.status != "offline")
-            .map(|w| w.target_key)
-    })
-    .await
-}
-
 /// When each record of a job's workload on `target` was stored.
 async fn record_times(c: &mut Clients, spec: &str, target: &str) -> Vec<i64> {
     c.query
@@ -69,7 +54,7 @@ async fn pools_run_jobs_at_once_and_a_pool_takes_its_queue_by_priority() {
     let server = Server::start(&tunehub_tests::sqlite_path(dir.path(), "c.db"), "s1", &[]);
     let _w = Worker::start(&server.url(), "w1", &[FLEET_CFLAGS]);
     let mut c = server.client().await;
-    let pool = pool_key(&mut c).await;
+    let pool = tunehub_tests::wait_pool(&mut c).await;
 
     // Out of range: refused, nothing stored.
     let (code, msg) = code_of(c.jobs.submit(job("matmul(8,8,8)", 2, "local", 11)).await);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tonic::Code;
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
-use tunehub_tests::{Server, TOKEN, Worker, code_of, quick, task, wait, wait_final};
+use tunehub_tests::{Server, TOKEN, Worker, code_of, quick, task, wait_final};
 
 /// Keeps the worker's target apart from the server's own, as in the fleet tests.
 const FLEET_CFLAGS: &str = "--cflags=-DTUNEHUB_MULTI_TARGET_TEST";
@@ -24,21 +24,6 @@ fn multi(spec: &str, trials: u32, targets: &[&str]) -> pb::SubmitRequest {
         targets: targets.iter().map(|t| t.to_string()).collect(),
         ..Default::default()
     }
-}
-
-async fn pool_key(c: &mut Clients) -> String {
-    wait::until("a worker registered", Duration::from_secs(60), async || {
-        c.workers
-            .list(pb::ListWorkersRequest {})
-            .await
-            .unwrap()
-            .into_inner()
-            .workers
-            .into_iter()
-            .find(|w| w.status != "offline")
-            .map(|w| w.target_key)
-    })
-    .await
 }
 
 async fn list(c: &mut Clients, group: &str) -> Vec<pb::Job> {
@@ -87,7 +72,7 @@ async fn one_submission_tunes_each_target_in_its_own_job() {
     let server = Server::start(&tunehub_tests::sqlite_path(dir.path(), "m.db"), "s1", &[]);
     let _w = Worker::start(&server.url(), "w1", &[FLEET_CFLAGS]);
     let mut c = server.client().await;
-    let pool = pool_key(&mut c).await;
+    let pool = tunehub_tests::wait_pool(&mut c).await;
 
     // Bad target lists: refused, nothing stored.
     let (code, msg) = code_of(

@@ -10,7 +10,7 @@ use tunehub_engine::schedule::Schedule;
 use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
 use tunehub_tests::{
-    Server, TOKEN, binaries, op, sqlite_path, submit, submit_req, task, wait_final,
+    Server, TOKEN, binaries, op, sqlite_path, submit, submit_req, task, tune_done, wait_final,
 };
 
 fn best(spec: &str, transfer: bool) -> pb::BestRequest {
@@ -29,9 +29,7 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
     let db = sqlite_path(dir.path(), "transfer.db");
     let server = Server::start(&db, "s1", &[]);
     let mut c = server.client().await;
-    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 3)], 3)).await;
-    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
-    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    tune_done(&mut c, "matmul(16,16,16)", 3).await;
     let source_key = Task::new(ops::matmul(16, 16, 16).unwrap(), "").key;
     let asked = Task::new(ops::matmul(24, 16, 16).unwrap(), "");
 
@@ -121,9 +119,7 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
 
     // A warm start: tuning the new shape measures the transferred schedule among its first
     // candidates (the neighbour's best, adapted), and it is stored as a record of its own.
-    let job = submit(&mut c, submit_req(vec![task("matmul(24,16,16)", 2)], 2)).await;
-    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
-    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    tune_done(&mut c, "matmul(24,16,16)", 2).await;
     let top = c
         .query
         .top_k(pb::TopKRequest {
@@ -244,9 +240,7 @@ async fn a_target_without_a_model_starts_from_the_nearest_targets() {
     let db = sqlite_path(dir.path(), "models.db");
     let first = Server::start(&db, "s1", &[]);
     let mut c = first.client().await;
-    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 3)], 3)).await;
-    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
-    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    let done = tune_done(&mut c, "matmul(16,16,16)", 3).await;
     assert_eq!(
         done.model, "cold",
         "the first job of a database starts cold"
@@ -295,9 +289,7 @@ async fn a_transferred_answer_queues_one_tuning_of_its_workload() {
         &["--tune-transferred", "--tune-transferred-trials", "2"],
     );
     let mut c = server.client().await;
-    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 3)], 3)).await;
-    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
-    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    tune_done(&mut c, "matmul(16,16,16)", 3).await;
     // Not answered by transfer: nothing queued.
     c.query.best(best("matmul(16,16,16)", true)).await.unwrap();
     for _ in 0..3 {
@@ -340,9 +332,7 @@ async fn measure_transfer_stores_the_candidates_it_measures() {
     let db = sqlite_path(dir.path(), "measure.db");
     let server = Server::start(&db, "s1", &[]);
     let mut c = server.client().await;
-    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 3)], 3)).await;
-    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
-    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    let done = tune_done(&mut c, "matmul(16,16,16)", 3).await;
     let measured = |spec: &str, target: &str, transfer: bool| pb::BestRequest {
         target: target.into(),
         measure_transfer: true,
