@@ -206,7 +206,8 @@ impl Target {
     }
 
     /// Whether kernels may call glibc's vector math library (libmvec: `expf` and `logf` on
-    /// 4-16 lanes, in every x86-64 glibc since 2.22). Kernels link `-lmvec` then.
+    /// 4-16 lanes in every x86-64 glibc since 2.22, `erff` and `tanhf` since 2.35). Kernels
+    /// link `-lmvec` then.
     pub fn has_vector_math(&self) -> bool {
         self.arch == "x86_64" && self.os == "linux"
     }

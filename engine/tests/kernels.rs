@@ -514,3 +514,51 @@ fn erf_in_an_epilogue_matches_the_reference() {
     .unwrap();
     check_random_schedules(dag, 27, PER_CASE);
 }
+
+/// GELU's two forms (erf in BERT, tanh in GPT-2) vectorize through libmvec where glibc has
+/// them (2.35 on), so a fused GELU epilogue no longer costs a scalar call per element; older
+/// glibc builds them scalar. Either way the kernel links and matches the reference.
+#[test]
+fn vectorized_erf_and_tanh_call_vector_math_where_glibc_has_them() {
+    let target = Target::detect();
+    if !target.has_vector_math() {
+        eprintln!("skipped: libmvec is x86-64 Linux only (an ISA skip, not a missing tool)");
+        return;
+    }
+    let dag =
+        tunehub_engine::text::parse("Y[i,j] = erf(X[i,j]) + tanh(X[i,j] * 0.5) where i<3, j<67")
+            .unwrap();
+    let task = Task::new(dag, "erf and tanh");
+    // Stage 1 (Y), its inner loop vectorized.
+    let sched =
+        tunehub_engine::schedule::Schedule::from_json_value(&serde_json::json!([["AN", 1, 1, 2]]))
+            .unwrap();
+    let k =
+        tunehub_engine::codegen::generate_with(&task.dag, &sched, &target, &task.lower_options())
+            .unwrap();
+    assert!(k.source.contains("#pragma omp simd"), "{}", k.source);
+    let dir = compile(&target, &k.source, &["-S", "-o", "k.s"], "erf and tanh");
+    let asm = std::fs::read_to_string(dir.path().join("k.s")).unwrap();
+    let glibc = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .expect("getconf runs on glibc Linux");
+    let version = String::from_utf8_lossy(&glibc.stdout);
+    let minor: u32 = version
+        .trim()
+        .strip_prefix("glibc 2.")
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected `getconf GNU_LIBC_VERSION`: {version}"));
+    let gcc = !target.compiler.contains("clang");
+    let vector = asm.contains("v_erff") && asm.contains("v_tanhf");
+    assert_eq!(
+        vector,
+        gcc && minor >= 35,
+        "glibc 2.{minor}, compiler {}: vector calls {vector} in:\n{}",
+        target.compiler,
+        k.source
+    );
+    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
+        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+    }
+}

@@ -188,12 +188,17 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         // glibc declares its vector math (libmvec) only under -ffast-math, which would also
         // reorder the reductions and assume no infinities (a padded max pool's -inf). Declared
         // here, `omp simd` loops call the 16-lane expf: the best softmax 128x1000 went from 1.3
-        // to 9.4 GFLOP/s (200 trials each).
+        // to 9.4 GFLOP/s (200 trials each). erff and tanhf (GELU's two forms) joined libmvec in
+        // glibc 2.35; older ones build them scalar.
         // GCC's attribute; another compiler (clang) builds the scalar calls.
         header.push_str(
             "#if defined(__GNUC__) && !defined(__clang__)\n\
              __attribute__((__simd__(\"notinbranch\"))) float expf(float);\n\
              __attribute__((__simd__(\"notinbranch\"))) float logf(float);\n\
+             #if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)\n\
+             __attribute__((__simd__(\"notinbranch\"))) float erff(float);\n\
+             __attribute__((__simd__(\"notinbranch\"))) float tanhf(float);\n\
+             #endif\n\
              #endif\n\n",
         );
     }

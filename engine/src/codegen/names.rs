@@ -50,6 +50,8 @@ const RESERVED: &[&str] = &[
     "sqrtf",
     "tanh",
     "tanhf",
+    "erf",
+    "erff",
     "fabsf",
     "INFINITY",
     "NAN",
