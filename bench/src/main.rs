@@ -14,6 +14,8 @@
 //!   server memory) on SQLite and PostgreSQL.
 //! - `dispatch`: the worker fleet's overhead per measurement with 1, 4, 16 workers, and the time
 //!   from a worker's death to the re-dispatch of its piece.
+//! - `swarm`: N simulated workers (register, heartbeat, long-poll) held by a server process:
+//!   its CPU and memory per 1,000 workers and the heartbeat round trip.
 //! - `network`: an ONNX model's tasks tuned as one job, its end-to-end estimate against
 //!   trials and wall time (the peer: `bench/onnx_peer.py`, ONNX Runtime).
 //! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
@@ -21,7 +23,7 @@
 //! - `procs`: what `query` and `dispatch` share: the release binaries, a child `tunehub
 //!   server`, `/proc` (memory, CPU time), the machine's load, percentiles.
 //!
-//! `query` and `dispatch` run the release binaries `tunehub` and `tunehub-worker` found beside
+//! `query`, `dispatch` and `swarm` run the release binaries `tunehub` and `tunehub-worker` found beside
 //! this one: `cargo build --release -p tunehub-bench -p tunehub-server -p tunehub-worker`.
 
 mod bandwidth;
@@ -35,6 +37,7 @@ mod query;
 mod remeasure;
 mod search;
 mod settings;
+mod swarm;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -64,6 +67,9 @@ enum Cmd {
     /// Fleet dispatch: measurements/s and server overhead per measurement with N workers, and
     /// re-dispatch time after a worker's kill -9.
     Dispatch(dispatch::DispatchArgs),
+    /// N simulated workers held by a server process: its CPU and memory per 1,000 workers,
+    /// heartbeat round trips.
+    Swarm(swarm::SwarmArgs),
     /// A whole ONNX model tuned as one job: per task best GFLOP/s and share of the end-to-end
     /// estimate; the estimate against trials and wall time (SVG); the peer's latency beside it.
     Network(network::NetworkArgs),
@@ -82,6 +88,7 @@ fn main() -> Result<()> {
         Cmd::MeasureSettings(a) => settings::run(a),
         Cmd::Query(a) => runtime()?.block_on(query::run(a)),
         Cmd::Dispatch(a) => runtime()?.block_on(dispatch::run(a)),
+        Cmd::Swarm(a) => runtime()?.block_on(swarm::run(a)),
         Cmd::Network(a) => runtime()?.block_on(network::run(a)),
     }
 }

@@ -81,6 +81,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         },
         lease_ms: 30_000,
         poll_ms: 200,
+        heartbeat_ms: 1000,
         cache_ttl_ms: 0,
         instance: "bench".into(),
         target: TargetOverrides::default(),

@@ -57,6 +57,7 @@ pub struct ServerFile {
     pub max_message_bytes: Option<usize>,
     pub lease_s: Option<f64>,
     pub poll_ms: Option<u64>,
+    pub heartbeat_ms: Option<u64>,
     pub cache_ttl_ms: Option<u64>,
     pub instance: Option<String>,
     pub batch: Option<u32>,
@@ -207,6 +208,13 @@ pub struct ServerArgs {
     #[arg(long, value_name = "MS")]
     pub poll_ms: Option<u64>,
 
+    /// Milliseconds between a worker's heartbeats (the server tells each worker at
+    /// registration); a worker silent for 3.5 of them is offline and loses its piece. Longer
+    /// suits large fleets (the server's cost per worker is mostly heartbeats); shorter
+    /// re-dispatches a dead worker's piece sooner [default: 1000].
+    #[arg(long, value_name = "MS", value_parser = value_parser!(u64).range(100..=60_000))]
+    pub heartbeat_ms: Option<u64>,
+
     /// Milliseconds a cached best record is trusted before it is read again (records stored by
     /// other servers show up after this) [default: 2000].
     #[arg(long, value_name = "MS")]
@@ -254,6 +262,8 @@ pub struct ServerConfig {
     pub limits: Limits,
     pub lease_ms: u64,
     pub poll_ms: u64,
+    /// Workers' heartbeat period (`FleetConfig::with_heartbeat`).
+    pub heartbeat_ms: u64,
     pub cache_ttl_ms: u64,
     pub instance: String,
     pub target: TargetOverrides,
@@ -342,6 +352,12 @@ impl ServerConfig {
                 "lease of {lease_s} s: give 0.3 to 86400 seconds"
             )));
         }
+        let heartbeat_ms = args.heartbeat_ms.or(f.heartbeat_ms).unwrap_or(1000);
+        if !(100..=60_000).contains(&heartbeat_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "heartbeat of {heartbeat_ms} ms: give 100 to 60000 ms"
+            )));
+        }
         let cflags = args.target.cflags.clone().or(f.cflags);
         Ok(ServerConfig {
             listen: args
@@ -375,6 +391,7 @@ impl ServerConfig {
             },
             lease_ms: (lease_s * 1000.0) as u64,
             poll_ms: args.poll_ms.or(f.poll_ms).unwrap_or(1000).max(10),
+            heartbeat_ms,
             cache_ttl_ms: args.cache_ttl_ms.or(f.cache_ttl_ms).unwrap_or(2000),
             instance: args
                 .instance
@@ -505,6 +522,13 @@ mod tests {
         })
         .unwrap();
         assert_eq!(c.tune_transferred, Some(8));
+
+        assert_eq!(c.heartbeat_ms, 1000, "the default heartbeat");
+        std::fs::write(&path, "[server]\ntokens = [\"a\"]\nheartbeat_ms = 5000\n").unwrap();
+        assert_eq!(ServerConfig::resolve(&args).unwrap().heartbeat_ms, 5000);
+        std::fs::write(&path, "[server]\ntokens = [\"a\"]\nheartbeat_ms = 5\n").unwrap();
+        let e = ServerConfig::resolve(&args).unwrap_err().to_string();
+        assert!(e.contains("heartbeat of 5 ms"), "{e}");
 
         std::fs::write(&path, "[server]\nbogus = 1\n").unwrap();
         let e = ServerConfig::resolve(&args).unwrap_err().to_string();

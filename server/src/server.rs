@@ -154,7 +154,9 @@ async fn wait_for_signal() -> i32 {
 /// overrides), every other target's on the worker fleet that registers with this server.
 pub async fn start(cfg: &ServerConfig) -> Result<RunningServer, ServeError> {
     let target = Target::detect().with_overrides(&cfg.target);
-    let fleet = Arc::new(Fleet::new(FleetConfig::default()));
+    let fleet = Arc::new(Fleet::new(FleetConfig::with_heartbeat(
+        Duration::from_millis(cfg.heartbeat_ms),
+    )));
     let backend = Arc::new(FleetBackend::new(target, Arc::clone(&fleet)));
     start_inner(cfg, backend, Some(fleet)).await
 }

@@ -169,6 +169,7 @@ pub(crate) async fn embedded(
         },
         lease_ms: 30_000,
         poll_ms: 200,
+        heartbeat_ms: 1000,
         cache_ttl_ms: 0,
         instance: WORKER.into(),
         target: TargetOverrides::default(),

@@ -39,6 +39,18 @@ pub struct FleetConfig {
     pub probation: Duration,
 }
 
+impl FleetConfig {
+    /// The defaults with another heartbeat period; the grace before a silent worker is
+    /// offline stays 3.5 periods (three heartbeats may be late or lost).
+    pub fn with_heartbeat(heartbeat: Duration) -> Self {
+        FleetConfig {
+            heartbeat,
+            grace: heartbeat.mul_f64(3.5),
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for FleetConfig {
     fn default() -> Self {
         FleetConfig {
