@@ -432,11 +432,11 @@ pub struct ImportArgs {
 #[derive(Debug, Clone, Args)]
 #[group(required = true, multiple = false)]
 pub struct WorkloadArgs {
-    /// A library operator with its parameters, e.g. `matmul(512,512,512)` or
-    /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`; the operator's
-    /// constant weight is packed by default (`tunehub ops`), `layout_free=B` names the packed
-    /// inputs, `layout_free=none` packs none. An ONNX model file (MODEL.onnx) adds its tasks,
-    /// extracted here: the server gets the task list, not the model.
+    /// A library operator with its parameters, e.g. `matmul(512,512,512)` (`tunehub ops`
+    /// lists them); the operator's constant weight is packed by default, `layout_free=B` names
+    /// the packed inputs, `layout_free=none` packs none. `tunehub tune` also takes an ONNX
+    /// model file (MODEL.onnx): its tasks, extracted here (the server gets the task list, not
+    /// the model).
     #[arg(value_name = "OP_SPEC")]
     pub op_spec: Option<String>,
 
