@@ -613,3 +613,82 @@ fn systemd_units_run_the_installed_binaries_with_settings_they_accept() {
         }
     }
 }
+
+/// The Kubernetes workers hold a worker-role token, not an admin one: the server, given its
+/// Secret as Kubernetes mounts it (every key a file under the mount path) and its admin tokens
+/// from the Secret's `tokens`, resolves the token the DaemonSet reads to the worker role.
+#[test]
+fn k8s_workers_hold_a_worker_role_token() {
+    use tunehub_server::auth::Role;
+    use tunehub_server::config::{ServerArgs, ServerConfig};
+    let objs = k8s();
+    let secret = object(&objs, "Secret", "tunehub");
+    // Keys hold dots (`server.toml`): looked up whole, not as a path.
+    let data = |key: &str| {
+        at(secret, "stringData")
+            .get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("the Secret has no {key}"))
+            .to_string()
+    };
+    let dep = object(&objs, "Deployment", "tunehub-server");
+    let pod = at(dep, "spec.template.spec");
+    let c = at(pod, "containers.0");
+    let env = container_env(c);
+    let config = env
+        .iter()
+        .find(|(k, _)| k == "TUNEHUB_CONFIG")
+        .and_then(|(_, v)| v.clone())
+        .expect("the server reads a config file (TUNEHUB_CONFIG)");
+    // The volume that mounts the Secret, and where.
+    let volume = at(pod, "volumes")
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| at(v, "secret.secretName").as_str() == Some("tunehub"))
+        .expect("a volume of the Secret");
+    let mount = at(c, "volumeMounts")
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| s(m, "name") == s(volume, "name"))
+        .expect("the Secret's volume is mounted");
+    let mount_path = s(mount, "mountPath");
+    let key = config
+        .strip_prefix(&format!("{mount_path}/"))
+        .expect("the config file is a key of the mounted Secret");
+
+    // The Secret as mounted, under a scratch directory standing for the mount path.
+    let dir = tempfile::tempdir().unwrap();
+    let keys = at(secret, "stringData").as_mapping().unwrap();
+    for k in keys.keys() {
+        let k = k.as_str().unwrap();
+        let text = data(k).replace(mount_path, dir.path().to_str().unwrap());
+        std::fs::write(dir.path().join(k), text).unwrap();
+    }
+    let admin: Vec<String> = data("tokens").split(',').map(String::from).collect();
+    let cfg = ServerConfig::resolve(&ServerArgs {
+        config: Some(dir.path().join(key)),
+        tokens: admin.clone(),
+        ..ServerArgs::default()
+    })
+    .unwrap();
+    let role_of = |secret: &str| {
+        cfg.tokens
+            .iter()
+            .find(|t| t.secret == secret.trim())
+            .map(|t| t.role)
+    };
+    let ds = object(&objs, "DaemonSet", "tunehub-worker");
+    let worker_env = at(ds, "spec.template.spec.containers.0.env")
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|e| s(e, "name") == "TUNEHUB_TOKEN")
+        .expect("the workers' token");
+    let worker_key = s(worker_env, "valueFrom.secretKeyRef.key");
+    assert_eq!(role_of(&data(worker_key)), Some(Role::Worker));
+    for t in &admin {
+        assert_eq!(role_of(t), Some(Role::Admin));
+    }
+}
