@@ -14,6 +14,8 @@
 //!   server memory) on SQLite and PostgreSQL.
 //! - `dispatch`: the worker fleet's overhead per measurement with 1, 4, 16 workers, and the time
 //!   from a worker's death to the re-dispatch of its piece.
+//! - `reuse`: zero-shot answers for held-out shapes against their own tuning, and warm starts
+//!   from 5 nearby tuned shapes against cold runs (issue 29).
 //! - `swarm`: N simulated workers (register, heartbeat, long-poll) held by a server process:
 //!   its CPU and memory per 1,000 workers and the heartbeat round trip.
 //! - `network`: an ONNX model's tasks tuned as one job, its end-to-end estimate against
@@ -35,6 +37,7 @@ mod plot;
 mod procs;
 mod query;
 mod remeasure;
+mod reuse;
 mod search;
 mod settings;
 mod swarm;
@@ -67,6 +70,9 @@ enum Cmd {
     /// Fleet dispatch: measurements/s and server overhead per measurement with N workers, and
     /// re-dispatch time after a worker's kill -9.
     Dispatch(dispatch::DispatchArgs),
+    /// Zero-shot answers for held-out shapes against their own tuning; warm starts against
+    /// cold runs.
+    Reuse(reuse::ReuseArgs),
     /// N simulated workers held by a server process: its CPU and memory per 1,000 workers,
     /// heartbeat round trips.
     Swarm(swarm::SwarmArgs),
@@ -88,6 +94,7 @@ fn main() -> Result<()> {
         Cmd::MeasureSettings(a) => settings::run(a),
         Cmd::Query(a) => runtime()?.block_on(query::run(a)),
         Cmd::Dispatch(a) => runtime()?.block_on(dispatch::run(a)),
+        Cmd::Reuse(a) => runtime()?.block_on(reuse::run(a)),
         Cmd::Swarm(a) => runtime()?.block_on(swarm::run(a)),
         Cmd::Network(a) => runtime()?.block_on(network::run(a)),
     }

@@ -1,0 +1,472 @@
+//! `tunehub-bench reuse`: what the database's reuse buys (issue 29), each database an embedded
+//! server measuring on this machine (a throwaway SQLite file per database).
+//!
+//! - **Zero-shot**: per family, its neighbour shapes are tuned (`--trials` each) into one
+//!   database; then each held-out shape is answered by transfer with its top candidates
+//!   measured now (`allow_transfer` + `measure_transfer`, what `tunehub query --transfer
+//!   --measure` does). Beside it, the held-out shape's own cold tuning (`--trials`, a fresh
+//!   database). The figure: zero-shot GFLOP/s as a share of the own tuning's, per shape, and
+//!   their median, minimum and spread.
+//! - **Warm start**: for a matmul, a conv2d and a dense, 5 nearby shapes are tuned; then the
+//!   shape itself is tuned in that database (its first batch seeded from its neighbours) and
+//!   in a fresh one, `--trials` each, per seed, in rounds of `--curve-batch` so that the curve
+//!   is fine enough. The figure: trials until the warm run's best is within 95% of the cold
+//!   run's final best (GFLOP/s), against the cold run's own trials to get there.
+//!
+//! Every time is a measured kernel on this machine (the transferred answers too: measured, not
+//! predicted). The run is long (tens of 200-trial tunings): a benchmark, never a test.
+//!
+//! `tunehub-bench reuse [--trials 200] [--part zero-shot,warm-start] [--seeds 0,1,2]`
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::json;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_stream::StreamExt;
+use tunehub_engine::target::{Target, TargetOverrides};
+use tunehub_proto::v1 as pb;
+use tunehub_server::client::{self, Clients};
+use tunehub_server::config::{ClientConfig, Limits, ServerConfig};
+use tunehub_server::jobs::{self, LocalBackend};
+use tunehub_server::server::{self, RunningServer};
+use tunehub_server::workload;
+
+/// One family of a structure: shapes tuned as neighbours, and shapes held out.
+struct Family {
+    name: &'static str,
+    tuned: &'static [&'static str],
+    held_out: &'static [&'static str],
+}
+
+/// ResNet-50's convolutions, BERT's and GPT-2's dense layers, attention's batched matmuls.
+/// Held-out shapes lie between or beside tuned ones of the same structure (operator, layout,
+/// epilogue), as a compiler's new model would.
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "ResNet-50 1x1 convs",
+        tuned: &[
+            "conv2d_nchw(n=1,c=64,h=56,w=56,f=256,kh=1,kw=1)",
+            "conv2d_nchw(n=1,c=512,h=28,w=28,f=128,kh=1,kw=1)",
+            "conv2d_nchw(n=1,c=256,h=14,w=14,f=1024,kh=1,kw=1)",
+            "conv2d_nchw(n=1,c=2048,h=7,w=7,f=512,kh=1,kw=1)",
+        ],
+        held_out: &[
+            "conv2d_nchw(n=1,c=256,h=56,w=56,f=64,kh=1,kw=1)",
+            "conv2d_nchw(n=1,c=128,h=28,w=28,f=512,kh=1,kw=1)",
+            "conv2d_nchw(n=1,c=1024,h=14,w=14,f=256,kh=1,kw=1)",
+            "conv2d_nchw(n=1,c=512,h=7,w=7,f=2048,kh=1,kw=1)",
+            "conv2d_nchw(n=1,c=256,h=56,w=56,f=128,kh=1,kw=1)",
+            "conv2d_nchw(n=1,c=1024,h=14,w=14,f=512,kh=1,kw=1)",
+        ],
+    },
+    Family {
+        name: "ResNet-50 3x3 convs",
+        tuned: &[
+            "conv2d_nchw(n=1,c=64,h=56,w=56,f=64,kh=3,kw=3,pad=1)",
+            "conv2d_nchw(n=1,c=256,h=14,w=14,f=256,kh=3,kw=3,pad=1)",
+        ],
+        held_out: &[
+            "conv2d_nchw(n=1,c=128,h=28,w=28,f=128,kh=3,kw=3,pad=1)",
+            "conv2d_nchw(n=1,c=512,h=7,w=7,f=512,kh=3,kw=3,pad=1)",
+        ],
+    },
+    Family {
+        name: "BERT dense (sequence 128)",
+        tuned: &[
+            "dense(m=128,n=768,k=768,bias=1,relu=0)",
+            "dense(m=128,n=3072,k=768,bias=1,relu=0)",
+            "dense(m=128,n=768,k=3072,bias=1,relu=0)",
+        ],
+        held_out: &[
+            "dense(m=128,n=2304,k=768,bias=1,relu=0)",
+            "dense(m=256,n=768,k=768,bias=1,relu=0)",
+            "dense(m=64,n=3072,k=768,bias=1,relu=0)",
+            "dense(m=128,n=1024,k=1024,bias=1,relu=0)",
+            "dense(m=128,n=4096,k=1024,bias=1,relu=0)",
+        ],
+    },
+    Family {
+        name: "GPT-2 decode dense (one row)",
+        tuned: &[
+            "dense(m=1,n=768,k=768,bias=1,relu=0)",
+            "dense(m=1,n=3072,k=768,bias=1,relu=0)",
+            "dense(m=1,n=768,k=3072,bias=1,relu=0)",
+        ],
+        held_out: &[
+            "dense(m=1,n=2304,k=768,bias=1,relu=0)",
+            "dense(m=1,n=1024,k=1024,bias=1,relu=0)",
+            "dense(m=1,n=4096,k=1024,bias=1,relu=0)",
+            "dense(m=1,n=1024,k=4096,bias=1,relu=0)",
+        ],
+    },
+    Family {
+        name: "attention batched matmuls",
+        tuned: &[
+            "batch_matmul(b=12,m=128,n=128,k=64)",
+            "batch_matmul(b=12,m=128,n=64,k=128)",
+        ],
+        held_out: &[
+            "batch_matmul(b=12,m=256,n=256,k=64)",
+            "batch_matmul(b=16,m=128,n=128,k=64)",
+            "batch_matmul(b=12,m=256,n=64,k=256)",
+        ],
+    },
+];
+
+/// The warm-start cases: the shape, and its 5 nearby tuned shapes.
+const WARM: &[(&str, [&str; 5])] = &[
+    (
+        "matmul(m=384,n=384,k=384)",
+        [
+            "matmul(m=256,n=256,k=256)",
+            "matmul(m=512,n=512,k=512)",
+            "matmul(m=256,n=512,k=384)",
+            "matmul(m=512,n=256,k=384)",
+            "matmul(m=384,n=384,k=256)",
+        ],
+    ),
+    (
+        "conv2d_nchw(n=1,c=96,h=28,w=28,f=96,kh=3,kw=3,pad=1)",
+        [
+            "conv2d_nchw(n=1,c=64,h=28,w=28,f=64,kh=3,kw=3,pad=1)",
+            "conv2d_nchw(n=1,c=128,h=28,w=28,f=128,kh=3,kw=3,pad=1)",
+            "conv2d_nchw(n=1,c=96,h=56,w=56,f=96,kh=3,kw=3,pad=1)",
+            "conv2d_nchw(n=1,c=96,h=14,w=14,f=96,kh=3,kw=3,pad=1)",
+            "conv2d_nchw(n=1,c=64,h=28,w=28,f=128,kh=3,kw=3,pad=1)",
+        ],
+    ),
+    (
+        "dense(m=64,n=1536,k=768,bias=1,relu=0)",
+        [
+            "dense(m=32,n=1536,k=768,bias=1,relu=0)",
+            "dense(m=128,n=1536,k=768,bias=1,relu=0)",
+            "dense(m=64,n=768,k=768,bias=1,relu=0)",
+            "dense(m=64,n=3072,k=768,bias=1,relu=0)",
+            "dense(m=64,n=1536,k=1024,bias=1,relu=0)",
+        ],
+    ),
+];
+
+#[derive(Args)]
+pub struct ReuseArgs {
+    /// Trials of every tuning: the neighbours, the held-out shapes' own, warm and cold runs.
+    #[arg(long, default_value_t = 200)]
+    trials: u32,
+    /// Which parts to run.
+    #[arg(long, value_delimiter = ',', default_value = "zero-shot,warm-start")]
+    part: Vec<String>,
+    /// Seeds of the warm-start runs (each a warm and a cold tuning per case).
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2")]
+    seeds: Vec<u64>,
+    /// Candidates per round of the warm-start runs (their curves' resolution).
+    #[arg(long, default_value_t = 8)]
+    curve_batch: u32,
+    /// Only the first N families (zero-shot) or cases (warm start): a short run.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Evolutionary population per round.
+    #[arg(long, default_value_t = 2048)]
+    population: usize,
+    /// Where the report and the JSON go.
+    #[arg(long, default_value = "bench-out/reuse")]
+    out: PathBuf,
+}
+
+/// A database and the embedded server on it (no job loop: `tune` runs each job itself).
+struct Db {
+    _dir: tempfile::TempDir,
+    running: RunningServer,
+    c: Clients,
+}
+
+impl Db {
+    async fn fresh(a: &ReuseArgs) -> Result<Db> {
+        let dir = tempfile::tempdir()?;
+        // A fresh secret per database (std's hasher keys are random per process and call).
+        let token = format!(
+            "{:016x}",
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0)
+        );
+        let cfg = ServerConfig {
+            listen: "127.0.0.1:0".parse()?,
+            metrics_addr: None,
+            db: dir.path().join("reuse.db").to_string_lossy().into_owned(),
+            tokens: vec![tunehub_server::auth::ApiToken::admin(0, token.clone())],
+            allow_unauthenticated: false,
+            tls: None,
+            tls_worker_ca: None,
+            limits: Limits::default(),
+            lease_ms: 30_000,
+            poll_ms: 200,
+            heartbeat_ms: 1000,
+            cache_ttl_ms: 0,
+            instance: "bench".into(),
+            target: TargetOverrides::default(),
+            population: a.population,
+            run_jobs: false,
+            tune_transferred: None,
+        };
+        let running =
+            server::start_with(&cfg, Arc::new(LocalBackend::new(Target::detect()))).await?;
+        let c = client::connect(&ClientConfig {
+            server: format!("http://{}", running.addr),
+            token: Some(token),
+            ca_cert: None,
+        })
+        .await?;
+        Ok(Db {
+            _dir: dir,
+            running,
+            c,
+        })
+    }
+
+    /// Tunes `specs` as one job; per task, its curve: (trials done, best GFLOP/s) after each
+    /// of its rounds.
+    async fn tune(
+        &mut self,
+        specs: &[&str],
+        trials: u32,
+        batch: u32,
+        seed: u64,
+    ) -> Result<Vec<Vec<(u32, f64)>>> {
+        let tasks = specs
+            .iter()
+            .map(|s| pb::TaskSpec {
+                workload: Some(workload::from_op_spec(s)),
+                trials,
+                weight: 1.0,
+            })
+            .collect();
+        let job = self
+            .c
+            .jobs
+            .submit(pb::SubmitRequest {
+                tasks,
+                target: "local".into(),
+                batch_size: batch,
+                seed,
+                name: "tunehub-bench reuse".into(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .job
+            .context("no job")?;
+        let runner = tokio::spawn(jobs::run_one(self.running.ctx.clone(), job.id.clone()));
+        let mut events = self
+            .c
+            .jobs
+            .watch(pb::WatchRequest { id: job.id.clone() })
+            .await?
+            .into_inner();
+        let mut curves: Vec<Vec<(u32, f64)>> = vec![vec![]; specs.len()];
+        while let Some(ev) = events.next().await {
+            match ev?.event {
+                Some(pb::job_event::Event::Round(t)) => {
+                    if let (Some(curve), Some(g)) =
+                        (curves.get_mut(t.index as usize), t.best_gflops)
+                    {
+                        curve.push((t.trials_done, g));
+                    }
+                }
+                Some(pb::job_event::Event::Done(j)) => {
+                    if j.state != pb::JobState::Done as i32 {
+                        bail!("the job ended {:?}: {}", j.state(), j.error);
+                    }
+                    // The final point (a watcher may see rounds merged, never the end missed).
+                    for (curve, t) in curves.iter_mut().zip(&j.tasks) {
+                        if let Some(g) = t.best_gflops
+                            && curve.last() != Some(&(t.trials_done, g))
+                        {
+                            curve.push((t.trials_done, g));
+                        }
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+        runner.await??;
+        Ok(curves)
+    }
+
+    async fn stop(self) -> Result<()> {
+        drop(self.c);
+        self.running.shutdown().await?;
+        Ok(())
+    }
+}
+
+pub async fn run(a: ReuseArgs) -> Result<()> {
+    std::fs::create_dir_all(&a.out)?;
+    let mut md = String::new();
+    let mut out = json!({"trials": a.trials});
+    let t0 = Instant::now();
+    if a.part.iter().any(|p| p == "zero-shot") {
+        let (text, v) = zero_shot(&a).await?;
+        md.push_str(&text);
+        out["zero_shot"] = v;
+    }
+    if a.part.iter().any(|p| p == "warm-start") {
+        let (text, v) = warm_start(&a).await?;
+        md.push_str(&text);
+        out["warm_start"] = v;
+    }
+    let _ = writeln!(md, "\nWall time: {:.0} s.", t0.elapsed().as_secs_f64());
+    print!("{md}");
+    std::fs::write(a.out.join("report.md"), &md)?;
+    std::fs::write(a.out.join("reuse.json"), format!("{out}\n"))?;
+    eprintln!("wrote {}/report.md, reuse.json", a.out.display());
+    Ok(())
+}
+
+fn best(curve: &[(u32, f64)]) -> Option<f64> {
+    curve.iter().map(|c| c.1).reduce(f64::max)
+}
+
+async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## Zero-shot answers ({} trials per tuned neighbour and per own tuning)\n",
+        a.trials
+    );
+    let _ = writeln!(
+        md,
+        "| family | held-out shape | zero-shot GFLOP/s (measured) | own GFLOP/s | share | source | distance |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let mut shares = vec![];
+    let mut rows = vec![];
+    for f in FAMILIES.iter().take(a.limit.unwrap_or(usize::MAX)) {
+        let mut db = Db::fresh(a).await?;
+        eprintln!("{}: tuning {} neighbours", f.name, f.tuned.len());
+        db.tune(f.tuned, a.trials, 64, 1).await?;
+        let mut zero = vec![];
+        for s in f.held_out {
+            let ask = |measure_transfer| pb::BestRequest {
+                workload: Some(workload::from_op_spec(s)),
+                target: "local".into(),
+                allow_transfer: true,
+                measure_transfer,
+                omit_kernel: true,
+                ..Default::default()
+            };
+            // The zero-shot answer (its source and distance), then its top candidates measured.
+            // A shape with no answer is a row without a figure, and the status says why.
+            let answer = match db.c.query.best(ask(false)).await {
+                Ok(r) => r.into_inner(),
+                Err(e) => {
+                    eprintln!("{s}: no zero-shot answer: {:?} {}", e.code(), e.message());
+                    zero.push((f64::NAN, format!("none ({:?})", e.code()), f64::NAN));
+                    continue;
+                }
+            };
+            let t = answer.transfer.clone().unwrap_or_default();
+            let measured =
+                db.c.query
+                    .best(ask(true))
+                    .await
+                    .with_context(|| format!("measuring the zero-shot candidates of {s}"))?
+                    .into_inner();
+            // Still a transfer: every measurement was dropped (failed or noisy); no figure.
+            let g = match (&measured.transfer, &measured.record) {
+                (None, Some(r)) => r.gflops,
+                _ => {
+                    eprintln!("{s}: every measured candidate was dropped");
+                    f64::NAN
+                }
+            };
+            zero.push((g, t.source_description, t.distance));
+        }
+        db.stop().await?;
+        for (s, (g, source, distance)) in f.held_out.iter().zip(zero) {
+            let mut own = Db::fresh(a).await?;
+            eprintln!("{}: own tuning of {s}", f.name);
+            let curves = own.tune(&[s], a.trials, 64, 1).await?;
+            own.stop().await?;
+            let own_g = best(&curves[0]).unwrap_or(f64::NAN);
+            let share = g / own_g;
+            shares.push(share);
+            let _ = writeln!(
+                md,
+                "| {} | `{s}` | {g:.1} | {own_g:.1} | {share:.2} | {source} | {distance:.2} |",
+                f.name
+            );
+            rows.push(json!({"family": f.name, "shape": s, "zero_shot_gflops": g,
+                "own_gflops": own_g, "share": share, "source": source, "distance": distance}));
+        }
+    }
+    let mut sorted: Vec<f64> = shares.iter().copied().filter(|s| s.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let q = |p| crate::procs::quantile(&sorted, p);
+    let _ = writeln!(
+        md,
+        "\n{} of {} held-out shapes with both figures: share median {:.2}, minimum {:.2}, \
+         quartiles {:.2}-{:.2}, maximum {:.2}.\n",
+        sorted.len(),
+        shares.len(),
+        q(0.5),
+        q(0.0),
+        q(0.25),
+        q(0.75),
+        q(1.0)
+    );
+    Ok((md, json!({"rows": rows, "median": q(0.5), "min": q(0.0)})))
+}
+
+/// Trials until a curve's best reaches `level` GFLOP/s.
+fn trials_to(curve: &[(u32, f64)], level: f64) -> Option<u32> {
+    curve.iter().find(|c| c.1 >= level).map(|c| c.0)
+}
+
+async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## Warm start (5 nearby shapes tuned with {} trials; rounds of {})\n",
+        a.trials, a.curve_batch
+    );
+    let _ = writeln!(
+        md,
+        "| shape | seed | cold best GFLOP/s | cold trials to 95% | warm trials to 95% of cold | warm / cold trials | warm best |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let mut rows = vec![];
+    for (shape, near) in WARM.iter().take(a.limit.unwrap_or(usize::MAX)) {
+        for &seed in &a.seeds {
+            let mut cold = Db::fresh(a).await?;
+            eprintln!("warm start: cold {shape}, seed {seed}");
+            let c = cold.tune(&[shape], a.trials, a.curve_batch, seed).await?;
+            cold.stop().await?;
+            let mut warm = Db::fresh(a).await?;
+            eprintln!("warm start: neighbours and warm {shape}, seed {seed}");
+            warm.tune(near, a.trials, 64, seed).await?;
+            let w = warm.tune(&[shape], a.trials, a.curve_batch, seed).await?;
+            warm.stop().await?;
+            let cold_best = best(&c[0]).unwrap_or(f64::NAN);
+            let level = 0.95 * cold_best;
+            let (ct, wt) = (trials_to(&c[0], level), trials_to(&w[0], level));
+            let ratio = match (wt, ct) {
+                (Some(w), Some(c)) => format!("{:.3}", f64::from(w) / f64::from(c)),
+                _ => "-".into(),
+            };
+            let show = |t: Option<u32>| t.map_or("not reached".into(), |t| t.to_string());
+            let _ = writeln!(
+                md,
+                "| `{shape}` | {seed} | {cold_best:.1} | {} | {} | {ratio} | {:.1} |",
+                show(ct),
+                show(wt),
+                best(&w[0]).unwrap_or(f64::NAN)
+            );
+            rows.push(json!({"shape": shape, "seed": seed, "cold_best": cold_best,
+                "cold_trials_to_95": ct, "warm_trials_to_95": wt,
+                "cold_curve": c[0], "warm_curve": w[0]}));
+        }
+    }
+    Ok((md, json!(rows)))
+}
