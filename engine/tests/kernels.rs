@@ -562,3 +562,120 @@ fn vectorized_erf_and_tanh_call_vector_math_where_glibc_has_them() {
         assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
 }
+
+/// A depthwise convolution with its own loops reordered to `n c y ry rx x`, `x` vectorized:
+/// the nest from `ry` down is a register tile of one row whose lane loop is the output width
+/// (a partial last vector unless it is a multiple of the lanes), whose input is read at the
+/// convolution's stride along the lanes, and whose padding is computed at root or, inlined,
+/// read under a mask of the lanes inside the input.
+fn depthwise_row_tile(dag: &ComputeDag, inline_pad: bool) -> tunehub_engine::schedule::Schedule {
+    let s = dag
+        .stages
+        .iter()
+        .position(|st| st.name == "depthwise")
+        .unwrap();
+    let mut steps = vec![];
+    if inline_pad && let Some(p) = dag.stages.iter().position(|st| st.name == "pad") {
+        steps.push(serde_json::json!(["CI", p]));
+    }
+    steps.push(serde_json::json!(["RE", s, [0, 1, 2, 4, 5, 3]]));
+    steps.push(serde_json::json!(["AN", s, 5, 2]));
+    tunehub_engine::schedule::Schedule::from_json_value(&serde_json::Value::Array(steps)).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, failure_persistence: None, max_shrink_iters: 8, ..ProptestConfig::default() })]
+
+    /// Register tiles with a masked last vector, stride-2 lane loads (two loads and a shuffle
+    /// per vector) and inlined padding (loads under a mask of the lanes in range), on odd
+    /// shapes: the source has the forms expected, and the kernel matches the reference.
+    #[test]
+    fn register_tiles_with_partial_strided_and_masked_vectors(c in 1..4i64, h in 3..9i64, w in 33..75i64, kh in 1..=3i64, stride in 1..=2i64, pad in 0..=2i64, inline_pad: bool) {
+        let target = Target::detect();
+        let lanes = i64::from(target.vector_lanes_f32());
+        let win = Window { kh, kw: kh, stride, pad, dilation: 1 };
+        let dag = ops::depthwise_conv2d_nchw(1, c, h, w, win, false, false).unwrap();
+        let ow = (w + 2 * pad - kh) / stride + 1;
+        let sched = depthwise_row_tile(&dag, inline_pad);
+        let task = Task::new(dag, "depthwise row tile");
+        let k = tunehub_engine::codegen::generate_with(&task.dag, &sched, &target, &task.lower_options()).unwrap();
+        if lanes > 1 && ow >= lanes {
+            let src = &k.source;
+            prop_assert!(src.contains("th_vf depthwise_r0"), "no register tile in\n{}", src);
+            let masked = inline_pad && pad > 0;
+            let load = match (stride, masked) {
+                (2, true) => "th_vload2m(&",
+                (2, false) => "th_vload2(&",
+                (_, true) => "th_vloadm(&",
+                _ => "th_vload(&",
+            };
+            prop_assert!(src.contains(load), "no {} in\n{}", load, src);
+            prop_assert_eq!(src.contains("th_vstoren(&"), ow % lanes != 0, "{}", src);
+        }
+        for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
+            prop_assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+        }
+    }
+
+    /// Rows wider than a vector: the sampler's tiles may end in partial vectors and read their
+    /// input at a stride of 2.
+    #[test]
+    fn wide_depthwise(c in 1..5i64, w in 33..75i64, stride in 1..=2i64, pad in 0..=1i64, seed: u64) {
+        let win = Window { kh: 3, kw: 3, stride, pad, dilation: 1 };
+        let dag = ops::depthwise_conv2d_nchw(1, c, 5, w, win, false, false).unwrap();
+        check_random_schedules(dag, seed, 2 * PER_CASE);
+    }
+}
+
+/// The partial, stride-2 and masked loads of each x86-64 vector width the host can run (AVX's
+/// `vmaskmovps` on 8 lanes, the lane-by-lane copies of SSE's 4), on a row tile with every
+/// form: a 37-wide output row (whole vectors and a partial one), stride 2, inlined padding;
+/// built for that width and checked against the reference.
+#[test]
+fn masked_loads_match_the_reference_at_every_x86_vector_width() {
+    let host = Target::detect();
+    if host.arch != "x86_64" {
+        eprintln!("skipped: x86-64 only");
+        return;
+    }
+    let win = Window {
+        kh: 3,
+        kw: 3,
+        stride: 2,
+        pad: 1,
+        dilation: 1,
+    };
+    let dag = ops::depthwise_conv2d_nchw(1, 3, 7, 73, win, false, false).unwrap();
+    let sched = depthwise_row_tile(&dag, true);
+    let task = Task::new(dag, "depthwise row tile");
+    let levels = [
+        ("x86-64-v4", &["sse2", "avx", "avx2", "fma", "avx512f"][..]),
+        ("x86-64-v3", &["sse2", "avx", "avx2", "fma"][..]),
+        ("x86-64", &["sse2"][..]),
+    ];
+    for (march, features) in levels {
+        if !features.iter().all(|f| host.has_feature(f)) {
+            continue;
+        }
+        let target = host
+            .clone()
+            .with_overrides(&tunehub_engine::target::TargetOverrides {
+                march: Some(march.into()),
+                features: Some(features.iter().map(|f| f.to_string()).collect()),
+                ..Default::default()
+            });
+        let k = tunehub_engine::codegen::generate_with(
+            &task.dag,
+            &sched,
+            &target,
+            &task.lower_options(),
+        )
+        .unwrap();
+        assert!(k.source.contains("th_vload2m(&"), "{march}:\n{}", k.source);
+        for r in Measurer::new(&target, MeasureOptions::check_only())
+            .measure(&task, std::slice::from_ref(&sched))
+        {
+            assert_eq!(r.error, ErrorCode::NoError, "{march}: {}", r.error_msg);
+        }
+    }
+}

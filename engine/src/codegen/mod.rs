@@ -10,14 +10,19 @@
 //! which every GCC and Clang target lowers to its own vector unit).
 //!
 //! One module per idea: `writer` (the C text), `regtile` (which register tiles qualify),
-//! `names` (C identifiers), `args` (the kernel's arguments).
+//! `masked` (their partial and stride-2 vector loads), `peel` (padded copies split by range),
+//! `lanes` (what varies along the vector lane), `vreduce` (simd reductions), `names` (C
+//! identifiers), `args` (the kernel's arguments).
 //!
 //! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
 //! thread count comes from, never in the loops.
 
 mod args;
+mod lanes;
+mod masked;
 mod names;
+mod peel;
 mod regtile;
 mod vreduce;
 mod writer;
@@ -183,7 +188,9 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
     header.push_str("static inline __attribute__((unused)) float th_maxf(float a, float b) { return a > b ? a : b; }\n");
     header.push_str("static inline __attribute__((unused)) float th_minf(float a, float b) { return a < b ? a : b; }\n");
     header.push_str("static inline __attribute__((unused)) int th_maxi(int a, int b) { return a > b ? a : b; }\n");
-    header.push_str("static inline __attribute__((unused)) int th_mini(int a, int b) { return a < b ? a : b; }\n#endif\n\n");
+    header.push_str("static inline __attribute__((unused)) int th_mini(int a, int b) { return a < b ? a : b; }\n");
+    // ceil(a / k) for k > 0 and any sign of a: a lane bound of a range select (`peel`).
+    header.push_str("static inline __attribute__((unused)) int th_ceildiv(int a, int k) { return a >= 0 ? (a + k - 1) / k : -((-a) / k); }\n#endif\n\n");
     if target.has_vector_math() {
         // glibc declares its vector math (libmvec) only under -ffast-math, which would also
         // reorder the reductions and assume no infinities (a padded max pool's -inf). Declared
@@ -215,6 +222,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         header.push_str(
             "static inline __attribute__((unused)) void th_vstore(float* p, th_vf v) { __builtin_memcpy(p, &v, sizeof v); }\n#endif\n\n",
         );
+        header.push_str(&masked::helpers(&target.arch, lanes));
         // The operand pin (see `regtile`) needs registers of the vector's width, which the
         // target's flags give; a kernel written out (`tune --out-c`) and compiled without them
         // (plain `cc`, no `-march`) would stop at "impossible constraint". There the pin is a

@@ -9,13 +9,18 @@
 //! the same effect by unrolling in its IR before LLVM promotes the buffer to registers.
 //!
 //! A tile qualifies when the nest from the band's outermost loop down to the store is perfect
-//! (one statement per body), the innermost loop is the vectorized one with a whole number of
-//! vectors, the store is a sum whose index walks the vector loop contiguously, and the value
-//! needs nothing but loads (contiguous or lane-invariant), + - * /, negation and selects on
-//! lane-invariant conditions along the lanes. Anything else keeps the plain emission.
+//! (one statement per body), the innermost loop is the vectorized one with at least one whole
+//! vector (a last, partial vector is loaded and stored under a mask, [`groups`]), the store is
+//! a sum whose index walks the vector loop contiguously, and the value needs nothing but `+`,
+//! `-`, `*`, `/`, negation, selects on lane-invariant conditions, and loads: contiguous,
+//! lane-invariant, at a stride of 2 along the lanes (two vector loads and a shuffle of their
+//! even lanes, where a plain loop gathers), or under a condition that is a range of the lane
+//! (inlined padding, loaded under a mask: see `peel`). Anything else keeps the plain emission.
 
+use super::lanes::{cond_uses, lane_coef, uses};
+use super::peel::lane_range;
 use crate::ir::{BinaryOp, ReduceOp, UnaryOp};
-use crate::lower::{Atom, Lin, LoopKind, Stmt, VCond, VExpr, Var};
+use crate::lower::{Lin, LoopKind, Stmt, VCond, VExpr, Var};
 use std::collections::HashMap;
 
 /// At most this many vector accumulators in one tile, for a register file of `registers`:
@@ -32,7 +37,7 @@ pub(super) struct RegTile<'s> {
     pub band: Vec<(Var, i64, LoopKind)>,
     /// The tile's space loops, outermost first, the vector loop excluded.
     pub tile: Vec<(Var, i64)>,
-    /// The vectorized loop and its extent (a multiple of the lanes).
+    /// The vectorized loop and its extent (at least the lanes; see [`groups`]).
     pub lane: (Var, i64),
     /// The accumulating store: buffer, index and value.
     pub buf: usize,
@@ -96,7 +101,9 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
     let &(lane, lane_extent, LoopKind::Vectorized) = loops.last()? else {
         return None;
     };
-    if lane_extent % lanes != 0 || lane_coef(index, lane) != Some(1) {
+    // At least one whole vector: below it a masked vector per group costs what the plain
+    // loop's narrower vectors do, without their width.
+    if lane_extent < lanes || lane_coef(index, lane) != Some(1) {
         return None;
     }
     let mut used = vec![];
@@ -114,7 +121,8 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
     }
     let (tile, band): (Vec<&(Var, i64, LoopKind)>, Vec<_>) =
         rest.iter().partition(|l| used.contains(&l.0));
-    let vectors = tile.iter().map(|l| l.1).product::<i64>() * (lane_extent / lanes);
+    let vectors =
+        tile.iter().map(|l| l.1).product::<i64>() * groups(lane_extent, lanes).len() as i64;
     if vectors > max || vector_form(value, lane).is_none() {
         return None;
     }
@@ -128,62 +136,44 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
     })
 }
 
-/// The coefficient of `lane` in `l` (0 when absent), or `None` when it appears inside a
-/// non-linear term, where consecutive lanes need not be consecutive addresses.
-fn lane_coef(l: &Lin, lane: Var) -> Option<i64> {
-    let nonlinear = l.terms.iter().any(|(a, _)| {
-        let mut vs = vec![];
-        if !matches!(a, Atom::Var(_)) {
-            a.vars(&mut vs);
-        }
-        vs.contains(&lane)
-    });
-    (!nonlinear).then(|| l.var_coef(lane))
-}
-
-fn cond_uses(c: &VCond, lane: Var) -> bool {
-    match c {
-        VCond::Index(_, a, b) => lin_uses(a, lane) || lin_uses(b, lane),
-        VCond::Value(_, a, b) => uses(a, lane) || uses(b, lane),
-        VCond::And(a, b) | VCond::Or(a, b) => cond_uses(a, lane) || cond_uses(b, lane),
-        VCond::Not(a) => cond_uses(a, lane),
-    }
-}
-
-fn lin_uses(l: &Lin, lane: Var) -> bool {
-    let mut vs = vec![];
-    l.vars(&mut vs);
-    vs.contains(&lane)
-}
-
-/// Whether the value differs between lanes.
-pub(super) fn uses(e: &VExpr, lane: Var) -> bool {
-    match e {
-        VExpr::Const(_) => false,
-        VExpr::Load { index, .. } | VExpr::Index(index) => lin_uses(index, lane),
-        VExpr::Unary(_, a) => uses(a, lane),
-        VExpr::Binary(_, a, b) => uses(a, lane) || uses(b, lane),
-        VExpr::Select(c, a, b) => cond_uses(c, lane) || uses(a, lane) || uses(b, lane),
-    }
+/// The vectors a lane loop of `extent` is cut into, for `lanes` per vector: (first lane,
+/// lanes used), whole vectors first and a last partial one where `extent` is not a multiple.
+/// The partial vector's loads and stores are masked (`th_vloadn`, `th_vstoren`): its lanes past
+/// the loop's end are never read or written, wherever the buffer ends.
+pub(super) fn groups(extent: i64, lanes: i64) -> Vec<(i64, i64)> {
+    (0..(extent + lanes - 1) / lanes)
+        .map(|g| (g * lanes, lanes.min(extent - g * lanes)))
+        .collect()
 }
 
 /// `Some(true)` when the value can be computed as one vector per group of lanes, `Some(false)`
 /// when it is the same in every lane (a scalar the vector operations broadcast), `None` when it
-/// needs what the tile form does not write (gathers, lane-dependent conditions, math calls or
-/// min/max over lanes).
+/// needs what the tile form does not write (gathers, lane-dependent conditions other than a
+/// load on a range of the lane, math calls or min/max over lanes).
 fn vector_form(e: &VExpr, lane: Var) -> Option<bool> {
     if !uses(e, lane) {
         return Some(false);
     }
     match e {
-        VExpr::Load { index, .. } => (lane_coef(index, lane)? == 1).then_some(true),
+        // Stride 2 (a stride-2 convolution's or pooling's columns): two contiguous loads and
+        // a shuffle of their even lanes per vector, where the plain loop gathers lane by lane.
+        VExpr::Load { index, .. } => matches!(lane_coef(index, lane)?, 1 | 2).then_some(true),
         VExpr::Unary(UnaryOp::Neg, a) => vector_form(a, lane),
         VExpr::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div, a, b) => {
             vector_form(a, lane)?;
             vector_form(b, lane)?;
             Some(true)
         }
-        VExpr::Select(c, a, b) if !cond_uses(c, lane) => {
+        // Padding inlined into the operand: a load on a range of the lane, a constant outside
+        // it, read under a mask of the lanes in range (see `peel`).
+        VExpr::Select(c, a, b) if cond_uses(c, lane) => {
+            lane_range(c, lane)?;
+            let (VExpr::Load { index, .. }, VExpr::Const(_)) = (&**a, &**b) else {
+                return None;
+            };
+            matches!(lane_coef(index, lane)?, 1 | 2).then_some(true)
+        }
+        VExpr::Select(_, a, b) => {
             vector_form(a, lane)?;
             vector_form(b, lane)?;
             Some(true)
@@ -283,6 +273,23 @@ mod tests {
         assert_eq!(vector_form(&exp, lp(0)), None);
         let exp_scalar = VExpr::Unary(UnaryOp::Exp, Box::new(scalar));
         assert_eq!(vector_form(&exp_scalar, lp(0)), Some(false));
+    }
+
+    #[test]
+    fn stride_two_loads_are_vectors_and_lane_loops_end_in_a_partial_group() {
+        let even = VExpr::Load {
+            buf: 0,
+            index: Lin::var(lp(0)).scale(2).add_const(1),
+        };
+        let scalar = VExpr::Load {
+            buf: 1,
+            index: Lin::var(lp(1)),
+        };
+        let mul = VExpr::Binary(BinaryOp::Mul, Box::new(even), Box::new(scalar));
+        assert_eq!(vector_form(&mul, lp(0)), Some(true));
+        assert_eq!(groups(32, 16), vec![(0, 16), (16, 16)]);
+        assert_eq!(groups(28, 16), vec![(0, 16), (16, 12)]);
+        assert_eq!(groups(7, 8), vec![(0, 7)]);
     }
 
     #[test]

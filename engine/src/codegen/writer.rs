@@ -2,8 +2,9 @@
 //! accumulator base pointers hoisted out of reduction bands, and register tiles written out as
 //! vector variables (see `regtile` for which tiles qualify).
 
+use super::lanes::{lane_coef, uses};
 use super::names::Names;
-use super::regtile::{RegTile, map_lins, tile_points, uses};
+use super::regtile::{RegTile, groups, map_lins, tile_points};
 use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::lower::{
     Buffer, Lin, LoopKind, LoweredFunc, STACK_LIMIT_BYTES, Scope, Stmt, VCond, VExpr, Var,
@@ -180,6 +181,12 @@ impl Gen<'_> {
                     self.line(&format!("float* {name} = {b} + ({off});"));
                     self.base_names.insert(store, name);
                 }
+                if *kind == LoopKind::Vectorized
+                    && let Some(p) = super::peel::plan(*var, body)
+                {
+                    self.peeled(&v, *extent, &p);
+                    return;
+                }
                 if matches!(kind, LoopKind::Serial | LoopKind::Unrolled)
                     && let Some((buf, index, value, op)) =
                         super::vreduce::contiguous_reduction(*var, body)
@@ -286,6 +293,81 @@ impl Gen<'_> {
         self.depth -= 1;
         self.line("}");
     }
+    /// C bounds on the lane of `r`'s comparisons: (lower bounds, exclusive upper bounds).
+    fn lane_bounds(&mut self, r: &super::peel::LaneRange) -> (Vec<String>, Vec<String>) {
+        let (mut lower, mut upper) = (vec![], vec![]);
+        for c in &r.lane {
+            let (is_lower, num, k) = c.bound();
+            let n = self.lin(&num);
+            let e = if k == 1 {
+                n
+            } else {
+                format!("th_ceildiv({n}, {k})")
+            };
+            if is_lower {
+                lower.push(e);
+            } else {
+                upper.push(e);
+            }
+        }
+        (lower, upper)
+    }
+    /// A vectorized loop over `v` storing a select on a range of it (see [`super::peel`]):
+    /// the value outside the range, the value inside it (`omp simd`), the value outside it.
+    fn peeled(&mut self, v: &str, extent: i64, p: &super::peel::Peel) {
+        let (lower, upper) = self.lane_bounds(&p.range);
+        let lo = self.names.fresh("th_lo");
+        let hi = self.names.fresh("th_hi");
+        let store = |value: &VExpr| Stmt::Store {
+            buf: p.buf,
+            index: p.index.clone(),
+            value: value.clone(),
+            reduce: None,
+        };
+        let (inside, outside) = (store(p.inside), store(p.outside));
+        self.line("{");
+        self.depth += 1;
+        let l = lower
+            .iter()
+            .fold("0".to_string(), |acc, b| format!("th_maxi({acc}, {b})"));
+        self.line(&format!("const int {lo} = th_mini({extent}, {l});"));
+        let h = upper
+            .iter()
+            .fold(extent.to_string(), |acc, b| format!("th_mini({acc}, {b})"));
+        self.line(&format!("const int {hi} = th_maxi({lo}, {h});"));
+        let guard = p
+            .range
+            .invariant
+            .iter()
+            .map(|c| self.cond(c))
+            .collect::<Vec<_>>();
+        if !guard.is_empty() {
+            self.line(&format!("if ({}) {{", guard.join(" && ")));
+            self.depth += 1;
+        }
+        for (from, to, st) in [
+            ("0".to_string(), lo.clone(), &outside),
+            (lo.clone(), hi.clone(), &inside),
+            (hi.clone(), extent.to_string(), &outside),
+        ] {
+            self.line("#pragma omp simd");
+            self.line(&format!("for (int {v} = {from}; {v} < {to}; ++{v}) {{"));
+            self.block(std::slice::from_ref(st));
+            self.line("}");
+        }
+        if !guard.is_empty() {
+            self.depth -= 1;
+            self.line("} else {");
+            self.depth += 1;
+            self.open_loop(v, extent, LoopKind::Vectorized);
+            self.block(std::slice::from_ref(&outside));
+            self.line("}");
+            self.depth -= 1;
+            self.line("}");
+        }
+        self.depth -= 1;
+        self.line("}");
+    }
     /// A loop's pragma and header, up to its opening brace.
     fn open_loop(&mut self, v: &str, extent: i64, kind: LoopKind) {
         match kind {
@@ -386,25 +468,26 @@ impl Gen<'_> {
         let (lane, extent) = t.lane;
         let lanes = self.lanes;
         let acc = self.names.bufs[t.buf].clone();
-        // One accumulator per tile point and group of lanes, with the point's variables fixed.
+        // One accumulator per tile point and group of lanes, with the point's variables fixed;
+        // the last group of a lane loop that is not a multiple of the lanes is partial.
         let mut regs = vec![];
         for point in tile_points(&t.tile) {
-            for g in 0..extent / lanes {
+            for (first, used) in groups(extent, lanes) {
                 let fixed = |l: &Lin| {
                     l.substitute(&|v| point.iter().find(|p| p.0 == v).map(|p| Lin::constant(p.1)))
                 };
-                let at_lane = |l: &Lin| {
-                    fixed(l).substitute(&|v| (v == lane).then(|| Lin::constant(g * lanes)))
-                };
+                let at_lane =
+                    |l: &Lin| fixed(l).substitute(&|v| (v == lane).then(|| Lin::constant(first)));
                 let name = self.names.fresh(&format!("{acc}_r{}", regs.len()));
                 let index = self.lin(&at_lane(t.index));
-                regs.push((name, index, map_lins(t.value, &fixed), g * lanes));
+                regs.push((name, index, map_lins(t.value, &fixed), (first, used)));
             }
         }
         self.line("{");
         self.depth += 1;
-        for (r, index, ..) in &regs {
-            self.line(&format!("th_vf {r} = th_vload(&{acc}[{index}]);"));
+        for (r, index, _, (_, used)) in &regs {
+            let load = vload(&format!("&{acc}[{index}]"), *used, lanes);
+            self.line(&format!("th_vf {r} = {load};"));
         }
         for &(v, n, kind) in &t.band {
             let name = self.var(v);
@@ -418,8 +501,8 @@ impl Gen<'_> {
         let mut operands = Operands::default();
         let updates: Vec<String> = regs
             .iter()
-            .map(|(r, _, value, first)| {
-                let (e, _) = self.vector_value(value, lane, *first, &mut operands);
+            .map(|(r, _, value, group)| {
+                let (e, _) = self.vector_value(value, lane, *group, &mut operands);
                 format!("{r} = {r} + {e};")
             })
             .collect();
@@ -447,21 +530,26 @@ impl Gen<'_> {
             self.depth -= 1;
             self.line("}");
         }
-        for (r, index, ..) in &regs {
-            self.line(&format!("th_vstore(&{acc}[{index}], {r});"));
+        for (r, index, _, (_, used)) in &regs {
+            if *used == lanes {
+                self.line(&format!("th_vstore(&{acc}[{index}], {r});"));
+            } else {
+                self.line(&format!("th_vstoren(&{acc}[{index}], {r}, {used});"));
+            }
         }
         self.depth -= 1;
         self.line("}");
     }
-    /// C for `e` over the lanes from `first` on, and whether it is a vector (else a scalar the
-    /// vector operations broadcast). `e` passed `regtile::vector_form`.
+    /// C for `e` over the `used` lanes from `first` on (`group`), and whether it is a vector
+    /// (else a scalar the vector operations broadcast). `e` passed `regtile::vector_form`.
     fn vector_value(
         &mut self,
         e: &VExpr,
         lane: Var,
-        first: i64,
+        group: (i64, i64),
         ops: &mut Operands,
     ) -> (String, bool) {
+        let (first, used) = group;
         if !uses(e, lane) {
             if let VExpr::Const(_) = e {
                 return (self.value(e), false);
@@ -473,16 +561,21 @@ impl Gen<'_> {
             VExpr::Load { buf, index } => {
                 let at = index.substitute(&|v| (v == lane).then(|| Lin::constant(first)));
                 let i = self.lin(&at);
-                let load = format!("th_vload(&{}[{i}])", self.names.bufs[*buf]);
+                let at = format!("&{}[{i}]", self.names.bufs[*buf]);
+                let load = if lane_coef(index, lane) == Some(2) {
+                    format!("th_vload2({at}, {used})")
+                } else {
+                    vload(&at, used, self.lanes)
+                };
                 (ops.name(self, "th_vf", load), true)
             }
             VExpr::Unary(UnaryOp::Neg, a) => {
-                let (a, v) = self.vector_value(a, lane, first, ops);
+                let (a, v) = self.vector_value(a, lane, group, ops);
                 (format!("(-{a})"), v)
             }
             VExpr::Binary(op, a, b) => {
-                let (a, va) = self.vector_value(a, lane, first, ops);
-                let (b, vb) = self.vector_value(b, lane, first, ops);
+                let (a, va) = self.vector_value(a, lane, group, ops);
+                let (b, vb) = self.vector_value(b, lane, group, ops);
                 let o = match op {
                     BinaryOp::Add => "+",
                     BinaryOp::Sub => "-",
@@ -492,10 +585,44 @@ impl Gen<'_> {
                 };
                 (format!("({a} {o} {b})"), va || vb)
             }
+            VExpr::Select(c, a, b) if super::lanes::cond_uses(c, lane) => {
+                // A load on a range of the lane (vector_form checked the form): the lanes of
+                // this group in range, relative to its first, as a bit mask.
+                let (Some(range), VExpr::Load { buf, index }, VExpr::Const(fill)) =
+                    (super::peel::lane_range(c, lane), &**a, &**b)
+                else {
+                    unreachable!("vector_form admits a load on a range of the lane only")
+                };
+                let (lower, upper) = self.lane_bounds(&range);
+                let lo = lower.iter().fold("0".to_string(), |acc, l| {
+                    format!("th_maxi({acc}, ({l}) - {first})")
+                });
+                let hi = upper.iter().fold(used.to_string(), |acc, h| {
+                    format!("th_mini({acc}, ({h}) - {first})")
+                });
+                let mut mask = format!("th_rangemask({lo}, {hi})");
+                if !range.invariant.is_empty() {
+                    let inv: Vec<String> = range.invariant.iter().map(|c| self.cond(c)).collect();
+                    mask = format!("({} ? {mask} : 0u)", inv.join(" && "));
+                }
+                let at = index.substitute(&|v| (v == lane).then(|| Lin::constant(first)));
+                let i = self.lin(&at);
+                let load = if lane_coef(index, lane) == Some(2) {
+                    "th_vload2m"
+                } else {
+                    "th_vloadm"
+                };
+                let load = format!(
+                    "{load}(&{}[{i}], {mask}, {})",
+                    self.names.bufs[*buf],
+                    float_literal(*fill)
+                );
+                (ops.name(self, "th_vf", load), true)
+            }
             VExpr::Select(c, a, b) => {
                 let c = self.cond(c);
-                let (a, va) = self.vector_value(a, lane, first, ops);
-                let (b, vb) = self.vector_value(b, lane, first, ops);
+                let (a, va) = self.vector_value(a, lane, group, ops);
+                let (b, vb) = self.vector_value(b, lane, group, ops);
                 // Both arms must have the vector type: a scalar arm is broadcast.
                 let arm = |s: String, v: bool| {
                     if v {
@@ -537,5 +664,14 @@ pub fn float_literal(c: f64) -> String {
         } else {
             format!("{s}f")
         }
+    }
+}
+
+/// A vector load of `used` lanes at `at`: masked when they are fewer than the vector's.
+fn vload(at: &str, used: i64, lanes: i64) -> String {
+    if used == lanes {
+        format!("th_vload({at})")
+    } else {
+        format!("th_vloadn({at}, {used})")
     }
 }

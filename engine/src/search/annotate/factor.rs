@@ -94,3 +94,29 @@ pub(super) fn whole_vectors(f: &mut [i64], lanes: i64) {
         f[inner] *= p;
     }
 }
+
+/// Where [`whole_vectors`] cannot make the innermost length of `f` a multiple of `lanes` (a
+/// 28-wide output row on 16 lanes), moves the smallest factors of the outer levels (innermost
+/// first) into it until it holds at least one whole vector, within [`MAX_INNERMOST`]: the code
+/// generator's register tiles end such a loop in a masked partial vector, at 28 of 32 lanes
+/// where the 4 columns left by `whole_vectors` filled a quarter of one. Extents shorter than
+/// a vector are left as drawn. Deterministic in the drawn factors, as `whole_vectors`.
+pub(super) fn at_least_one_vector(f: &mut [i64], lanes: i64) {
+    let inner = f.len() - 1;
+    if f.iter().product::<i64>() < lanes {
+        return;
+    }
+    while f[inner] < lanes {
+        let Some((l, p)) = (0..inner)
+            .rev()
+            .find_map(|l| prime_factors(f[l]).first().map(|&p| (l, p)))
+        else {
+            return;
+        };
+        if f[inner] * p > MAX_INNERMOST {
+            return;
+        }
+        f[l] /= p;
+        f[inner] *= p;
+    }
+}

@@ -1,6 +1,6 @@
 //! Annotation: factorizations, replay, and the shapes of the steps it writes.
 
-use super::factor::whole_vectors;
+use super::factor::{at_least_one_vector, whole_vectors};
 use super::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -145,6 +145,27 @@ fn whole_vectors_moves_factors_inward() {
     let mut f = vec![8, 1, 1, 56];
     whole_vectors(&mut f, 16);
     assert_eq!(f, vec![8, 1, 1, 56], "would exceed the innermost limit");
+}
+
+#[test]
+fn at_least_one_vector_where_no_multiple_exists() {
+    // 28 columns on 16 lanes: whole_vectors leaves 4 innermost; the 7 moves in.
+    let mut f = vec![1, 7, 1, 1];
+    whole_vectors(&mut f, 16);
+    assert_eq!(f, vec![1, 7, 1, 1], "no factor of 2 to move");
+    let mut f = vec![1, 7, 1, 4];
+    at_least_one_vector(&mut f, 16);
+    assert_eq!(f, vec![1, 1, 1, 28]);
+    let mut f = vec![2, 1, 3, 2];
+    at_least_one_vector(&mut f, 16);
+    assert_eq!(
+        f,
+        vec![2, 1, 3, 2],
+        "an extent shorter than a vector stays as drawn"
+    );
+    let mut f = vec![1, 1, 1, 16];
+    at_least_one_vector(&mut f, 16);
+    assert_eq!(f, vec![1, 1, 1, 16]);
 }
 
 /// The vectorized axis of a tile fills whole vectors wherever its extent has the factors:

@@ -2,7 +2,7 @@
 //! local accumulator (cache_write).
 
 use super::decision::{Decider, DecisionKind};
-use super::factor::whole_vectors;
+use super::factor::{at_least_one_vector, whole_vectors};
 use super::steps::{
     AnnotateContext, Gen, parallel, pick_parallel, pick_unroll, split_axes, vectorize,
 };
@@ -94,6 +94,7 @@ pub(super) fn tile<R: Rng>(
     // innermost 1, 2 or 4 columns of 56, five draws in eight, could not be register tiles), and
     // on another axis than the last it is a strided tile besides.
     whole_vectors(&mut p[va], ctx.vector_lanes);
+    at_least_one_vector(&mut p[va], ctx.vector_lanes);
     let inner_axes: Vec<usize> = (0..ns).filter(|&a| a != va).chain([va]).collect();
 
     let (t, consumer, level) = match fusion {

@@ -1,0 +1,92 @@
+//! The C helpers of register tiles' partial, strided and range-masked vectors:
+//! - `th_vloadn` and `th_vstoren` move the first `n` lanes of a vector and touch no memory past
+//!   them (a tile whose lane loop is not a multiple of the vector, such as a 28-wide output row
+//!   on 16 lanes, ends in one such vector);
+//! - `th_vload2` reads lanes `p[0], p[2], ...` as two such loads and a shuffle of their even
+//!   lanes (a stride-2 convolution's or pooling's columns), where GCC's vectorizer would gather
+//!   them one lane at a time;
+//! - `th_vloadm` and `th_vload2m` read the lanes of a bit mask and give a constant in the others
+//!   (padding inlined into a tile's operand: see `peel`), never touching memory outside the
+//!   mask, so a padded row's edge is read straight from the unpadded input.
+//!
+//! The masks are the ISA's masked moves where the target has them (AVX-512's `k` masks,
+//! AVX's `vmaskmovps`), which never fault outside the mask; elsewhere lane-by-lane copies. The
+//! generated kernel chooses by the compiler's macros, so a kernel written out for AVX-512
+//! and compiled without its flags still builds.
+
+use std::fmt::Write;
+
+/// The helpers for vectors of `lanes` f32 on `arch`, guarded so that kernels concatenate.
+pub(super) fn helpers(arch: &str, lanes: i64) -> String {
+    let mut s = format!(
+        "#ifndef TH_VMASKED\n#define TH_VMASKED\n\
+         typedef int th_vi __attribute__((vector_size({bytes})));\n",
+        bytes = lanes * 4
+    );
+    let fallback = "static inline __attribute__((unused)) th_vf th_vloadn(const float* p, int n) { th_vf v = {0}; __builtin_memcpy(&v, p, (unsigned long)n * sizeof(float)); return v; }\n\
+         static inline __attribute__((unused)) void th_vstoren(float* p, th_vf v, int n) { __builtin_memcpy(p, &v, (unsigned long)n * sizeof(float)); }\n";
+    let fallback = format!(
+        "{fallback}static inline __attribute__((unused)) th_vf th_vloadm(const float* p, unsigned m, float c) {{ th_vf v = {{0}}; for (int i = 0; i < {lanes}; ++i) v[i] = (m >> i & 1u) ? p[i] : c; return v; }}\n"
+    );
+    let bits: Vec<String> = (0..lanes).map(|l| (1i64 << l).to_string()).collect();
+    let isa = match (arch, lanes) {
+        ("x86_64", 16) => Some((
+            "defined(__AVX512F__)",
+            "static inline __attribute__((unused)) th_vf th_vloadn(const float* p, int n) { return (th_vf)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1u), p); }\n\
+             static inline __attribute__((unused)) void th_vstoren(float* p, th_vf v, int n) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1u), (__m512)v); }\n\
+             static inline __attribute__((unused)) th_vf th_vloadm(const float* p, unsigned m, float c) { return (th_vf)_mm512_mask_loadu_ps(_mm512_set1_ps(c), (__mmask16)m, p); }\n"
+                .to_string(),
+        )),
+        ("x86_64", 8) => Some((
+            "defined(__AVX__)",
+            format!(
+                "static const int th_vmask[16] __attribute__((unused)) = {{-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0}};\n\
+                 static inline __attribute__((unused)) th_vf th_vloadn(const float* p, int n) {{ return (th_vf)_mm256_maskload_ps(p, _mm256_loadu_si256((const __m256i*)(th_vmask + 8 - n))); }}\n\
+                 static inline __attribute__((unused)) void th_vstoren(float* p, th_vf v, int n) {{ _mm256_maskstore_ps(p, _mm256_loadu_si256((const __m256i*)(th_vmask + 8 - n)), (__m256)v); }}\n\
+                 static inline __attribute__((unused)) th_vf th_vloadm(const float* p, unsigned m, float c) {{ const th_vi k = ((th_vi){{{}}} & (int)m) != 0; const th_vf v = (th_vf)_mm256_maskload_ps(p, (__m256i)k); const th_vf f = (th_vf){{0}} + c; return (th_vf)((k & (th_vi)v) | (~k & (th_vi)f)); }}\n",
+                bits.join(", ")
+            ),
+        )),
+        _ => None,
+    };
+    match isa {
+        Some((guard, body)) => {
+            let _ = write!(
+                s,
+                "#if {guard}\n#include <immintrin.h>\n{body}#else\n{fallback}#endif\n"
+            );
+        }
+        None => s.push_str(&fallback),
+    }
+    let evens: Vec<String> = (0..lanes).map(|l| (2 * l).to_string()).collect();
+    let evens = evens.join(", ");
+    // GCC's two-vector shuffle takes a mask vector, clang's takes the lanes as arguments.
+    let _ = write!(
+        s,
+        "#if defined(__clang__)\n#define TH_EVENS(a, b) __builtin_shufflevector(a, b, {evens})\n#else\n\
+         #define TH_EVENS(a, b) __builtin_shuffle(a, b, (th_vi){{{evens}}})\n#endif\n"
+    );
+    let half = lanes / 2;
+    // Lanes p[0], p[2], ..., p[2n-2]: the 2n - 1 floats from p, never one past them. The masked
+    // form spreads lane bit l to element bit 2l of the half that holds it.
+    let _ = write!(
+        s,
+        "static inline __attribute__((unused)) th_vf th_vload2(const float* p, int n) {{\n\
+         \x20 const int k = 2 * n - 1;\n\
+         \x20 th_vf lo = k >= {lanes} ? th_vload(p) : th_vloadn(p, k);\n\
+         \x20 th_vf hi = k > {lanes} ? th_vloadn(p + {lanes}, k - {lanes}) : (th_vf){{0}};\n\
+         \x20 return TH_EVENS(lo, hi);\n}}\n\
+         static inline __attribute__((unused)) unsigned th_spread(unsigned x) {{\n\
+         \x20 x = (x | (x << 4)) & 0x0F0Fu;\n\
+         \x20 x = (x | (x << 2)) & 0x3333u;\n\
+         \x20 return (x | (x << 1)) & 0x5555u;\n}}\n\
+         static inline __attribute__((unused)) th_vf th_vload2m(const float* p, unsigned m, float c) {{\n\
+         \x20 th_vf lo = th_vloadm(p, th_spread(m & {lowmask}u), c);\n\
+         \x20 th_vf hi = th_vloadm(p + {lanes}, th_spread(m >> {half}), c);\n\
+         \x20 return TH_EVENS(lo, hi);\n}}\n\
+         static inline __attribute__((unused)) unsigned th_rangemask(int lo, int hi) {{ return hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u; }}\n\
+         #endif\n\n",
+        lowmask = (1i64 << half) - 1
+    );
+    s
+}
