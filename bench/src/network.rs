@@ -82,6 +82,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         lease_ms: 30_000,
         poll_ms: 200,
         cache_ttl_ms: 0,
+        jobs_per_pool: tunehub_server::jobs::DEFAULT_JOBS_PER_POOL,
         instance: "bench".into(),
         target: TargetOverrides::default(),
         population: a.population,
