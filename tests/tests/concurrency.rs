@@ -237,7 +237,7 @@ async fn jobs_share_a_single_worker_and_each_progresses_before_the_other_ends() 
         .await
         .unwrap();
     for id in [&a.id, &b.id] {
-        let j = wait_final(&mut c, id, Duration::from_secs(120)).await;
+        let j = wait_final(&mut c, id, Duration::from_secs(300)).await;
         assert_eq!(j.state, pb::JobState::Cancelled as i32, "{j:?}");
     }
 }

@@ -73,7 +73,8 @@ pub struct JobRow {
     pub updated_at: i64,
     /// The name of the token that submitted it (`anonymous` without tokens).
     pub owner: String,
-    /// Higher is claimed first among the queued jobs of its target pool (-10..10).
+    /// Higher is claimed first among the queued jobs of its target pool (-10..10), and gets a
+    /// larger share of a pool it shares (`priority::weight`).
     pub priority: i32,
     /// The cost model the job started from at its latest claim ("saved", "transferred from
     /// <target key>", "cold"); empty before its first claim.
