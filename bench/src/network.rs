@@ -83,6 +83,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         poll_ms: 200,
         heartbeat_ms: 1000,
         cache_ttl_ms: 0,
+        jobs_per_pool: tunehub_server::jobs::DEFAULT_JOBS_PER_POOL,
         instance: "bench".into(),
         target: TargetOverrides::default(),
         population: a.population,

@@ -202,6 +202,7 @@ impl Db {
             lease_ms: 30_000,
             poll_ms: 200,
             heartbeat_ms: 1000,
+            jobs_per_pool: tunehub_server::jobs::DEFAULT_JOBS_PER_POOL,
             cache_ttl_ms: 0,
             instance: "bench".into(),
             target: TargetOverrides::default(),

@@ -176,7 +176,8 @@ pub struct SubmitArgs {
     #[arg(long, value_enum, default_value_t = SchedulerArg::Gradient)]
     pub scheduler: SchedulerArg,
 
-    /// Among the queued jobs of its target pool, a higher priority starts first (-10 to 10).
+    /// Among the queued jobs of its target pool, a higher priority starts first (-10 to 10);
+    /// jobs sharing a pool of workers get its devices in proportion to 2^(priority/5).
     #[arg(long, value_name = "P", default_value_t = 0, allow_negative_numbers = true,
           value_parser = value_parser!(i32).range(-10..=10))]
     pub priority: i32,

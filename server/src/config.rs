@@ -60,6 +60,7 @@ pub struct ServerFile {
     pub heartbeat_ms: Option<u64>,
     pub cache_ttl_ms: Option<u64>,
     pub instance: Option<String>,
+    pub jobs_per_pool: Option<usize>,
     pub batch: Option<u32>,
     pub population: Option<usize>,
     pub cores: Option<u32>,
@@ -225,6 +226,12 @@ pub struct ServerArgs {
     #[arg(long, value_name = "NAME", env = "TUNEHUB_INSTANCE")]
     pub instance: Option<String>,
 
+    /// Most jobs a pool of worker devices runs at once, its workers shared by the jobs'
+    /// priorities (weight 2^(priority/5)); the server's own machine runs one job at a time
+    /// whatever this says [default: 4].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024))]
+    pub jobs_per_pool: Option<u32>,
+
     /// Candidates per round when a job does not say [default: 16].
     #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024))]
     pub batch: Option<u32>,
@@ -266,6 +273,8 @@ pub struct ServerConfig {
     pub heartbeat_ms: u64,
     pub cache_ttl_ms: u64,
     pub instance: String,
+    /// Most jobs a pool of worker devices runs at once (`jobs::JobContext::jobs_per_pool`).
+    pub jobs_per_pool: usize,
     pub target: TargetOverrides,
     /// Evolutionary population per round.
     pub population: usize,
@@ -358,6 +367,16 @@ impl ServerConfig {
                 "heartbeat of {heartbeat_ms} ms: give 100 to 60000 ms"
             )));
         }
+        let jobs_per_pool = args
+            .jobs_per_pool
+            .map(|n| n as usize)
+            .or(f.jobs_per_pool)
+            .unwrap_or(crate::jobs::DEFAULT_JOBS_PER_POOL);
+        if !(1..=1024).contains(&jobs_per_pool) {
+            return Err(ConfigError::Invalid(format!(
+                "jobs_per_pool {jobs_per_pool}: give 1 to 1024"
+            )));
+        }
         let cflags = args.target.cflags.clone().or(f.cflags);
         Ok(ServerConfig {
             listen: args
@@ -393,6 +412,7 @@ impl ServerConfig {
             poll_ms: args.poll_ms.or(f.poll_ms).unwrap_or(1000).max(10),
             heartbeat_ms,
             cache_ttl_ms: args.cache_ttl_ms.or(f.cache_ttl_ms).unwrap_or(2000),
+            jobs_per_pool,
             instance: args
                 .instance
                 .clone()
@@ -505,6 +525,7 @@ mod tests {
         .unwrap();
         assert_eq!(cc.server, "http://h:1");
 
+        assert_eq!(c.jobs_per_pool, crate::jobs::DEFAULT_JOBS_PER_POOL);
         assert_eq!(c.tune_transferred, None, "off by default");
         std::fs::write(
             &path,
@@ -529,6 +550,20 @@ mod tests {
         std::fs::write(&path, "[server]\ntokens = [\"a\"]\nheartbeat_ms = 5\n").unwrap();
         let e = ServerConfig::resolve(&args).unwrap_err().to_string();
         assert!(e.contains("heartbeat of 5 ms"), "{e}");
+        std::fs::write(&path, "[server]\ntokens = [\"a\"]\njobs_per_pool = 2\n").unwrap();
+        assert_eq!(ServerConfig::resolve(&args).unwrap().jobs_per_pool, 2);
+        let flag = ServerArgs {
+            jobs_per_pool: Some(3),
+            ..args.clone()
+        };
+        assert_eq!(
+            ServerConfig::resolve(&flag).unwrap().jobs_per_pool,
+            3,
+            "the flag wins"
+        );
+        std::fs::write(&path, "[server]\ntokens = [\"a\"]\njobs_per_pool = 0\n").unwrap();
+        let e = ServerConfig::resolve(&args).unwrap_err().to_string();
+        assert!(e.contains("jobs_per_pool 0"), "{e}");
 
         std::fs::write(&path, "[server]\nbogus = 1\n").unwrap();
         let e = ServerConfig::resolve(&args).unwrap_err().to_string();

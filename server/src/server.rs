@@ -192,7 +192,8 @@ async fn start_inner(
             population: cfg.population,
             ..SearchParams::default()
         },
-    );
+    )
+    .with_jobs_per_pool(cfg.jobs_per_pool);
     let api = Api {
         ctx: ctx.clone(),
         limits: cfg.limits,

@@ -171,6 +171,7 @@ pub(crate) async fn embedded(
         poll_ms: 200,
         heartbeat_ms: 1000,
         cache_ttl_ms: 0,
+        jobs_per_pool: tunehub_server::jobs::DEFAULT_JOBS_PER_POOL,
         instance: WORKER.into(),
         target: TargetOverrides::default(),
         population: args.population.map_or(2048, |p| p as usize),

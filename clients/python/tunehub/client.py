@@ -91,7 +91,7 @@ class Client:
         tasks,
         *,
         trials: int | None = None,
-        target: str = "local",
+        target: str | None = None,
         measure: pb.MeasureOptions | dict | None = None,
         batch_size: int = 0,
         seed: int = 0,
@@ -99,6 +99,7 @@ class Client:
         name: str = "",
         weight: float = 1.0,
         priority: int = 0,
+        targets: Sequence[str] = (),
     ) -> pb.Job:
         """Queues a tuning job and returns it (`job.id` to watch it).
 
@@ -106,7 +107,11 @@ class Client:
         `trials` candidates and `weight`) or `pb.TaskSpec`s (taken as they are). `measure`:
         a `pb.MeasureOptions` or a dict of its fields. `scheduler`: "round_robin", "gradient",
         or "" for the server's default. `priority`: -10..10; a pool's queued jobs start highest
-        first.
+        first, and jobs sharing a pool get its workers in proportion to 2^(priority/5).
+
+        `target`: "local" (the default: the server's own machine) or a target key. `targets`:
+        several target keys instead (exclusive with `target`): one job per target, in one group;
+        the first job is returned, `jobs(group=job.group)` lists them all.
         """
         if isinstance(measure, dict):
             measure = pb.MeasureOptions(**measure)
@@ -114,24 +119,28 @@ class Client:
             if scheduler not in _SCHEDULERS:
                 raise ValueError(f"scheduler {scheduler!r}: one of {sorted(_SCHEDULERS)}")
             scheduler = _SCHEDULERS[scheduler]
+        if isinstance(targets, str):
+            raise ValueError(f"targets={targets!r}: a list of target keys (one target: target=)")
         req = pb.SubmitRequest(
             tasks=wl.tasks(tasks, trials, weight),
-            target=target,
+            target=("" if targets else "local") if target is None else target,
             measure=measure,
             batch_size=batch_size,
             seed=seed,
             scheduler=scheduler,
             name=name,
             priority=priority,
+            targets=list(targets),
         )
         return self._unary(self._jobs.Submit, req, "Jobs.Submit").job
 
     def get(self, job_id: str) -> pb.Job:
         return self._unary(self._jobs.Get, pb.GetJobRequest(id=_job_id(job_id)), "Jobs.Get")
 
-    def jobs(self, states: Sequence[int] = (), limit: int = 0) -> list[pb.Job]:
-        """Jobs, newest first; only those in `states` (`pb.JOB_STATE_*`) when given."""
-        req = pb.ListJobsRequest(states=list(states), limit=limit)
+    def jobs(self, states: Sequence[int] = (), limit: int = 0, group: str = "") -> list[pb.Job]:
+        """Jobs, newest first; only those in `states` (`pb.JOB_STATE_*`) when given, only those
+        of a multi-target submission's `group` when given."""
+        req = pb.ListJobsRequest(states=list(states), limit=limit, group=group)
         return list(self._unary(self._jobs.List, req, "Jobs.List").jobs)
 
     def cancel(self, job_id: str) -> pb.Job:

@@ -17,9 +17,7 @@ use tunehub_proto::v1::jobs_server::Jobs;
 
 /// Most candidates per round.
 pub const MAX_BATCH: u32 = 1024;
-/// Job priorities: higher is claimed first within a target pool.
-pub const MIN_PRIORITY: i32 = -10;
-pub const MAX_PRIORITY: i32 = 10;
+pub use crate::jobs::priority::{MAX_PRIORITY, MIN_PRIORITY};
 /// Most targets of one submission (`SubmitRequest.targets`).
 pub const MAX_TARGETS: usize = 16;
 

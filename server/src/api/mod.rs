@@ -24,6 +24,7 @@ pub mod tune_transferred;
 use crate::config::Limits;
 use crate::jobs::JobContext;
 use crate::jobs::store::{JobRow, JobState, TaskStats};
+use crate::jobs::waiting::{PoolView, pool_waiting};
 use crate::records::{Record, RecordStore, SqlStore};
 pub(crate) use crate::status::internal;
 use crate::workload;
@@ -174,8 +175,9 @@ impl Api {
         }
     }
 
-    /// Why a job that has not ended is not measuring: no device of its target ready, or (queued)
-    /// another job of its target pool running first.
+    /// Why a job that has not ended is not measuring, or not alone: no device of its target
+    /// ready; (queued) its pool full; (running) other jobs sharing its pool
+    /// (`jobs::waiting::pool_waiting`).
     async fn waiting(&self, job: &JobRow) -> Result<String, Status> {
         if job.state.is_final() {
             return Ok(String::new());
@@ -183,21 +185,20 @@ impl Api {
         if let Some(why) = self.ctx.backend.waiting(&job.target_key) {
             return Ok(why);
         }
-        if job.state == JobState::Queued
-            && let Some(other) = self
-                .ctx
-                .jobs
-                .running_on(&job.target_key, &job.id)
-                .await
-                .map_err(internal)?
-        {
-            return Ok(format!(
-                "queued behind job {other} on target {} (a server runs one job per target pool \
-                 at a time, highest priority first)",
-                job.target_key
-            ));
-        }
-        Ok(String::new())
+        let others = self
+            .ctx
+            .jobs
+            .running_jobs(&job.target_key, &job.id)
+            .await
+            .map_err(internal)?;
+        Ok(pool_waiting(&PoolView {
+            target_key: &job.target_key,
+            running: job.state == JobState::Running,
+            priority: job.priority,
+            others: &others,
+            limit: self.ctx.pool_limit(&job.target_key),
+            exclusive: self.ctx.backend.exclusive(&job.target_key),
+        }))
     }
 
     /// A job as the API shows it, with each task's progress and best record.

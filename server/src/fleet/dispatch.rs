@@ -61,11 +61,22 @@ impl MeasureBackend for FleetBackend {
         options: MeasureOptions,
         job_id: &str,
     ) -> Box<dyn MeasureBatch> {
+        self.job_measurer(target, options, job_id, 0)
+    }
+
+    fn job_measurer(
+        &self,
+        target: &Target,
+        options: MeasureOptions,
+        job_id: &str,
+        priority: i32,
+    ) -> Box<dyn MeasureBatch> {
         if target.key() == self.local.target().key() {
             return self.local.measurer(target, options, job_id);
         }
         Box::new(FleetMeasurer {
             job_id: job_id.to_string(),
+            priority,
             target: target.clone(),
             key: target.key(),
             options,
@@ -79,6 +90,8 @@ impl MeasureBackend for FleetBackend {
 /// Measures one job's batches on its target's pool.
 pub struct FleetMeasurer {
     job_id: String,
+    /// The job's share of the pool among the jobs it runs at once.
+    priority: i32,
     target: Target,
     key: String,
     options: MeasureOptions,
@@ -103,6 +116,7 @@ impl MeasureBatch for FleetMeasurer {
         }
         let payload = Arc::new(Payload {
             job_id: self.job_id.clone(),
+            priority: self.priority,
             workload_key: task.key.clone(),
             dag_json: serde_json::to_string(&task.dag).expect("a DAG serializes"),
             description: task.desc.clone(),

@@ -1,7 +1,8 @@
 //! The worker fleet: measurement on remote devices (`tunehub-worker`).
 //!
 //! `registry` holds the workers per target key, the queue of pieces, their leases and the
-//! quarantine; `dispatch` is the job driver's measure backend over it (a batch cut into pieces,
+//! quarantine; `fair` is which job's piece a pool hands out next when jobs share it (by
+//! priority); `dispatch` is the job driver's measure backend over it (a batch cut into pieces,
 //! one per ready worker); `service` is the `Workers` gRPC service the workers call, and
 //! `report` the check of a worker's report at the door (a device is less trusted than the
 //! server: a bad report is refused, counted against the worker, and measured elsewhere).
@@ -12,6 +13,7 @@
 //! the records table's `UNIQUE(workload, target, schedule)` makes any repeat a no-op besides.
 
 pub mod dispatch;
+pub mod fair;
 pub mod registry;
 pub mod report;
 pub mod service;

@@ -1,11 +1,13 @@
 //! The fleet's state: registered workers per target key, the queue of pieces waiting for a
-//! device, and the leases of pieces being measured.
+//! device, and the leases of pieces being measured. When several jobs share a pool, a pulling
+//! worker gets the piece of the job whose turn it is by priority (`fair`).
 //!
 //! Everything is in memory behind one mutex: it is small (workers, a few pieces per batch),
 //! and what must survive a server restart already does elsewhere: a job's progress is its
 //! rows in the database, and a batch cut short by a restart is proposed again by the resumed
 //! job (whose search skips what was stored). Workers re-register after a restart.
 
+use super::fair::{FairShare, Waiting};
 use crate::jobs::result_check::check_speed;
 use crate::metrics::TargetLabel;
 use prometheus_client::metrics::counter::Counter;
@@ -74,8 +76,10 @@ pub enum FleetError {
 /// What the candidates of one batch need on a device: the same for every piece of it.
 #[derive(Debug)]
 pub struct Payload {
-    /// The job the batch is for: in the workers' logs.
+    /// The job the batch is for: in the workers' logs, and its share of the pool (`fair`).
     pub job_id: String,
+    /// The job's priority (-10..10): its weight among the jobs sharing the pool.
+    pub priority: i32,
     pub workload_key: String,
     pub dag_json: String,
     pub description: String,
@@ -212,7 +216,10 @@ struct State {
     workers: BTreeMap<String, Worker>,
     /// Every target a worker registered with, by key.
     targets: HashMap<String, Target>,
+    /// Pieces of every pool in the order queued; a pool's workers take them by job share.
     queue: VecDeque<Piece>,
+    /// Which job's piece a pool hands out next.
+    fair: FairShare,
     leases: HashMap<String, Lease>,
     next_lease: u64,
 }
@@ -378,8 +385,9 @@ impl Fleet {
         Ok(lease_id.is_empty() || w.lease.as_deref() == Some(lease_id))
     }
 
-    /// The next piece for this worker, if any: the first queued piece of its target that did
-    /// not fail on it. A quarantined worker gets none.
+    /// The next piece for this worker, if any: of the jobs with a queued piece of its target
+    /// that did not fail on it, the one whose turn it is by the pool's fair share (`fair`),
+    /// its first such piece. A quarantined worker gets none.
     pub fn pull(&self, id: &str) -> Result<Option<Leased>, FleetError> {
         let mut guard = lock(&self.state);
         let st = &mut *guard;
@@ -403,14 +411,36 @@ impl Fleet {
             self.queued.notify_waiters();
         }
         // A probation piece may be one that failed on this device before: it may be mended.
-        let Some(pos) = st
-            .queue
+        // Per job, the first such piece in the queue; the pool's fair share picks the job.
+        let mut firsts: Vec<usize> = vec![];
+        for (pos, p) in st.queue.iter().enumerate() {
+            if p.key == key
+                && (probation || !p.failed_on.iter().any(|f| f == id))
+                && !firsts
+                    .iter()
+                    .any(|&f| st.queue[f].payload.job_id == p.payload.job_id)
+            {
+                firsts.push(pos);
+            }
+        }
+        let waiting: Vec<Waiting> = firsts
             .iter()
-            .position(|p| p.key == key && (probation || !p.failed_on.iter().any(|f| f == id)))
-        else {
+            .map(|&pos| {
+                let p = &st.queue[pos];
+                Waiting {
+                    job: &p.payload.job_id,
+                    priority: p.payload.priority,
+                    candidates: p.indices.len(),
+                }
+            })
+            .collect();
+        let Some(chosen) = st.fair.choose(&key, &waiting) else {
             return Ok(None);
         };
-        let piece = st.queue.remove(pos).expect("position is in range");
+        let piece = st
+            .queue
+            .remove(firsts[chosen])
+            .expect("position is in range");
         st.next_lease += 1;
         let lease_id = format!("l-{}-{}", st.next_lease, now_ms());
         let per_candidate = Duration::from_secs(120);
@@ -837,8 +867,13 @@ mod tests {
     }
 
     fn piece(key: &str, n: usize, batch: &Arc<BatchSlot>) -> Piece {
+        job_piece(key, "j", 0, n, batch)
+    }
+
+    fn job_piece(key: &str, job: &str, priority: i32, n: usize, batch: &Arc<BatchSlot>) -> Piece {
         let payload = Arc::new(Payload {
-            job_id: "j".into(),
+            job_id: job.into(),
+            priority,
             workload_key: "w".into(),
             dag_json: "{}".into(),
             description: String::new(),
@@ -1082,6 +1117,47 @@ mod tests {
         // The piece that failed on the old description is its again.
         assert!(measure(&f, &a, true).unwrap());
         assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
+    }
+
+    #[test]
+    fn jobs_sharing_a_pool_take_its_worker_by_priority() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("a", t, "{}".into());
+        let batch = BatchSlot::new(1);
+        // Six pieces of job A (priority 5, weight 2) queued before six of job B (priority 0).
+        f.enqueue((0..6).map(|_| job_piece(&key, "A", 5, 1, &batch)).collect());
+        f.enqueue((0..6).map(|_| job_piece(&key, "B", 0, 1, &batch)).collect());
+        let mut order = String::new();
+        while let Some(l) = f.pull(&a).unwrap() {
+            order.push_str(&l.payload.job_id);
+            assert!(
+                f.report(&a, &l.lease_id, vec![result(true)], false)
+                    .unwrap()
+            );
+        }
+        // B does not wait behind A's queue: two of A's pieces for each of B's until A has none.
+        assert_eq!(order, "ABAABAABABBB");
+    }
+
+    #[test]
+    fn a_piece_that_failed_on_a_worker_does_not_hold_back_another_job() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("a", t.clone(), "{}".into());
+        let (b, _) = f.register("b", t, "{}".into());
+        // Both measured once: a failure is then more likely the candidates' than the devices'.
+        let warm = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &warm), piece(&key, 1, &warm)]);
+        assert!(measure(&f, &a, true).unwrap());
+        assert!(measure(&f, &b, true).unwrap());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![job_piece(&key, "A", 0, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap(), "A's piece fails on a");
+        f.enqueue(vec![job_piece(&key, "B", 0, 1, &batch)]);
+        // A's piece waits for b; a takes B's.
+        let l = f.pull(&a).unwrap().expect("B's piece for a");
+        assert_eq!(l.payload.job_id, "B");
+        let l = f.pull(&b).unwrap().expect("A's piece for b");
+        assert_eq!(l.payload.job_id, "A");
     }
 
     #[test]

@@ -270,7 +270,9 @@ async fn drive(
     let _stop_heartbeat = AbortOnDrop(heartbeat);
 
     let mut measurer = Metered {
-        inner: ctx.backend.measurer(target, job.measure.clone(), &job.id),
+        inner: ctx
+            .backend
+            .job_measurer(target, job.measure.clone(), &job.id, job.priority),
         metrics: Arc::clone(&ctx.metrics),
     };
     // A remote batch waiting on devices gives up when the job is cancelled or lost.

@@ -1,13 +1,18 @@
 //! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), the cost model it
-//! starts from (`start_model`), what a measurement must be to be stored (`result_check`), and the loop that claims queued jobs and
-//! runs them: one job per target pool at a time, pools at the same time. Measurements are one
-//! at a time per machine: the local target is one pool, so local jobs never time two kernels at
-//! once, and each remote pool's devices serve one job's pieces.
+//! starts from (`start_model`), what a measurement must be to be stored (`result_check`), a
+//! priority's weight (`priority`), why a job waits (`waiting`), and
+//! the loop that claims queued jobs and runs them: pools at the same time, and on each device
+//! pool up to `jobs_per_pool` jobs at once (highest priority claimed first), which share its
+//! workers by priority (`crate::fleet::fair`). Measurements are one at a time per machine: the
+//! server's own machine runs one job at a time (`MeasureBackend::exclusive`), and every local
+//! batch holds its timing lock besides.
 
 pub mod driver;
+pub mod priority;
 pub mod result_check;
 pub mod start_model;
 pub mod store;
+pub mod waiting;
 
 use crate::cache::BestCache;
 use crate::metrics::Metrics;
@@ -22,6 +27,12 @@ use tokio::task::JoinSet;
 use tunehub_engine::measure::{MeasureBatch, MeasureOptions, Measurer};
 use tunehub_engine::search::SearchParams;
 use tunehub_engine::target::Target;
+
+/// Jobs a device pool runs at once unless configured: enough that a short job is not stuck
+/// behind long ones and that a pool's devices stay busy while a job searches on the server;
+/// few enough that the server's cores (each running job's search takes them) are not spread
+/// thin.
+pub const DEFAULT_JOBS_PER_POOL: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -62,6 +73,24 @@ pub trait MeasureBackend: Send + Sync {
         options: MeasureOptions,
         job_id: &str,
     ) -> Box<dyn MeasureBatch>;
+    /// A measurer for a job of `priority` (-10..10): a pool that several jobs share hands its
+    /// devices to them in proportion to their priorities' weights (`crate::fleet::fair`). Where
+    /// jobs share no device, `measurer`.
+    fn job_measurer(
+        &self,
+        target: &Target,
+        options: MeasureOptions,
+        job_id: &str,
+        _priority: i32,
+    ) -> Box<dyn MeasureBatch> {
+        self.measurer(target, options, job_id)
+    }
+    /// Whether jobs of target `key` run one at a time (else up to the server's jobs per pool at
+    /// once): the server's own machine, where another job's search and builds would take the
+    /// cores a kernel is being timed on.
+    fn exclusive(&self, key: &str) -> bool {
+        key == self.target().key()
+    }
 }
 
 /// This machine's compiler and an isolated local runner.
@@ -135,6 +164,9 @@ pub struct JobContext {
     pub poll: Duration,
     /// The search's knobs for every task this server tunes.
     pub search: SearchParams,
+    /// Most jobs a device pool runs at once (its workers shared by priority); the server's own
+    /// machine runs one (`MeasureBackend::exclusive`).
+    pub jobs_per_pool: usize,
     /// Bumped whenever a job's progress changes here: wakes watchers and the claim loop.
     changes: Arc<watch::Sender<u64>>,
     shutdown: Arc<AtomicBool>,
@@ -161,8 +193,24 @@ impl JobContext {
             lease_ms: lease_ms.max(300),
             poll,
             search,
+            jobs_per_pool: DEFAULT_JOBS_PER_POOL,
             changes: Arc::new(watch::channel(0).0),
             shutdown: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The same context running up to `n` jobs per device pool at once (at least one).
+    pub fn with_jobs_per_pool(mut self, n: usize) -> Self {
+        self.jobs_per_pool = n.max(1);
+        self
+    }
+
+    /// Most jobs of target `key` that run at once.
+    pub fn pool_limit(&self, key: &str) -> usize {
+        if self.backend.exclusive(key) {
+            1
+        } else {
+            self.jobs_per_pool
         }
     }
 
@@ -187,13 +235,13 @@ impl JobContext {
 }
 
 /// Claims jobs for the targets the backend has a device for (this server's, a fleet's pools)
-/// and runs them, one per target pool at a time and the pools concurrently, until shutdown
-/// (then waits for the running jobs to reach their batch boundary). A job for a target with no
-/// device ready stays queued.
+/// and runs them, up to `JobContext::pool_limit` per target pool at once (highest priority
+/// first) and the pools concurrently, until shutdown (then waits for the running jobs to reach
+/// their batch boundary). A job for a target with no device ready stays queued.
 pub async fn run_loop(ctx: JobContext) {
     let mut changes = ctx.subscribe();
     let mut running: JoinSet<()> = JoinSet::new();
-    // The target pool each runner serves, by task id (a panicked runner frees its pool too).
+    // The target pool each runner serves, by task id (a panicked runner frees its slot too).
     let mut busy: HashMap<tokio::task::Id, String> = HashMap::new();
     while !ctx.shutting_down() {
         while let Some(done) = running.try_join_next_with_id() {
@@ -207,28 +255,30 @@ pub async fn run_loop(ctx: JobContext) {
             busy.remove(&id);
         }
         for target_key in ctx.backend.ready_keys() {
-            if busy.values().any(|k| *k == target_key) {
-                continue;
-            }
-            match ctx
-                .jobs
-                .claim_next(&ctx.instance, &target_key, ctx.lease_ms, None)
-                .await
-            {
-                Ok(Some(job)) => {
-                    ctx.changed();
-                    let runner_ctx = ctx.clone();
-                    let handle = running.spawn(async move {
-                        if let Err(e) = driver::run_job(&runner_ctx, job).await {
-                            tracing::error!("job driver: {e}");
-                        }
-                        // Wakes this loop: the pool is free for its next job.
-                        runner_ctx.changed();
-                    });
-                    busy.insert(handle.id(), target_key);
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!("claiming a job: {e}"),
+            let limit = ctx.pool_limit(&target_key);
+            while busy.values().filter(|k| **k == target_key).count() < limit {
+                let claimed = ctx
+                    .jobs
+                    .claim_next(&ctx.instance, &target_key, ctx.lease_ms, None)
+                    .await;
+                let job = match claimed {
+                    Ok(Some(job)) => job,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("claiming a job: {e}");
+                        break;
+                    }
+                };
+                ctx.changed();
+                let runner_ctx = ctx.clone();
+                let handle = running.spawn(async move {
+                    if let Err(e) = driver::run_job(&runner_ctx, job).await {
+                        tracing::error!("job driver: {e}");
+                    }
+                    // Wakes this loop: the pool has room for its next job.
+                    runner_ctx.changed();
+                });
+                busy.insert(handle.id(), target_key.clone());
             }
         }
         // Wait for a submit or a job's end here, or poll (a job queued through another server,

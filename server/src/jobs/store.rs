@@ -73,7 +73,8 @@ pub struct JobRow {
     pub updated_at: i64,
     /// The name of the token that submitted it (`anonymous` without tokens).
     pub owner: String,
-    /// Higher is claimed first among the queued jobs of its target pool (-10..10).
+    /// Higher is claimed first among the queued jobs of its target pool (-10..10), and gets a
+    /// larger share of a pool it shares (`priority::weight`).
     pub priority: i32,
     /// The cost model the job started from at its latest claim ("saved", "transferred from
     /// <target key>", "cold"); empty before its first claim.
@@ -393,6 +394,26 @@ impl JobStore {
         .await?)
     }
 
+    /// The running jobs of `target_key` other than `except`, as (id, priority), highest
+    /// priority first, then oldest: who shares a pool, or fills it.
+    pub async fn running_jobs(
+        &self,
+        target_key: &str,
+        except: &str,
+    ) -> Result<Vec<(String, i32)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, priority FROM jobs WHERE state = 'running' AND target_key = $1 AND id <> $2 \
+             ORDER BY priority DESC, created_at, id",
+        )
+        .bind(target_key)
+        .bind(except)
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get::<i64, _>(1)? as i32)))
+            .collect()
+    }
+
     /// Extends the lease; says whether it is still held and whether the job was cancelled.
     pub async fn renew(
         &self,
@@ -636,6 +657,50 @@ impl JobStore {
 mod tests {
     use super::*;
     use crate::records::RecordStore;
+
+    #[tokio::test]
+    async fn a_pool_claims_by_priority_and_lists_its_running_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = SqlStore::open(dir.path().join("r.db").to_str().unwrap())
+            .await
+            .unwrap();
+        db.put_target("t", "{}").await.unwrap();
+        db.put_target("u", "{}").await.unwrap();
+        let jobs = JobStore::new(db);
+        let new = |priority: i32, target: &str| NewJob {
+            name: format!("p{priority}"),
+            target_key: target.into(),
+            seed: 1,
+            batch_size: 2,
+            scheduler: "gradient".into(),
+            measure: MeasureOptions::default(),
+            owner: "o".into(),
+            priority,
+            group: String::new(),
+            tasks: vec![],
+        };
+        let ids = jobs
+            .create_all(&[new(0, "t"), new(5, "t"), new(9, "u"), new(3, "t")])
+            .await
+            .unwrap();
+        for want in [&ids[1], &ids[3]] {
+            let got = jobs.claim_next("s", "t", 60_000, None).await.unwrap();
+            assert_eq!(
+                got.map(|j| j.id).as_ref(),
+                Some(want),
+                "highest priority first"
+            );
+        }
+        assert_eq!(
+            jobs.running_jobs("t", "").await.unwrap(),
+            [(ids[1].clone(), 5), (ids[3].clone(), 3)]
+        );
+        assert_eq!(
+            jobs.running_jobs("t", &ids[1]).await.unwrap(),
+            [(ids[3].clone(), 3)]
+        );
+        assert_eq!(jobs.running_jobs("u", "").await.unwrap(), [], "queued only");
+    }
 
     #[tokio::test]
     async fn a_saved_cost_model_reads_back_and_is_replaced() {
