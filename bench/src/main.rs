@@ -16,6 +16,8 @@
 //!   from a worker's death to the re-dispatch of its piece.
 //! - `network`: an ONNX model's tasks tuned as one job, its end-to-end estimate against
 //!   trials and wall time (the peer: `bench/onnx_peer.py`, ONNX Runtime).
+//! - `range`: a shape range tuned as one job; its held-out shapes answered from it against
+//!   tuning each alone (GFLOP/s share, trials).
 //! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
 //! - `plot`: the SVG of the search curves.
 //! - `procs`: what `query` and `dispatch` share: the release binaries, a child `tunehub
@@ -32,6 +34,7 @@ mod network;
 mod plot;
 mod procs;
 mod query;
+mod range;
 mod remeasure;
 mod search;
 mod settings;
@@ -67,6 +70,9 @@ enum Cmd {
     /// A whole ONNX model tuned as one job: per task best GFLOP/s and share of the end-to-end
     /// estimate; the estimate against trials and wall time (SVG); the peer's latency beside it.
     Network(network::NetworkArgs),
+    /// A shape range tuned as one job; held-out shapes of it answered from the range, against
+    /// tuning each alone: GFLOP/s share and trials.
+    Range(range::RangeArgs),
 }
 
 /// The search allocates many small index expressions from several threads; see the workspace
@@ -83,6 +89,7 @@ fn main() -> Result<()> {
         Cmd::Query(a) => runtime()?.block_on(query::run(a)),
         Cmd::Dispatch(a) => runtime()?.block_on(dispatch::run(a)),
         Cmd::Network(a) => runtime()?.block_on(network::run(a)),
+        Cmd::Range(a) => runtime()?.block_on(range::run(a)),
     }
 }
 

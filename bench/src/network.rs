@@ -116,6 +116,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             name: "tunehub-bench network".into(),
             priority: 0,
             targets: vec![],
+            range: None,
         })
         .await?
         .into_inner()
@@ -255,7 +256,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     Ok(())
 }
 
-fn rand_token() -> u128 {
+pub(crate) fn rand_token() -> u128 {
     use std::time::{SystemTime, UNIX_EPOCH};
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
