@@ -169,6 +169,19 @@ async fn a_range_is_tuned_answered_listed_and_carried_by_export() {
         text.contains("SERVED BY") && text.contains("40..64"),
         "{text}"
     );
+    // `tunehub tune` of a range: its own embedded server, then the table.
+    let tuned_db = sqlite_path(dir.path(), "tuned.db");
+    let mut args = vec!["tune", "matmul(m=8..32,n=16,k=16)", "--trials", "2"];
+    args.extend(["--batch", "2", "--db", &tuned_db, "--repeat", "1"]);
+    args.extend(["--min-repeat-ms", "1", "--noise-threshold", "0"]);
+    let out = tunehub(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("8..16") && text.contains("17..32"), "{text}");
 
     // Export, then import into a fresh server: the range comes along, and answers there.
     let file = dir.path().join("all.jsonl");
