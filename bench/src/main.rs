@@ -20,8 +20,11 @@
 //!   its CPU and memory per 1,000 workers and the heartbeat round trip.
 //! - `network`: an ONNX model's tasks tuned as one job, its end-to-end estimate against
 //!   trials and wall time (the peer: `bench/onnx_peer.py`, ONNX Runtime).
+//! - `range`: a shape range tuned as one job; its held-out shapes answered from it against
+//!   tuning each alone (GFLOP/s share, trials).
 //! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
 //! - `plot`: the SVG of the search curves.
+//! - `embedded`: the in-process server the tuning benchmarks run on.
 //! - `procs`: what `query` and `dispatch` share: the release binaries, a child `tunehub
 //!   server`, `/proc` (memory, CPU time), the machine's load, percentiles.
 //!
@@ -32,10 +35,12 @@ mod bandwidth;
 mod blas;
 mod compare;
 mod dispatch;
+mod embedded;
 mod network;
 mod plot;
 mod procs;
 mod query;
+mod range;
 mod remeasure;
 mod reuse;
 mod search;
@@ -79,6 +84,9 @@ enum Cmd {
     /// A whole ONNX model tuned as one job: per task best GFLOP/s and share of the end-to-end
     /// estimate; the estimate against trials and wall time (SVG); the peer's latency beside it.
     Network(network::NetworkArgs),
+    /// A shape range tuned as one job; held-out shapes of it answered from the range, against
+    /// tuning each alone: GFLOP/s share and trials.
+    Range(range::RangeArgs),
 }
 
 /// The search allocates many small index expressions from several threads; see the workspace
@@ -97,6 +105,7 @@ fn main() -> Result<()> {
         Cmd::Reuse(a) => runtime()?.block_on(reuse::run(a)),
         Cmd::Swarm(a) => runtime()?.block_on(swarm::run(a)),
         Cmd::Network(a) => runtime()?.block_on(network::run(a)),
+        Cmd::Range(a) => runtime()?.block_on(range::run(a)),
     }
 }
 

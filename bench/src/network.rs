@@ -11,16 +11,14 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 use tokio_stream::StreamExt;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_onnx::InputShapes;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client;
-use tunehub_server::config::{ClientConfig, Limits, ServerConfig};
-use tunehub_server::jobs::{self, LocalBackend};
-use tunehub_server::{server, workload};
+use tunehub_server::config::Limits;
+use tunehub_server::jobs;
+use tunehub_server::workload;
 
 #[derive(Args)]
 pub struct NetworkArgs {
@@ -65,37 +63,16 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         cores: a.cores,
         ..TargetOverrides::default()
     });
-    let token = format!("{:032x}", rand_token());
-    let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse()?,
-        metrics_addr: None,
-        db: db.to_string_lossy().into_owned(),
-        tokens: vec![tunehub_server::auth::ApiToken::admin(0, token.clone())],
-        allow_unauthenticated: false,
-        tls: None,
-        tls_worker_ca: None,
-        limits: Limits {
+    let (running, mut c) = crate::embedded::start(
+        &db,
+        target,
+        a.population,
+        Limits {
             max_trials_per_job: a.trials.saturating_mul(n),
             max_tasks_per_job: n,
             ..Limits::default()
         },
-        lease_ms: 30_000,
-        poll_ms: 200,
-        heartbeat_ms: 1000,
-        cache_ttl_ms: 0,
-        jobs_per_pool: tunehub_server::jobs::DEFAULT_JOBS_PER_POOL,
-        instance: "bench".into(),
-        target: TargetOverrides::default(),
-        population: a.population,
-        run_jobs: false,
-        tune_transferred: None,
-    };
-    let running = server::start_with(&cfg, Arc::new(LocalBackend::new(target))).await?;
-    let mut c = client::connect(&ClientConfig {
-        server: format!("http://{}", running.addr),
-        token: Some(token),
-        ca_cert: None,
-    })
+    )
     .await?;
     let tasks = list
         .tasks
@@ -118,6 +95,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             name: "tunehub-bench network".into(),
             priority: 0,
             targets: vec![],
+            range: None,
         })
         .await?
         .into_inner()
@@ -255,12 +233,4 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         a.out.display()
     );
     Ok(())
-}
-
-fn rand_token() -> u128 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(7, |d| d.as_nanos())
-        ^ u128::from(std::process::id())
 }

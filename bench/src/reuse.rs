@@ -23,15 +23,14 @@ use clap::Args;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 use tokio_stream::StreamExt;
-use tunehub_engine::target::{Target, TargetOverrides};
+use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::{self, Clients};
-use tunehub_server::config::{ClientConfig, Limits, ServerConfig};
-use tunehub_server::jobs::{self, LocalBackend};
-use tunehub_server::server::{self, RunningServer};
+use tunehub_server::client::Clients;
+use tunehub_server::config::Limits;
+use tunehub_server::jobs;
+use tunehub_server::server::RunningServer;
 use tunehub_server::workload;
 
 /// One family of a structure: shapes tuned as neighbours, and shapes held out.
@@ -185,38 +184,12 @@ struct Db {
 impl Db {
     async fn fresh(a: &ReuseArgs) -> Result<Db> {
         let dir = tempfile::tempdir()?;
-        // A fresh secret per database (std's hasher keys are random per process and call).
-        let token = format!(
-            "{:016x}",
-            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0)
-        );
-        let cfg = ServerConfig {
-            listen: "127.0.0.1:0".parse()?,
-            metrics_addr: None,
-            db: dir.path().join("reuse.db").to_string_lossy().into_owned(),
-            tokens: vec![tunehub_server::auth::ApiToken::admin(0, token.clone())],
-            allow_unauthenticated: false,
-            tls: None,
-            tls_worker_ca: None,
-            limits: Limits::default(),
-            lease_ms: 30_000,
-            poll_ms: 200,
-            heartbeat_ms: 1000,
-            jobs_per_pool: tunehub_server::jobs::DEFAULT_JOBS_PER_POOL,
-            cache_ttl_ms: 0,
-            instance: "bench".into(),
-            target: TargetOverrides::default(),
-            population: a.population,
-            run_jobs: false,
-            tune_transferred: None,
-        };
-        let running =
-            server::start_with(&cfg, Arc::new(LocalBackend::new(Target::detect()))).await?;
-        let c = client::connect(&ClientConfig {
-            server: format!("http://{}", running.addr),
-            token: Some(token),
-            ca_cert: None,
-        })
+        let (running, c) = crate::embedded::start(
+            &dir.path().join("reuse.db"),
+            Target::detect(),
+            a.population,
+            Limits::default(),
+        )
         .await?;
         Ok(Db {
             _dir: dir,

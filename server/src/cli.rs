@@ -139,7 +139,9 @@ pub struct SubmitArgs {
     /// Library operators to tune, one task each, e.g. `matmul(512,512,512)`; the operator's
     /// constant weight is packed by default (`tunehub ops`), `layout_free=B` names the packed
     /// inputs, `layout_free=none` packs none. An ONNX model file (MODEL.onnx) adds its tasks,
-    /// extracted here: the server gets the task list, not the model.
+    /// extracted here: the server gets the task list, not the model. A shape range, one or two
+    /// extents as lo..hi (`matmul(m=1..512,n=768,k=768)`), is a job of its own: up to 8
+    /// representative shapes, --trials each (`tunehub query --range` shows its dispatch table).
     #[arg(value_name = "OP_SPEC")]
     pub op_specs: Vec<String>,
 
@@ -297,8 +299,14 @@ pub struct QueryArgs {
     #[arg(long, requires = "transfer")]
     pub measure: bool,
 
+    /// A shape range's dispatch table, e.g. `matmul(m=1..512,n=768,k=768)` (as submitted: its
+    /// weight packed by default): which interval of the ranged extents each representative shape
+    /// serves, with its best record. Any shape of a tuned range is answered by the plain query.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c", "out_h", "transfer", "list"])]
+    pub range: Option<String>,
+
     /// List the targets and workloads tuned so far, with their trial counts (no workload).
-    #[arg(long, conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c", "out_h", "transfer"])]
+    #[arg(long, conflicts_with_all = ["op_spec", "expr", "key", "top", "print_source", "out_c", "out_h", "transfer", "range"])]
     pub list: bool,
 
     /// Print JSON.
@@ -437,7 +445,9 @@ pub struct WorkloadArgs {
     /// lists them); the operator's constant weight is packed by default, `layout_free=B` names
     /// the packed inputs, `layout_free=none` packs none. `tunehub tune` also takes an ONNX
     /// model file (MODEL.onnx): its tasks, extracted here (the server gets the task list, not
-    /// the model).
+    /// the model); and a shape range (one or two extents as lo..hi,
+    /// `dense(m=16..512,n=768,k=768)`): its representative shapes tuned as one job, --trials
+    /// each, and its dispatch table printed.
     #[arg(value_name = "OP_SPEC")]
     pub op_spec: Option<String>,
 

@@ -77,11 +77,36 @@ pub fn measure_proto(m: &tunehub_server::cli::MeasureArgs) -> pb::MeasureOptions
 }
 
 pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
+    // A shape range is a job of its own: its representative shapes are its tasks.
+    let range = match args
+        .op_specs
+        .iter()
+        .filter(|s| !tunehub_onnx::is_model_path(s) && workload::is_range(s))
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        [] => None,
+        [one] if args.op_specs.len() == 1 && args.expr.is_empty() && args.weights.is_empty() => {
+            Some(workload::range_from_spec(one, args.trials))
+        }
+        _ => {
+            return Err(UsageError(
+                "a shape range (lo..hi) is a job of its own: give it alone, without other \
+                 OP_SPECs, --expr or --weight"
+                    .into(),
+            )
+            .into());
+        }
+    };
     // A model's tasks come with their weights; they follow the other tasks.
     let (models, specs): (Vec<&String>, Vec<&String>) = args
         .op_specs
         .iter()
         .partition(|s| tunehub_onnx::is_model_path(s));
+    let specs: Vec<&String> = specs
+        .into_iter()
+        .filter(|s| !workload::is_range(s))
+        .collect();
     let mut model_tasks = vec![];
     for m in models {
         let list = crate::model::load_with(m, &args.model)?;
@@ -94,7 +119,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
         .map(|s| workload::from_op_spec(s))
         .chain(args.expr.iter().map(|e| workload::from_expr(e)))
         .collect();
-    if workloads.is_empty() && model_tasks.is_empty() {
+    if workloads.is_empty() && model_tasks.is_empty() && range.is_none() {
         return Err(UsageError("give at least one OP_SPEC or --expr".into()).into());
     }
     if args.weights.len() > workloads.len() {
@@ -124,6 +149,7 @@ pub async fn submit(args: SubmitArgs) -> Result<ExitCode> {
         tasks,
         target,
         targets,
+        range,
         measure: Some(measure_proto(&args.measure)),
         batch_size: args.batch.unwrap_or(0),
         seed: args.seed.unwrap_or(0),
@@ -576,9 +602,10 @@ fn workload_of(a: &QueryArgs) -> Result<pb::Workload> {
         (Some(s), None, None) => Ok(workload::from_op_spec(s)),
         (None, Some(e), None) => Ok(workload::from_expr(e)),
         (None, None, Some(k)) => Ok(workload::from_key(k)),
-        _ => Err(
-            UsageError("give exactly one of OP_SPEC, --expr and --key (or --list)".into()).into(),
-        ),
+        _ => Err(UsageError(
+            "give exactly one of OP_SPEC, --expr and --key (or --list, or --range)".into(),
+        )
+        .into()),
     }
 }
 
@@ -640,6 +667,26 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
                 );
             }
         }
+        crate::emit(&out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(spec) = &args.range {
+        let r = workload::range_from_spec(spec, 0);
+        let resp = c
+            .query
+            .range(pb::RangeRequest {
+                spec: r.spec,
+                options: r.options,
+                target: args.target.clone(),
+            })
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        let out = if args.json {
+            format!("{}\n", range_json(&resp))
+        } else {
+            range_text(&resp)
+        };
         crate::emit(&out)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -725,6 +772,9 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
         if let Some(tr) = &r.transfer {
             v["transfer"] = transfer_json(tr);
         }
+        if let Some(g) = &r.range {
+            v["range"] = json!({"id": g.id, "spec": g.spec});
+        }
         if let Some(k) = kernel {
             v["kernel"] = kernel_json(k);
         }
@@ -743,6 +793,9 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
         );
         let _ = writeln!(t, "target    {}", rec.target_key);
         let _ = writeln!(t, "records   {} ({} ok)", r.records_total, r.records_ok);
+        if let Some(g) = &r.range {
+            let _ = writeln!(t, "range     {} ({}): no record of its own", g.spec, g.id);
+        }
         if let Some(tr) = &r.transfer {
             let _ = writeln!(
                 t,
@@ -764,6 +817,71 @@ pub async fn query(args: QueryArgs) -> Result<ExitCode> {
         crate::emit(&t)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A range's dispatch table as JSON: the proto's fields by their names.
+pub fn range_json(r: &pb::RangeResponse) -> serde_json::Value {
+    let range = r.range.clone().unwrap_or_default();
+    json!({
+        "id": range.id,
+        "spec": range.spec,
+        "layout_free": layout_free(r.options.as_ref()),
+        "target_key": r.target_key,
+        "job_ids": r.job_ids,
+        "entries": r.entries.iter().map(|e| json!({
+            "intervals": e.intervals.iter().map(|i| json!({"extent": i.extent, "lo": i.lo, "hi": i.hi})).collect::<Vec<_>>(),
+            "values": e.values,
+            "workload_key": e.workload_key,
+            "description": e.description,
+            "record_id": e.record_id,
+            "mean_ms": e.seconds * 1e3,
+            "gflops": e.gflops,
+            "records_total": e.records_total,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A range's dispatch table for people: a row per representative, the interval of each ranged
+/// extent it serves.
+pub fn range_text(r: &pb::RangeResponse) -> String {
+    let range = r.range.clone().unwrap_or_default();
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "range     {}  ({})",
+        label(&range.spec, r.options.as_ref()),
+        range.id
+    );
+    let _ = writeln!(t, "target    {}", r.target_key);
+    if !r.job_ids.is_empty() {
+        let _ = writeln!(t, "jobs      {}", r.job_ids.join(", "));
+    }
+    let extents: Vec<String> = r
+        .entries
+        .first()
+        .map(|e| {
+            e.intervals
+                .iter()
+                .map(|i| i.extent.to_uppercase())
+                .collect()
+        })
+        .unwrap_or_default();
+    for x in &extents {
+        let _ = write!(t, "{x:<14}");
+    }
+    let _ = writeln!(t, "{:<40} {:<32} {:>10}", "SERVED BY", "RECORD", "GFLOP/s");
+    for e in &r.entries {
+        for i in &e.intervals {
+            let _ = write!(t, "{:<14}", format!("{}..{}", i.lo, i.hi));
+        }
+        let (record, gflops) = if e.record_id.is_empty() {
+            ("(not tuned yet)".to_string(), "-".to_string())
+        } else {
+            (e.record_id.clone(), format!("{:.2}", e.gflops))
+        };
+        let _ = writeln!(t, "{:<40} {record:<32} {gflops:>10}", e.description);
+    }
+    t
 }
 
 fn transfer_json(t: &pb::Transfer) -> serde_json::Value {

@@ -16,6 +16,7 @@ mod model;
 mod pack;
 mod tune;
 mod tune_model;
+mod tune_range;
 
 /// The search allocates many small index expressions from several threads; see the workspace
 /// manifest.

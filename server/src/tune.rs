@@ -197,6 +197,14 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
     {
         return crate::tune_model::tune_model(&args, model).await;
     }
+    if let Some(spec) = args
+        .workload
+        .op_spec
+        .as_deref()
+        .filter(|s| workload::is_range(s))
+    {
+        return crate::tune_range::tune_range(&args, spec).await;
+    }
     // All input is checked before the database is touched: bad input stores nothing.
     let (task, workload) = build_workload(&args.workload)?;
     let target = Target::detect().with_overrides(&target_overrides(&args.target));
@@ -221,6 +229,7 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
             name: "tunehub tune".into(),
             priority: 0,
             targets: vec![],
+            range: None,
         })
         .await
         .map_err(status_error)?

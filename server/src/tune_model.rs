@@ -39,6 +39,7 @@ pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
             name: format!("tunehub tune {path}"),
             priority: 0,
             targets: vec![],
+            range: None,
         })
         .await
         .map_err(status_error)?

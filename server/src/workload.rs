@@ -72,6 +72,32 @@ pub fn from_op_spec(spec: &str) -> pb::Workload {
     }
 }
 
+/// Whether an op spec on the command line is a shape range: a parameter given as `lo..hi`.
+pub fn is_range(spec: &str) -> bool {
+    spec.contains("..")
+}
+
+/// A shape range as the command line takes it, as the API's range with `trials` per
+/// representative shape: `layout_free=` inside it and the operator's packed weight by default,
+/// as `from_op_spec` (a spec that is no range is left for the server to refuse).
+pub fn range_from_spec(spec: &str, trials: u32) -> pb::ShapeRange {
+    let (clean, mut options) = WorkloadOptions::split_op_spec(spec.trim());
+    if options.layout_free == ["none"] {
+        options.layout_free.clear();
+    } else if options.layout_free.is_empty()
+        && let Ok(r) = tunehub_engine::transfer::range::parse(&clean)
+    {
+        options.layout_free = ops::constant_weight(r.op_name())
+            .map(|w| vec![w.to_string()])
+            .unwrap_or_default();
+    }
+    pb::ShapeRange {
+        spec: clean,
+        options: options_to_pb(&options),
+        trials,
+    }
+}
+
 /// A text form as the API's workload.
 pub fn from_expr(src: &str) -> pb::Workload {
     pb::Workload {

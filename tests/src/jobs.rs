@@ -46,6 +46,7 @@ pub fn submit_req(tasks: Vec<pb::TaskSpec>, batch: u32) -> pb::SubmitRequest {
         name: "test".into(),
         priority: 0,
         targets: vec![],
+        range: None,
     }
 }
 

@@ -9,20 +9,23 @@
 //! device that reports what a real one never would), `process` (signals, exits), `jobs`
 //! (requests, and waiting on a job through its Watch stream), `metrics` (a scrape of the
 //! metrics endpoint), `wait` (waiting for what no stream reports, with a deadline), `tools` (a
-//! missing outside tool: a skip, or a failure under CI=true). The tests, in `tests/`:
+//! missing outside tool: a skip, or a failure under CI=true), `pg` (a fresh database on the
+//! PostgreSQL test cluster). The tests, in `tests/`:
 //! `service.rs` (the API and the command line's clients), `tune_cli.rs` (`tunehub tune` and
 //! `best`), `fleet.rs` (workers: kill -9, quarantine, restart, aarch64 under qemu),
 //! `operations.rs` (metrics, JSON logs, SIGTERM), `roles.rs` (tokens with roles),
 //! `postgres.rs` (the same on PostgreSQL, two servers on one database), `pg_restart.rs` (jobs
 //! across a restart of a cluster of its own), `multi_target.rs` (one submission, a job per
 //! target), `deploy.rs` (deploy/ against the binaries and CI), `ansor.rs` (records to and
-//! from TVM auto_scheduler logs), `python_client.rs` (clients/python's pytest suite against the server).
+//! from TVM auto_scheduler logs), `ranges.rs` (shape ranges: tuned, answered,
+//! listed, carried), `python_client.rs` (clients/python's pytest suite against the server).
 
 pub mod binaries;
 pub mod certs;
 pub mod faulty_worker;
 pub mod jobs;
 pub mod metrics;
+pub mod pg;
 pub mod process;
 pub mod server;
 pub mod tools;
@@ -34,5 +37,6 @@ pub use jobs::{
     code_of, get, is_final, op, quick, submit, submit_req, task, tune_done, wait_final, wait_trials,
 };
 pub use metrics::scrape_raw;
+pub use pg::fresh_db;
 pub use server::{Server, TOKEN, sqlite_path};
 pub use worker::{Worker, wait_pool};

@@ -31,6 +31,7 @@ fn job(spec: &str, trials: u32, target: &str, priority: i32) -> pb::SubmitReques
         name: format!("p{priority}"),
         priority,
         targets: vec![],
+        range: None,
     }
 }
 

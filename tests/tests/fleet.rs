@@ -70,6 +70,7 @@ fn job_req(spec: &str, trials: u32, batch: u32, target: &str) -> pb::SubmitReque
         name: "fleet".into(),
         priority: 0,
         targets: vec![],
+        range: None,
     }
 }
 

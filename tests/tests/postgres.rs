@@ -5,7 +5,6 @@
 //! a throwaway cluster and sets it). Without it the tests fail under CI=true and are skipped,
 //! with a note, elsewhere.
 
-use sqlx::Connection;
 use sqlx::Row;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -14,29 +13,6 @@ use tunehub_proto::v1 as pb;
 use tunehub_server::jobs::store::{JobStore, NewJob};
 use tunehub_server::records::{NewRecord, RecordStore, SqlStore};
 use tunehub_tests::*;
-
-/// A fresh database on the test cluster, or None (skip) when no cluster is configured.
-async fn fresh_db(name: &str) -> Option<String> {
-    let Ok(base) = std::env::var("TUNEHUB_TEST_PG_URL") else {
-        tools::skip_or_fail(
-            &format!("the PostgreSQL test {name}"),
-            "TUNEHUB_TEST_PG_URL is not set",
-        );
-        return None;
-    };
-    let db = format!("t_{name}_{:08x}", rand::random::<u32>());
-    let mut conn = sqlx::PgConnection::connect(&base)
-        .await
-        .expect("the PostgreSQL test cluster answers");
-    sqlx::query(&format!("CREATE DATABASE {db}"))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    // Replace the database name at the end of the URL.
-    let (prefix, _) = base.rsplit_once('/').expect("a URL with a database name");
-    Some(format!("{prefix}/{db}"))
-}
 
 #[tokio::test]
 async fn submit_watch_and_query_on_postgres() {
@@ -120,6 +96,7 @@ async fn a_failed_record_then_a_timed_one_on_one_connection() {
         .import(
             &[],
             &[],
+            &[],
             &[rec(1, vec![], 2), rec(2, vec![1e-3], 0), rec(3, vec![], 2)],
         )
         .await
@@ -151,6 +128,7 @@ async fn concurrent_claims_take_each_job_once() {
                 tasks: vec![("w".into(), 1.0, 1)],
                 priority: 0,
                 group: String::new(),
+                range: None,
             })
             .await
             .unwrap(),

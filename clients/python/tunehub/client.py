@@ -243,6 +243,17 @@ class Client:
     def list_tuned(self) -> pb.ListTunedResponse:
         return self._unary(self._query.ListTuned, pb.ListTunedRequest(), "Query.ListTuned")
 
+    def range_table(
+        self, spec: str, target: str = "local", *, layout_free: Sequence[str] = ()
+    ) -> pb.RangeResponse:
+        """A tuned shape range's dispatch table (`matmul(m=1..512,n=768,k=768)`): which
+        interval of its ranged extents each representative shape serves, with its best record.
+        `layout_free`: the range's options, as submitted. A shape of the range is answered by
+        `best` (marked `transfer`, with `range` set)."""
+        options = pb.WorkloadOptions(layout_free=list(layout_free)) if layout_free else None
+        req = pb.RangeRequest(spec=spec, target=target, options=options)
+        return self._unary(self._query.Range, req, "Query.Range")
+
     def pack(
         self,
         workloads,

@@ -94,6 +94,8 @@ pub fn export(lines: &[String], tvm_target: &str) -> Result<Exported, String> {
                 let t: Target = serde_json::from_str(&json).expect("parse_line wrote a target");
                 targets.insert(key, t);
             }
+            // Ansor's logs have no shape ranges: their records go out as any other.
+            Line::Range(_) => {}
             Line::Record(r) => {
                 records += 1;
                 if r.noisy {

@@ -24,12 +24,15 @@ pub struct Distilled {
 }
 
 /// The lines of a distilled file: the workload and target lines the kept records use (in the
-/// order read), then the kept records, the fastest `top` per (workload, target) (in the order
-/// read). Only records that may be a best are kept (trusted successes: not failed, not noisy);
-/// a line the import would refuse is an error naming it.
+/// order read) and the target lines of every shape range, then the range lines (kept whole),
+/// then the kept records, the fastest `top` per (workload, target) (in the order read).
+/// Only records that may be a best are kept (trusted successes: not failed, not noisy); a line
+/// the import would refuse is an error naming it.
 pub fn distill(input: impl BufRead, top: usize) -> Result<(Vec<String>, Distilled), DistillError> {
     let mut workloads: Vec<(String, String)> = vec![];
     let mut targets: Vec<(String, String)> = vec![];
+    // Shape ranges: kept whole (a range is small; its representatives need no records).
+    let mut ranges: Vec<(String, String)> = vec![];
     // Per pair: (mean cost, line number) of its trusted successes.
     let mut by_pair: BTreeMap<(String, String), Vec<(f64, usize)>> = BTreeMap::new();
     let mut records: HashMap<usize, String> = HashMap::new();
@@ -43,6 +46,7 @@ pub fn distill(input: impl BufRead, top: usize) -> Result<(Vec<String>, Distille
         match parse_line(&line).map_err(|msg| DistillError::Line { line: n, msg })? {
             Line::Workload(w) => workloads.push((w.key, line)),
             Line::Target(key, _) => targets.push((key, line)),
+            Line::Range(r) => ranges.push((r.row.target_key.clone(), line)),
             Line::Record(r) => {
                 read += 1;
                 if let (true, Some(mean)) = (r.qualifies_for_best(), r.mean_cost()) {
@@ -64,6 +68,7 @@ pub fn distill(input: impl BufRead, top: usize) -> Result<(Vec<String>, Distille
         used_w.insert(w.clone());
         used_t.insert(t.clone());
     }
+    used_t.extend(ranges.iter().map(|(t, _)| t.clone()));
     kept.sort_unstable();
     let mut out: Vec<String> = workloads
         .into_iter()
@@ -76,6 +81,7 @@ pub fn distill(input: impl BufRead, top: usize) -> Result<(Vec<String>, Distille
             .filter(|(k, _)| used_t.contains(k))
             .map(|(_, l)| l),
     );
+    out.extend(ranges.into_iter().map(|(_, l)| l));
     let stats = Distilled {
         records_read: read,
         records_kept: kept.len(),

@@ -134,20 +134,35 @@ impl Api {
     ) -> Result<Vec<pb::Job>, Status> {
         let limits = self.limits;
         check_len("name", &req.name, MAX_NAME)?;
-        if req.tasks.is_empty() {
+        // A shape range is submitted as its representative shapes, checked as any task.
+        let range = match &req.range {
+            Some(_) if !req.tasks.is_empty() => {
+                return Err(Status::invalid_argument(
+                    "range and tasks are exclusive: a range job's tasks are its representative \
+                     shapes",
+                ));
+            }
+            Some(r) => Some(super::range::submitted_range(r)?),
+            None => None,
+        };
+        let task_specs: &[pb::TaskSpec] = match &range {
+            Some(r) => &r.tasks,
+            None => &req.tasks,
+        };
+        if task_specs.is_empty() {
             return Err(Status::invalid_argument("a job needs at least one task"));
         }
-        if req.tasks.len() > limits.max_tasks_per_job as usize {
+        if task_specs.len() > limits.max_tasks_per_job as usize {
             return Err(Status::invalid_argument(format!(
                 "{} tasks: this server takes at most {} per job",
-                req.tasks.len(),
+                task_specs.len(),
                 limits.max_tasks_per_job
             )));
         }
         let targets = self.submit_targets(req).await?;
         let mut tasks = vec![];
         let mut total: u64 = 0;
-        for (i, t) in req.tasks.iter().enumerate() {
+        for (i, t) in task_specs.iter().enumerate() {
             let task = self
                 .resolve_workload(t.workload.as_ref())
                 .await
@@ -239,10 +254,14 @@ impl Api {
         } else {
             format!("g-{:016x}", rand::random::<u64>())
         };
+        let rep_tasks: Vec<&tunehub_engine::task::Task> = tasks.iter().map(|(t, _, _)| t).collect();
         let new_jobs: Vec<NewJob> = targets
             .iter()
             .map(|target| NewJob {
-                name: req.name.clone(),
+                name: match &range {
+                    Some(r) if req.name.is_empty() => format!("range {}", r.range.spec()),
+                    _ => req.name.clone(),
+                },
                 target_key: target.key(),
                 seed,
                 batch_size: if req.batch_size == 0 {
@@ -256,6 +275,7 @@ impl Api {
                 priority: req.priority,
                 group: group.clone(),
                 tasks: rows.clone(),
+                range: range.as_ref().map(|r| r.row(&target.key(), &rep_tasks)),
             })
             .collect();
         let ids = self

@@ -2,7 +2,9 @@
 //! proto messages and the store's rows, and one module per service; `records` also holds the
 //! records file format, `distill` cuts such a file to the fastest records of each pair, and
 //! `ansor` converts such a file to and from TVM auto_scheduler logs; `kernel` makes the
-//! linkable kernel of an answer, `pack` many of them into one pack.
+//! linkable kernel of an answer, `pack` many of them into one pack; `range`: shape ranges
+//! (dynamic shapes): their jobs, their answers, their dispatch table and their line in record
+//! files.
 //!
 //! Every request is checked in full before anything is stored: a bad input is a status that
 //! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
@@ -16,6 +18,7 @@ pub mod limits;
 mod measure_transfer;
 mod pack;
 pub mod query;
+pub mod range;
 pub mod ranking_model;
 pub mod records;
 mod transfer;
@@ -248,6 +251,13 @@ impl Api {
             priority: job.priority,
             model: job.model_start.clone(),
             group: job.group.clone(),
+            range: self
+                .store()
+                .range_of_job(&job.id)
+                .await
+                .map_err(internal)?
+                .as_ref()
+                .map(range::range_ref),
             waiting: self.waiting(job).await?,
         })
     }

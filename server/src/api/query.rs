@@ -65,9 +65,16 @@ impl Api {
             records_ok: cached.counts.ok,
             transfer: None,
             kernel: None,
+            range: None,
         };
         if let Some(b) = &cached.best {
             resp.record = Some(schedule_record(b, flops));
+        } else if let Some((t, range)) = self.range_answer(&task, target_key).await? {
+            // A shape of a tuned range: answered from its representative, asked or not.
+            resp.found = true;
+            resp.record = Some(t.record);
+            resp.transfer = Some(t.transfer);
+            resp.range = Some(range);
         } else if allow_transfer && let Some(t) = self.transferred(&task, target_key).await? {
             self.tune_transferred(&task, workload, target_key).await;
             resp.found = true;
@@ -246,6 +253,13 @@ impl Query for Api {
         req: Request<pb::PackRequest>,
     ) -> Result<Response<pb::PackResponse>, Status> {
         Api::pack(self, req.get_ref()).await.map(Response::new)
+    }
+
+    async fn range(
+        &self,
+        req: Request<pb::RangeRequest>,
+    ) -> Result<Response<pb::RangeResponse>, Status> {
+        self.range_table(req.get_ref()).await.map(Response::new)
     }
 
     async fn list_tuned(

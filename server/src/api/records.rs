@@ -8,7 +8,7 @@ use super::import_check::{
 };
 use super::limits::{MAX_EXPR, MAX_KEY, check_len};
 use super::{Api, internal};
-use crate::records::{NewRecord, Record, RecordStore, Workload, canonical_steps, now_ms};
+use crate::records::{NewRecord, RangeRow, Record, RecordStore, Workload, canonical_steps, now_ms};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -67,6 +67,8 @@ pub fn record_line(r: &Record) -> String {
 pub enum Line {
     Workload(Workload),
     Target(String, String),
+    /// A shape range, with its representatives' workloads.
+    Range(Box<super::range::ImportedRange>),
     Record(NewRecord),
 }
 
@@ -96,6 +98,9 @@ fn number(v: &Value, what: &str) -> Result<f64, String> {
 /// key, a record's steps must parse and its costs be finite seconds.
 pub fn parse_line(line: &str) -> Result<Line, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(r) = v.get("range") {
+        return super::range::parse_range_line(r).map(|r| Line::Range(Box::new(r)));
+    }
     if let Some(w) = v.get("workload") {
         let key = bounded(
             string(field(w, &["key"])?, "workload.key")?,
@@ -328,6 +333,28 @@ impl Records for Api {
                 lines.push(target_line(&rec.target_key, &json));
             }
         }
+        // Shape ranges (of the workload: those it is a representative of), after their targets.
+        let ranges: Vec<_> = store
+            .export_ranges(t.as_deref())
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .filter(|r| {
+                w.as_ref()
+                    .is_none_or(|w| r.representatives.iter().any(|p| &p.workload_key == w))
+            })
+            .collect();
+        for r in &ranges {
+            if seen.insert(("t", r.target_key.clone())) {
+                let json = store
+                    .target_json(&r.target_key)
+                    .await
+                    .map_err(internal)?
+                    .ok_or_else(|| Status::internal(format!("target {} missing", r.target_key)))?;
+                lines.push(target_line(&r.target_key, &json));
+            }
+        }
+        lines.extend(ranges.iter().map(super::range::range_line));
         lines.extend(records.iter().map(record_line));
         let chunks: Vec<Result<pb::RecordLines, Status>> = lines
             .chunks(LINES_PER_MESSAGE)
@@ -382,6 +409,11 @@ impl Records for Api {
             match line {
                 Ok(Line::Workload(w)) => _ = file_w.insert(w.key.clone()),
                 Ok(Line::Target(k, _)) => _ = file_t.insert(k.clone()),
+                Ok(Line::Range(r)) => {
+                    if !file_t.contains(&r.row.target_key) {
+                        need_t.insert(r.row.target_key.clone());
+                    }
+                }
                 Ok(Line::Record(r)) => {
                     if !file_w.contains(&r.workload_key) {
                         need_w.insert(r.workload_key.clone());
@@ -408,9 +440,9 @@ impl Records for Api {
             }
         }
         let checked = blocking(move || check_lines(parsed, &db_w, &db_t)).await?;
-        let (workloads, targets, records) = checked.map_err(Status::invalid_argument)?;
+        let (workloads, targets, ranges, records) = checked.map_err(Status::invalid_argument)?;
         let (new, known) = store
-            .import(&workloads, &targets, &records)
+            .import(&workloads, &targets, &ranges, &records)
             .await
             .map_err(internal)?;
         self.ctx.cache.clear();
@@ -428,7 +460,12 @@ const MAX_BAD_LINES_SHOWN: usize = 50;
 /// Longest reason shown for one bad line.
 const MAX_REASON_CHARS: usize = 300;
 
-type Checked = (Vec<Workload>, Vec<(String, String)>, Vec<NewRecord>);
+type Checked = (
+    Vec<Workload>,
+    Vec<(String, String)>,
+    Vec<RangeRow>,
+    Vec<NewRecord>,
+);
 
 /// Every parsed line in order, each record against its workload and target (a line before it,
 /// else the database): what to store, or one message naming every bad line.
@@ -437,7 +474,7 @@ fn check_lines(
     db_w: &HashMap<String, Task>,
     db_t: &HashMap<String, Target>,
 ) -> Result<Checked, String> {
-    let (mut workloads, mut targets, mut records) = (vec![], vec![], vec![]);
+    let (mut workloads, mut targets, mut ranges, mut records) = (vec![], vec![], vec![], vec![]);
     let mut file_w: HashMap<String, (ComputeDag, u64)> = HashMap::new();
     let mut file_t: HashMap<String, Target> = HashMap::new();
     let mut bad: Vec<(usize, String)> = vec![];
@@ -454,6 +491,27 @@ fn check_lines(
                 let t: Target = serde_json::from_str(&json).expect("parse_line wrote a target");
                 file_t.insert(k.clone(), t);
                 targets.push((k, json));
+            }
+            Ok(Line::Range(r)) => {
+                if !file_t.contains_key(&r.row.target_key) && !db_t.contains_key(&r.row.target_key)
+                {
+                    bad.push((
+                        n,
+                        format!(
+                            "unknown target {} (no target line before it, and not in the database)",
+                            r.row.target_key
+                        ),
+                    ));
+                    continue;
+                }
+                let r = *r;
+                for w in r.workloads {
+                    let dag: ComputeDag =
+                        serde_json::from_str(&w.dag_json).expect("parse_range_line wrote a DAG");
+                    file_w.insert(w.key.clone(), (dag, w.flops));
+                    workloads.push(w);
+                }
+                ranges.push(r.row);
             }
             Ok(Line::Record(r)) => {
                 let workload = file_w
@@ -482,7 +540,7 @@ fn check_lines(
         }
     }
     if bad.is_empty() {
-        return Ok((workloads, targets, records));
+        return Ok((workloads, targets, ranges, records));
     }
     Err(refusal(&bad))
 }
@@ -675,7 +733,7 @@ mod tests {
             .enumerate()
             .map(|(i, l)| (i + 1, parse_line(l)))
             .collect();
-        let (ws, ts, rs) = check_lines(good, &HashMap::new(), &HashMap::new()).unwrap();
+        let (ws, ts, _, rs) = check_lines(good, &HashMap::new(), &HashMap::new()).unwrap();
         assert_eq!((ws.len(), ts.len(), rs.len()), (1, 1, 1));
     }
 

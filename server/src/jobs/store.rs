@@ -7,7 +7,8 @@
 //! lost its lease (it stalled past it and another took over) stores nothing more for the job.
 
 use crate::records::{
-    Backend, CommitOutcome, CountDeltas, NewRecord, SqlStore, StoreError, commit_on, now_ms,
+    Backend, CommitOutcome, CountDeltas, NewRecord, RangeRow, SqlStore, StoreError, commit_on,
+    now_ms, put_range_on,
 };
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -120,6 +121,9 @@ pub struct NewJob {
     pub group: String,
     /// (workload key, weight, trials); the workloads must be stored already.
     pub tasks: Vec<(String, f64, u32)>,
+    /// The shape range the job tunes (its tasks are the range's representatives): stored, or
+    /// updated, with the job and linked to it.
+    pub range: Option<RangeRow>,
 }
 
 /// Whether a server still holds the job it runs.
@@ -226,6 +230,14 @@ impl JobStore {
                 .bind(i64::from(*trials))
                 .execute(&mut *tx)
                 .await?;
+            }
+            if let Some(r) = &job.range {
+                put_range_on(&mut tx, r, true).await?;
+                sqlx::query("INSERT INTO shape_range_jobs (job_id, range_id) VALUES ($1, $2)")
+                    .bind(&id)
+                    .bind(&r.id)
+                    .execute(&mut *tx)
+                    .await?;
             }
             ids.push(id);
         }
@@ -677,6 +689,7 @@ mod tests {
             owner: "o".into(),
             priority,
             group: String::new(),
+            range: None,
             tasks: vec![],
         };
         let ids = jobs

@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 9] = [
+const FILES: [(i64, &str, &str); 10] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -47,6 +47,11 @@ const FILES: [(i64, &str, &str); 9] = [
         9,
         "job group",
         include_str!("../../../migrations/0009_job_group.sql"),
+    ),
+    (
+        10,
+        "shape ranges",
+        include_str!("../../../migrations/0010_shape_ranges.sql"),
     ),
 ];
 

@@ -27,6 +27,7 @@
 //! - `legacy`: workloads stored before typed options, brought up to date on open.
 //! - `structure`: a workload's extent-free structure key and extents; the nearest tuned
 //!   workloads of one structure on a target.
+//! - `ranges`: shape ranges (dynamic shapes): their rows, representatives and jobs.
 
 mod commit;
 mod counts;
@@ -36,6 +37,7 @@ mod legacy;
 mod listing;
 mod migrations;
 mod queries;
+mod ranges;
 mod record;
 mod rows;
 mod sql;
@@ -49,6 +51,8 @@ pub(crate) use counts::CountDeltas;
 pub use error::StoreError;
 pub use ids::{canonical_steps, now_ms, record_id, schedule_hash};
 pub use listing::TunedPair;
+pub(crate) use ranges::put_range_on;
+pub use ranges::{RangeRow, Representative, range_id};
 pub use record::{NewRecord, Record};
 pub use sql::{Backend, SqlStore, database_url};
 pub use store::{CommitOutcome, RecordCounts, RecordStore};

@@ -75,6 +75,8 @@ async fn migrations_apply_to_a_new_file() {
             "jobs",
             "record_counts",
             "records",
+            "shape_range_jobs",
+            "shape_ranges",
             "targets",
             "tasks",
             "workloads"

@@ -2,10 +2,11 @@
 
 use super::commit::commit_on;
 use super::counts::CountDeltas;
+use super::ranges::put_range_on;
 use super::rows::{RECORD_COLUMNS, record_from_row};
 use super::structure::structure_columns;
 use super::workload::layout_free_json;
-use super::{CommitOutcome, NewRecord, Record, SqlStore, StoreError, Workload, now_ms};
+use super::{CommitOutcome, NewRecord, RangeRow, Record, SqlStore, StoreError, Workload, now_ms};
 
 impl SqlStore {
     /// Records in export order (oldest first), optionally of one workload and/or one target.
@@ -27,12 +28,13 @@ impl SqlStore {
         rows.iter().map(record_from_row).collect()
     }
 
-    /// Stores imported workloads, targets and records in one transaction: (new, known) records.
-    /// The caller has checked every item.
+    /// Stores imported workloads, targets, shape ranges and records in one transaction: (new,
+    /// known) records. The caller has checked every item; a known range is kept as it is.
     pub async fn import(
         &self,
         workloads: &[Workload],
         targets: &[(String, String)],
+        ranges: &[RangeRow],
         records: &[NewRecord],
     ) -> Result<(u64, u64), StoreError> {
         let mut tx = self.pool.begin().await?;
@@ -65,6 +67,9 @@ impl SqlStore {
                 .bind(now)
                 .execute(&mut *tx)
                 .await?;
+        }
+        for r in ranges {
+            put_range_on(&mut tx, r, false).await?;
         }
         let (mut new, mut known) = (0, 0);
         let mut counts = CountDeltas::default();

@@ -78,7 +78,7 @@ class TaskSpec(_message.Message):
     def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., trials: _Optional[int] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name", "priority", "targets")
+    __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name", "priority", "targets", "range")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     MEASURE_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,7 @@ class SubmitRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
     target: str
     measure: MeasureOptions
@@ -97,7 +98,26 @@ class SubmitRequest(_message.Message):
     name: str
     priority: int
     targets: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., target: _Optional[str] = ..., measure: _Optional[_Union[MeasureOptions, _Mapping]] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., targets: _Optional[_Iterable[str]] = ...) -> None: ...
+    range: ShapeRange
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., target: _Optional[str] = ..., measure: _Optional[_Union[MeasureOptions, _Mapping]] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., targets: _Optional[_Iterable[str]] = ..., range: _Optional[_Union[ShapeRange, _Mapping]] = ...) -> None: ...
+
+class ShapeRange(_message.Message):
+    __slots__ = ("spec", "options", "trials")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    spec: str
+    options: WorkloadOptions
+    trials: int
+    def __init__(self, spec: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., trials: _Optional[int] = ...) -> None: ...
+
+class ShapeRangeRef(_message.Message):
+    __slots__ = ("id", "spec")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    spec: str
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[str] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
     __slots__ = ("job", "jobs")
@@ -165,7 +185,7 @@ class Estimate(_message.Message):
     def __init__(self, seconds: _Optional[float] = ..., missing: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority", "model", "group")
+    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority", "model", "group", "range")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -185,6 +205,7 @@ class Job(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     state: JobState
@@ -204,7 +225,8 @@ class Job(_message.Message):
     priority: int
     model: str
     group: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ..., model: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+    range: ShapeRangeRef
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ..., model: _Optional[str] = ..., group: _Optional[str] = ..., range: _Optional[_Union[ShapeRangeRef, _Mapping]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("id",)
@@ -397,7 +419,7 @@ class ScheduleRecord(_message.Message):
     def __init__(self, record_id: _Optional[str] = ..., workload_key: _Optional[str] = ..., target_key: _Optional[str] = ..., steps_json: _Optional[str] = ..., seconds: _Optional[float] = ..., costs: _Optional[_Iterable[float]] = ..., gflops: _Optional[float] = ..., worker: _Optional[str] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
 
 class BestResponse(_message.Message):
-    __slots__ = ("found", "record", "description", "options", "flops", "source", "records_total", "records_ok", "transfer", "kernel")
+    __slots__ = ("found", "record", "description", "options", "flops", "source", "records_total", "records_ok", "transfer", "kernel", "range")
     FOUND_FIELD_NUMBER: _ClassVar[int]
     RECORD_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -408,6 +430,7 @@ class BestResponse(_message.Message):
     RECORDS_OK_FIELD_NUMBER: _ClassVar[int]
     TRANSFER_FIELD_NUMBER: _ClassVar[int]
     KERNEL_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
     found: bool
     record: ScheduleRecord
     description: str
@@ -418,7 +441,8 @@ class BestResponse(_message.Message):
     records_ok: int
     transfer: Transfer
     kernel: Kernel
-    def __init__(self, found: _Optional[bool] = ..., record: _Optional[_Union[ScheduleRecord, _Mapping]] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., flops: _Optional[int] = ..., source: _Optional[str] = ..., records_total: _Optional[int] = ..., records_ok: _Optional[int] = ..., transfer: _Optional[_Union[Transfer, _Mapping]] = ..., kernel: _Optional[_Union[Kernel, _Mapping]] = ...) -> None: ...
+    range: ShapeRangeRef
+    def __init__(self, found: _Optional[bool] = ..., record: _Optional[_Union[ScheduleRecord, _Mapping]] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., flops: _Optional[int] = ..., source: _Optional[str] = ..., records_total: _Optional[int] = ..., records_ok: _Optional[int] = ..., transfer: _Optional[_Union[Transfer, _Mapping]] = ..., kernel: _Optional[_Union[Kernel, _Mapping]] = ..., range: _Optional[_Union[ShapeRangeRef, _Mapping]] = ...) -> None: ...
 
 class BestBatchRequest(_message.Message):
     __slots__ = ("workloads", "target", "with_source", "allow_transfer", "symbol_prefix", "omit_kernel")
@@ -489,6 +513,60 @@ class PackResponse(_message.Message):
     manifest_json: str
     kernels: _containers.RepeatedCompositeFieldContainer[Kernel]
     def __init__(self, name: _Optional[str] = ..., source: _Optional[str] = ..., header: _Optional[str] = ..., manifest_json: _Optional[str] = ..., kernels: _Optional[_Iterable[_Union[Kernel, _Mapping]]] = ...) -> None: ...
+
+class RangeRequest(_message.Message):
+    __slots__ = ("spec", "options", "target")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    spec: str
+    options: WorkloadOptions
+    target: str
+    def __init__(self, spec: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., target: _Optional[str] = ...) -> None: ...
+
+class RangeInterval(_message.Message):
+    __slots__ = ("extent", "lo", "hi")
+    EXTENT_FIELD_NUMBER: _ClassVar[int]
+    LO_FIELD_NUMBER: _ClassVar[int]
+    HI_FIELD_NUMBER: _ClassVar[int]
+    extent: str
+    lo: int
+    hi: int
+    def __init__(self, extent: _Optional[str] = ..., lo: _Optional[int] = ..., hi: _Optional[int] = ...) -> None: ...
+
+class RangeEntry(_message.Message):
+    __slots__ = ("intervals", "values", "workload_key", "description", "record_id", "seconds", "gflops", "records_total")
+    INTERVALS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_KEY_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ID_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    GFLOPS_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    intervals: _containers.RepeatedCompositeFieldContainer[RangeInterval]
+    values: _containers.RepeatedScalarFieldContainer[int]
+    workload_key: str
+    description: str
+    record_id: str
+    seconds: float
+    gflops: float
+    records_total: int
+    def __init__(self, intervals: _Optional[_Iterable[_Union[RangeInterval, _Mapping]]] = ..., values: _Optional[_Iterable[int]] = ..., workload_key: _Optional[str] = ..., description: _Optional[str] = ..., record_id: _Optional[str] = ..., seconds: _Optional[float] = ..., gflops: _Optional[float] = ..., records_total: _Optional[int] = ...) -> None: ...
+
+class RangeResponse(_message.Message):
+    __slots__ = ("range", "target_key", "options", "entries", "job_ids")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_KEY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    range: ShapeRangeRef
+    target_key: str
+    options: WorkloadOptions
+    entries: _containers.RepeatedCompositeFieldContainer[RangeEntry]
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, range: _Optional[_Union[ShapeRangeRef, _Mapping]] = ..., target_key: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[RangeEntry, _Mapping]]] = ..., job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListTunedRequest(_message.Message):
     __slots__ = ()

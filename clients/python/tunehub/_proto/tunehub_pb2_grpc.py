@@ -322,6 +322,11 @@ class QueryStub:
                 request_serializer=tunehub_dot_v1_dot_tunehub__pb2.PackRequest.SerializeToString,
                 response_deserializer=tunehub_dot_v1_dot_tunehub__pb2.PackResponse.FromString,
                 _registered_method=True)
+        self.Range = channel.unary_unary(
+                '/tunehub.v1.Query/Range',
+                request_serializer=tunehub_dot_v1_dot_tunehub__pb2.RangeRequest.SerializeToString,
+                response_deserializer=tunehub_dot_v1_dot_tunehub__pb2.RangeResponse.FromString,
+                _registered_method=True)
 
 
 class QueryServicer:
@@ -369,6 +374,15 @@ class QueryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Range(self, request, context):
+        """A tuned shape range's dispatch table on a target: which interval of the ranged extents each
+        representative serves, with its best record. INVALID_ARGUMENT for a bad range (as
+        SubmitRequest.range), NOT_FOUND when no such range was submitted or imported for the target.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -396,6 +410,11 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.Pack,
                     request_deserializer=tunehub_dot_v1_dot_tunehub__pb2.PackRequest.FromString,
                     response_serializer=tunehub_dot_v1_dot_tunehub__pb2.PackResponse.SerializeToString,
+            ),
+            'Range': grpc.unary_unary_rpc_method_handler(
+                    servicer.Range,
+                    request_deserializer=tunehub_dot_v1_dot_tunehub__pb2.RangeRequest.FromString,
+                    response_serializer=tunehub_dot_v1_dot_tunehub__pb2.RangeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -546,18 +565,49 @@ class Query:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def Range(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tunehub.v1.Query/Range',
+            tunehub_dot_v1_dot_tunehub__pb2.RangeRequest.SerializeToString,
+            tunehub_dot_v1_dot_tunehub__pb2.RangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class RecordsStub:
     """---------------------------------------------------------------------------------------------
     Records as JSON lines
 
-    One JSON object per line, three kinds (docs in README.md, "Record files"):
+    One JSON object per line, four kinds (docs in README.md, "Record files"):
     {"workload": {"key": K, "description": D, "dag": {...}, "flops": F, "layout_free": [N...]}}
     {"target": {"key": K, "target": {...}}}
+    {"range": {"id": R, "spec": S, "layout_free": [N...], "target": K_target,
+    "representatives": [{"values": [V...], "workload_key": K_workload}, ...]}}
     {"i": [[K_workload, K_target], [[], STEPS]], "r": [COSTS, ERROR_NO, ALL_COST, TIMESTAMP_S],
     "v": "tunehub-v1", "e": ERROR_MSG, "noisy": false, "worker": W, "build_s": B, "run_s": R}
     The record line is Ansor's log record with tunehub's fields beside it. A workload or
-    target line comes before the records that use it (export writes them first).
+    target line comes before the records that use it (export writes them first). A range
+    line comes after its target's line (or the target is in the database); its representative
+    workloads are made from its spec on import (their keys must match).
 
     """
 
@@ -583,13 +633,17 @@ class RecordsServicer:
     """---------------------------------------------------------------------------------------------
     Records as JSON lines
 
-    One JSON object per line, three kinds (docs in README.md, "Record files"):
+    One JSON object per line, four kinds (docs in README.md, "Record files"):
     {"workload": {"key": K, "description": D, "dag": {...}, "flops": F, "layout_free": [N...]}}
     {"target": {"key": K, "target": {...}}}
+    {"range": {"id": R, "spec": S, "layout_free": [N...], "target": K_target,
+    "representatives": [{"values": [V...], "workload_key": K_workload}, ...]}}
     {"i": [[K_workload, K_target], [[], STEPS]], "r": [COSTS, ERROR_NO, ALL_COST, TIMESTAMP_S],
     "v": "tunehub-v1", "e": ERROR_MSG, "noisy": false, "worker": W, "build_s": B, "run_s": R}
     The record line is Ansor's log record with tunehub's fields beside it. A workload or
-    target line comes before the records that use it (export writes them first).
+    target line comes before the records that use it (export writes them first). A range
+    line comes after its target's line (or the target is in the database); its representative
+    workloads are made from its spec on import (their keys must match).
 
     """
 
@@ -634,13 +688,17 @@ class Records:
     """---------------------------------------------------------------------------------------------
     Records as JSON lines
 
-    One JSON object per line, three kinds (docs in README.md, "Record files"):
+    One JSON object per line, four kinds (docs in README.md, "Record files"):
     {"workload": {"key": K, "description": D, "dag": {...}, "flops": F, "layout_free": [N...]}}
     {"target": {"key": K, "target": {...}}}
+    {"range": {"id": R, "spec": S, "layout_free": [N...], "target": K_target,
+    "representatives": [{"values": [V...], "workload_key": K_workload}, ...]}}
     {"i": [[K_workload, K_target], [[], STEPS]], "r": [COSTS, ERROR_NO, ALL_COST, TIMESTAMP_S],
     "v": "tunehub-v1", "e": ERROR_MSG, "noisy": false, "worker": W, "build_s": B, "run_s": R}
     The record line is Ansor's log record with tunehub's fields beside it. A workload or
-    target line comes before the records that use it (export writes them first).
+    target line comes before the records that use it (export writes them first). A range
+    line comes after its target's line (or the target is in the database); its representative
+    workloads are made from its spec on import (their keys must match).
 
     """
 

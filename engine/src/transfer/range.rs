@@ -1,0 +1,637 @@
+//! Shape ranges (dynamic shapes): one library operator with one or two of its size parameters
+//! given as `lo..hi`, e.g. `matmul(m=1..512,n=768,k=768)`. A range is tuned through a few
+//! representative shapes; any other shape of it is then served by the representative nearest it
+//! (its schedule adapted by `adapt`): the range's dispatch table.
+//!
+//! How representatives are picked (DietCode tunes a whole range at once and shares its
+//! micro-kernels across shapes; Ansor's schedule sharing applies one shape's record to others
+//! of the same function): per ranged extent, log-spaced points including both ends, one more
+//! point per two octaves of the range (`1 + ceil(log2(hi/lo) / 2)`, at least 2), so that
+//! neighbouring representatives are at most 4x apart and every shape is within 2x of one; the
+//! interior points rounded to the nearest `2^a` or `3 * 2^a` (many divisors: the split factors
+//! adapted from them re-fit well). Two ranged extents make the grid of both point sets, the
+//! larger set thinned first until the grid has at most [`MAX_REPRESENTATIVES`] shapes.
+//!
+//! The distance between shapes is the sum of the log-ratios of their extents (`distance`),
+//! separable per extent: on a grid the nearest representative is the nearest point on each
+//! extent. So the dispatch table is a grid of boxes, each extent split at the geometric mean of
+//! neighbouring points (a tie goes to the smaller).
+
+use crate::ir::{ComputeDag, DagError};
+use crate::ops::{self, MAX_PARAM, OpDef};
+use std::collections::BTreeMap;
+
+/// Most extents one range spans.
+pub const MAX_RANGED: usize = 2;
+
+/// Most representative shapes one range is tuned through.
+pub const MAX_REPRESENTATIVES: usize = 8;
+
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum RangeError {
+    #[error(
+        "'{0}' is not a library operator's spec: shape ranges are op specs such as \
+         matmul(m=1..512,n=768,k=768) (the text form has no ranges)"
+    )]
+    NotAnOperator(String),
+    #[error("shape range '{spec}': {msg}")]
+    Syntax { spec: String, msg: String },
+    #[error("{op}: '{param}' is not one of its extents (a range spans one of: {extents})")]
+    NotAnExtent {
+        op: String,
+        param: String,
+        extents: String,
+    },
+    #[error("{op}: the range {param}={lo}..{hi} is empty ({lo} > {hi}): write it low..high")]
+    Empty {
+        op: String,
+        param: String,
+        lo: i64,
+        hi: i64,
+    },
+    #[error("{op}: the range {param}={lo}..{hi} is out of bounds [1, {MAX_PARAM}]")]
+    OutOfBounds {
+        op: String,
+        param: String,
+        lo: i64,
+        hi: i64,
+    },
+    #[error("{op}: {n} ranged extents; a range spans at most {MAX_RANGED}")]
+    TooMany { op: String, n: usize },
+    #[error("'{0}' has no range: give one or two extents as lo..hi, e.g. m=1..512")]
+    NoRange(String),
+    #[error("{0}")]
+    Op(String),
+    #[error("{spec}: {err}")]
+    Shape { spec: String, err: DagError },
+}
+
+/// One ranged extent: a size parameter of the operator and its bounds (inclusive).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ranged {
+    pub name: &'static str,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+/// A parsed shape range.
+#[derive(Clone)]
+pub struct ShapeRange {
+    op: &'static OpDef,
+    /// Every parameter's value; the ranged ones at their low end.
+    params: BTreeMap<&'static str, i64>,
+    /// In the operator's parameter order.
+    pub ranged: Vec<Ranged>,
+}
+
+impl std::fmt::Debug for ShapeRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.spec())
+    }
+}
+
+impl PartialEq for ShapeRange {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec() == other.spec()
+    }
+}
+
+/// The part of the dispatch table one representative serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    /// The representative's index in the list given to `dispatch`.
+    pub representative: usize,
+    /// Per ranged extent, the interval served (inclusive).
+    pub bounds: Vec<(i64, i64)>,
+}
+
+/// The operator's size parameters (those without a default): what a range may span.
+fn extents_of(op: &OpDef) -> Vec<&'static str> {
+    op.params
+        .iter()
+        .filter(|p| p.default.is_none())
+        .map(|p| p.name)
+        .collect()
+}
+
+/// Parses `spec`: an op spec with one or two size parameters as `lo..hi` (named or
+/// positional), the rest as the operator takes them. Every representative shape is built, so a
+/// range whose shapes do not make valid DAGs is refused here.
+pub fn parse(spec: &str) -> Result<ShapeRange, RangeError> {
+    let s = spec.trim();
+    let syn = |msg: &str| RangeError::Syntax {
+        spec: s.to_string(),
+        msg: msg.to_string(),
+    };
+    let open = s
+        .find('(')
+        .ok_or_else(|| RangeError::NotAnOperator(s.to_string()))?;
+    let name = s[..open].trim();
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(RangeError::NotAnOperator(s.to_string()));
+    }
+    let inner = s[open + 1..]
+        .trim_end()
+        .strip_suffix(')')
+        .ok_or_else(|| syn("expected ')' at the end"))?;
+    let op = ops::find_op(name).ok_or_else(|| {
+        RangeError::Op(
+            ops::OpSpecError::UnknownOp(
+                name.into(),
+                ops::OPS
+                    .iter()
+                    .map(|o| o.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+            .to_string(),
+        )
+    })?;
+    let extents = extents_of(op);
+    // The ranged arguments are replaced by their low end; the operator's own parser checks the
+    // rest (names, positions, duplicates, bounds).
+    let mut plain = vec![];
+    let mut ranged = vec![];
+    for (pos, arg) in inner.split(',').enumerate() {
+        let arg = arg.trim();
+        let (named, value) = match arg.split_once('=') {
+            Some((k, v)) => (Some(k.trim()), v.trim()),
+            None => (None, arg),
+        };
+        let Some((lo, hi)) = value.split_once("..") else {
+            plain.push(arg.to_string());
+            continue;
+        };
+        let param = match named {
+            Some(k) => k.to_string(),
+            None => op
+                .params
+                .get(pos)
+                .map(|p| p.name.to_string())
+                .ok_or_else(|| syn(&format!("argument {} has no parameter", pos + 1)))?,
+        };
+        let Some(&pname) = extents.iter().find(|e| **e == param) else {
+            return Err(RangeError::NotAnExtent {
+                op: op.name.into(),
+                param,
+                extents: extents.join(", "),
+            });
+        };
+        let bound = |v: &str, which: &str| {
+            v.trim().parse::<i64>().map_err(|_| {
+                syn(&format!(
+                    "the {which} end of {pname}={value} must be an integer"
+                ))
+            })
+        };
+        let (lo, hi) = (bound(lo, "low")?, bound(hi, "high")?);
+        let err = |e: fn(String, String, i64, i64) -> RangeError| {
+            Err(e(op.name.into(), pname.into(), lo, hi))
+        };
+        if lo > hi {
+            return err(|op, param, lo, hi| RangeError::Empty { op, param, lo, hi });
+        }
+        if lo < 1 || hi > MAX_PARAM {
+            return err(|op, param, lo, hi| RangeError::OutOfBounds { op, param, lo, hi });
+        }
+        ranged.push(Ranged {
+            name: pname,
+            lo,
+            hi,
+        });
+        plain.push(match named {
+            Some(k) => format!("{k}={lo}"),
+            None => lo.to_string(),
+        });
+    }
+    if ranged.is_empty() {
+        return Err(RangeError::NoRange(s.to_string()));
+    }
+    if ranged.len() > MAX_RANGED {
+        return Err(RangeError::TooMany {
+            op: op.name.into(),
+            n: ranged.len(),
+        });
+    }
+    let (_, params) = ops::parse_op_spec(&format!("{}({})", op.name, plain.join(",")))
+        .map_err(|e| RangeError::Op(e.to_string()))?;
+    let order = |n: &str| op.params.iter().position(|p| p.name == n);
+    ranged.sort_by_key(|r| order(r.name));
+    let range = ShapeRange { op, params, ranged };
+    for values in range.representatives() {
+        range.dag_at(&values)?;
+    }
+    Ok(range)
+}
+
+impl ShapeRange {
+    pub fn op_name(&self) -> &'static str {
+        self.op.name
+    }
+
+    /// The canonical spec: every parameter named, in the operator's order, defaults written
+    /// out (`dense(m=16..512,n=768,k=768,bias=1,relu=0)`). Equal ranges have equal specs.
+    pub fn spec(&self) -> String {
+        let args: Vec<String> = self
+            .op
+            .params
+            .iter()
+            .map(|p| match self.ranged.iter().find(|r| r.name == p.name) {
+                Some(r) => format!("{}={}..{}", p.name, r.lo, r.hi),
+                None => format!("{}={}", p.name, self.params[p.name]),
+            })
+            .collect();
+        format!("{}({})", self.op.name, args.join(","))
+    }
+
+    fn params_at(&self, values: &[i64]) -> BTreeMap<&'static str, i64> {
+        let mut p = self.params.clone();
+        for (r, v) in self.ranged.iter().zip(values) {
+            p.insert(r.name, *v);
+        }
+        p
+    }
+
+    /// The op spec of one shape of the range: the ranged extents at `values` (in order).
+    pub fn spec_at(&self, values: &[i64]) -> String {
+        let p = self.params_at(values);
+        let args: Vec<String> = self
+            .op
+            .params
+            .iter()
+            .map(|q| format!("{}={}", q.name, p[q.name]))
+            .collect();
+        format!("{}({})", self.op.name, args.join(","))
+    }
+
+    /// The DAG of one shape of the range.
+    pub fn dag_at(&self, values: &[i64]) -> Result<ComputeDag, RangeError> {
+        self.op
+            .build(&self.params_at(values))
+            .map_err(|err| RangeError::Shape {
+                spec: self.spec_at(values),
+                err,
+            })
+    }
+
+    /// Whether `values` (one per ranged extent) lie in the range.
+    pub fn contains(&self, values: &[i64]) -> bool {
+        values.len() == self.ranged.len()
+            && self
+                .ranged
+                .iter()
+                .zip(values)
+                .all(|(r, v)| (r.lo..=r.hi).contains(v))
+    }
+
+    /// The representative shapes to tune (see the module doc): the grid of each extent's
+    /// points, the first extent outermost.
+    pub fn representatives(&self) -> Vec<Vec<i64>> {
+        let mut counts: Vec<usize> = self
+            .ranged
+            .iter()
+            .map(|r| point_count(r.lo, r.hi))
+            .collect();
+        while counts.iter().product::<usize>() > MAX_REPRESENTATIVES {
+            // Thin the larger point set (the later extent on a tie).
+            let i = (0..counts.len())
+                .max_by_key(|&i| counts[i])
+                .expect("one ranged extent at least");
+            counts[i] -= 1;
+        }
+        let axes: Vec<Vec<i64>> = self
+            .ranged
+            .iter()
+            .zip(&counts)
+            .map(|(r, &n)| points(r.lo, r.hi, n))
+            .collect();
+        grid(&axes)
+    }
+
+    /// The values of the ranged extents that make `dag`, when `dag` is a shape of this range
+    /// (same operator, same fixed parameters); `None` otherwise. Each ranged extent is an
+    /// input's dimension, so its candidates are the DAG's extents within bounds.
+    pub fn values_of(&self, dag: &ComputeDag) -> Option<Vec<i64>> {
+        let mut seen: Vec<i64> = super::structure::extents(dag);
+        seen.sort_unstable();
+        seen.dedup();
+        let axes: Vec<Vec<i64>> = self
+            .ranged
+            .iter()
+            .map(|r| {
+                seen.iter()
+                    .copied()
+                    .filter(|v| (r.lo..=r.hi).contains(v))
+                    .collect()
+            })
+            .collect();
+        if axes.iter().any(Vec::is_empty) {
+            return None;
+        }
+        let key = dag.workload_key();
+        grid(&axes).into_iter().find(|values| {
+            self.dag_at(values)
+                .is_ok_and(|d| d.stages.len() == dag.stages.len() && d.workload_key() == key)
+        })
+    }
+
+    /// Checks a list of representatives (a stored or imported range's): each inside the range,
+    /// no two alike, together a full grid (every combination of their values per extent), at
+    /// most [`MAX_REPRESENTATIVES`], each building a DAG.
+    pub fn check_representatives(&self, reps: &[Vec<i64>]) -> Result<(), String> {
+        if reps.is_empty() || reps.len() > MAX_REPRESENTATIVES {
+            return Err(format!(
+                "{} representatives: 1 to {MAX_REPRESENTATIVES}",
+                reps.len()
+            ));
+        }
+        for v in reps {
+            if !self.contains(v) {
+                return Err(format!("representative {v:?} is not in {}", self.spec()));
+            }
+            self.dag_at(v).map_err(|e| e.to_string())?;
+        }
+        let axes = self.axes(reps);
+        let mut sorted = reps.to_vec();
+        sorted.sort();
+        sorted.dedup();
+        if sorted.len() != reps.len() {
+            return Err("a representative is listed twice".into());
+        }
+        if axes.iter().map(Vec::len).product::<usize>() != reps.len() {
+            return Err(
+                "the representatives are not a grid (each value of one extent with \
+                 each of the other)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Each extent's distinct representative values, ascending.
+    fn axes(&self, reps: &[Vec<i64>]) -> Vec<Vec<i64>> {
+        (0..self.ranged.len())
+            .map(|d| {
+                let mut a: Vec<i64> = reps.iter().filter_map(|v| v.get(d).copied()).collect();
+                a.sort_unstable();
+                a.dedup();
+                a
+            })
+            .collect()
+    }
+
+    /// The dispatch table of representatives `reps` (checked by `check_representatives`): one
+    /// cell per representative, in the order given, with the intervals it serves.
+    pub fn dispatch(&self, reps: &[Vec<i64>]) -> Vec<Cell> {
+        let axes = self.axes(reps);
+        let bounds: Vec<Vec<(i64, i64)>> = self
+            .ranged
+            .iter()
+            .zip(&axes)
+            .map(|(r, a)| intervals(r.lo, r.hi, a))
+            .collect();
+        reps.iter()
+            .enumerate()
+            .map(|(i, v)| Cell {
+                representative: i,
+                bounds: v
+                    .iter()
+                    .enumerate()
+                    .map(|(d, x)| {
+                        let j = axes[d].binary_search(x).expect("a value of its axis");
+                        bounds[d][j]
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The index of the representative that serves `values`, by the dispatch table.
+    pub fn serving(&self, reps: &[Vec<i64>], values: &[i64]) -> Option<usize> {
+        self.dispatch(reps)
+            .into_iter()
+            .find(|c| {
+                c.bounds
+                    .iter()
+                    .zip(values)
+                    .all(|((lo, hi), v)| (*lo..=*hi).contains(v))
+            })
+            .map(|c| c.representative)
+    }
+}
+
+/// Points per extent: one per two octaves, plus one (see the module doc).
+fn point_count(lo: i64, hi: i64) -> usize {
+    if lo == hi {
+        return 1;
+    }
+    let octaves = (hi as f64 / lo as f64).log2();
+    (1 + (octaves / 2.0).ceil() as usize).clamp(2, MAX_REPRESENTATIVES)
+}
+
+/// `n` log-spaced points from `lo` to `hi`, both included, the interior ones rounded to a
+/// number with many divisors; fewer when rounding makes two equal.
+fn points(lo: i64, hi: i64, n: usize) -> Vec<i64> {
+    if lo == hi || n < 2 {
+        return vec![lo];
+    }
+    let ratio = hi as f64 / lo as f64;
+    let mut v: Vec<i64> = (0..n)
+        .map(|i| match i {
+            0 => lo,
+            i if i == n - 1 => hi,
+            i => nice(lo as f64 * ratio.powf(i as f64 / (n - 1) as f64)).clamp(lo, hi),
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The number of the form `2^a` or `3 * 2^a` nearest `x` in ratio (ties: the smaller).
+fn nice(x: f64) -> i64 {
+    let x = x.max(1.0);
+    let a = x.log2().floor() as u32;
+    let mut cands = vec![1i64 << a, 1i64 << (a + 1)];
+    if a >= 1 {
+        cands.push(3i64 << (a - 1));
+    }
+    cands.sort_unstable();
+    cands
+        .into_iter()
+        .min_by(|p, q| {
+            let d = |c: i64| (c as f64 / x).ln().abs();
+            d(*p).total_cmp(&d(*q))
+        })
+        .expect("candidates")
+}
+
+/// The interval of `[lo, hi]` each point of `axis` (ascending) is nearest to in ratio: split at
+/// the geometric mean of neighbours, a tie to the smaller.
+fn intervals(lo: i64, hi: i64, axis: &[i64]) -> Vec<(i64, i64)> {
+    let mut out = Vec::with_capacity(axis.len());
+    let mut start = lo;
+    for (i, &a) in axis.iter().enumerate() {
+        let end = match axis.get(i + 1) {
+            Some(&b) => isqrt(a as i128 * b as i128) as i64,
+            None => hi,
+        };
+        out.push((start, end));
+        start = end + 1;
+    }
+    out
+}
+
+/// The largest integer whose square is at most `n` (n >= 0).
+fn isqrt(n: i128) -> i128 {
+    let mut r = (n as f64).sqrt() as i128;
+    while r * r > n {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= n {
+        r += 1;
+    }
+    r
+}
+
+/// Every combination of one value per axis, the first axis outermost.
+fn grid(axes: &[Vec<i64>]) -> Vec<Vec<i64>> {
+    axes.iter().fold(vec![vec![]], |acc, axis| {
+        acc.iter()
+            .flat_map(|prefix| {
+                axis.iter().map(move |v| {
+                    let mut p = prefix.clone();
+                    p.push(*v);
+                    p
+                })
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transfer::{distance, extents};
+
+    #[test]
+    fn representatives_are_log_spaced_with_both_ends() {
+        let r = parse("matmul(m=1..512,n=768,k=768)").unwrap();
+        assert_eq!(r.spec(), "matmul(m=1..512,n=768,k=768)");
+        let reps = r.representatives();
+        assert_eq!(reps, [[1], [4], [12], [48], [128], [512]]);
+        let r = parse("dense(m=16..512,n=768,k=768,bias=1,relu=0)").unwrap();
+        assert_eq!(r.representatives(), [[16], [48], [192], [512]]);
+        // A narrow range: its two ends; a point: itself.
+        let r = parse("matmul(m=100..120,n=8,k=8)").unwrap();
+        assert_eq!(r.representatives(), [[100], [120]]);
+        let r = parse("matmul(m=7..7,n=8,k=8)").unwrap();
+        assert_eq!(r.representatives(), [[7]]);
+        // Two extents: a grid of at most 8, both corners in.
+        let r = parse("batch_matmul(b=1..64,m=16..512,n=64,k=64)").unwrap();
+        let reps = r.representatives();
+        assert!(
+            reps.len() <= MAX_REPRESENTATIVES && reps.len() >= 4,
+            "{reps:?}"
+        );
+        assert!(reps.contains(&vec![1, 16]) && reps.contains(&vec![64, 512]));
+        r.check_representatives(&reps).unwrap();
+        // Positional ranges and defaults: the canonical spec names everything.
+        let r = parse("dense(16..512, 768, 768)").unwrap();
+        assert_eq!(r.spec(), "dense(m=16..512,n=768,k=768,bias=1,relu=1)");
+        assert_eq!(r.spec_at(&[32]), "dense(m=32,n=768,k=768,bias=1,relu=1)");
+    }
+
+    #[test]
+    fn bad_ranges_are_refused_with_the_reason() {
+        for (spec, want) in [
+            ("matmul(m=512..1,n=8,k=8)", "is empty"),
+            ("matmul(m=0..8,n=8,k=8)", "out of bounds"),
+            ("matmul(b=1..4,m=8,n=8,k=8)", "not one of its extents"),
+            ("dense(m=8,n=8,k=8,bias=0..1)", "not one of its extents"),
+            ("batch_matmul(b=1..2,m=1..2,n=1..2,k=8)", "3 ranged extents"),
+            ("matmul(m=8,n=8,k=8)", "has no range"),
+            ("matmul(m=1..x,n=8,k=8)", "integer"),
+            ("C[i,j] += A[i,k] where i<1..8", "not a library operator"),
+            ("nosuchop(m=1..8)", "unknown operator"),
+            ("matmul(m=1..8,m=8,n=8,k=8)", "twice"),
+            ("matmul(m=1..8,n=8)", "missing parameter 'k'"),
+        ] {
+            let e = parse(spec).expect_err(spec).to_string();
+            assert!(e.contains(want), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_dispatch_table_serves_each_shape_from_its_nearest_representative() {
+        let r = parse("matmul(m=1..512,n=64,k=64)").unwrap();
+        let reps = r.representatives();
+        let cells = r.dispatch(&reps);
+        // The cells tile the range, in order, without gaps.
+        assert_eq!(cells[0].bounds[0].0, 1);
+        assert_eq!(cells.last().unwrap().bounds[0].1, 512);
+        for w in cells.windows(2) {
+            assert_eq!(w[0].bounds[0].1 + 1, w[1].bounds[0].0);
+        }
+        // Every shape's server is a representative nearest it by the transfer distance.
+        for m in 1..=512 {
+            let i = r.serving(&reps, &[m]).unwrap();
+            let me = extents(&r.dag_at(&[m]).unwrap());
+            let d = |v: &[i64]| distance(&me, &extents(&r.dag_at(v).unwrap())).unwrap();
+            let best = reps.iter().map(|v| d(v)).fold(f64::INFINITY, f64::min);
+            assert!(d(&reps[i]) <= best + 1e-9, "m={m}: {:?}", reps[i]);
+        }
+        assert_eq!(r.serving(&reps, &[513]), None);
+    }
+
+    #[test]
+    fn a_shape_is_recognised_as_in_the_range_or_not() {
+        let r = parse("conv2d_nchw(n=1,c=16,h=8..64,w=8..64,f=16,pad=1)").unwrap();
+        let dag = ops::conv2d_nchw(
+            1,
+            16,
+            24,
+            40,
+            16,
+            ops::Window {
+                kh: 3,
+                kw: 3,
+                stride: 1,
+                pad: 1,
+                dilation: 1,
+            },
+            false,
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.values_of(&dag), Some(vec![24, 40]));
+        // Another fixed parameter, or outside the bounds: not of the range.
+        let other = ops::build_op("conv2d_nchw(n=1,c=16,h=24,w=40,f=32,pad=1)").unwrap();
+        assert_eq!(r.values_of(&other), None);
+        let outside = ops::build_op("conv2d_nchw(n=1,c=16,h=80,w=40,f=16,pad=1)").unwrap();
+        assert_eq!(r.values_of(&outside), None);
+    }
+
+    #[test]
+    fn stored_representatives_must_be_a_grid_in_the_range() {
+        let r = parse("batch_matmul(b=1..8,m=16..64,n=8,k=8)").unwrap();
+        assert!(
+            r.check_representatives(&[vec![1, 16], vec![8, 64]])
+                .is_err()
+        );
+        assert!(
+            r.check_representatives(&[vec![1, 16], vec![1, 99]])
+                .is_err()
+        );
+        assert!(
+            r.check_representatives(&[vec![1, 16], vec![1, 16]])
+                .is_err()
+        );
+        assert!(r.check_representatives(&[]).is_err());
+        r.check_representatives(&[vec![1, 16], vec![1, 64], vec![8, 16], vec![8, 64]])
+            .unwrap();
+        assert_eq!(nice(42.2), 48);
+        assert_eq!(nice(147.0), 128);
+        assert_eq!(isqrt(48), 6);
+    }
+}
