@@ -122,6 +122,52 @@ async fn best_now(
         .context("the server answered no result")
 }
 
+/// Runs the submitted job on the embedded server to its end (Ctrl-C cancels it), showing its
+/// progress: `on_event` updates `bar` from each of its events. The job as it ended.
+pub(crate) async fn follow(
+    running: &server::RunningServer,
+    c: &mut Clients,
+    job_id: &str,
+    bar: &ProgressBar,
+    mut on_event: impl FnMut(&ProgressBar, pb::job_event::Event),
+) -> Result<pb::Job> {
+    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job_id.to_string()));
+    cancel_on_interrupt(c.clone(), job_id.to_string());
+    let mut events = c
+        .jobs
+        .watch(pb::WatchRequest {
+            id: job_id.to_string(),
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let mut end = None;
+    while let Some(ev) = events.next().await {
+        match ev.map_err(status_error)?.event {
+            Some(pb::job_event::Event::Done(j)) => {
+                end = Some(j);
+                break;
+            }
+            Some(e) => on_event(bar, e),
+            None => {}
+        }
+    }
+    bar.finish_and_clear();
+    runner.await.context("the job runner panicked")??;
+    end.context("the job's progress stream ended early")
+}
+
+/// Trials done over all tasks, from each task's latest Round event (for a job's one bar).
+#[derive(Default)]
+pub(crate) struct TrialsDone(std::collections::HashMap<u32, u32>);
+
+impl TrialsDone {
+    pub(crate) fn round(&mut self, bar: &ProgressBar, t: &pb::TaskProgress) {
+        self.0.insert(t.index, t.trials_done);
+        bar.set_position(u64::from(self.0.values().sum::<u32>()));
+    }
+}
+
 /// The first Ctrl-C cancels the job (it stops after the current batch); a second exits at
 /// once. Each batch is one transaction, so either way the database is whole.
 pub(crate) fn cancel_on_interrupt(mut c: Clients, job_id: String) {
@@ -237,34 +283,15 @@ pub async fn tune(args: TuneArgs) -> Result<ExitCode> {
         .job
         .context("the server returned no job")?;
     tracing::info!(job = %job.id, workload = %task.key, seed, known = before.records_total, "tuning {}", short_desc(&task_label(&task)));
-    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
-    cancel_on_interrupt(c.clone(), job.id.clone());
-
-    let pb = progress_bar(args.trials);
-    pb.set_message(best_message(before.record.as_ref().map(|r| r.gflops)));
-    let mut events = c
-        .jobs
-        .watch(pb::WatchRequest { id: job.id.clone() })
-        .await
-        .map_err(status_error)?
-        .into_inner();
-    let mut end = None;
-    while let Some(ev) = events.next().await {
-        match ev.map_err(status_error)?.event {
-            Some(pb::job_event::Event::Round(t)) => {
-                pb.set_position(u64::from(t.trials_done));
-                pb.set_message(best_message(t.best_gflops));
-            }
-            Some(pb::job_event::Event::Done(j)) => {
-                end = Some(j);
-                break;
-            }
-            _ => {}
+    let bar = progress_bar(args.trials);
+    bar.set_message(best_message(before.record.as_ref().map(|r| r.gflops)));
+    let job = follow(&running, &mut c, &job.id, &bar, |bar, e| {
+        if let pb::job_event::Event::Round(t) = e {
+            bar.set_position(u64::from(t.trials_done));
+            bar.set_message(best_message(t.best_gflops));
         }
-    }
-    pb.finish_and_clear();
-    runner.await.context("the job runner panicked")??;
-    let job = end.context("the job's progress stream ended early")?;
+    })
+    .await?;
     let t = job.tasks.first().context("the job has no task")?.clone();
 
     let after = best_now(&mut c, &workload, args.print_source || args.out_c.is_some()).await?;

@@ -3,18 +3,15 @@
 //! every round, and a summary: each task's best and share, the estimate.
 
 use crate::commands::{estimate_text, measure_proto, status_error};
-use crate::tune::{cancel_on_interrupt, embedded, progress_bar, run_seed, target_overrides};
+use crate::tune::{TrialsDone, embedded, follow, progress_bar, run_seed, target_overrides};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use tokio_stream::StreamExt;
 use tunehub_engine::target::Target;
 use tunehub_onnx::TaskList;
 use tunehub_proto::v1 as pb;
 use tunehub_server::cli::{SchedulerArg, TuneArgs};
-use tunehub_server::jobs;
 
 pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
     // The model is read and its tasks checked before the database is touched.
@@ -47,40 +44,19 @@ pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
         .job
         .context("the server returned no job")?;
     tracing::info!(job = %job.id, tasks = n, seed, "tuning {path}");
-    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
-    cancel_on_interrupt(c.clone(), job.id.clone());
-
     let bar = progress_bar(args.trials.saturating_mul(n));
     bar.set_message("estimate: none yet");
-    let mut done: HashMap<u32, u32> = HashMap::new();
-    let mut events = c
-        .jobs
-        .watch(pb::WatchRequest { id: job.id.clone() })
-        .await
-        .map_err(status_error)?
-        .into_inner();
-    let mut end = None;
-    while let Some(ev) = events.next().await {
-        match ev.map_err(status_error)?.event {
-            Some(pb::job_event::Event::Round(t)) => {
-                done.insert(t.index, t.trials_done);
-                bar.set_position(u64::from(done.values().sum::<u32>()));
-            }
-            Some(pb::job_event::Event::Estimate(e)) => {
-                bar.set_message(format!("estimate {}", estimate_text(&e)));
-            }
-            Some(pb::job_event::Event::Done(j)) => {
-                end = Some(j);
-                break;
-            }
-            _ => {}
+    let mut done = TrialsDone::default();
+    let job = follow(&running, &mut c, &job.id, &bar, |bar, e| match e {
+        pb::job_event::Event::Round(t) => done.round(bar, &t),
+        pb::job_event::Event::Estimate(e) => {
+            bar.set_message(format!("estimate {}", estimate_text(&e)));
         }
-    }
-    bar.finish_and_clear();
-    runner.await.context("the job runner panicked")??;
+        _ => {}
+    })
+    .await?;
     drop(c);
     running.shutdown().await?;
-    let job = end.context("the job's progress stream ended early")?;
     if job.state == pb::JobState::Failed as i32 {
         bail!("the tuning job failed: {}", job.error);
     }

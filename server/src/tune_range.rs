@@ -3,16 +3,13 @@
 //! dispatch table: which shapes each representative serves, with its best record.
 
 use crate::commands::{measure_proto, range_json, range_text, status_error};
-use crate::tune::{cancel_on_interrupt, embedded, progress_bar, run_seed, target_overrides};
+use crate::tune::{TrialsDone, embedded, follow, progress_bar, run_seed, target_overrides};
 use anyhow::{Context, Result, bail};
-use std::collections::HashMap;
 use std::process::ExitCode;
-use tokio_stream::StreamExt;
 use tunehub_engine::target::Target;
 use tunehub_engine::transfer::range::{self, MAX_REPRESENTATIVES};
 use tunehub_proto::v1 as pb;
 use tunehub_server::cli::{SchedulerArg, TuneArgs, UsageError};
-use tunehub_server::jobs;
 use tunehub_server::workload;
 
 pub async fn tune_range(args: &TuneArgs, spec: &str) -> Result<ExitCode> {
@@ -54,34 +51,15 @@ pub async fn tune_range(args: &TuneArgs, spec: &str) -> Result<ExitCode> {
         .context("the server returned no job")?;
     let n = job.tasks.len() as u32;
     tracing::info!(job = %job.id, representatives = n, seed, "tuning the range {}", req_range.spec);
-    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
-    cancel_on_interrupt(c.clone(), job.id.clone());
-
     let bar = progress_bar(args.trials.saturating_mul(n));
     bar.set_message(format!("{n} representative shapes"));
-    let mut done: HashMap<u32, u32> = HashMap::new();
-    let mut events = c
-        .jobs
-        .watch(pb::WatchRequest { id: job.id.clone() })
-        .await
-        .map_err(status_error)?
-        .into_inner();
-    let mut end = None;
-    while let Some(ev) = events.next().await {
-        match ev.map_err(status_error)?.event {
-            Some(pb::job_event::Event::Round(t)) => {
-                done.insert(t.index, t.trials_done);
-                bar.set_position(u64::from(done.values().sum::<u32>()));
-            }
-            Some(pb::job_event::Event::Done(j)) => {
-                end = Some(j);
-                break;
-            }
-            _ => {}
+    let mut done = TrialsDone::default();
+    let job = follow(&running, &mut c, &job.id, &bar, |bar, e| {
+        if let pb::job_event::Event::Round(t) = e {
+            done.round(bar, &t);
         }
-    }
-    bar.finish_and_clear();
-    runner.await.context("the job runner panicked")??;
+    })
+    .await?;
     let table = c
         .query
         .range(pb::RangeRequest {
@@ -94,7 +72,6 @@ pub async fn tune_range(args: &TuneArgs, spec: &str) -> Result<ExitCode> {
         .into_inner();
     drop(c);
     running.shutdown().await?;
-    let job = end.context("the job's progress stream ended early")?;
     if job.state == pb::JobState::Failed as i32 {
         bail!("the tuning job failed: {}", job.error);
     }
