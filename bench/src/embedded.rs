@@ -2,13 +2,15 @@
 //! SQLite file, loopback, a fresh token, measurement on this machine, and no claim loop (a
 //! benchmark runs each job itself with `jobs::run_one`).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::path::Path;
 use std::sync::Arc;
+use tokio_stream::StreamExt;
 use tunehub_engine::target::{Target, TargetOverrides};
+use tunehub_proto::v1 as pb;
 use tunehub_server::client::{self, Clients};
 use tunehub_server::config::{ClientConfig, Limits, ServerConfig};
-use tunehub_server::jobs::{DEFAULT_JOBS_PER_POOL, LocalBackend};
+use tunehub_server::jobs::{self, DEFAULT_JOBS_PER_POOL, LocalBackend};
 use tunehub_server::server::{self, RunningServer};
 
 /// Starts the server on `db`, measuring on `target`, and connects a client to it.
@@ -51,4 +53,40 @@ pub async fn start(
     })
     .await?;
     Ok((running, c))
+}
+
+/// Submits `req` and runs the job on the embedded server to its end; `on_event` sees each of
+/// its events before the end. The job as it ended.
+pub async fn run_job(
+    running: &RunningServer,
+    c: &mut Clients,
+    req: pb::SubmitRequest,
+    mut on_event: impl FnMut(pb::job_event::Event),
+) -> Result<pb::Job> {
+    let job = c
+        .jobs
+        .submit(req)
+        .await?
+        .into_inner()
+        .job
+        .context("no job")?;
+    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
+    let mut events = c
+        .jobs
+        .watch(pb::WatchRequest { id: job.id.clone() })
+        .await?
+        .into_inner();
+    let mut end = None;
+    while let Some(ev) = events.next().await {
+        match ev?.event {
+            Some(pb::job_event::Event::Done(j)) => {
+                end = Some(j);
+                break;
+            }
+            Some(e) => on_event(e),
+            None => {}
+        }
+    }
+    runner.await??;
+    end.context("the watch ended early")
 }

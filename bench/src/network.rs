@@ -12,12 +12,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
-use tokio_stream::StreamExt;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_onnx::InputShapes;
 use tunehub_proto::v1 as pb;
 use tunehub_server::config::Limits;
-use tunehub_server::jobs;
 use tunehub_server::workload;
 
 #[derive(Args)]
@@ -83,62 +81,42 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             weight: f64::from(t.weight),
         })
         .collect();
-    let job = c
-        .jobs
-        .submit(pb::SubmitRequest {
-            tasks,
-            target: "local".into(),
-            measure: None,
-            batch_size: a.batch,
-            seed: a.seed,
-            scheduler: pb::SchedulerKind::Gradient as i32,
-            name: "tunehub-bench network".into(),
-            priority: 0,
-            targets: vec![],
-            range: None,
-        })
-        .await?
-        .into_inner()
-        .job
-        .context("no job")?;
+    let req = pb::SubmitRequest {
+        tasks,
+        target: "local".into(),
+        measure: None,
+        batch_size: a.batch,
+        seed: a.seed,
+        scheduler: pb::SchedulerKind::Gradient as i32,
+        name: "tunehub-bench network".into(),
+        priority: 0,
+        targets: vec![],
+        range: None,
+    };
     let start = Instant::now();
-    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
-    let mut events = c
-        .jobs
-        .watch(pb::WatchRequest { id: job.id.clone() })
-        .await?
-        .into_inner();
     let mut done: HashMap<u32, u32> = HashMap::new();
     // (trials so far, wall seconds, estimate seconds, tasks without a best)
     let mut curve: Vec<(u32, f64, f64, u32)> = vec![];
-    let mut end = None;
-    while let Some(ev) = events.next().await {
-        match ev?.event {
-            Some(pb::job_event::Event::Round(t)) => {
-                done.insert(t.index, t.trials_done);
-            }
-            Some(pb::job_event::Event::Estimate(e)) => {
-                let trials = done.values().sum();
-                let wall = start.elapsed().as_secs_f64();
-                eprintln!(
-                    "{trials:>6} trials {wall:>8.1} s  estimate {:.4} ms ({} tasks without a best)",
-                    e.seconds * 1e3,
-                    e.missing
-                );
-                curve.push((trials, wall, e.seconds, e.missing));
-            }
-            Some(pb::job_event::Event::Done(j)) => {
-                end = Some(j);
-                break;
-            }
-            _ => {}
+    let job = crate::embedded::run_job(&running, &mut c, req, |e| match e {
+        pb::job_event::Event::Round(t) => {
+            done.insert(t.index, t.trials_done);
         }
-    }
-    runner.await??;
+        pb::job_event::Event::Estimate(e) => {
+            let trials = done.values().sum();
+            let wall = start.elapsed().as_secs_f64();
+            eprintln!(
+                "{trials:>6} trials {wall:>8.1} s  estimate {:.4} ms ({} tasks without a best)",
+                e.seconds * 1e3,
+                e.missing
+            );
+            curve.push((trials, wall, e.seconds, e.missing));
+        }
+        _ => {}
+    })
+    .await?;
     let wall = start.elapsed().as_secs_f64();
     drop(c);
     running.shutdown().await?;
-    let job = end.context("the watch ended early")?;
     let Some(est) = job.estimate else {
         bail!("no task has a successful kernel");
     };

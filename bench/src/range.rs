@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
-use tokio_stream::StreamExt;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
@@ -21,7 +20,6 @@ use tunehub_engine::transfer::range;
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
 use tunehub_server::config::Limits;
-use tunehub_server::jobs;
 use tunehub_server::{server, workload};
 
 #[derive(Args)]
@@ -77,38 +75,16 @@ async fn run_job(
     c: &mut Clients,
     req: pb::SubmitRequest,
 ) -> Result<(pb::Job, f64)> {
-    let job = c
-        .jobs
-        .submit(req)
-        .await?
-        .into_inner()
-        .job
-        .context("no job")?;
     let start = Instant::now();
-    let runner = tokio::spawn(jobs::run_one(running.ctx.clone(), job.id.clone()));
-    let mut events = c
-        .jobs
-        .watch(pb::WatchRequest { id: job.id.clone() })
-        .await?
-        .into_inner();
     let mut done: HashMap<u32, u32> = HashMap::new();
-    let mut end = None;
-    while let Some(ev) = events.next().await {
-        match ev?.event {
-            Some(pb::job_event::Event::Round(t)) => {
-                done.insert(t.index, t.trials_done);
-                eprint!("\r{:>6} trials", done.values().sum::<u32>());
-            }
-            Some(pb::job_event::Event::Done(j)) => {
-                end = Some(j);
-                break;
-            }
-            _ => {}
+    let job = crate::embedded::run_job(running, c, req, |e| {
+        if let pb::job_event::Event::Round(t) = e {
+            done.insert(t.index, t.trials_done);
+            eprint!("\r{:>6} trials", done.values().sum::<u32>());
         }
-    }
+    })
+    .await?;
     eprintln!();
-    runner.await??;
-    let job = end.context("the watch ended early")?;
     Ok((job, start.elapsed().as_secs_f64()))
 }
 

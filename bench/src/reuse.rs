@@ -24,12 +24,10 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
-use tokio_stream::StreamExt;
 use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
 use tunehub_server::config::Limits;
-use tunehub_server::jobs;
 use tunehub_server::server::RunningServer;
 use tunehub_server::workload;
 
@@ -215,56 +213,34 @@ impl Db {
                 weight: 1.0,
             })
             .collect();
-        let job = self
-            .c
-            .jobs
-            .submit(pb::SubmitRequest {
-                tasks,
-                target: "local".into(),
-                batch_size: batch,
-                seed,
-                name: "tunehub-bench reuse".into(),
-                ..Default::default()
-            })
-            .await?
-            .into_inner()
-            .job
-            .context("no job")?;
-        let runner = tokio::spawn(jobs::run_one(self.running.ctx.clone(), job.id.clone()));
-        let mut events = self
-            .c
-            .jobs
-            .watch(pb::WatchRequest { id: job.id.clone() })
-            .await?
-            .into_inner();
+        let req = pb::SubmitRequest {
+            tasks,
+            target: "local".into(),
+            batch_size: batch,
+            seed,
+            name: "tunehub-bench reuse".into(),
+            ..Default::default()
+        };
         let mut curves: Vec<Vec<(u32, f64)>> = vec![vec![]; specs.len()];
-        while let Some(ev) = events.next().await {
-            match ev?.event {
-                Some(pb::job_event::Event::Round(t)) => {
-                    if let (Some(curve), Some(g)) =
-                        (curves.get_mut(t.index as usize), t.best_gflops)
-                    {
-                        curve.push((t.trials_done, g));
-                    }
-                }
-                Some(pb::job_event::Event::Done(j)) => {
-                    if j.state != pb::JobState::Done as i32 {
-                        bail!("the job ended {:?}: {}", j.state(), j.error);
-                    }
-                    // The final point (a watcher may see rounds merged, never the end missed).
-                    for (curve, t) in curves.iter_mut().zip(&j.tasks) {
-                        if let Some(g) = t.best_gflops
-                            && curve.last() != Some(&(t.trials_done, g))
-                        {
-                            curve.push((t.trials_done, g));
-                        }
-                    }
-                    break;
-                }
-                _ => {}
+        let j = crate::embedded::run_job(&self.running, &mut self.c, req, |e| {
+            if let pb::job_event::Event::Round(t) = e
+                && let (Some(curve), Some(g)) = (curves.get_mut(t.index as usize), t.best_gflops)
+            {
+                curve.push((t.trials_done, g));
+            }
+        })
+        .await?;
+        if j.state != pb::JobState::Done as i32 {
+            bail!("the job ended {:?}: {}", j.state(), j.error);
+        }
+        // The final point (a watcher may see rounds merged, never the end missed).
+        for (curve, t) in curves.iter_mut().zip(&j.tasks) {
+            if let Some(g) = t.best_gflops
+                && curve.last() != Some(&(t.trials_done, g))
+            {
+                curve.push((t.trials_done, g));
             }
         }
-        runner.await??;
         Ok(curves)
     }
 
