@@ -679,3 +679,134 @@ fn masked_loads_match_the_reference_at_every_x86_vector_width() {
         }
     }
 }
+
+/// `samples` schedules per sketch of `dag`, as the search draws them (sketch rules, then
+/// random annotation).
+fn sketch_schedules(
+    dag: &ComputeDag,
+    seed: u64,
+    samples: usize,
+) -> Vec<(
+    tunehub_engine::search::sketch::Sketch,
+    tunehub_engine::schedule::Schedule,
+)> {
+    use rand::SeedableRng;
+    use tunehub_engine::search::annotate::{AnnotateContext, Decider, annotate};
+    use tunehub_engine::search::sketch::{cpu_rules, generate};
+    let target = Target::detect();
+    let ctx = AnnotateContext {
+        cores: target.cores.max(1) as i64,
+        vector_lanes: i64::from(target.vector_lanes_f32()),
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut out = vec![];
+    for sk in generate(dag, &cpu_rules()) {
+        for _ in 0..samples {
+            let (s, _) = annotate(dag, &sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
+            out.push((sk.clone(), s));
+        }
+    }
+    out
+}
+
+/// The row-tile schedules the search draws for a pooling (`search::sketch::WindowRowTile`):
+/// three per sketch (padding materialized or inlined).
+fn pooling_row_tiles(dag: &ComputeDag, seed: u64) -> Vec<tunehub_engine::schedule::Schedule> {
+    use tunehub_engine::search::sketch::StagePlan;
+    sketch_schedules(dag, seed, 3)
+        .into_iter()
+        .map(|(sk, s)| {
+            assert!(
+                sk.plans.contains(&StagePlan::RowTile),
+                "{}",
+                sk.describe(dag)
+            );
+            s
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, failure_persistence: None, max_shrink_iters: 8, ..ProptestConfig::default() })]
+
+    /// Pooling as register tiles of output rows on odd shapes: stride 1 or 2 (two loads and a
+    /// shuffle per vector), padding 0-2 materialized or inlined (loads under a mask, -inf or 0
+    /// outside), max (a running `th_vmax`) or average (a sum). Where the output row holds a
+    /// whole vector and fits one tile loop (at most 64 columns), every drawn schedule without a
+    /// padding computed inside the pool's loops is a register tile; every kernel matches the
+    /// reference.
+    #[test]
+    fn pooling_row_tiles_match_the_reference(max: bool, c in 1..4i64, h in 3..10i64, w in 17..75i64, k in 1..=3i64, stride in 1..=2i64, pad in 0..=2i64, seed: u64) {
+        let kind = if max { PoolKind::Max } else { PoolKind::Avg };
+        let win = Window { kh: k, kw: k, stride, pad, dilation: 1 };
+        let Ok(dag) = ops::pool2d(kind, 1, c, h, w, win) else { return Ok(()) };
+        let target = Target::detect();
+        let lanes = i64::from(target.vector_lanes_f32());
+        let ow = (w + 2 * pad - k) / stride + 1;
+        let scheds = pooling_row_tiles(&dag, seed);
+        let task = Task::new(dag, "pooling row tile");
+        for s in &scheds {
+            let src = tunehub_engine::codegen::generate_with(&task.dag, s, &target, &task.lower_options()).unwrap().source;
+            // A padding computed inside the tile's loops (a compute-at spot) breaks the nest.
+            let padding_inside = s.to_json().to_string().contains("\"CA\"");
+            if lanes > 1 && (lanes..=64).contains(&ow) && !padding_inside {
+                let (acc, update) = if max { ("th_vf max_pool_r0", "th_vmax(") } else { ("th_vf pool_sum_r0", " + ") };
+                prop_assert!(src.contains(acc) && src.contains(update), "no register tile in {}\n{}", s.to_json(), src);
+            }
+        }
+        for (s, r) in scheds.iter().zip(Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &scheds)) {
+            prop_assert_eq!(r.error, ErrorCode::NoError, "{}: {}", s.to_json(), r.error_msg);
+        }
+    }
+}
+
+/// Softmax with every producer computed at the division's row loop (exp read there by the row
+/// sum too): one pass over memory, each row's exp a local buffer; it matches the reference.
+#[test]
+fn softmax_fused_at_the_row_loop_matches_the_reference() {
+    let target = Target::detect();
+    // x=0 row_max=1 exp=2 row_sum=3 softmax=4; the division's rows parallel, columns vectorized.
+    let steps = serde_json::json!([
+        ["AN", 4, 0, 3],
+        ["AN", 4, 1, 2],
+        ["CA", 3, 4, 0],
+        ["CA", 2, 4, 0],
+        ["AN", 2, 1, 2],
+        ["CA", 1, 4, 0]
+    ]);
+    let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
+    let dag = ops::softmax(5, 37).unwrap();
+    let state = sched.replay(&dag).unwrap();
+    let f = tunehub_engine::lower::lower(&state).unwrap();
+    let exp = f.buffers.iter().find(|b| b.name == "exp").unwrap();
+    assert_eq!(exp.shape, [1, 37]);
+    let task = Task::new(dag, "softmax fused at the row loop");
+    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
+        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4, failure_persistence: None, max_shrink_iters: 8, ..ProptestConfig::default() })]
+
+    /// Row-wise reductions and their readers as the search draws them, producers computed at
+    /// a loop every reader shares included: softmax and layer norm on odd shapes.
+    #[test]
+    fn fused_row_passes_match_the_reference(m in 1..9i64, n in 1..80i64, seed: u64) {
+        let layer_norm = format!(
+            "S[i] += X[i,k] where i<{m}, k<{n}
+             D[i,j] = X[i,j] - S[i] * {c} where i<{m}, j<{n}
+             V[i] += D[i,k] * D[i,k] where i<{m}, k<{n}
+             Y[i,j] = D[i,j] * rsqrt(V[i] * {c} + 0.00001) * G[j] + B[j] where i<{m}, j<{n}",
+            c = 1.0 / n as f64
+        );
+        let target = Target::detect();
+        for dag in [ops::softmax(m, n).unwrap(), tunehub_engine::text::parse(&layer_norm).unwrap()] {
+            let scheds: Vec<_> = sketch_schedules(&dag, seed, 3).into_iter().map(|(_, s)| s).collect();
+            let task = Task::new(dag, "row passes");
+            for (s, r) in scheds.iter().zip(Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &scheds)) {
+                prop_assert_eq!(r.error, ErrorCode::NoError, "{}: {}", s.to_json(), r.error_msg);
+            }
+        }
+    }
+}

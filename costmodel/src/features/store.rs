@@ -270,8 +270,8 @@ impl<'a> Walker<'a> {
         v[STORE + 1] = f32::from(u8::from(matches!(value, VExpr::Const(_))));
         v[STORE + 2] = f32::from(u8::from(!self.guards.is_empty()));
 
-        // Group 8.
-        if reduce == Some(ReduceOp::Sum) {
+        // Group 8: sums, and a pooling's max or min, which the generator tiles alike.
+        if reduce.is_some() {
             let (acc, band) = register_tile(&self.loops, index);
             v[REGTILE] = acc as f32;
             v[REGTILE + 1] = band as f32;

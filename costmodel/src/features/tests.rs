@@ -242,7 +242,11 @@ fn tiling_with_cache_write_shortens_reuse_of_b() {
         .iter()
         .find(|f| f.get("is_const_store") == Some(1.0))
         .unwrap();
-    assert_eq!(init.get("regtile_acc"), Some(0.0), "only sums are tiles");
+    assert_eq!(
+        init.get("regtile_acc"),
+        Some(0.0),
+        "only reductions are tiles"
+    );
     // 32 rows x 64 lanes do not fit any register file: no tile.
     let big = extract_raw(&lowered(
         &dag,

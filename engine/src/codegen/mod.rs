@@ -11,8 +11,8 @@
 //!
 //! One module per idea: `writer` (the C text), `regtile` (which register tiles qualify),
 //! `masked` (their partial and stride-2 vector loads), `peel` (padded copies split by range),
-//! `lanes` (what varies along the vector lane), `vreduce` (simd reductions), `names` (C
-//! identifiers), `args` (the kernel's arguments).
+//! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `vreduce` (simd
+//! reductions), `names` (C identifiers), `args` (the kernel's arguments).
 //!
 //! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
@@ -24,6 +24,7 @@ mod masked;
 mod names;
 mod peel;
 mod regtile;
+mod vminmax;
 mod vreduce;
 mod writer;
 
@@ -223,6 +224,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
             "static inline __attribute__((unused)) void th_vstore(float* p, th_vf v) { __builtin_memcpy(p, &v, sizeof v); }\n#endif\n\n",
         );
         header.push_str(&masked::helpers(&target.arch, lanes));
+        header.push_str(&vminmax::helpers(&target.arch, lanes));
         // The operand pin (see `regtile`) needs registers of the vector's width, which the
         // target's flags give; a kernel written out (`tune --out-c`) and compiled without them
         // (plain `cc`, no `-march`) would stop at "impossible constraint". There the pin is a

@@ -11,7 +11,7 @@
 //! A tile qualifies when the nest from the band's outermost loop down to the store is perfect
 //! (one statement per body), the innermost loop is the vectorized one with at least one whole
 //! vector (a last, partial vector is loaded and stored under a mask, [`groups`]), the store is
-//! a sum whose index walks the vector loop contiguously, and the value needs nothing but `+`,
+//! a sum, max or min whose index walks the vector loop contiguously, and the value needs nothing but `+`,
 //! `-`, `*`, `/`, negation, selects on lane-invariant conditions, and loads: contiguous,
 //! lane-invariant, at a stride of 2 along the lanes (two vector loads and a shuffle of their
 //! even lanes, where a plain loop gathers), or under a condition that is a range of the lane
@@ -39,7 +39,9 @@ pub(super) struct RegTile<'s> {
     pub tile: Vec<(Var, i64)>,
     /// The vectorized loop and its extent (at least the lanes; see [`groups`]).
     pub lane: (Var, i64),
-    /// The accumulating store: buffer, index and value.
+    /// The accumulating store: buffer, index, value and reduction (a sum, or a max or min:
+    /// a pooling's running result, see `vminmax`).
+    pub op: ReduceOp,
     pub buf: usize,
     pub index: &'s Lin,
     pub value: &'s VExpr,
@@ -78,7 +80,7 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
     // The perfect nest from `top` down to a store.
     let mut loops = vec![];
     let mut s = top;
-    let (buf, index, value) = loop {
+    let (buf, index, value, op) = loop {
         match s {
             Stmt::For {
                 var,
@@ -93,8 +95,8 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
                 buf,
                 index,
                 value,
-                reduce: Some(ReduceOp::Sum),
-            } => break (*buf, index, value),
+                reduce: Some(op),
+            } => break (*buf, index, value, *op),
             _ => return None,
         }
     };
@@ -130,6 +132,7 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
         band: band.into_iter().copied().collect(),
         tile: tile.iter().map(|l| (l.0, l.1)).collect(),
         lane: (lane, lane_extent),
+        op,
         buf,
         index,
         value,

@@ -502,8 +502,18 @@ impl Gen<'_> {
         let updates: Vec<String> = regs
             .iter()
             .map(|(r, _, value, group)| {
-                let (e, _) = self.vector_value(value, lane, *group, &mut operands);
-                format!("{r} = {r} + {e};")
+                let (e, vector) = self.vector_value(value, lane, *group, &mut operands);
+                // `+` broadcasts a scalar; the max and min helpers take vectors.
+                let e = if vector || t.op == ReduceOp::Sum {
+                    e
+                } else {
+                    format!("((th_vf){{0}} + {e})")
+                };
+                match t.op {
+                    ReduceOp::Sum => format!("{r} = {r} + {e};"),
+                    ReduceOp::Max => format!("{r} = th_vmax({r}, {e});"),
+                    ReduceOp::Min => format!("{r} = th_vmin({r}, {e});"),
+                }
             })
             .collect();
         for (name, ty, expr) in &operands.order {

@@ -119,7 +119,14 @@ impl Lowerer<'_> {
                     if outputs.contains(&s) {
                         return Err(invalid(format!("output {name} must be computed at root")));
                     }
-                    if consumers[s] != [c] {
+                    // Its readers: the stage it is computed at, and stages computed at the
+                    // same loop after it (softmax's exp, read by the row sum computed at the
+                    // division's row loop and by the division), whose whole region it covers.
+                    let here = Attach::At { stage: c, node };
+                    let readers_here = consumers[s]
+                        .iter()
+                        .all(|&x| x == c || self.state.stages[x].attach == here);
+                    if consumers[s].is_empty() || !readers_here {
                         return Err(invalid(format!(
                             "{name} is computed at {}, but is read by {:?}",
                             self.dag.stages[c].name,
@@ -322,8 +329,8 @@ impl Lowerer<'_> {
             .collect();
         let shape = &self.dag.stages[s].shape;
         let mut region: Option<Vec<(Lin, i64)>> = None;
-        let mut visit = |idx: &[Affine]| {
-            let this: Vec<(Lin, i64)> = idx.iter().map(|a| affine_range(a, &axes)).collect();
+        let mut visit_with = |idx: &[Affine], axes: &[(Lin, i64)]| {
+            let this: Vec<(Lin, i64)> = idx.iter().map(|a| affine_range(a, axes)).collect();
             region = Some(match region.take() {
                 None => this,
                 Some(prev) => prev
@@ -347,9 +354,31 @@ impl Lowerer<'_> {
             .expect("attached to a computed stage")
             .visit_loads(&mut |t, idx| {
                 if t == s {
-                    visit(idx)
+                    visit_with(idx, &axes)
                 }
             });
+        // Readers computed at the same loop (see `check_attachments`) read all of their own
+        // region: its start as defined in c's loops (their `Lo` variables come later).
+        let here = Attach::At { stage: c, node };
+        for (x, xst) in self.state.stages.iter().enumerate() {
+            if x == s || xst.attach != here {
+                continue;
+            }
+            let (Some(xe), Some(xi)) = (self.eff[x].as_ref(), self.info[x].as_ref()) else {
+                continue;
+            };
+            let axes: Vec<(Lin, i64)> = xi
+                .root_ext
+                .iter()
+                .enumerate()
+                .map(|(a, &e)| (xi.lo_def.get(a).cloned().unwrap_or(Lin::constant(0)), e))
+                .collect();
+            xe.visit_loads(&mut |t, idx| {
+                if t == s {
+                    visit_with(idx, &axes)
+                }
+            });
+        }
         let region = region.ok_or_else(|| {
             invalid(format!(
                 "{} does not read {}",

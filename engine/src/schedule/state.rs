@@ -319,8 +319,17 @@ impl State {
                 if self.dag.outputs().contains(stage) {
                     return Err("an output stage stays at root".into());
                 }
-                if !self.reads_through_inlined(*target, *stage) {
-                    return Err(format!("stage {target} does not read stage {stage}"));
+                let here = Attach::At {
+                    stage: *target,
+                    node,
+                };
+                let readers_here = (0..self.stages.len()).any(|c| {
+                    self.stages[c].attach == here && self.reads_through_inlined(c, *stage)
+                });
+                if !self.reads_through_inlined(*target, *stage) && !readers_here {
+                    return Err(format!(
+                        "stage {target} does not read stage {stage}, nor does a stage computed at that loop"
+                    ));
                 }
                 self.stages[*stage].attach = Attach::At {
                     stage: *target,

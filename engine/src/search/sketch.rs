@@ -27,6 +27,10 @@ pub enum StagePlan {
     /// The reduction is factored (`rfactor`) into vector partial results and their
     /// combination; annotation picks the factor and places both stages.
     Rfactor,
+    /// A window reduction (pooling) as register tiles of output rows: the window loops outside
+    /// a few rows by a vector of columns, the outer rows and channels parallel (see
+    /// [`SketchContext::is_window_reduction`]); annotation picks the tile.
+    RowTile,
 }
 
 /// How a tiled stage shares loops with the stage after it.
@@ -64,6 +68,7 @@ impl Sketch {
                 StagePlan::FusedConsumer { .. } => "fused".to_string(),
                 StagePlan::Skip => "skip".to_string(),
                 StagePlan::Rfactor => "rfactor".to_string(),
+                StagePlan::RowTile => "rowtile".to_string(),
             };
             parts.push(format!("{name}:{what}"));
         }
@@ -147,6 +152,33 @@ impl<'a> SketchContext<'a> {
             });
         }
         streams
+    }
+
+    /// Whether `s` is a window reduction (a pooling): a reduction without reuse to tile for,
+    /// over a short window (at most [`WINDOW_MAX`] points), with at least two space axes, every
+    /// input read along the last space axis at a step of 1 or 2 in its own last index only (or
+    /// not at all). Its output row's columns then make vectors of contiguous or stride-2 loads,
+    /// the window loops can go outside them, and a few rows of running results stay in
+    /// registers; vectorizing any other axis reads the input with a stride of a row or more.
+    pub fn is_window_reduction(&self, s: usize) -> bool {
+        let stage = &self.dag.stages[s];
+        let ns = stage.space().len();
+        let window: i64 = stage.reduce_axes().iter().map(|a| a.extent).product();
+        if !stage.is_reduction() || self.needs_tiling(s) || ns < 2 || window > WINDOW_MAX {
+            return false;
+        }
+        let x = ns - 1;
+        let (mut ok, mut lane) = (true, false);
+        if let Some(body) = stage.body() {
+            body.visit_loads(&mut |_, idx| {
+                let Some((last, rest)) = idx.split_last() else {
+                    return;
+                };
+                ok &= rest.iter().all(|e| e.coef(x) == 0) && matches!(last.coef(x), 0..=2);
+                lane |= last.coef(x) != 0;
+            });
+        }
+        ok && lane
     }
 
     /// The consumers of `s` once inlined stages are looked through, under `sketch`'s plans.
@@ -400,6 +432,27 @@ impl SketchRule for AddRfactor {
     }
 }
 
+/// The longest window [`WindowRowTile`] takes: longer reductions are rfactor's.
+pub const WINDOW_MAX: i64 = 64;
+
+/// A window reduction (pooling) as register tiles of output rows, instead of the plain loops
+/// of [`SkipStage`] (see [`SketchContext::is_window_reduction`]). The plain sketch does not
+/// continue: its window loops sit inside the columns, so GCC's vectorizer gathers a strided
+/// row lane by lane, and its search budget is better spent on the row tiles' sizes.
+pub struct WindowRowTile;
+
+impl SketchRule for WindowRowTile {
+    fn name(&self) -> &'static str {
+        "window-row-tile"
+    }
+    fn apply(&self, ctx: &SketchContext, sketch: &Sketch, s: usize) -> RuleOutcome {
+        if !ctx.is_window_reduction(s) {
+            return RuleOutcome::Pass;
+        }
+        RuleOutcome::ApplyAndSkipRest(vec![with_plan(sketch, s, StagePlan::RowTile)])
+    }
+}
+
 /// Leaves the stage to annotation. Always applies, so it ends every list.
 pub struct SkipStage;
 
@@ -420,6 +473,7 @@ pub fn cpu_rules() -> Vec<Box<dyn SketchRule>> {
         Box::new(AddCacheWrite),
         Box::new(MultiLevelTilingWithFusion),
         Box::new(MultiLevelTiling),
+        Box::new(WindowRowTile),
         Box::new(SkipStage),
     ]
 }
@@ -576,6 +630,35 @@ mod tests {
         let sk = generate(&dag, &cpu_rules());
         assert_eq!(sk.len(), 1);
         assert!(!sk[0].plans.iter().any(|p| matches!(p, StagePlan::Tile(_))));
+    }
+
+    #[test]
+    fn window_reductions_get_row_tiles_only() {
+        let w = |k, stride, pad| Window {
+            kh: k,
+            kw: k,
+            stride,
+            pad,
+            dilation: 1,
+        };
+        // Stride 1 or 2, padded (materialized or inlined) or not: the pool is a row tile.
+        for (k, stride, pad) in [(2, 2, 0), (3, 2, 1), (3, 1, 1)] {
+            let dag = ops::pool2d(PoolKind::Max, 1, 3, 9, 9, w(k, stride, pad)).unwrap();
+            let d = describe_all(&dag);
+            assert_eq!(d.len(), if pad > 0 { 2 } else { 1 }, "{d:?}");
+            assert!(d.iter().all(|x| x.contains("max_pool:rowtile")), "{d:?}");
+            let dag = ops::pool2d(PoolKind::Avg, 1, 3, 9, 9, w(k, stride, pad)).unwrap();
+            let d = describe_all(&dag);
+            assert!(d.iter().all(|x| x.contains("pool_sum:rowtile")), "{d:?}");
+        }
+        // Stride 3 would gather its columns; a depthwise conv reuses its filter (tiled); a row
+        // reduction has one space axis (rfactor's or plain).
+        let d = describe_all(&ops::pool2d(PoolKind::Max, 1, 3, 9, 9, w(3, 3, 0)).unwrap());
+        assert!(d.iter().all(|x| !x.contains("rowtile")), "{d:?}");
+        let dw = ops::depthwise_conv2d_nchw(1, 4, 10, 10, w(3, 2, 1), false, false).unwrap();
+        assert!(describe_all(&dw).iter().all(|x| !x.contains("rowtile")));
+        let d = describe_all(&ops::softmax(4, 32).unwrap());
+        assert!(d.iter().all(|x| !x.contains("rowtile")), "{d:?}");
     }
 
     #[test]

@@ -13,11 +13,12 @@
 //!
 //! One module per idea: `decision` (recorded draws), `factor` (tile sizes), `steps` (the steps
 //! under construction and the annotations every plan ends with), and one per stage plan:
-//! `tile`, `skip`, `rfactor`.
+//! `tile`, `skip`, `rfactor`, `row_tile`.
 
 mod decision;
 mod factor;
 mod rfactor;
+mod row_tile;
 mod skip;
 mod steps;
 #[cfg(test)]
@@ -33,6 +34,7 @@ use crate::ir::ComputeDag;
 use crate::schedule::{Schedule, State, Step};
 use rand::Rng;
 use rfactor::rfactor;
+use row_tile::row_tile;
 use skip::skip;
 use steps::Gen;
 use tile::tile;
@@ -57,6 +59,7 @@ pub fn annotate<R: Rng>(
             StagePlan::Tile(f) => tile(&mut g, dag, s, *f, ctx, d)?,
             StagePlan::Skip => skip(&mut g, dag, s, outputs.contains(&s), ctx, d)?,
             StagePlan::Rfactor => rfactor(&mut g, dag, s, outputs.contains(&s), ctx, d)?,
+            StagePlan::RowTile => row_tile(&mut g, dag, s, ctx, d)?,
         }
     }
     Ok((Schedule::new(g.steps), g.state))

@@ -19,11 +19,16 @@ pub(super) fn skip<R: Rng>(
     let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
     let reduction = stage.is_reduction();
     if !is_output {
-        // Root, or inside one loop of the single consumer.
+        // Root, inside one loop of the single consumer, or where the consumers are computed.
         let cons = g.consumers(t);
         let mut spots = vec![];
         if let [c] = cons[..] {
             spots.extend(g.attach_spots(c).into_iter().map(|k| (c, k)));
+        }
+        if let Some(spot) = g.shared_spot(&cons)
+            && !spots.contains(&spot)
+        {
+            spots.push(spot);
         }
         let i = d.pick(DecisionKind::ComputeLocation, spots.len() + 1, |r| {
             r.gen_range(0..=spots.len())

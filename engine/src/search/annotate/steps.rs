@@ -48,6 +48,32 @@ impl Gen {
             .filter(|&k| self.ann(c, k) != Annotation::Vectorize)
             .collect()
     }
+    /// The loop of a stage `h` at which every consumer in `cons` other than `h` itself is
+    /// computed, as (h, loop position), when there is one: a producer may be computed there
+    /// too, before them (Ansor's "compute at the consumer's attach point"). Softmax's exp is
+    /// read by the row sum and by the division: with the row sum at the division's row loop,
+    /// exp computed there is one row in L1, where at root it is a pass over memory and inlined
+    /// it is computed twice.
+    pub(super) fn shared_spot(&self, cons: &[usize]) -> Option<(usize, usize)> {
+        let (h, node) = cons
+            .iter()
+            .find_map(|&c| match self.state.stages[c].attach {
+                Attach::At { stage, node } => Some((stage, node)),
+                _ => None,
+            })?;
+        let here = Attach::At { stage: h, node };
+        if !cons
+            .iter()
+            .all(|&c| c == h || self.state.stages[c].attach == here)
+        {
+            return None;
+        }
+        let k = self.state.stages[h]
+            .leaves
+            .iter()
+            .position(|&l| l == node)?;
+        Some((h, k))
+    }
     /// Consumers of current stage `t` with loops (inlined readers looked through).
     pub(super) fn consumers(&self, t: usize) -> Vec<usize> {
         let mut out = vec![];

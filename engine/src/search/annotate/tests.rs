@@ -297,3 +297,105 @@ fn vector_axis_is_offered_only_where_the_last_axis_leaves_partial_vectors() {
         picks.iter().map(|p| p.1).collect::<Vec<_>>()
     );
 }
+
+/// Softmax's exp, read by the row sum and by the division, may be computed at the division's
+/// row loop once the row sum is (the consumers' shared loop), and so may the row max then:
+/// one row in L1 between the passes. Every such schedule lowers; exp's buffer is one row.
+#[test]
+fn producers_may_be_computed_where_all_their_readers_are() {
+    use crate::schedule::Attach;
+    let dag = crate::ops::softmax(8, 64).unwrap();
+    let ctx = AnnotateContext {
+        cores: 2,
+        vector_lanes: 16,
+    };
+    let sketches = super::super::sketch::generate(&dag, &super::super::sketch::cpu_rules());
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let (mut exp_at_row, mut max_at_row) = (0, 0);
+    for sk in sketches
+        .iter()
+        .filter(|k| !k.describe(&dag).contains("rfactor"))
+    {
+        for _ in 0..60 {
+            let (sched, state) = annotate(&dag, sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
+            let f =
+                crate::lower::lower(&state).unwrap_or_else(|e| panic!("{e}: {}", sched.to_json()));
+            let at_div = |name: &str| {
+                let s = state
+                    .dag
+                    .stages
+                    .iter()
+                    .position(|st| st.name == name)
+                    .unwrap();
+                matches!(state.stages[s].attach, Attach::At { stage, .. } if state.dag.stages[stage].name == "softmax")
+            };
+            if at_div("exp") && at_div("row_sum") {
+                exp_at_row += 1;
+                let exp = f.buffers.iter().find(|b| b.name == "exp").unwrap();
+                assert_eq!(exp.shape, [1, 64], "{}", sched.to_json());
+            }
+            max_at_row += usize::from(at_div("row_max") && at_div("row_sum"));
+        }
+    }
+    assert!(
+        exp_at_row > 0 && max_at_row > 0,
+        "{exp_at_row} {max_at_row}"
+    );
+}
+
+/// A max pool's row tile: the window loops outside a few rows of whole-vector columns, whose
+/// accumulators fit a 16-register file, the outer loops parallel.
+#[test]
+fn pooling_row_tiles_put_the_window_outside_the_columns() {
+    let win = crate::ops::Window {
+        kh: 3,
+        kw: 3,
+        stride: 2,
+        pad: 1,
+        dilation: 1,
+    };
+    let dag = crate::ops::pool2d(crate::ops::PoolKind::Max, 1, 8, 40, 112, win).unwrap();
+    let ctx = AnnotateContext {
+        cores: 2,
+        vector_lanes: 16,
+    };
+    let sketches = super::super::sketch::generate(&dag, &super::super::sketch::cpu_rules());
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    for sk in &sketches {
+        for _ in 0..30 {
+            let (sched, state) = annotate(&dag, sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
+            let s = state
+                .dag
+                .stages
+                .iter()
+                .position(|st| st.name == "max_pool")
+                .unwrap();
+            let st = &state.stages[s];
+            let names: Vec<&str> = st
+                .leaves
+                .iter()
+                .map(|&l| st.nodes[l].name.as_str())
+                .collect();
+            let n = names.len();
+            // ... ry rx | rows | columns (vectorized).
+            assert!(
+                names[n - 4].starts_with("ry") && names[n - 3].starts_with("rx"),
+                "{names:?}: {}",
+                sched.to_json()
+            );
+            let cols = &st.nodes[st.leaves[n - 1]];
+            assert_eq!(cols.ann, crate::schedule::Annotation::Vectorize);
+            assert_eq!(
+                st.nodes[st.leaves[0]].ann,
+                crate::schedule::Annotation::Parallel
+            );
+            let ext = crate::lower::loop_extents(&state).unwrap();
+            let (r, c) = (ext[s][n - 2], ext[s][n - 1]);
+            assert!(c >= 16, "{c} columns: {}", sched.to_json());
+            assert!(
+                r * ((c + 15) / 16) <= crate::codegen::max_tile_vectors(16),
+                "{r}x{c}"
+            );
+        }
+    }
+}
