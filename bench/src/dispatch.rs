@@ -25,7 +25,13 @@
 //! And the re-dispatch time: a worker holding a lease is killed with SIGKILL; the time from the
 //! kill until another worker holds the piece.
 //!
-//! `tunehub-bench dispatch [--workers 1,4,16] [--measurements 256] [--batch 64] [--kills 3]`
+//! With `--pools P --jobs J` (issue 31's first figure: `--workers 32 --pools 4 --jobs 8`), the
+//! workers form P pools (worker i defines `TUNEHUB_BENCH_POOL_{i mod P}`: another target key
+//! each) and J jobs run at once, job j on pool j mod P, each measuring its share of the
+//! candidates batch after batch through its own measurer (the pools' fair sharing by job).
+//!
+//! `tunehub-bench dispatch [--workers 1,4,16] [--measurements 256] [--batch 64] [--kills 3]
+//! [--pools 1] [--jobs 1]`
 
 use crate::procs::{self, TOKEN};
 use anyhow::{Context, Result, bail};
@@ -71,11 +77,19 @@ pub struct DispatchArgs {
     /// Where the server's database and the workers' logs go [default: a temporary directory].
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Pools the workers form (distinct target keys), worker i in pool i mod P.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pools: u32,
+    /// Jobs measuring at once, job j on pool j mod P.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    jobs: u32,
 }
 
 /// One timed run.
 struct Row {
     workers: usize,
+    pools: usize,
+    jobs: usize,
     measured: usize,
     errors: usize,
     wall_s: f64,
@@ -131,19 +145,34 @@ pub async fn run(a: DispatchArgs) -> Result<()> {
             .collect(),
     );
 
+    let (pools, jobs) = (a.pools as usize, a.jobs as usize);
+    let start = |i: usize| WorkerProc::start(&worker_bin, &url, i, pools, &dir);
     let mut workers: Vec<WorkerProc> = vec![];
     let mut rows = vec![];
     for &n in &a.workers {
         while workers.len() < n {
-            workers.push(WorkerProc::start(&worker_bin, &url, workers.len(), &dir)?);
+            workers.push(start(workers.len())?);
         }
         while workers.len() > n {
             workers.pop().expect("non-empty").stop();
         }
-        let key = wait_ready(&fleet, n).await?;
-        let target = fleet.target(&key).context("the pool's target")?;
+        let keys = wait_ready(&fleet, n, pools).await?;
+        let targets = keys
+            .iter()
+            .map(|k| fleet.target(k).context("the pool's target"))
+            .collect::<Result<Vec<Target>>>()?;
         // Warm-up: one candidate per worker, not counted (first compiler runs, page cache).
-        measure(&backend, &target, &opts, &task, &schedules[..n]).await?;
+        for t in &targets {
+            measure(
+                &backend,
+                t,
+                &opts,
+                &task,
+                &schedules[..n.div_ceil(pools)],
+                "warm-up",
+            )
+            .await?;
+        }
         // What the connected workers cost the server with no work in flight.
         let (c0, t0) = (procs::self_cpu_seconds(), Instant::now());
         tokio::time::sleep(Duration::from_secs_f64(a.idle_s)).await;
@@ -151,14 +180,22 @@ pub async fn run(a: DispatchArgs) -> Result<()> {
         let load = procs::load();
         let cpu0 = procs::self_cpu_seconds();
         let t0 = Instant::now();
-        let mut results = vec![];
-        for b in schedules[most..].chunks(a.batch.max(1)) {
-            results.extend(measure(&backend, &target, &opts, &task, b).await?.0);
-        }
+        let results = run_jobs(
+            &backend,
+            &targets,
+            &opts,
+            &task,
+            &schedules[most..],
+            jobs,
+            a.batch,
+        )
+        .await?;
         let wall_s = t0.elapsed().as_secs_f64();
         let server_cpu_s = procs::self_cpu_seconds() - cpu0;
         let row = Row {
             workers: n,
+            pools,
+            jobs,
             measured: results.len(),
             errors: results.iter().filter(|r| !r.is_ok()).count(),
             wall_s,
@@ -173,19 +210,19 @@ pub async fn run(a: DispatchArgs) -> Result<()> {
 
     let mut redispatch = vec![];
     if a.kills > 0 {
-        let n = workers.len().max(2);
+        let n = workers.len().max(2 * pools);
         while workers.len() < n {
-            workers.push(WorkerProc::start(&worker_bin, &url, workers.len(), &dir)?);
+            workers.push(start(workers.len())?);
         }
         println!(
             "\nre-dispatch: {n} workers; one candidate at a time, its worker killed (SIGKILL) while it holds the lease"
         );
-        let key = wait_ready(&fleet, n).await?;
-        let target = fleet.target(&key).context("the pool's target")?;
+        let keys = wait_ready(&fleet, n, pools).await?;
+        let target = fleet.target(&keys[0]).context("the pool's target")?;
         let mut tries = 0;
         while redispatch.len() < a.kills && tries < a.kills * 3 {
             tries += 1;
-            wait_ready(&fleet, n).await?;
+            wait_ready(&fleet, n, pools).await?;
             let one = schedules[tries % schedules.len()].clone();
             let job = {
                 let (backend, target, opts, task) = (
@@ -219,7 +256,7 @@ pub async fn run(a: DispatchArgs) -> Result<()> {
             let got = wait_busy(&fleet, Some(&victim), Duration::from_secs(120)).await;
             let elapsed = killed_at.elapsed().as_secs_f64();
             let (results, devices) = job.await?;
-            workers[i] = WorkerProc::start(&worker_bin, &url, i, &dir)?;
+            workers[i] = start(i)?;
             let by_victim = devices.first().and_then(Option::as_deref) == Some(victim.as_str());
             if got.is_none() || by_victim || results.is_empty() {
                 println!("  try {tries}: the piece was reported before the kill landed; again");
@@ -260,10 +297,12 @@ pub async fn run(a: DispatchArgs) -> Result<()> {
 fn print_row(r: &Row) {
     let m = r.measured.max(1) as f64;
     println!(
-        "{:>2} workers: {} measurements ({} errors) in {:.1} s = {:.1} measurements/s; server CPU {:.3} ms per measurement \
+        "{:>2} workers in {} pool(s), {} job(s) at once: {} measurements ({} errors) in {:.1} s = {:.1} measurements/s; server CPU {:.3} ms per measurement \
          (idle, the {} connected workers cost it {:.2} ms CPU per second); \
          worker time outside build+run {:.1} ms per measurement (build+run {:.1} ms); load {}",
         r.workers,
+        r.pools,
+        r.jobs,
         r.measured,
         r.errors,
         r.wall_s,
@@ -291,6 +330,7 @@ async fn measure(
     opts: &MeasureOptions,
     task: &Arc<Task>,
     schedules: &[Schedule],
+    job_id: &str,
 ) -> Result<(Vec<MeasureResult>, Vec<Option<String>>)> {
     let (backend, target, opts, task) = (
         Arc::clone(backend),
@@ -300,8 +340,9 @@ async fn measure(
     );
     let schedules = schedules.to_vec();
     let n = schedules.len();
+    let job_id = job_id.to_string();
     let out = tokio::task::spawn_blocking(move || {
-        let mut m = backend.measurer(&target, opts, "bench-dispatch");
+        let mut m = backend.measurer(&target, opts, &job_id);
         let r = m.measure(&task, &schedules);
         (r, m.devices())
     })
@@ -312,14 +353,55 @@ async fn measure(
     Ok(out)
 }
 
-/// Waits until `n` workers of one pool are ready; the pool's key.
-async fn wait_ready(fleet: &Fleet, n: usize) -> Result<String> {
+/// `jobs` jobs at once, job j measuring its share of `schedules` on pool j mod P in batches
+/// of `batch`; every result.
+async fn run_jobs(
+    backend: &Arc<dyn MeasureBackend>,
+    targets: &[Target],
+    opts: &MeasureOptions,
+    task: &Arc<Task>,
+    schedules: &[Schedule],
+    jobs: usize,
+    batch: usize,
+) -> Result<Vec<MeasureResult>> {
+    let share = schedules.len().div_ceil(jobs);
+    let mut running = tokio::task::JoinSet::new();
+    for (j, part) in schedules.chunks(share.max(1)).enumerate() {
+        let (backend, target, opts, task) = (
+            Arc::clone(backend),
+            targets[j % targets.len()].clone(),
+            opts.clone(),
+            Arc::clone(task),
+        );
+        let part = part.to_vec();
+        running.spawn(async move {
+            let mut results = vec![];
+            for b in part.chunks(batch.max(1)) {
+                let job_id = format!("bench-job-{j}");
+                results.extend(
+                    measure(&backend, &target, &opts, &task, b, &job_id)
+                        .await?
+                        .0,
+                );
+            }
+            Ok::<_, anyhow::Error>(results)
+        });
+    }
+    let mut all = vec![];
+    while let Some(r) = running.join_next().await {
+        all.extend(r??);
+    }
+    Ok(all)
+}
+
+/// Waits until `n` workers in `pools` pools are ready; the pools' keys.
+async fn wait_ready(fleet: &Fleet, n: usize, pools: usize) -> Result<Vec<String>> {
     let start = Instant::now();
     loop {
-        if let [key] = fleet.ready_keys().as_slice()
-            && fleet.ready_workers(key) >= n
-        {
-            return Ok(key.clone());
+        let keys = fleet.ready_keys();
+        let ready: usize = keys.iter().map(|k| fleet.ready_workers(k)).sum();
+        if keys.len() == pools && ready >= n {
+            return Ok(keys);
         }
         if start.elapsed() > Duration::from_secs(60) {
             bail!("{n} workers did not register within 60 s");
@@ -351,16 +433,22 @@ struct WorkerProc {
 }
 
 impl WorkerProc {
-    fn start(bin: &Path, url: &str, i: usize, dir: &Path) -> Result<WorkerProc> {
+    fn start(bin: &Path, url: &str, i: usize, pools: usize, dir: &Path) -> Result<WorkerProc> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(dir.join(format!("worker-{i}.log")))?;
+        // One pool alone keeps the key of the single-pool figures.
+        let cflags = if pools > 1 {
+            format!("{WORKER_CFLAGS} -DTUNEHUB_BENCH_POOL_{}", i % pools)
+        } else {
+            WORKER_CFLAGS.to_string()
+        };
         let child = Command::new(bin)
             .args(["--server", url, "--token", TOKEN])
             .args(["--device-id", &format!("bench-{i}")])
             // One build at a time: the reported build seconds are then the worker's own time.
-            .args(["--build-jobs", "1", WORKER_CFLAGS])
+            .args(["--build-jobs", "1", &cflags])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)

@@ -42,6 +42,7 @@ pub struct ConfigFile {
 #[serde(deny_unknown_fields)]
 pub struct ServerFile {
     pub listen: Option<SocketAddr>,
+    pub advertise_addr: Option<String>,
     pub metrics_addr: Option<SocketAddr>,
     pub db: Option<String>,
     /// Admin tokens (`token-1`, ...), as `--token` gives them.
@@ -137,6 +138,13 @@ pub struct ServerArgs {
     #[arg(long, value_name = "ADDR", env = "TUNEHUB_LISTEN")]
     pub listen: Option<SocketAddr>,
 
+    /// Where workers reach this server (HOST:PORT, or HOST for the listen port), when server
+    /// replicas share a database: a worker registering with another replica for a pool this
+    /// one owns is sent here [default: the listen address; for a wildcard one, this host's
+    /// name and the port].
+    #[arg(long, value_name = "HOST:PORT", env = "TUNEHUB_ADVERTISE_ADDR")]
+    pub advertise_addr: Option<String>,
+
     /// Serve Prometheus metrics (OpenMetrics text at http://ADDR/metrics) on this address, apart
     /// from gRPC [default: off]. Port 0 picks a free port (`metrics on ADDR` on stdout).
     #[arg(long, value_name = "ADDR", env = "TUNEHUB_METRICS_ADDR")]
@@ -200,8 +208,9 @@ pub struct ServerArgs {
     #[arg(long, value_name = "BYTES")]
     pub max_message_bytes: Option<usize>,
 
-    /// Seconds a claimed job stays this server's without renewal; after a crash another server
-    /// (or this one restarted) takes the job over once it runs out [default: 30].
+    /// Seconds a claimed job, or a pool of workers, stays this server's without renewal; after
+    /// a crash another server (or this one restarted) takes it over once it runs out
+    /// [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub lease_s: Option<f64>,
 
@@ -258,6 +267,9 @@ pub struct ServerArgs {
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// Where workers reach this server (`--advertise-addr`); `None`: derived from the bound
+    /// listener (`server::advertised`).
+    pub advertise_addr: Option<String>,
     /// Where to serve metrics; `None`: not at all.
     pub metrics_addr: Option<SocketAddr>,
     pub db: String,
@@ -355,6 +367,14 @@ impl ServerConfig {
                     .into(),
             ));
         }
+        let advertise_addr = args.advertise_addr.clone().or(f.advertise_addr);
+        if let Some(a) = &advertise_addr
+            && (a.trim().is_empty() || a.chars().any(char::is_whitespace))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "advertise address {a:?}: give HOST:PORT"
+            )));
+        }
         let lease_s = args.lease_s.or(f.lease_s).unwrap_or(30.0);
         if !(lease_s.is_finite() && (0.3..=86_400.0).contains(&lease_s)) {
             return Err(ConfigError::Invalid(format!(
@@ -383,6 +403,7 @@ impl ServerConfig {
                 .listen
                 .or(f.listen)
                 .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid address")),
+            advertise_addr,
             metrics_addr: args.metrics_addr.or(f.metrics_addr),
             db: args
                 .db

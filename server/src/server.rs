@@ -9,7 +9,7 @@ use crate::api::Api;
 use crate::auth::{Auth, AuthLayer};
 use crate::cache::BestCache;
 use crate::config::ServerConfig;
-use crate::fleet::{Fleet, FleetBackend, FleetConfig, WorkersService};
+use crate::fleet::{Fleet, FleetBackend, FleetConfig, OwnerStore, PoolOwners, WorkersService};
 use crate::jobs::store::{JobState, JobStore};
 use crate::jobs::{JobContext, MeasureBackend, run_loop};
 use crate::metrics::grpc::GrpcMetricsLayer;
@@ -67,6 +67,8 @@ pub struct RunningServer {
     /// The worker fleet, when this server has one (`start`), and its lease reaper.
     pub fleet: Option<Arc<Fleet>>,
     reaper: Option<JoinHandle<()>>,
+    /// The fleet's pool ownership among replicas, and its renewals.
+    owners: Option<(Arc<PoolOwners>, JoinHandle<()>)>,
     metrics: Option<JoinHandle<()>>,
 }
 
@@ -79,7 +81,8 @@ impl RunningServer {
     ///    of it stored; the job's next claim proposes it again) and late reports are ignored;
     /// 3. the job loop stops at a batch boundary: a local batch in hand is measured and stored
     ///    with its job records, then the job's lease is released (the job stays running and is
-    ///    claimable at once by another server or this one restarted);
+    ///    claimable at once by another server or this one restarted); the worker pools are let
+    ///    go, for another replica to take as their workers come to it;
     /// 4. gRPC and metrics stop, the database pool is closed (SQLite checkpoints its log).
     pub async fn shutdown(self) -> Result<(), ServeError> {
         self.ctx.shut_down();
@@ -96,6 +99,10 @@ impl RunningServer {
         tracing::info!("job loop stopped; leases handed back");
         if let Some(r) = &self.reaper {
             r.abort();
+        }
+        if let Some((owners, renewals)) = &self.owners {
+            renewals.abort();
+            owners.release_all().await;
         }
         let _ = self.shutdown.send(true);
         let served = self.serve.await;
@@ -202,10 +209,32 @@ async fn start_inner(
         tune_transferred: cfg.tune_transferred,
         queued_transfers: Arc::default(),
     };
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: cfg.listen,
+        source,
+    })?;
+    // Replicas on one database share the fleet by pools, each owned by one of them.
+    let owners = fleet.as_ref().map(|f| {
+        f.share_pools();
+        Arc::new(PoolOwners::new(
+            OwnerStore::new(ctx.jobs.records().clone()),
+            Arc::clone(f),
+            cfg.instance.clone(),
+            advertised(cfg, addr),
+            Duration::from_millis(ctx.lease_ms),
+        ))
+    });
     let workers = fleet.as_ref().map(|f| {
         WorkersServer::new(WorkersService {
             fleet: Arc::clone(f),
             store: ctx.jobs.records().clone(),
+            owners: owners.clone(),
         })
         .max_decoding_message_size(max_of(cfg))
         .max_encoding_message_size(max_of(cfg))
@@ -281,16 +310,6 @@ async fn start_inner(
         )
         .add_optional_service(workers);
 
-    let listener = TcpListener::bind(cfg.listen)
-        .await
-        .map_err(|source| ServeError::Bind {
-            addr: cfg.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
-        addr: cfg.listen,
-        source,
-    })?;
     // Bound before anything runs: a taken metrics port fails the start, not a later scrape.
     let metrics_listener = match cfg.metrics_addr {
         Some(a) => Some(
@@ -341,6 +360,10 @@ async fn start_inner(
             }
         })
     });
+    let owners = owners.map(|o| {
+        let renewals = tokio::spawn(Arc::clone(&o).renew_loop());
+        (o, renewals)
+    });
     tracing::info!(%addr, metrics = %metrics_addr.map_or("off".into(), |a| a.to_string()), instance = %cfg.instance,
         target_key = %ctx.backend.target().key(), "serving");
     Ok(RunningServer {
@@ -353,8 +376,40 @@ async fn start_inner(
         jobs,
         fleet,
         reaper,
+        owners,
         metrics: metrics_task,
     })
+}
+
+/// Where workers reach this server: `--advertise-addr` (with the listener's port when it
+/// names none: a pod's IP from the downward API), else the bound address, or for a wildcard one
+/// this host's name and the port (what other hosts can resolve).
+fn advertised(cfg: &ServerConfig, addr: SocketAddr) -> String {
+    if let Some(a) = &cfg.advertise_addr {
+        if let Ok(ip) = a.parse::<std::net::IpAddr>() {
+            return SocketAddr::new(ip, addr.port()).to_string();
+        }
+        let has_port = a
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        return if has_port {
+            a.clone()
+        } else {
+            format!("{a}:{}", addr.port())
+        };
+    }
+    if !addr.ip().is_unspecified() {
+        return addr.to_string();
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let host = if host.is_empty() {
+        "localhost".into()
+    } else {
+        host
+    };
+    format!("{host}:{}", addr.port())
 }
 
 fn max_of(cfg: &ServerConfig) -> usize {

@@ -14,7 +14,8 @@
 //! `service.rs` (the API and the command line's clients), `tune_cli.rs` (`tunehub tune` and
 //! `best`), `fleet.rs` (workers: kill -9, quarantine, restart, aarch64 under qemu),
 //! `operations.rs` (metrics, JSON logs, SIGTERM), `roles.rs` (tokens with roles),
-//! `postgres.rs` (the same on PostgreSQL, two servers on one database), `pg_restart.rs` (jobs
+//! `postgres.rs` (the same on PostgreSQL, two servers on one database), `replicas.rs` (two
+//! replicas sharing the fleet: pools owned, workers redirected, kill -9), `pg_restart.rs` (jobs
 //! across a restart of a cluster of its own), `multi_target.rs` (one submission, a job per
 //! target), `deploy.rs` (deploy/ against the binaries and CI), `ansor.rs` (records to and
 //! from TVM auto_scheduler logs), `ranges.rs` (shape ranges: tuned, answered,

@@ -279,6 +279,16 @@ fn k8s_server_is_probed_on_the_grpc_health_port_and_reads_its_secrets() {
     assert!(at(c, "readinessProbe.grpc.service").is_null());
     assert_eq!(s(c, "livenessProbe.grpc.service"), "tunehub.v1.Query");
     assert!(at(pod, "terminationGracePeriodSeconds").as_u64().unwrap() >= 60);
+    // Replicas share the fleet: each advertises its pod's own address to the workers it
+    // redirects (the Service's would send them anywhere).
+    assert!(at(dep, "spec.replicas").as_u64().unwrap() >= 2);
+    let advertise = at(c, "env")
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|e| s(e, "name") == "TUNEHUB_ADVERTISE_ADDR")
+        .expect("TUNEHUB_ADVERTISE_ADDR");
+    assert_eq!(s(advertise, "valueFrom.fieldRef.fieldPath"), "status.podIP");
     assert_eq!(
         at(dep, "spec.selector.matchLabels"),
         at(dep, "spec.template.metadata.labels")

@@ -5,19 +5,22 @@
 //! its timing harness using the device's toolchain (several builds at once), runs them one at a
 //! time under the run prefix, checks them against the reference, and reports. Heartbeats keep
 //! its lease alive; a lost connection or a restarted server means reconnecting with backoff
-//! and registering again as the same device; a refused token (UNAUTHENTICATED) is final: one
+//! and registering again as the same device, trying the servers of `--server` in turn; a
+//! server replica that does not own the device's pool sends it to the one that does; a refused token (UNAUTHENTICATED) is final: one
 //! line on stderr ("error: ...") and exit status 1. SIGTERM or Ctrl-C: the piece in hand is finished and
 //! reported, then the worker exits.
 //!
 //! # Layout
 //!
 //! Small on purpose (engine + proto + tonic, no database, no cost model): `task_state` (what is
-//! kept per task across its pieces), and this file, in order:
+//! kept per task across its pieces), `servers` (the addresses it registers with), and this
+//! file, in order:
 //!
 //! - `Args`, `target_of`: flags, and the device description they override.
 //! - `connect`, `Bearer`: the gRPC channel (TLS for `https://`) with the token on every call.
-//! - `register`, `Refused`, `register_with_backoff`: a `Session` (worker id, heartbeat
-//!   period); a refused token is the one final error (no retry mends it).
+//! - `register`, `Refused`, `register_with_backoff`: a `Session` (server, worker id, heartbeat
+//!   period), following a redirect to the replica owning the pool; a refused token is the one
+//!   final error (no retry mends it).
 //! - `measure_piece`: a piece's candidates built and run with the engine's `LocalBuilder` and
 //!   `LocalRunner`, checked against the reference computed from the piece's DAG; the task's
 //!   state (`new_state`) kept for its next pieces.
@@ -46,13 +49,15 @@ use tunehub_engine::task::{Task, WorkloadOptions};
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_client::WorkersClient;
 
+mod servers;
 mod task_state;
 use task_state::{TaskKey, TaskStates};
 
 #[derive(Debug, Parser)]
 #[command(name = "tunehub-worker", version, about)]
 struct Args {
-    /// The server's URL (https needs --ca-cert).
+    /// The server's URL (https needs --ca-cert); or several, comma separated (server replicas
+    /// on one database), tried in turn.
     #[arg(long, env = "TUNEHUB_SERVER", default_value = "http://127.0.0.1:50051")]
     server: String,
     /// API token.
@@ -145,9 +150,9 @@ impl tonic::service::Interceptor for Bearer {
     }
 }
 
-async fn connect(a: &Args) -> Result<Client> {
-    let mut ep = Endpoint::from_shared(a.server.clone()).context("bad --server URL")?;
-    if a.server.starts_with("https://") {
+async fn connect(a: &Args, server: &str) -> Result<Client> {
+    let mut ep = Endpoint::from_shared(server.to_string()).context("bad server URL")?;
+    if server.starts_with("https://") {
         let mut tls = ClientTlsConfig::new();
         if let Some(ca) = &a.ca_cert {
             tls = tls.ca_certificate(Certificate::from_pem(std::fs::read(ca)?));
@@ -175,15 +180,25 @@ async fn connect(a: &Args) -> Result<Client> {
     )
 }
 
-/// A registered session with the server.
+/// A registered session with a server.
 struct Session {
+    /// The server's URL: a report is retried there.
+    server: String,
     client: Client,
     id: String,
     heartbeat: Duration,
 }
 
-async fn register(a: &Args, target: &Target, device_id: &str) -> Result<Session> {
-    let mut client = connect(a).await?;
+/// What a registration gave.
+enum Registered {
+    /// Boxed: a session is large, a redirect a string.
+    Session(Box<Session>),
+    /// Another server replica owns the pool: its URL.
+    Redirect(String),
+}
+
+async fn register(a: &Args, server: &str, target: &Target, device_id: &str) -> Result<Registered> {
+    let mut client = connect(a, server).await?;
     let r = client
         .register(pb::RegisterWorkerRequest {
             device_id: device_id.to_string(),
@@ -191,12 +206,40 @@ async fn register(a: &Args, target: &Target, device_id: &str) -> Result<Session>
         })
         .await?
         .into_inner();
-    tracing::info!(worker_id = %r.worker_id, target_key = %r.target_key, "registered");
-    Ok(Session {
+    if !r.redirect.is_empty() {
+        let to = servers::redirect_url(server, &r.redirect);
+        tracing::info!(%server, %to, target_key = %r.target_key,
+            "sent to the server replica that owns this device's pool");
+        return Ok(Registered::Redirect(to));
+    }
+    tracing::info!(%server, worker_id = %r.worker_id, target_key = %r.target_key, "registered");
+    Ok(Registered::Session(Box::new(Session {
+        server: server.to_string(),
         client,
         id: r.worker_id,
         heartbeat: Duration::from_millis(u64::from(r.heartbeat_ms.max(100))),
-    })
+    })))
+}
+
+/// Registers at `server`, following one redirect; `Ok(None)`: sent on again (the pool's owner
+/// changing hands: the caller goes on with its list).
+async fn register_following(
+    a: &Args,
+    server: &str,
+    target: &Target,
+    device_id: &str,
+) -> Result<Option<Session>> {
+    let to = match register(a, server, target, device_id).await? {
+        Registered::Session(s) => return Ok(Some(*s)),
+        Registered::Redirect(to) => to,
+    };
+    match register(a, &to, target, device_id).await? {
+        Registered::Session(s) => Ok(Some(*s)),
+        Registered::Redirect(again) => {
+            tracing::warn!(%to, %again, "the pool's owner sent this device on again");
+            Ok(None)
+        }
+    }
 }
 
 /// The server refused this worker's token: final, as no retry can mend it (a network error or
@@ -234,28 +277,37 @@ fn refused(server: &str, e: &anyhow::Error) -> Option<Refused> {
     refused_status(server, e.downcast_ref::<Status>()?)
 }
 
-/// Registers, retrying with exponential backoff (the server may be down or restarting);
-/// `Ok(None)` when stopped first. A refused token is final.
+/// Registers, trying `first` (where the last server sent this device), then each server of
+/// `--server` in turn, following a redirect to the replica owning the pool; the whole round
+/// retried with exponential backoff (servers may be down or restarting, a pool's lease running
+/// out). `Ok(None)` when stopped first. A refused token is final.
 async fn register_with_backoff(
     a: &Args,
     target: &Target,
     device_id: &str,
     stop: &AtomicBool,
+    mut first: Option<String>,
 ) -> Result<Option<Session>, Refused> {
     let mut wait = Duration::from_millis(100);
     loop {
-        match register(a, target, device_id).await {
-            Ok(s) => return Ok(Some(s)),
-            Err(e) => {
-                if let Some(r) = refused(&a.server, &e) {
-                    return Err(r);
+        let round: Vec<String> = first
+            .take()
+            .into_iter()
+            .chain(servers::list(&a.server))
+            .collect();
+        for server in &round {
+            match register_following(a, server, target, device_id).await {
+                Ok(Some(s)) => return Ok(Some(s)),
+                Ok(None) => {}
+                Err(e) => {
+                    if let Some(r) = refused(server, &e) {
+                        return Err(r);
+                    }
+                    tracing::warn!("cannot register with {server}: {e:#}");
                 }
-                tracing::warn!(
-                    "cannot register with {}: {e:#}; retrying in {wait:?}",
-                    a.server
-                )
             }
         }
+        tracing::warn!("no server took this device; trying again in {wait:?}");
         if stop.load(Ordering::SeqCst) {
             return Ok(None);
         }
@@ -370,6 +422,9 @@ fn to_pb(r: MeasureResult) -> pb::MeasuredCandidate {
 async fn main() -> Result<ExitCode> {
     let args = Args::parse();
     init_tracing(args.log_format);
+    if servers::list(&args.server).is_empty() {
+        bail!("--server names no server");
+    }
     let target = target_of(&args);
     if args.print_target {
         println!("{}", serde_json::to_string_pretty(&target)?);
@@ -409,12 +464,15 @@ async fn main() -> Result<ExitCode> {
     // Kept across sessions too: a reconnect does not make a task's state stale.
     let states = Arc::new(Mutex::new(TaskStates::new(KEPT_TASKS)));
     let ended = async {
+        // Where the last server sent this device (its pool moved to another replica).
+        let mut moved = None;
         while !stop.load(Ordering::SeqCst) {
-            let Some(s) = register_with_backoff(&args, &target, &device_id, &stop).await? else {
+            let Some(s) = register_with_backoff(&args, &target, &device_id, &stop, moved).await?
+            else {
                 break;
             };
-            let span = tracing::info_span!("session", worker_id = %s.id);
-            session(&args, &target, build_jobs, &states, s, &lease, &stop)
+            let span = tracing::info_span!("session", worker_id = %s.id, server = %s.server);
+            moved = session(&args, &target, build_jobs, &states, s, &lease, &stop)
                 .instrument(span)
                 .await?;
         }
@@ -451,7 +509,8 @@ fn init_tracing(format: LogFormat) {
 }
 
 /// Pulls, measures and reports pieces for one registration, until stopped or the connection
-/// is lost (then the caller registers again), or the server refuses the token.
+/// is lost (then the caller registers again), or the server refuses the token. `Some(url)`:
+/// the server said the device's pool moved to the replica at `url`.
 async fn session(
     args: &Args,
     target: &Target,
@@ -460,13 +519,16 @@ async fn session(
     mut s: Session,
     lease: &Arc<Mutex<String>>,
     stop: &AtomicBool,
-) -> Result<(), Refused> {
+) -> Result<Option<String>, Refused> {
+    let moved: Arc<Mutex<Option<String>>> = Arc::default();
     let heartbeat = {
-        let (mut c, id, lease, every) = (
+        let (mut c, id, lease, every, server, to) = (
             s.client.clone(),
             s.id.clone(),
             Arc::clone(lease),
             s.heartbeat,
+            s.server.clone(),
+            Arc::clone(&moved),
         );
         tokio::spawn(
             async move {
@@ -480,6 +542,13 @@ async fn session(
                         })
                         .await
                     {
+                        Ok(r) if !r.get_ref().redirect.is_empty() => {
+                            let url = servers::redirect_url(&server, &r.get_ref().redirect);
+                            tracing::warn!(to = %url, "this device's pool moved to another \
+                                server replica (the piece in hand is forgotten)");
+                            *to.lock().unwrap_or_else(|p| p.into_inner()) = Some(url);
+                            return;
+                        }
                         Ok(r) if r.get_ref().lease_lost => {
                             tracing::warn!("the server took the piece in hand back (lease lost)")
                         }
@@ -503,7 +572,7 @@ async fn session(
         let piece = match pulled {
             Ok(r) => r.into_inner().piece,
             Err(e) => {
-                if let Some(r) = refused_status(&args.server, &e) {
+                if let Some(r) = refused_status(&s.server, &e) {
                     return Err(r);
                 }
                 if e.code() == Code::NotFound {
@@ -512,7 +581,7 @@ async fn session(
                     tracing::warn!("pull: {e}; reconnecting");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                return Ok(());
+                return Ok(moved.lock().unwrap_or_else(|p| p.into_inner()).take());
             }
         };
         let Some(piece) = piece else { continue };
@@ -522,10 +591,10 @@ async fn session(
             .instrument(span)
             .await?;
         if !sent {
-            return Ok(());
+            return Ok(moved.lock().unwrap_or_else(|p| p.into_inner()).take());
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Measures one piece (off the async threads) and reports it; false when the report could not
@@ -593,13 +662,13 @@ async fn measure_and_report(
                 break;
             }
             Err(e) => {
-                if let Some(r) = refused_status(&args.server, &e) {
+                if let Some(r) = refused_status(&s.server, &e) {
                     lease.lock().unwrap_or_else(|p| p.into_inner()).clear();
                     return Err(r);
                 }
                 tracing::warn!("report: {e}; retrying");
                 tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-                if let Ok(c) = connect(args).await {
+                if let Ok(c) = connect(args, &s.server).await {
                     s.client = c;
                 }
             }

@@ -48,6 +48,10 @@ impl MeasureBackend for FleetBackend {
         true
     }
 
+    fn serves(&self, key: &str) -> bool {
+        key == self.local.target().key() || self.fleet.owns(key)
+    }
+
     fn waiting(&self, key: &str) -> Option<String> {
         if key == self.local.target().key() {
             return None;
@@ -108,10 +112,11 @@ impl MeasureBatch for FleetMeasurer {
 
     /// Blocks until every piece is measured: a piece whose worker dies is leased again to
     /// another, so the batch waits for devices rather than failing. Returns nothing when the
-    /// server stops or the job is cancelled or lost (the driver then stores nothing of it).
+    /// server stops, the job is cancelled or lost, or another replica owns the pool now (the
+    /// driver then stores nothing of it).
     fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
         self.devices.clear();
-        if schedules.is_empty() {
+        if schedules.is_empty() || !self.fleet.owns(&self.key) {
             return vec![];
         }
         let payload = Arc::new(Payload {
@@ -147,7 +152,10 @@ impl MeasureBatch for FleetMeasurer {
                 self.devices = devices.into_iter().map(Some).collect();
                 return results;
             }
-            if self.fleet.shutting_down() || self.abort.as_ref().is_some_and(|a| a()) {
+            if self.fleet.shutting_down()
+                || self.abort.as_ref().is_some_and(|a| a())
+                || !self.fleet.owns(&self.key)
+            {
                 self.fleet.abandon(&batch);
                 return vec![];
             }

@@ -6,6 +6,11 @@
 //! and what must survive a server restart already does elsewhere: a job's progress is its
 //! rows in the database, and a batch cut short by a restart is proposed again by the resumed
 //! job (whose search skips what was stored). Workers re-register after a restart.
+//!
+//! Server replicas sharing a database share the fleet by pools (`owners`): a pool's workers and
+//! pieces are in the memory of the one replica that owns the pool, which alone claims its jobs.
+//! Once `share_pools` is called, this fleet serves a pool only while it holds it (`hold_pool`);
+//! a pool another replica took (`drop_pool`) is forgotten here and its workers are sent on.
 
 use super::fair::{FairShare, Waiting};
 use crate::jobs::result_check::check_speed;
@@ -222,6 +227,19 @@ struct State {
     fair: FairShare,
     leases: HashMap<String, Lease>,
     next_lease: u64,
+    /// Pools this replica owns, with when its hold surely ends (`owners`).
+    held: HashMap<String, Instant>,
+    /// Pools another replica took, with the address their workers are sent to.
+    moved: HashMap<String, String>,
+}
+
+/// What a heartbeat learns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beat {
+    /// The lease named (if any) is still the worker's.
+    pub lease_held: bool,
+    /// The worker's pool is owned by the replica at this address now: register there.
+    pub moved_to: Option<String>,
 }
 
 /// A worker as `Workers.List` shows it.
@@ -242,6 +260,8 @@ pub struct Fleet {
     pub cfg: FleetConfig,
     state: Mutex<State>,
     shutdown: AtomicBool,
+    /// Pools are owned under database leases (several replicas): serve only those held.
+    shared: AtomicBool,
     /// Notified whenever a piece enters the queue: wakes the long-polled pulls waiting for one.
     queued: tokio::sync::Notify,
     /// Leases taken back by the reaper, per target (the server's metrics).
@@ -280,6 +300,7 @@ impl Fleet {
             cfg,
             state: Mutex::new(State::default()),
             shutdown: AtomicBool::new(false),
+            shared: AtomicBool::new(false),
             queued: tokio::sync::Notify::new(),
             lease_expiries: Family::default(),
         }
@@ -302,6 +323,70 @@ impl Fleet {
 
     fn online(&self, w: &Worker, now: Instant) -> bool {
         now.duration_since(w.last_seen) <= self.cfg.grace
+    }
+
+    /// From now on a pool is served only while held (`hold_pool`): pools are owned by server
+    /// replicas under database leases (`owners`). Without it every pool is this server's.
+    pub fn share_pools(&self) {
+        self.shared.store(true, Ordering::SeqCst);
+    }
+
+    fn owns_in(&self, st: &State, key: &str, now: Instant) -> bool {
+        !self.shared.load(Ordering::SeqCst) || st.held.get(key).is_some_and(|&until| now < until)
+    }
+
+    /// Whether this server serves pool `key` now: it runs the pool's jobs only while it does.
+    pub fn owns(&self, key: &str) -> bool {
+        self.owns_in(&lock(&self.state), key, Instant::now())
+    }
+
+    /// Pool `key` is this replica's until `until` (taken or renewed).
+    pub fn hold_pool(&self, key: &str, until: Instant) {
+        let mut st = lock(&self.state);
+        st.held.insert(key.to_string(), until);
+        st.moved.remove(key);
+    }
+
+    /// Another replica owns pool `key` (at `address`): its queued pieces and leases are
+    /// forgotten here (the jobs waiting on them stop at their batch boundary, and the owner
+    /// claims them), and its workers are sent there at their next heartbeat or pull. Says
+    /// whether this replica served the pool until now.
+    pub fn drop_pool(&self, key: &str, address: &str) -> bool {
+        let mut guard = lock(&self.state);
+        let st = &mut *guard;
+        let was = st.held.remove(key).is_some() || st.workers.values().any(|w| w.key == key);
+        st.moved.insert(key.to_string(), address.to_string());
+        st.queue.retain(|p| p.key != key);
+        st.leases.retain(|_, l| l.piece.key != key);
+        for w in st.workers.values_mut().filter(|w| w.key == key) {
+            w.lease = None;
+        }
+        // Waiting pulls look again, and learn that their pool moved.
+        self.queued.notify_waiters();
+        was
+    }
+
+    /// Pools with a worker online here: those whose ownership is renewed.
+    pub fn active_pools(&self) -> Vec<String> {
+        let st = lock(&self.state);
+        let now = Instant::now();
+        let mut keys: Vec<String> = st
+            .workers
+            .values()
+            .filter(|w| self.online(w, now))
+            .map(|w| w.key.clone())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The owner's address when worker `id`'s pool moved to another replica; the worker is
+    /// forgotten here then.
+    fn moved(st: &mut State, id: &str) -> Option<String> {
+        let to = st.moved.get(&st.workers.get(id)?.key)?.clone();
+        st.workers.remove(id);
+        Some(to)
     }
 
     /// Registers (or re-registers) a device; gives its worker id and target key.
@@ -372,17 +457,27 @@ impl Fleet {
         (id, key)
     }
 
-    /// Notes a sign of life; says whether `lease_id` (when given) is still this worker's.
-    pub fn heartbeat(&self, id: &str, lease_id: &str) -> Result<bool, FleetError> {
+    /// Notes a sign of life; says whether `lease_id` (when given) is still this worker's, and
+    /// where to go when its pool moved to another replica.
+    pub fn heartbeat(&self, id: &str, lease_id: &str) -> Result<Beat, FleetError> {
         let mut guard = lock(&self.state);
         let st = &mut *guard;
+        if let Some(to) = Self::moved(st, id) {
+            return Ok(Beat {
+                lease_held: false,
+                moved_to: Some(to),
+            });
+        }
         let w = st
             .workers
             .get_mut(id)
             .ok_or_else(|| FleetError::UnknownWorker(id.to_string()))?;
         w.last_seen = Instant::now();
         w.last_seen_ms = now_ms();
-        Ok(lease_id.is_empty() || w.lease.as_deref() == Some(lease_id))
+        Ok(Beat {
+            lease_held: lease_id.is_empty() || w.lease.as_deref() == Some(lease_id),
+            moved_to: None,
+        })
     }
 
     /// The next piece for this worker, if any: of the jobs with a queued piece of its target
@@ -392,6 +487,10 @@ impl Fleet {
         let mut guard = lock(&self.state);
         let st = &mut *guard;
         let now = Instant::now();
+        // A worker of a pool that moved registers again, and is sent to the pool's owner.
+        if Self::moved(st, id).is_some() {
+            return Err(FleetError::UnknownWorker(id.to_string()));
+        }
         let w = st
             .workers
             .get_mut(id)
@@ -709,8 +808,8 @@ impl Fleet {
             .count()
     }
 
-    /// Target keys with at least one ready worker, or one due for a probation piece: the jobs
-    /// the server claims.
+    /// Target keys with at least one ready worker, or one due for a probation piece, of pools
+    /// this replica owns: the jobs the server claims.
     pub fn ready_keys(&self) -> Vec<String> {
         let st = lock(&self.state);
         let now = Instant::now();
@@ -718,7 +817,9 @@ impl Fleet {
             .workers
             .values()
             .filter(|w| {
-                w.quarantine.as_ref().is_none_or(|q| now >= q.probation_at) && self.online(w, now)
+                w.quarantine.as_ref().is_none_or(|q| now >= q.probation_at)
+                    && self.online(w, now)
+                    && self.owns_in(&st, &w.key, now)
             })
             .map(|w| w.key.clone())
             .collect();
@@ -888,6 +989,45 @@ mod tests {
             (0..n).collect(),
             Arc::clone(batch),
         )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shared_pool_is_served_while_held_and_a_dropped_ones_workers_are_sent_on() {
+        let (f, key, t) = fleet();
+        f.share_pools();
+        let (a, _) = f.register("dev-a", t.clone(), "{}".into());
+        // Not held: no job of it is claimed here.
+        assert!(!f.owns(&key) && f.ready_keys().is_empty());
+        f.hold_pool(&key, Instant::now() + Duration::from_secs(1));
+        assert!(f.owns(&key));
+        assert_eq!(f.ready_keys(), std::slice::from_ref(&key));
+        // A hold not renewed runs out.
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        f.heartbeat(&a, "").unwrap();
+        assert!(!f.owns(&key) && f.ready_keys().is_empty());
+        f.hold_pool(&key, Instant::now() + Duration::from_secs(1));
+        let batch = BatchSlot::new(2);
+        f.enqueue(vec![piece(&key, 1, &batch), piece(&key, 1, &batch)]);
+        let la = f.pull(&a).unwrap().expect("a gets a piece");
+        // Another replica took the pool: pieces and leases forgotten, the worker sent on.
+        assert!(f.drop_pool(&key, "b:1"));
+        assert!(!f.owns(&key));
+        assert_eq!(f.list().1.get(&key), None, "nothing queued");
+        let beat = f.heartbeat(&a, &la.lease_id).unwrap();
+        assert_eq!(
+            beat,
+            Beat {
+                lease_held: false,
+                moved_to: Some("b:1".into())
+            }
+        );
+        assert!(f.list().0.is_empty(), "the worker is forgotten here");
+        assert!(matches!(f.pull(&a), Err(FleetError::UnknownWorker(_))));
+        // Taken back, the pool is served again.
+        f.hold_pool(&key, Instant::now() + Duration::from_secs(1));
+        let (a, _) = f.register("dev-a", t, "{}".into());
+        assert_eq!(f.heartbeat(&a, "").unwrap().moved_to, None);
+        assert_eq!(f.ready_keys(), [key]);
     }
 
     #[tokio::test(start_paused = true)]

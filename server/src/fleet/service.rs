@@ -1,6 +1,9 @@
 //! The `Workers` gRPC service (`proto/tunehub/v1/tunehub.proto`): registration, heartbeats,
-//! long-polled pulls of leased pieces, and reports (checked at the door, `report`).
+//! long-polled pulls of leased pieces, and reports (checked at the door, `report`). With
+//! several server replicas, a worker registering for a pool another replica owns is sent there
+//! (`owners`), and so is one whose pool this replica lost.
 
+use super::owners::{Claim, PoolOwners};
 use super::registry::{Fleet, FleetError};
 use super::report::check_report;
 use crate::api::import_check::check_target;
@@ -26,6 +29,8 @@ const MAX_PULL_WAIT: Duration = Duration::from_secs(10);
 pub struct WorkersService {
     pub fleet: Arc<Fleet>,
     pub store: SqlStore,
+    /// Pool ownership among replicas; `None`: every pool is this server's.
+    pub owners: Option<Arc<PoolOwners>>,
 }
 
 fn status(e: FleetError) -> Status {
@@ -51,6 +56,22 @@ impl Workers for WorkersService {
             .map_err(|e| Status::invalid_argument(format!("target_json: {e}")))?;
         check_target(&target).map_err(|e| Status::invalid_argument(format!("target_json: {e}")))?;
         let key = target.key();
+        let heartbeat_ms = self.fleet.cfg.heartbeat.as_millis() as u32;
+        if let Some(owners) = &self.owners {
+            let claim = owners.take(&key).await.map_err(|e| {
+                Status::unavailable(format!("cannot take the pool of target {key}: {e}"))
+            })?;
+            if let Claim::Elsewhere { owner, address } = claim {
+                tracing::info!(device_id = %req.device_id, target_key = %key, %owner, %address,
+                    "worker sent to the replica that owns its pool");
+                return Ok(Response::new(pb::RegisterWorkerResponse {
+                    worker_id: String::new(),
+                    target_key: key,
+                    heartbeat_ms,
+                    redirect: address,
+                }));
+            }
+        }
         // Stored so that jobs can name the key (and wait for it) while no worker is online.
         let json = serde_json::to_string(&target).expect("a target serializes");
         self.store.put_target(&key, &json).await.map_err(internal)?;
@@ -58,7 +79,8 @@ impl Workers for WorkersService {
         Ok(Response::new(pb::RegisterWorkerResponse {
             worker_id,
             target_key,
-            heartbeat_ms: self.fleet.cfg.heartbeat.as_millis() as u32,
+            heartbeat_ms,
+            redirect: String::new(),
         }))
     }
 
@@ -67,11 +89,14 @@ impl Workers for WorkersService {
         req: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
         let req = req.into_inner();
-        let held = self
+        let beat = self
             .fleet
             .heartbeat(&req.worker_id, &req.lease_id)
             .map_err(status)?;
-        Ok(Response::new(pb::HeartbeatResponse { lease_lost: !held }))
+        Ok(Response::new(pb::HeartbeatResponse {
+            lease_lost: !beat.lease_held,
+            redirect: beat.moved_to.unwrap_or_default(),
+        }))
     }
 
     async fn pull(
@@ -139,22 +164,27 @@ impl Workers for WorkersService {
         _req: Request<pb::ListWorkersRequest>,
     ) -> Result<Response<pb::ListWorkersResponse>, Status> {
         let (workers, queued) = self.fleet.list();
+        let mut targets = std::collections::HashMap::new();
         Ok(Response::new(pb::ListWorkersResponse {
             workers: workers
                 .into_iter()
-                .map(|w| pb::WorkerInfo {
-                    id: w.id,
-                    device_id: w.device_id,
-                    target_key: w.target_key,
-                    status: w.status.to_string(),
-                    last_heartbeat_ms: w.last_heartbeat_ms,
-                    measured: w.measured,
-                    errors: w.errors,
-                    quarantine_reason: w.quarantine_reason,
-                    target_json: w.target_json,
+                .map(|w| {
+                    targets.entry(w.target_key.clone()).or_insert(w.target_json);
+                    pb::WorkerInfo {
+                        id: w.id,
+                        device_id: w.device_id,
+                        target_key: w.target_key,
+                        status: w.status.to_string(),
+                        last_heartbeat_ms: w.last_heartbeat_ms,
+                        measured: w.measured,
+                        errors: w.errors,
+                        quarantine_reason: w.quarantine_reason,
+                        target_json: String::new(),
+                    }
                 })
                 .collect(),
             queued: queued.into_iter().collect(),
+            targets,
         }))
     }
 }

@@ -14,7 +14,7 @@
 
 use super::result_check::{check_result, check_speed};
 use super::start_model::{MODEL_KIND, start_model};
-use super::store::{JobRow, JobState, JobStore, Lease};
+use super::store::{Holder, JobRow, JobState, JobStore, Lease};
 use super::{JobContext, JobError};
 use crate::metrics::Metrics;
 use crate::records::{self, NewRecord, Record, RecordStore};
@@ -141,12 +141,14 @@ async fn run_job_in_span(ctx: &JobContext, job: JobRow) -> Result<(), JobError> 
     };
     let end_msg = end.map(|s| (s, msg.as_str()));
     until_back(ctx, &job.id, "releasing the job", || {
-        jobs.release(&job.id, &ctx.instance, end_msg)
+        jobs.release(&job.id, holder(ctx, &job), end_msg)
     })
     .await?;
     match end {
         Some(state) => tracing::info!(state = state.as_str(), "job ended"),
-        None => tracing::info!("job left claimable (server stopping, or its lease lost)"),
+        None => {
+            tracing::info!("job left claimable (server stopping, its lease lost, or its pool gone)")
+        }
     }
     ctx.changed();
     Ok(())
@@ -242,18 +244,23 @@ async fn drive(
     // Heartbeat: renew the lease while batches build and run.
     let lease = Arc::new(AtomicU8::new(HELD));
     let heartbeat = {
-        let (jobs, lease, id, instance, lease_ms) = (
+        let (jobs, lease, id, instance, claim, lease_ms) = (
             jobs.clone(),
             Arc::clone(&lease),
             job.id.clone(),
             ctx.instance.clone(),
+            job.claims,
             ctx.lease_ms,
         );
         tokio::spawn(
             async move {
                 loop {
                     tokio::time::sleep(Duration::from_millis(lease_ms / 3)).await;
-                    match jobs.renew(&id, &instance, lease_ms).await {
+                    let holder = Holder {
+                        instance: &instance,
+                        claim,
+                    };
+                    match jobs.renew(&id, holder, lease_ms).await {
                         Ok(Lease::Held) => {}
                         Ok(Lease::Cancelled) => lease.store(CANCELLED, Ordering::SeqCst),
                         Ok(Lease::Lost) => {
@@ -287,7 +294,7 @@ async fn drive(
     });
     loop {
         match until_back(ctx, &job.id, "renewing the lease", || {
-            jobs.renew(&job.id, &ctx.instance, ctx.lease_ms)
+            jobs.renew(&job.id, holder(ctx, job), ctx.lease_ms)
         })
         .await?
         {
@@ -299,6 +306,13 @@ async fn drive(
             }
         }
         if ctx.shutting_down() {
+            return Ok(None);
+        }
+        if !ctx.backend.serves(&job.target_key) {
+            tracing::info!(
+                "this server no longer owns the job's worker pool (another replica took it, or \
+                 it lapsed with no worker online): the job is left to the pool's owner"
+            );
             return Ok(None);
         }
         let mut p = parts.take().expect("the parts are back after each round");
@@ -345,7 +359,7 @@ async fn drive(
                     ctx.metrics.job_leases_lost.inc();
                     Ok(None)
                 }
-                _ if ctx.shutting_down() => Ok(None),
+                _ if ctx.shutting_down() || !ctx.backend.serves(&job.target_key) => Ok(None),
                 _ => Err(JobError::Invalid(format!(
                     "the measurer returned {} results for {} candidates",
                     round.results.len(),
@@ -355,7 +369,7 @@ async fn drive(
         }
         let cancelled = lease.load(Ordering::SeqCst) == CANCELLED
             || until_back(ctx, &job.id, "renewing the lease", || {
-                jobs.renew(&job.id, &ctx.instance, ctx.lease_ms)
+                jobs.renew(&job.id, holder(ctx, job), ctx.lease_ms)
             })
             .await?
                 == Lease::Cancelled;
@@ -393,7 +407,7 @@ async fn drive(
         }
         // Retrying is safe: a record already stored is a duplicate, its job_records row kept.
         let Some(outcomes) = until_back(ctx, &job.id, "storing the batch", || {
-            jobs.commit_batch(&job.id, &ctx.instance, ctx.lease_ms, row.idx, &new)
+            jobs.commit_batch(&job.id, holder(ctx, job), ctx.lease_ms, row.idx, &new)
         })
         .await?
         else {
@@ -491,5 +505,13 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// This server as the holder of the job's current claim.
+fn holder<'a>(ctx: &'a JobContext, job: &JobRow) -> Holder<'a> {
+    Holder {
+        instance: &ctx.instance,
+        claim: job.claims,
     }
 }

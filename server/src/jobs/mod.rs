@@ -56,6 +56,11 @@ pub trait MeasureBackend: Send + Sync {
     fn ready_keys(&self) -> Vec<String> {
         vec![self.target().key()]
     }
+    /// Whether this server serves target `key` now: a job of it stops at its batch boundary
+    /// (left claimable) once not, e.g. when another server replica took its worker pool.
+    fn serves(&self, _key: &str) -> bool {
+        true
+    }
     /// Whether a job may name a known target with no device online, to wait for one.
     fn waits_for_devices(&self) -> bool {
         false

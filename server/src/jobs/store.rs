@@ -126,6 +126,16 @@ pub struct NewJob {
     pub range: Option<RangeRow>,
 }
 
+/// Who runs a job: a server and which of the job's claims it runs. The claim number fences a
+/// driver off once the job was claimed again, even by the same server (its lease ran out during
+/// a database outage while the driver waited to store): a stale driver's renew, store and
+/// release then touch nothing, so no trial is stored twice and the new claim is not released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder<'a> {
+    pub instance: &'a str,
+    pub claim: u32,
+}
+
 /// Whether a server still holds the job it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lease {
@@ -430,17 +440,18 @@ impl JobStore {
     pub async fn renew(
         &self,
         id: &str,
-        instance: &str,
+        holder: Holder<'_>,
         lease_ms: u64,
     ) -> Result<Lease, StoreError> {
         let now = now_ms();
         let state: Option<String> = sqlx::query_scalar(
-            "UPDATE jobs SET lease_until = $1 WHERE id = $2 AND claimed_by = $3 \
+            "UPDATE jobs SET lease_until = $1 WHERE id = $2 AND claimed_by = $3 AND claims = $4 \
              AND state IN ('running', 'cancelled') AND lease_until IS NOT NULL RETURNING state",
         )
         .bind(now + lease_ms as i64)
         .bind(id)
-        .bind(instance)
+        .bind(holder.instance)
+        .bind(i64::from(holder.claim))
         .fetch_optional(self.db.pool())
         .await?;
         Ok(match state.as_deref() {
@@ -455,7 +466,7 @@ impl JobStore {
     pub async fn release(
         &self,
         id: &str,
-        instance: &str,
+        holder: Holder<'_>,
         end: Option<(JobState, &str)>,
     ) -> Result<(), StoreError> {
         let now = now_ms();
@@ -463,22 +474,26 @@ impl JobStore {
         if let Some((state, error)) = end {
             sqlx::query(
                 "UPDATE jobs SET state = $1, error = $2, updated_at = $3 \
-                 WHERE id = $4 AND claimed_by = $5 AND state = 'running' AND lease_until IS NOT NULL",
+                 WHERE id = $4 AND claimed_by = $5 AND claims = $6 AND state = 'running' \
+                 AND lease_until IS NOT NULL",
             )
             .bind(state.as_str())
             .bind(error)
             .bind(now)
             .bind(id)
-            .bind(instance)
+            .bind(holder.instance)
+            .bind(i64::from(holder.claim))
             .execute(&mut *tx)
             .await?;
         }
         sqlx::query(
-            "UPDATE jobs SET lease_until = NULL, updated_at = $1 WHERE id = $2 AND claimed_by = $3",
+            "UPDATE jobs SET lease_until = NULL, updated_at = $1 WHERE id = $2 AND claimed_by = $3 \
+             AND claims = $4",
         )
         .bind(now)
         .bind(id)
-        .bind(instance)
+        .bind(holder.instance)
+        .bind(i64::from(holder.claim))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -490,7 +505,7 @@ impl JobStore {
     pub async fn commit_batch(
         &self,
         job_id: &str,
-        instance: &str,
+        holder: Holder<'_>,
         lease_ms: u64,
         task_idx: u32,
         records: &[NewRecord],
@@ -500,12 +515,13 @@ impl JobStore {
         // First statement a write: on SQLite it takes the write lock before any read.
         let held = sqlx::query(
             "UPDATE jobs SET lease_until = $1, updated_at = $2 WHERE id = $3 AND claimed_by = $4 \
-             AND state IN ('running', 'cancelled') AND lease_until IS NOT NULL",
+             AND claims = $5 AND state IN ('running', 'cancelled') AND lease_until IS NOT NULL",
         )
         .bind(now + lease_ms as i64)
         .bind(now)
         .bind(job_id)
-        .bind(instance)
+        .bind(holder.instance)
+        .bind(i64::from(holder.claim))
         .execute(&mut *tx)
         .await?
         .rows_affected();
@@ -532,6 +548,13 @@ impl JobStore {
         }
         counts.write(&mut tx).await?;
         tx.commit().await?;
+        self.db.bests_stored(
+            records
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, o)| **o == CommitOutcome::Inserted { is_new_best: true })
+                .map(|(r, _)| r.target_key.as_str()),
+        );
         Ok(Some(outcomes))
     }
 
@@ -713,6 +736,81 @@ mod tests {
             [(ids[3].clone(), 3)]
         );
         assert_eq!(jobs.running_jobs("u", "").await.unwrap(), [], "queued only");
+    }
+
+    /// A server whose lease ran out (a database outage) and that claimed its own job again
+    /// runs two drivers of it for a while: the older claim's renew, store and release must
+    /// touch nothing, or trials are stored twice and the new claim released.
+    #[tokio::test]
+    async fn a_stale_claim_of_the_same_server_is_fenced_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = SqlStore::open(dir.path().join("f.db").to_str().unwrap())
+            .await
+            .unwrap();
+        db.put_target("t", "{}").await.unwrap();
+        let jobs = JobStore::new(db);
+        let ids = jobs
+            .create_all(&[NewJob {
+                name: "j".into(),
+                target_key: "t".into(),
+                seed: 1,
+                batch_size: 2,
+                scheduler: "gradient".into(),
+                measure: MeasureOptions::default(),
+                owner: "o".into(),
+                priority: 0,
+                group: String::new(),
+                range: None,
+                tasks: vec![],
+            }])
+            .await
+            .unwrap();
+        let id = ids[0].as_str();
+        let first = jobs.claim_next("s", "t", 60_000, None).await.unwrap();
+        let first = first.expect("the queued job is claimed").claims;
+        // The lease runs out.
+        sqlx::query("UPDATE jobs SET lease_until = 0")
+            .execute(jobs.db.pool())
+            .await
+            .unwrap();
+        let second = jobs.claim_next("s", "t", 60_000, None).await.unwrap();
+        let second = second.expect("a lapsed job is claimed again").claims;
+        assert_eq!(second, first + 1);
+        let stale = Holder {
+            instance: "s",
+            claim: first,
+        };
+        let current = Holder {
+            instance: "s",
+            claim: second,
+        };
+        assert_eq!(jobs.renew(id, stale, 60_000).await.unwrap(), Lease::Lost);
+        assert_eq!(
+            jobs.commit_batch(id, stale, 60_000, 0, &[]).await.unwrap(),
+            None,
+            "a stale driver stores nothing"
+        );
+        jobs.release(id, stale, Some((JobState::Done, "")))
+            .await
+            .unwrap();
+        let j = jobs.get(id).await.unwrap().unwrap();
+        assert_eq!(
+            j.state,
+            JobState::Running,
+            "the stale release ended nothing"
+        );
+        assert!(j.lease_until.is_some(), "nor released the current claim");
+        assert_eq!(jobs.renew(id, current, 60_000).await.unwrap(), Lease::Held);
+        assert!(
+            jobs.commit_batch(id, current, 60_000, 0, &[])
+                .await
+                .unwrap()
+                .is_some()
+        );
+        jobs.release(id, current, Some((JobState::Done, "")))
+            .await
+            .unwrap();
+        assert_eq!(jobs.get(id).await.unwrap().unwrap().state, JobState::Done);
     }
 
     #[tokio::test]

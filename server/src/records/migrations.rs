@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 10] = [
+const FILES: [(i64, &str, &str); 11] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -52,6 +52,11 @@ const FILES: [(i64, &str, &str); 10] = [
         10,
         "shape ranges",
         include_str!("../../../migrations/0010_shape_ranges.sql"),
+    ),
+    (
+        11,
+        "pool owners",
+        include_str!("../../../migrations/0011_pool_owners.sql"),
     ),
 ];
 

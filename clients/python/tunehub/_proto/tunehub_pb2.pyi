@@ -643,14 +643,16 @@ class RegisterWorkerRequest(_message.Message):
     def __init__(self, device_id: _Optional[str] = ..., target_json: _Optional[str] = ...) -> None: ...
 
 class RegisterWorkerResponse(_message.Message):
-    __slots__ = ("worker_id", "target_key", "heartbeat_ms")
+    __slots__ = ("worker_id", "target_key", "heartbeat_ms", "redirect")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TARGET_KEY_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_MS_FIELD_NUMBER: _ClassVar[int]
+    REDIRECT_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     target_key: str
     heartbeat_ms: int
-    def __init__(self, worker_id: _Optional[str] = ..., target_key: _Optional[str] = ..., heartbeat_ms: _Optional[int] = ...) -> None: ...
+    redirect: str
+    def __init__(self, worker_id: _Optional[str] = ..., target_key: _Optional[str] = ..., heartbeat_ms: _Optional[int] = ..., redirect: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("worker_id", "lease_id")
@@ -661,10 +663,12 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("lease_lost",)
+    __slots__ = ("lease_lost", "redirect")
     LEASE_LOST_FIELD_NUMBER: _ClassVar[int]
+    REDIRECT_FIELD_NUMBER: _ClassVar[int]
     lease_lost: bool
-    def __init__(self, lease_lost: _Optional[bool] = ...) -> None: ...
+    redirect: str
+    def __init__(self, lease_lost: _Optional[bool] = ..., redirect: _Optional[str] = ...) -> None: ...
 
 class PullRequest(_message.Message):
     __slots__ = ("worker_id", "wait_ms")
@@ -761,7 +765,7 @@ class WorkerInfo(_message.Message):
     def __init__(self, id: _Optional[str] = ..., device_id: _Optional[str] = ..., target_key: _Optional[str] = ..., status: _Optional[str] = ..., last_heartbeat_ms: _Optional[int] = ..., measured: _Optional[int] = ..., errors: _Optional[int] = ..., quarantine_reason: _Optional[str] = ..., target_json: _Optional[str] = ...) -> None: ...
 
 class ListWorkersResponse(_message.Message):
-    __slots__ = ("workers", "queued")
+    __slots__ = ("workers", "queued", "targets")
     class QueuedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -769,8 +773,17 @@ class ListWorkersResponse(_message.Message):
         key: str
         value: int
         def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class TargetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
     workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
     queued: _containers.ScalarMap[str, int]
-    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., queued: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    targets: _containers.ScalarMap[str, str]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ..., queued: _Optional[_Mapping[str, int]] = ..., targets: _Optional[_Mapping[str, str]] = ...) -> None: ...
