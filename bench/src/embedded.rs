@@ -3,6 +3,7 @@
 //! benchmark runs each job itself with `jobs::run_one`).
 
 use anyhow::{Context, Result};
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 use tokio_stream::StreamExt;
@@ -26,6 +27,7 @@ pub async fn start(
         std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), 0)
     );
     let cfg = ServerConfig {
+        advertise_addr: None,
         listen: "127.0.0.1:0".parse()?,
         metrics_addr: None,
         db: db.to_string_lossy().into_owned(),
@@ -56,12 +58,13 @@ pub async fn start(
 }
 
 /// Submits `req` and runs the job on the embedded server to its end; `on_event` sees each of
-/// its events before the end. The job as it ended.
+/// its events before the end, and may stop the job early (`Break`: the job is cancelled after
+/// its current batch, as `tunehub cancel` does). The job as it ended.
 pub async fn run_job(
     running: &RunningServer,
     c: &mut Clients,
     req: pb::SubmitRequest,
-    mut on_event: impl FnMut(pb::job_event::Event),
+    mut on_event: impl FnMut(pb::job_event::Event) -> ControlFlow<()>,
 ) -> Result<pb::Job> {
     let job = c
         .jobs
@@ -77,13 +80,22 @@ pub async fn run_job(
         .await?
         .into_inner();
     let mut end = None;
+    let mut cancelled = false;
     while let Some(ev) = events.next().await {
         match ev?.event {
             Some(pb::job_event::Event::Done(j)) => {
                 end = Some(j);
                 break;
             }
-            Some(e) => on_event(e),
+            Some(e) => {
+                let stop = on_event(e).is_break();
+                if stop && !cancelled {
+                    cancelled = true;
+                    c.jobs
+                        .cancel(pb::CancelJobRequest { id: job.id.clone() })
+                        .await?;
+                }
+            }
             None => {}
         }
     }

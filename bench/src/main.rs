@@ -11,7 +11,8 @@
 //! - `measure-settings`: what longer tuning measurements buy in ranking against their time (the
 //!   figures behind the measurement defaults).
 //! - `query`: the service's best-schedule query over gRPC (latency, throughput, record inserts,
-//!   server memory) on SQLite and PostgreSQL.
+//!   server memory) on SQLite and PostgreSQL; with `--zero-shot`, answers by transfer for
+//!   shapes never tuned among 10,000 tuned workloads (`zero_shot`).
 //! - `dispatch`: the worker fleet's overhead per measurement with 1, 4, 16 workers, and the time
 //!   from a worker's death to the re-dispatch of its piece.
 //! - `reuse`: zero-shot answers for held-out shapes against their own tuning, and warm starts
@@ -46,6 +47,7 @@ mod reuse;
 mod search;
 mod settings;
 mod swarm;
+mod zero_shot;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

@@ -10,6 +10,7 @@ use clap::Args;
 use serde_json::json;
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
 use tunehub_engine::target::{Target, TargetOverrides};
@@ -97,21 +98,24 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     let mut done: HashMap<u32, u32> = HashMap::new();
     // (trials so far, wall seconds, estimate seconds, tasks without a best)
     let mut curve: Vec<(u32, f64, f64, u32)> = vec![];
-    let job = crate::embedded::run_job(&running, &mut c, req, |e| match e {
-        pb::job_event::Event::Round(t) => {
-            done.insert(t.index, t.trials_done);
+    let job = crate::embedded::run_job(&running, &mut c, req, |e| {
+        match e {
+            pb::job_event::Event::Round(t) => {
+                done.insert(t.index, t.trials_done);
+            }
+            pb::job_event::Event::Estimate(e) => {
+                let trials = done.values().sum();
+                let wall = start.elapsed().as_secs_f64();
+                eprintln!(
+                    "{trials:>6} trials {wall:>8.1} s  estimate {:.4} ms ({} tasks without a best)",
+                    e.seconds * 1e3,
+                    e.missing
+                );
+                curve.push((trials, wall, e.seconds, e.missing));
+            }
+            _ => {}
         }
-        pb::job_event::Event::Estimate(e) => {
-            let trials = done.values().sum();
-            let wall = start.elapsed().as_secs_f64();
-            eprintln!(
-                "{trials:>6} trials {wall:>8.1} s  estimate {:.4} ms ({} tasks without a best)",
-                e.seconds * 1e3,
-                e.missing
-            );
-            curve.push((trials, wall, e.seconds, e.missing));
-        }
-        _ => {}
+        ControlFlow::Continue(())
     })
     .await?;
     let wall = start.elapsed().as_secs_f64();

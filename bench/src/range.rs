@@ -11,6 +11,7 @@ use clap::Args;
 use serde_json::json;
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
@@ -82,6 +83,7 @@ async fn run_job(
             done.insert(t.index, t.trials_done);
             eprint!("\r{:>6} trials", done.values().sum::<u32>());
         }
+        ControlFlow::Continue(())
     })
     .await?;
     eprintln!();

@@ -7,10 +7,11 @@
 //!   --measure` does). Beside it, the held-out shape's own cold tuning (`--trials`, a fresh
 //!   database). The figure: zero-shot GFLOP/s as a share of the own tuning's, per shape, and
 //!   their median, minimum and spread.
-//! - **Warm start**: for a matmul, a conv2d and a dense, 5 nearby shapes are tuned; then the
-//!   shape itself is tuned in that database (its first batch seeded from its neighbours) and
-//!   in a fresh one, `--trials` each, per seed, in rounds of `--curve-batch` so that the curve
-//!   is fine enough. The figure: trials until the warm run's best is within 95% of the cold
+//! - **Warm start**: for a matmul, a conv2d and a dense, 5 nearby shapes are tuned (once);
+//!   then, per seed, the shape itself is tuned cold in a fresh database (`--trials`) and warm
+//!   in a copy of the neighbours' one (its first batch seeded from its neighbours), in rounds
+//!   of `--curve-batch` so that the curve is fine enough; the warm run stops once it reaches
+//!   the level read. The figure: trials until the warm run's best is within 95% of the cold
 //!   run's final best (GFLOP/s), against the cold run's own trials to get there.
 //!
 //! Every time is a measured kernel on this machine (the transferred answers too: measured, not
@@ -22,7 +23,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::json;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
@@ -181,7 +183,10 @@ struct Db {
 
 impl Db {
     async fn fresh(a: &ReuseArgs) -> Result<Db> {
-        let dir = tempfile::tempdir()?;
+        Self::open(a, tempfile::tempdir()?).await
+    }
+
+    async fn open(a: &ReuseArgs, dir: tempfile::TempDir) -> Result<Db> {
         let (running, c) = crate::embedded::start(
             &dir.path().join("reuse.db"),
             Target::detect(),
@@ -196,6 +201,18 @@ impl Db {
         })
     }
 
+    /// A new database holding a copy of a stopped one's files (its records and saved model):
+    /// every seed's warm run starts from the same tuned neighbours.
+    async fn copy_of(a: &ReuseArgs, stopped: &Path) -> Result<Db> {
+        let dir = tempfile::tempdir()?;
+        for entry in std::fs::read_dir(stopped)? {
+            let entry = entry?;
+            std::fs::copy(entry.path(), dir.path().join(entry.file_name()))
+                .with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+        Self::open(a, dir).await
+    }
+
     /// Tunes `specs` as one job; per task, its curve: (trials done, best GFLOP/s) after each
     /// of its rounds.
     async fn tune(
@@ -204,6 +221,7 @@ impl Db {
         trials: u32,
         batch: u32,
         seed: u64,
+        stop_at: Option<f64>,
     ) -> Result<Vec<Vec<(u32, f64)>>> {
         let tasks = specs
             .iter()
@@ -228,9 +246,22 @@ impl Db {
             {
                 curve.push((t.trials_done, g));
             }
+            // Every task's best reached the level: the rest of the budget would change nothing
+            // the figure reads.
+            let reached = stop_at.is_some_and(|level| {
+                curves
+                    .iter()
+                    .all(|c| c.last().is_some_and(|&(_, g)| g >= level))
+            });
+            if reached {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         })
         .await?;
-        if j.state != pb::JobState::Done as i32 {
+        let stopped = stop_at.is_some() && j.state == pb::JobState::Cancelled as i32;
+        if j.state != pb::JobState::Done as i32 && !stopped {
             bail!("the job ended {:?}: {}", j.state(), j.error);
         }
         // The final point (a watcher may see rounds merged, never the end missed).
@@ -244,10 +275,11 @@ impl Db {
         Ok(curves)
     }
 
-    async fn stop(self) -> Result<()> {
+    /// Stops the server; its directory (deleted when dropped) holds the database files.
+    async fn stop(self) -> Result<tempfile::TempDir> {
         drop(self.c);
         self.running.shutdown().await?;
-        Ok(())
+        Ok(self._dir)
     }
 }
 
@@ -295,7 +327,7 @@ async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
     for f in FAMILIES.iter().take(a.limit.unwrap_or(usize::MAX)) {
         let mut db = Db::fresh(a).await?;
         eprintln!("{}: tuning {} neighbours", f.name, f.tuned.len());
-        db.tune(f.tuned, a.trials, 64, 1).await?;
+        db.tune(f.tuned, a.trials, 64, 1, None).await?;
         let mut zero = vec![];
         for s in f.held_out {
             let ask = |measure_transfer| pb::BestRequest {
@@ -337,7 +369,7 @@ async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         for (s, (g, source, distance)) in f.held_out.iter().zip(zero) {
             let mut own = Db::fresh(a).await?;
             eprintln!("{}: own tuning of {s}", f.name);
-            let curves = own.tune(&[s], a.trials, 64, 1).await?;
+            let curves = own.tune(&[s], a.trials, 64, 1, None).await?;
             own.stop().await?;
             let own_g = best(&curves[0]).unwrap_or(f64::NAN);
             let share = g / own_g;
@@ -383,23 +415,33 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
     );
     let _ = writeln!(
         md,
-        "| shape | seed | cold best GFLOP/s | cold trials to 95% | warm trials to 95% of cold | warm / cold trials | warm best |"
+        "| shape | seed | cold best GFLOP/s | cold trials to 95% | warm trials to 95% of cold | warm / cold trials | warm best (stopped at 95%) |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     let mut rows = vec![];
+    let t0 = Instant::now();
     for (shape, near) in WARM.iter().take(a.limit.unwrap_or(usize::MAX)) {
+        // The neighbours are tuned once (seed 0); each seed's warm run gets its own copy.
+        eprintln!("warm start: neighbours of {shape}");
+        let mut tuned = Db::fresh(a).await?;
+        tuned.tune(near, a.trials, 64, 0, None).await?;
+        let neighbours = tuned.stop().await?;
         for &seed in &a.seeds {
             let mut cold = Db::fresh(a).await?;
             eprintln!("warm start: cold {shape}, seed {seed}");
-            let c = cold.tune(&[shape], a.trials, a.curve_batch, seed).await?;
+            let c = cold
+                .tune(&[shape], a.trials, a.curve_batch, seed, None)
+                .await?;
             cold.stop().await?;
-            let mut warm = Db::fresh(a).await?;
-            eprintln!("warm start: neighbours and warm {shape}, seed {seed}");
-            warm.tune(near, a.trials, 64, seed).await?;
-            let w = warm.tune(&[shape], a.trials, a.curve_batch, seed).await?;
+            // The warm run stops once it reaches the level the figure reads.
+            let level = 0.95 * best(&c[0]).unwrap_or(f64::NAN);
+            let mut warm = Db::copy_of(a, neighbours.path()).await?;
+            eprintln!("warm start: warm {shape}, seed {seed}");
+            let w = warm
+                .tune(&[shape], a.trials, a.curve_batch, seed, Some(level))
+                .await?;
             warm.stop().await?;
             let cold_best = best(&c[0]).unwrap_or(f64::NAN);
-            let level = 0.95 * cold_best;
             let (ct, wt) = (trials_to(&c[0], level), trials_to(&w[0], level));
             let ratio = match (wt, ct) {
                 (Some(w), Some(c)) => format!("{:.3}", f64::from(w) / f64::from(c)),
@@ -412,6 +454,11 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
                 show(ct),
                 show(wt),
                 best(&w[0]).unwrap_or(f64::NAN)
+            );
+            eprintln!(
+                "{} ({:.0} s)",
+                md.lines().last().unwrap_or_default(),
+                t0.elapsed().as_secs_f64()
             );
             rows.push(json!({"shape": shape, "seed": seed, "cold_best": cold_best,
                 "cold_trials_to_95": ct, "warm_trials_to_95": wt,

@@ -201,6 +201,7 @@ pub(crate) async fn embedded(
 ) -> Result<(server::RunningServer, Clients)> {
     let token = format!("{:032x}", rand::random::<u128>());
     let cfg = ServerConfig {
+        advertise_addr: None,
         listen: "127.0.0.1:0".parse().expect("a valid address"),
         metrics_addr: None,
         db: args.db.db.clone(),

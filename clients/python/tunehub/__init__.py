@@ -9,7 +9,7 @@ from . import kernel
 from ._proto import tunehub_pb2 as pb
 from .client import Client, Records, write_pack
 from .errors import KernelBuildError, TunehubError
-from .workloads import expr, key, op
+from .workloads import expr, key, op, shape_range
 
 __version__ = "0.1.0"
 
@@ -23,5 +23,6 @@ __all__ = [
     "key",
     "op",
     "pb",
+    "shape_range",
     "write_pack",
 ]

@@ -88,7 +88,7 @@ class Client:
 
     def submit(
         self,
-        tasks,
+        tasks=None,
         *,
         trials: int | None = None,
         target: str | None = None,
@@ -100,6 +100,7 @@ class Client:
         weight: float = 1.0,
         priority: int = 0,
         targets: Sequence[str] = (),
+        range: str | pb.ShapeRange | None = None,
     ) -> pb.Job:
         """Queues a tuning job and returns it (`job.id` to watch it).
 
@@ -112,6 +113,13 @@ class Client:
         `target`: "local" (the default: the server's own machine) or a target key. `targets`:
         several target keys instead (exclusive with `target`): one job per target, in one group;
         the first job is returned, `jobs(group=job.group)` lists them all.
+
+        `range`: a shape range to tune instead of `tasks` (exclusive with them): an op spec
+        with one or two extents given as `lo..hi` (`"matmul(m=1..512,n=768,k=768)"`, each
+        representative shape getting `trials`) or a `pb.ShapeRange` (`workloads.shape_range`,
+        for layout-free weights). The job's tasks are the range's representative shapes and
+        `job.range` names the range; afterwards `best` answers any shape of it and
+        `range_table` shows which representative serves which shapes.
         """
         if isinstance(measure, dict):
             measure = pb.MeasureOptions(**measure)
@@ -121,8 +129,17 @@ class Client:
             scheduler = _SCHEDULERS[scheduler]
         if isinstance(targets, str):
             raise ValueError(f"targets={targets!r}: a list of target keys (one target: target=)")
+        if range is not None:
+            # The server refuses a range beside tasks too; said here before anything is sent.
+            if tasks is not None:
+                raise ValueError("tasks and range are exclusive: a range's tasks are its shapes")
+            shape_range, task_specs = wl.shape_range(range, trials), []
+        elif tasks is None:
+            raise ValueError("submit needs tasks, or a range")
+        else:
+            shape_range, task_specs = None, wl.tasks(tasks, trials, weight)
         req = pb.SubmitRequest(
-            tasks=wl.tasks(tasks, trials, weight),
+            tasks=task_specs,
             target=("" if targets else "local") if target is None else target,
             measure=measure,
             batch_size=batch_size,
@@ -131,6 +148,7 @@ class Client:
             name=name,
             priority=priority,
             targets=list(targets),
+            range=shape_range,
         )
         return self._unary(self._jobs.Submit, req, "Jobs.Submit").job
 

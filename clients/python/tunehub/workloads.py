@@ -63,6 +63,19 @@ def tasks(items, trials: int | None, weight: float) -> list[pb.TaskSpec]:
     return out
 
 
+def shape_range(r, trials: int | None = None, layout_free: Sequence[str] = ()) -> pb.ShapeRange:
+    """A shape range (`SubmitRequest.range`): an op spec with ranged extents,
+    `"matmul(m=1..512,n=768,k=768)"`, given `trials` per representative shape and the options
+    `layout_free`; or a `pb.ShapeRange`, taken as it is."""
+    if isinstance(r, pb.ShapeRange):
+        return r
+    if not isinstance(r, str):
+        raise TypeError(f"a shape range is an op spec or a pb.ShapeRange, not {type(r).__name__}")
+    if trials is None:
+        raise ValueError(f"range {r!r}: `trials` (per representative shape) is needed")
+    return pb.ShapeRange(spec=r, trials=trials, options=_options(layout_free))
+
+
 def _iter(items) -> Iterable:
     try:
         return iter(items)

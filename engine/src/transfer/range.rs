@@ -5,12 +5,23 @@
 //!
 //! How representatives are picked (DietCode tunes a whole range at once and shares its
 //! micro-kernels across shapes; Ansor's schedule sharing applies one shape's record to others
-//! of the same function): per ranged extent, log-spaced points including both ends, one more
-//! point per two octaves of the range (`1 + ceil(log2(hi/lo) / 2)`, at least 2), so that
-//! neighbouring representatives are at most 4x apart and every shape is within 2x of one; the
-//! interior points rounded to the nearest `2^a` or `3 * 2^a` (many divisors: the split factors
-//! adapted from them re-fit well). Two ranged extents make the grid of both point sets, the
-//! larger set thinned first until the grid has at most [`MAX_REPRESENTATIVES`] shapes.
+//! of the same function): per ranged extent, points including both ends spaced evenly on a
+//! log scale that counts every octave below [`DENSE_BELOW`] twice (`warp`): one point per two
+//! octaves above it, so that neighbouring representatives there are about 4x apart and every
+//! shape is within about 2x of one, and one per octave below it (1, 2, 4, 8 of `m=1..64`); `1 +
+//! ceil(span / 2)` points for a warped span, at least 2, at most [`MAX_REPRESENTATIVES`]. The
+//! interior points are rounded to the nearest `2^a` or `3 * 2^a` (many divisors: the split
+//! factors adapted from them re-fit well). Two ranged extents make the grid of both point sets,
+//! the larger set thinned first until the grid has at most [`MAX_REPRESENTATIVES`] shapes.
+//!
+//! Why denser at small extents: there a schedule's shape changes with the extent itself, not
+//! just its tile counts. A loop of 1 vanishes (m=1 of a dense is a matrix-vector product, tuned
+//! with rfactor), and a loop of 2 or 4 fills a fraction of a vector or of a register tile's
+//! rows, so adapting across an octave loses much: on `dense(m=1..64,n=3072,k=768)` the shape
+//! m=2, served by m=1's schedule, ran at 0.50 of its own tuning, while on `matmul(m=16..512)`
+//! shapes 2x from their representative kept 0.98 to 1.00 (docs/experiments/
+//! 2026-11-25-shape-ranges.md). Above 16 (a 512-bit vector of f32, more than a register tile's
+//! rows) the split factors re-fit with little loss, and the two-octave spacing stays.
 //!
 //! The distance between shapes is the sum of the log-ratios of their extents (`distance`),
 //! separable per extent: on a grid the nearest representative is the nearest point on each
@@ -26,6 +37,9 @@ pub const MAX_RANGED: usize = 2;
 
 /// Most representative shapes one range is tuned through.
 pub const MAX_REPRESENTATIVES: usize = 8;
+
+/// Extents below this get one representative per octave, not per two (see the module doc).
+pub const DENSE_BELOW: i64 = 16;
 
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum RangeError {
@@ -420,27 +434,43 @@ impl ShapeRange {
     }
 }
 
-/// Points per extent: one per two octaves, plus one (see the module doc).
+/// Points per extent: one per two warped octaves, plus one (see the module doc).
 fn point_count(lo: i64, hi: i64) -> usize {
     if lo == hi {
         return 1;
     }
-    let octaves = (hi as f64 / lo as f64).log2();
-    (1 + (octaves / 2.0).ceil() as usize).clamp(2, MAX_REPRESENTATIVES)
+    let span = warp(hi as f64) - warp(lo as f64);
+    (1 + (span / 2.0 - 1e-9).ceil() as usize).clamp(2, MAX_REPRESENTATIVES)
 }
 
-/// `n` log-spaced points from `lo` to `hi`, both included, the interior ones rounded to a
-/// number with many divisors; fewer when rounding makes two equal.
+/// The position of extent `x` on the scale representatives are spaced evenly on: `log2 x`, plus
+/// `log2 x` again below [`DENSE_BELOW`] (an octave there counts twice), continuous at it.
+fn warp(x: f64) -> f64 {
+    x.log2() + x.min(DENSE_BELOW as f64).log2()
+}
+
+/// The extent at position `u` of the `warp` scale (its inverse).
+fn unwarp(u: f64) -> f64 {
+    let knee = 2.0 * (DENSE_BELOW as f64).log2();
+    if u <= knee {
+        (u / 2.0).exp2()
+    } else {
+        (u - knee / 2.0).exp2()
+    }
+}
+
+/// `n` points from `lo` to `hi`, both included, evenly spaced on the `warp` scale, the interior
+/// ones rounded to a number with many divisors; fewer when rounding makes two equal.
 fn points(lo: i64, hi: i64, n: usize) -> Vec<i64> {
     if lo == hi || n < 2 {
         return vec![lo];
     }
-    let ratio = hi as f64 / lo as f64;
+    let (a, b) = (warp(lo as f64), warp(hi as f64));
     let mut v: Vec<i64> = (0..n)
         .map(|i| match i {
             0 => lo,
             i if i == n - 1 => hi,
-            i => nice(lo as f64 * ratio.powf(i as f64 / (n - 1) as f64)).clamp(lo, hi),
+            i => nice(unwarp(a + (b - a) * i as f64 / (n - 1) as f64)).clamp(lo, hi),
         })
         .collect();
     v.sort_unstable();
@@ -519,7 +549,7 @@ mod tests {
         let r = parse("matmul(m=1..512,n=768,k=768)").unwrap();
         assert_eq!(r.spec(), "matmul(m=1..512,n=768,k=768)");
         let reps = r.representatives();
-        assert_eq!(reps, [[1], [4], [12], [48], [128], [512]]);
+        assert_eq!(reps, [[1], [2], [4], [6], [12], [32], [128], [512]]);
         let r = parse("dense(m=16..512,n=768,k=768,bias=1,relu=0)").unwrap();
         assert_eq!(r.representatives(), [[16], [48], [192], [512]]);
         // A narrow range: its two ends; a point: itself.
@@ -540,6 +570,48 @@ mod tests {
         let r = parse("dense(16..512, 768, 768)").unwrap();
         assert_eq!(r.spec(), "dense(m=16..512,n=768,k=768,bias=1,relu=1)");
         assert_eq!(r.spec_at(&[32]), "dense(m=32,n=768,k=768,bias=1,relu=1)");
+    }
+
+    /// Below `DENSE_BELOW` one representative per octave (the matrix-vector m=1 no longer
+    /// serves m=2), above it one per two; whatever the range: both ends in, ascending, distinct,
+    /// within the cap.
+    #[test]
+    fn small_extents_get_denser_representatives_within_the_cap() {
+        assert_eq!(points(1, 64, point_count(1, 64)), [1, 2, 4, 8, 16, 64]);
+        assert_eq!(points(1, 8, point_count(1, 8)), [1, 2, 4, 8]);
+        assert_eq!(points(2, 4, point_count(2, 4)), [2, 4]);
+        // Above it, as before: one per two octaves.
+        assert_eq!(points(16, 64, point_count(16, 64)), [16, 64]);
+        assert_eq!(points(16, 1024, point_count(16, 1024)), [16, 64, 256, 1024]);
+        let r = parse("dense(m=1..64,n=3072,k=768)").unwrap();
+        assert_eq!(r.representatives(), [[1], [2], [4], [8], [16], [64]]);
+        let mut lows: Vec<i64> = (1..=40).collect();
+        lows.extend([64, 100, 1000, 1 << 19]);
+        for &lo in &lows {
+            for hi in [lo, lo + 1, 2 * lo, 16, 17, 64, 100, 512, 4096, 1 << 20] {
+                if hi < lo {
+                    continue;
+                }
+                let p = points(lo, hi, point_count(lo, hi));
+                assert_eq!((p[0], p[p.len() - 1]), (lo, hi), "{lo}..{hi}: {p:?}");
+                assert!(p.windows(2).all(|w| w[0] < w[1]), "{lo}..{hi}: {p:?}");
+                assert!(p.len() <= MAX_REPRESENTATIVES, "{lo}..{hi}: {p:?}");
+                // Uncapped, no octave below 16 is skipped (rounding aside: 2.5x).
+                if warp(hi as f64) - warp(lo as f64) <= 2.0 * (MAX_REPRESENTATIVES - 1) as f64 {
+                    for w in p.windows(2).filter(|w| w[1] <= DENSE_BELOW) {
+                        assert!(w[1] as f64 <= 2.5 * w[0] as f64, "{lo}..{hi}: {p:?}");
+                    }
+                }
+            }
+        }
+        // Two ranged extents: still a grid of at most 8 with every corner.
+        let r = parse("batch_matmul(b=1..16,m=1..64,n=64,k=64)").unwrap();
+        let reps = r.representatives();
+        assert!(reps.len() <= MAX_REPRESENTATIVES, "{reps:?}");
+        for corner in [[1, 1], [1, 64], [16, 1], [16, 64]] {
+            assert!(reps.contains(&corner.to_vec()), "{reps:?}");
+        }
+        r.check_representatives(&reps).unwrap();
     }
 
     #[test]

@@ -25,10 +25,11 @@ mod transfer;
 pub mod tune_transferred;
 
 use crate::config::Limits;
+use crate::fleet::OwnerStore;
 use crate::jobs::JobContext;
 use crate::jobs::store::{JobRow, JobState, TaskStats};
 use crate::jobs::waiting::{PoolView, pool_waiting};
-use crate::records::{Record, RecordStore, SqlStore};
+use crate::records::{Record, RecordStore, SqlStore, now_ms};
 pub(crate) use crate::status::internal;
 use crate::workload;
 use limits::{MAX_EXPR, MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len};
@@ -186,7 +187,10 @@ impl Api {
             return Ok(String::new());
         }
         if let Some(why) = self.ctx.backend.waiting(&job.target_key) {
-            return Ok(why);
+            return self
+                .served_elsewhere(&job.target_key)
+                .await
+                .map(|o| o.unwrap_or(why));
         }
         let others = self
             .ctx
@@ -201,6 +205,25 @@ impl Api {
             others: &others,
             limit: self.ctx.pool_limit(&job.target_key),
             exclusive: self.ctx.backend.exclusive(&job.target_key),
+        }))
+    }
+
+    /// For a pool this replica does not serve (its workers are sent to the replica that owns
+    /// it, `fleet::owners`), which replica does: its jobs are measured there, so "no worker
+    /// online" here would mislead.
+    async fn served_elsewhere(&self, key: &str) -> Result<Option<String>, Status> {
+        if self.ctx.backend.serves(key) {
+            return Ok(None);
+        }
+        let owner = OwnerStore::new(self.store().clone())
+            .live_owner(key, now_ms())
+            .await
+            .map_err(internal)?;
+        Ok(owner.map(|(owner, address)| {
+            format!(
+                "the workers of target {key} are served by server replica {owner} ({address}), \
+                 which owns their pool: its jobs are measured there"
+            )
         }))
     }
 

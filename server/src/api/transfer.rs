@@ -8,6 +8,7 @@
 
 use super::{Api, gflops, internal};
 use crate::records::{Neighbor, Record, RecordStore};
+use std::collections::HashSet;
 use std::sync::Arc;
 use tonic::Status;
 use tunehub_engine::lower::lower_with;
@@ -41,10 +42,11 @@ pub(super) struct Candidate {
 
 impl Api {
     /// Adapted records of the nearest tuned workloads of `task`'s structure on `target_key`:
-    /// nearest neighbour first, each neighbour's fastest first; with the neighbours.
+    /// nearest neighbour first, each neighbour's fastest first, a schedule met twice kept once;
+    /// with the neighbours.
     pub(super) async fn transfer_candidates(
         &self,
-        task: &Task,
+        task: &Arc<Task>,
         target_key: &str,
     ) -> Result<(Vec<Neighbor>, Vec<Candidate>), Status> {
         let near = self
@@ -52,27 +54,22 @@ impl Api {
             .nearest(task, target_key, NEIGHBOURS)
             .await
             .map_err(internal)?;
-        let mut out = vec![];
-        for (i, n) in near.iter().enumerate() {
-            let top = self
+        let mut sources = Vec::with_capacity(near.len());
+        for n in &near {
+            let mut top = self
                 .store()
                 .top_k(&n.workload.key, target_key, TOP_PER_NEIGHBOUR)
                 .await
                 .map_err(internal)?;
-            for r in top {
-                if r.mean_cost.is_none() {
-                    continue;
-                }
-                if let Some(adapted) = n.record_adapted_to(&r, task) {
-                    out.push(Candidate {
-                        neighbour: i,
-                        source: r,
-                        adapted,
-                    });
-                }
-            }
+            top.retain(|r| r.mean_cost.is_some());
+            sources.push(top);
         }
-        Ok((near, out))
+        // Adapting replays and lowers every schedule: off the async threads.
+        let (task, neighbours) = (Arc::clone(task), near.clone());
+        let cands = tokio::task::spawn_blocking(move || adapt_all(&neighbours, sources, &task))
+            .await
+            .map_err(|e| Status::internal(format!("adapting transferred schedules: {e}")))?;
+        Ok((near, cands))
     }
 
     /// The candidates' predicted order, best first, by the target's saved cost model; `None`
@@ -140,6 +137,25 @@ impl Api {
             ranked_by,
         )))
     }
+}
+
+/// The records of each neighbour (`sources[i]` of `near[i]`, fastest first) adapted to `task`,
+/// in that order; a schedule that two records adapt to is kept at its first place only.
+fn adapt_all(near: &[Neighbor], sources: Vec<Vec<Record>>, task: &Task) -> Vec<Candidate> {
+    let mut seen = HashSet::new();
+    let mut out = vec![];
+    for (i, (n, records)) in near.iter().zip(sources).enumerate() {
+        for (source, adapted) in n.records_adapted_to(records, task) {
+            if seen.insert(adapted.schedule.to_json()) {
+                out.push(Candidate {
+                    neighbour: i,
+                    source,
+                    adapted,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The answer made of one candidate.

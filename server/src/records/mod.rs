@@ -36,6 +36,7 @@ mod ids;
 mod legacy;
 mod listing;
 mod migrations;
+mod neighbours;
 mod queries;
 mod ranges;
 mod record;

@@ -67,6 +67,9 @@ impl RecordStore for SqlStore {
         } else {
             counts.write(&mut tx).await?;
             tx.commit().await?;
+            if outcome == (CommitOutcome::Inserted { is_new_best: true }) {
+                self.bests_stored([rec.target_key.as_str()]);
+            }
         }
         Ok(outcome)
     }

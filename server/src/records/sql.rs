@@ -2,9 +2,11 @@
 //! with one code path; opening it applies the migrations.
 
 use super::StoreError;
+use super::neighbours::NeighbourIndex;
 use sqlx::Executor;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyConnection, AnyPool};
+use std::sync::Arc;
 
 /// Which database a store talks to: the SQL is shared, except for row locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +21,8 @@ pub enum Backend {
 pub struct SqlStore {
     pub(super) pool: AnyPool,
     backend: Backend,
+    /// Tuned workloads per (structure, target), shared by clones (`neighbours`).
+    pub(super) neighbours: Arc<NeighbourIndex>,
 }
 
 /// The sqlx URL of a `--db` value: a file path becomes a `sqlite://` URL (created if missing).
@@ -64,7 +68,11 @@ impl SqlStore {
                 url: path_or_url.into(),
                 source,
             })?;
-        let store = SqlStore { pool, backend };
+        let store = SqlStore {
+            pool,
+            backend,
+            neighbours: Arc::default(),
+        };
         store.move_legacy_layout_free().await?;
         store.fill_structure_keys().await?;
         Ok(store)
@@ -72,6 +80,14 @@ impl SqlStore {
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// Call after a transaction that stored new best records on `targets` committed: the
+    /// in-memory sets of tuned workloads of those targets are read again (`neighbours`).
+    pub(crate) fn bests_stored<'a>(&self, targets: impl IntoIterator<Item = &'a str>) {
+        for t in targets {
+            self.neighbours.forget_target(t);
+        }
     }
 
     /// The pool: the job store shares it, and tests read tables directly.

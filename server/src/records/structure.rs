@@ -3,8 +3,11 @@
 //! nearest tuned workloads of one structure on a target, what warm starts and answers for
 //! shapes never tuned start from.
 
+use super::neighbours::Tuned;
 use super::{Record, RecordStore, SqlStore, StoreError, Workload};
 use sqlx::Row;
+use std::sync::Arc;
+use std::time::Instant;
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::task::{Task, WorkloadOptions};
@@ -24,20 +27,34 @@ impl Neighbor {
     /// Its best schedule adapted to `task` (same structure); `None` when its DAG or steps do
     /// not read back or the schedule does not adapt.
     pub fn adapted_to(&self, task: &Task) -> Option<transfer::Adapted> {
-        self.record_adapted_to(&self.best, task)
+        let mut one = self.records_adapted_to(vec![self.best.clone()], task);
+        one.pop().map(|(_, a)| a)
     }
 
-    /// One of its records (`record`, of this workload) adapted to `task`, as `adapted_to`.
-    pub fn record_adapted_to(&self, record: &Record, task: &Task) -> Option<transfer::Adapted> {
-        let source = self.workload.to_task().ok()?;
-        let steps = Schedule::from_json(&record.steps_json).ok()?;
-        match transfer::adapt(&steps, &source.dag, &task.dag) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                tracing::debug!(source = %record.id, "not adapted: {e}");
-                None
-            }
-        }
+    /// Those of `records` (of this workload) that adapt to `task`, in order, each with its
+    /// adapted schedule. The workload's DAG is read once for all of them (a zero-shot answer
+    /// adapts several records of each neighbour).
+    pub fn records_adapted_to(
+        &self,
+        records: Vec<Record>,
+        task: &Task,
+    ) -> Vec<(Record, transfer::Adapted)> {
+        let Ok(source) = self.workload.to_task() else {
+            return vec![];
+        };
+        records
+            .into_iter()
+            .filter_map(|record| {
+                let steps = Schedule::from_json(&record.steps_json).ok()?;
+                match transfer::adapt(&steps, &source.dag, &task.dag) {
+                    Ok(a) => Some((record, a)),
+                    Err(e) => {
+                        tracing::debug!(source = %record.id, "not adapted: {e}");
+                        None
+                    }
+                }
+            })
+            .collect()
     }
 }
 
@@ -106,30 +123,18 @@ impl SqlStore {
         let structure = transfer::structure_key(&task.dag, &task.layout_free);
         let mine = transfer::extents(&task.dag);
         let workload_key = task.key.as_str();
-        let rows = sqlx::query(
-            "SELECT w.key, w.extents_json FROM workloads w \
-             JOIN best_records b ON b.workload_key = w.key AND b.target_key = $2 \
-             WHERE w.structure_key = $1 AND w.key <> $3",
-        )
-        .bind(&structure)
-        .bind(target_key)
-        .bind(workload_key)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut near: Vec<(f64, String)> = vec![];
-        for row in &rows {
-            let key: String = row.try_get(0)?;
-            let theirs = extents_of(&key, &row.try_get::<String, _>(1)?)?;
-            if let Some(d) = transfer::distance(&mine, &theirs) {
-                near.push((d, key));
-            }
-        }
-        near.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let tuned = self.tuned_of(&structure, target_key).await?;
+        let mut near: Vec<(f64, &str)> = tuned
+            .iter()
+            .filter(|(key, _)| key != workload_key)
+            .filter_map(|(key, theirs)| Some((transfer::distance(&mine, theirs)?, key.as_str())))
+            .collect();
+        near.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         near.truncate(k);
         let mut out = Vec::with_capacity(near.len());
         for (distance, key) in near {
-            let best = RecordStore::best(self, &key, target_key).await?;
-            let workload = RecordStore::workload(self, &key).await?;
+            let best = RecordStore::best(self, key, target_key).await?;
+            let workload = RecordStore::workload(self, key).await?;
             // A best record gone meanwhile: not a neighbour.
             if let (Some(best), Some(workload)) = (best, workload) {
                 out.push(Neighbor {
@@ -140,6 +145,36 @@ impl SqlStore {
             }
         }
         Ok(out)
+    }
+}
+
+impl SqlStore {
+    /// Every workload of `structure` with a best record on `target_key`, with its extents: from
+    /// memory while fresh (`neighbours`), else one indexed query.
+    async fn tuned_of(&self, structure: &str, target_key: &str) -> Result<Tuned, StoreError> {
+        if let Some(tuned) = self.neighbours.get(structure, target_key) {
+            return Ok(tuned);
+        }
+        let at = Instant::now();
+        let rows = sqlx::query(
+            "SELECT w.key, w.extents_json FROM workloads w \
+             JOIN best_records b ON b.workload_key = w.key AND b.target_key = $2 \
+             WHERE w.structure_key = $1",
+        )
+        .bind(structure)
+        .bind(target_key)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut tuned = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let key: String = row.try_get(0)?;
+            let extents = extents_of(&key, &row.try_get::<String, _>(1)?)?;
+            tuned.push((key, extents));
+        }
+        let tuned: Tuned = Arc::new(tuned);
+        self.neighbours
+            .put(structure, target_key, at, Arc::clone(&tuned));
+        Ok(tuned)
     }
 }
 

@@ -73,6 +73,7 @@ async fn migrations_apply_to_a_new_file() {
             "cost_models",
             "job_records",
             "jobs",
+            "pool_owners",
             "record_counts",
             "records",
             "shape_range_jobs",
