@@ -1,12 +1,13 @@
 //! What the service benchmarks share: the release binaries beside this one, a `tunehub server`
 //! child process, what /proc says about a process (resident memory, CPU time), the machine's
-//! load, and percentiles.
+//! load, percentiles, and concurrent clients asking for a fixed time.
 
 use anyhow::{Context, Result, bail};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The API token the benchmarks' servers require (and their clients send).
 pub const TOKEN: &str = "bench-token";
@@ -177,6 +178,46 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     }
     let rank = (q * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Clients on their own connections asking concurrently for `seconds`: each client `k` calls
+/// `ask(connection, i)` for i = k * 7919, k * 7919 + 1, ... (so that clients walk their inputs
+/// from different places), one call at a time, until the time is up. The latencies in ms of
+/// every call, sorted, and the wall time in s.
+pub async fn concurrent<C, F, Fut>(conns: Vec<C>, seconds: f64, ask: F) -> Result<(Vec<f64>, f64)>
+where
+    C: Send + 'static,
+    F: Fn(C, usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<C>> + Send + 'static,
+{
+    let ask = Arc::new(ask);
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut c)| {
+            let ask = Arc::clone(&ask);
+            tokio::spawn(async move {
+                let mut lat = vec![];
+                let mut i = k * 7919;
+                while Instant::now() < deadline {
+                    let t0 = Instant::now();
+                    c = ask(c, i).await?;
+                    lat.push(t0.elapsed().as_secs_f64() * 1e3);
+                    i += 1;
+                }
+                anyhow::Ok(lat)
+            })
+        })
+        .collect();
+    let mut all = vec![];
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    let wall = start.elapsed().as_secs_f64();
+    all.sort_by(f64::total_cmp);
+    Ok((all, wall))
 }
 
 #[cfg(test)]

@@ -378,36 +378,18 @@ async fn bench_one(
     }
     let load_before = procs::load();
     let (cpu0, my0) = (procs::cpu_seconds(pid), procs::cpu_seconds(me));
-    let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
-    let t_conc = Instant::now();
-    let tasks: Vec<_> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut c)| {
-            let data = Arc::clone(data);
-            tokio::spawn(async move {
-                let mut lat = vec![];
-                let mut i = k * 7919;
-                while Instant::now() < deadline {
-                    let (w, t) = data.pairs_with_best[i % data.pairs_with_best.len()];
-                    i += 1;
-                    let req = data.request(w, t, false);
-                    let t0 = Instant::now();
-                    best(&mut c, req).await?;
-                    lat.push(t0.elapsed().as_secs_f64() * 1e3);
-                }
-                anyhow::Ok(lat)
-            })
-        })
-        .collect();
-    let mut all = vec![];
-    for t in tasks {
-        all.extend(t.await??);
-    }
-    let conc_s = t_conc.elapsed().as_secs_f64();
+    let pairs = Arc::clone(data);
+    let (all, conc_s) = procs::concurrent(conns, a.seconds, move |mut c, i| {
+        let data = Arc::clone(&pairs);
+        async move {
+            let (w, t) = data.pairs_with_best[i % data.pairs_with_best.len()];
+            best(&mut c, data.request(w, t, false)).await?;
+            Ok(c)
+        }
+    })
+    .await?;
     let conc_cpu = procs::cpu_seconds(pid) - cpu0;
     let conc_client = procs::cpu_seconds(me) - my0;
-    all.sort_by(f64::total_cmp);
     let qps = all.len() as f64 / conc_s;
     let conc_p99 = quantile(&all, 0.99);
     println!(

@@ -399,33 +399,15 @@ pub async fn bench_one(
         conns.push(client::connect(&cfg).await?);
     }
     let (cpu0, load0) = (procs::cpu_seconds(pid), procs::load());
-    let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
-    let t_conc = Instant::now();
-    let tasks: Vec<_> = conns
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut c)| {
-            let data = Arc::clone(data);
-            tokio::spawn(async move {
-                let mut lat = vec![];
-                let mut i = k * 7919;
-                while Instant::now() < deadline {
-                    let spec = &data.held_out[i % data.held_out.len()];
-                    i += 1;
-                    let t0 = Instant::now();
-                    zero_shot(&mut c, spec, false).await?;
-                    lat.push(t0.elapsed().as_secs_f64() * 1e3);
-                }
-                anyhow::Ok(lat)
-            })
-        })
-        .collect();
-    let mut all = vec![];
-    for t in tasks {
-        all.extend(t.await??);
-    }
-    let conc_s = t_conc.elapsed().as_secs_f64();
-    all.sort_by(f64::total_cmp);
+    let shapes = Arc::clone(data);
+    let (all, conc_s) = procs::concurrent(conns, a.seconds, move |mut c, i| {
+        let data = Arc::clone(&shapes);
+        async move {
+            zero_shot(&mut c, &data.held_out[i % data.held_out.len()], false).await?;
+            Ok(c)
+        }
+    })
+    .await?;
     let qps = all.len() as f64 / conc_s;
     println!(
         "concurrent: {} clients, {} queries in {conc_s:.2} s = {qps:.0} queries/s, p50 {:.3} ms, p99 {:.3} ms, max {:.2} ms; server CPU per query {:.0} us (load {load0} before, {} after)",

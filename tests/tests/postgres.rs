@@ -248,3 +248,72 @@ async fn workload_options_are_stored_and_legacy_descriptions_moved_on_postgres()
     let tuned = store.tuned().await.unwrap();
     assert!(tuned.is_empty(), "no records yet: {tuned:?}");
 }
+
+/// The neighbours with their fastest records on PostgreSQL (one windowed query for all of
+/// them): per workload the `per` fastest timed records, fastest first, noisy ones left out.
+#[tokio::test]
+async fn nearest_workloads_come_with_their_fastest_records_on_postgres() {
+    use tunehub_engine::{ops, task::Task};
+    let Some(url) = fresh_db("nearest").await else {
+        return;
+    };
+    let store = SqlStore::open(&url).await.unwrap();
+    store.put_target("t", "{}").await.unwrap();
+    let mm = |m: i64| {
+        Task::new(
+            ops::matmul(m, 64, 64).unwrap(),
+            format!("matmul({m},64,64)"),
+        )
+    };
+    let (near, far) = (mm(64), mm(512));
+    for t in [&near, &far] {
+        let dag = serde_json::to_string(&t.dag).unwrap();
+        store
+            .put_workload(&t.key, &t.desc, &dag, t.flops, &t.options())
+            .await
+            .unwrap();
+    }
+    let rec = |w: &Task, n: u32, cost: f64, noisy: bool| NewRecord {
+        workload_key: w.key.clone(),
+        target_key: "t".into(),
+        steps_json: format!("[[\"SP\", {n}]]"),
+        costs: vec![cost, cost],
+        error_code: 0,
+        error_msg: String::new(),
+        noisy,
+        build_s: 0.0,
+        run_s: 0.0,
+        worker: None,
+        created_at: None,
+    };
+    for r in [
+        rec(&near, 1, 3e-3, false),
+        rec(&near, 2, 1e-3, false),
+        rec(&near, 3, 2e-3, false),
+        rec(&near, 4, 5e-4, true),
+        rec(&far, 1, 4e-3, false),
+    ] {
+        store.commit(&r).await.unwrap();
+    }
+    let got = store
+        .nearest_with_records(&mm(96), "t", 2, 2)
+        .await
+        .unwrap();
+    let seen: Vec<(String, Vec<Option<f64>>)> = got
+        .iter()
+        .map(|(n, rs)| {
+            assert_eq!(n.best, rs[0], "the best is the fastest");
+            (
+                n.workload.key.clone(),
+                rs.iter().map(|r| r.mean_cost).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (near.key.clone(), vec![Some(1e-3), Some(2e-3)]),
+            (far.key.clone(), vec![Some(4e-3)])
+        ]
+    );
+}

@@ -3,7 +3,9 @@
 //! locations and annotations stay; only lengths change.
 //!
 //! Both DAGs are replayed side by side, so every split knows the extent it was made for and the
-//! one it now meets (`lower::loop_extents`, which sees attached stages' regions). A split whose
+//! one it now meets (`lower::loop_extents`, which sees attached stages' regions). Bound
+//! inference runs once per run of steps on one stage, not once per split (`Extents`): a zero-shot
+//! answer adapts a dozen schedules while a compiler waits. A split whose
 //! factors divided its loop gets factors that divide the new loop, each the divisor nearest in
 //! ratio to the old one, innermost first (the innermost carries the vector width); a split that
 //! did not divide keeps its factors, clamped to the loop (lowering guards the tails). An
@@ -12,7 +14,7 @@
 
 use super::structure::structure;
 use crate::ir::ComputeDag;
-use crate::lower::{loop_extents, lower};
+use crate::lower::{LowerOptions, LoweredFunc, loop_extents, lower_with};
 use crate::schedule::{Annotation, Schedule, State, Step};
 
 /// A loop that grew to more iterations than this loses its explicit unroll.
@@ -34,6 +36,9 @@ pub struct Adapted {
     pub schedule: Schedule,
     /// The steps dropped (by index in the source schedule), each with why.
     pub dropped: Vec<(usize, String)>,
+    /// The schedule lowered on the new DAG (with the options given to `adapt_with`): what a
+    /// cost model ranks, so a zero-shot answer lowers each candidate once.
+    pub lowered: LoweredFunc,
 }
 
 /// `schedule`, made for `from`, as a schedule of `to` (same structure).
@@ -45,12 +50,46 @@ pub fn adapt(
     if structure(from) != structure(to) {
         return Err(AdaptError::OtherStructure);
     }
+    adapt_with(schedule, from, to, &LowerOptions::default())
+}
+
+/// `adapt`, lowering the result with `opts` (the new task's `lower_options`).
+pub fn adapt_with(
+    schedule: &Schedule,
+    from: &ComputeDag,
+    to: &ComputeDag,
+    opts: &LowerOptions,
+) -> Result<Adapted, AdaptError> {
+    adapt_tracked(schedule, from, to, opts, Tracking::Incremental)
+}
+
+/// How `adapt` learns loop extents: `Exact` runs bound inference before every step that needs
+/// one (the reference the incremental way is tested against).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tracking {
+    Incremental,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Exact,
+}
+
+fn adapt_tracked(
+    schedule: &Schedule,
+    from: &ComputeDag,
+    to: &ComputeDag,
+    opts: &LowerOptions,
+    tracking: Tracking,
+) -> Result<Adapted, AdaptError> {
     let mut old = State::new(from);
     let mut new = State::new(to);
+    let (mut old_ext, mut new_ext) = (Extents::default(), Extents::default());
     let mut steps = Vec::with_capacity(schedule.steps.len());
     let mut dropped = vec![];
     let err = |index: usize| move |msg: String| AdaptError::Step { index, msg };
     for (index, step) in schedule.steps.iter().enumerate() {
+        if tracking == Tracking::Exact {
+            old_ext = Extents::default();
+            new_ext = Extents::default();
+        }
         let fitted = match step {
             Step::Split {
                 stage,
@@ -59,8 +98,8 @@ pub fn adapt(
                 inner_to_outer,
                 ..
             } => {
-                let was = extent_of(&old, *stage, *iter).map_err(err(index))?;
-                let now = extent_of(&new, *stage, *iter).map_err(err(index))?;
+                let was = old_ext.get(&old, *stage, *iter).map_err(err(index))?;
+                let now = new_ext.get(&new, *stage, *iter).map_err(err(index))?;
                 Some(Step::Split {
                     stage: *stage,
                     iter: *iter,
@@ -87,8 +126,8 @@ pub fn adapt(
                 iter,
                 ann: Annotation::Unroll,
             } => {
-                let was = extent_of(&old, *stage, *iter).map_err(err(index))?;
-                let now = extent_of(&new, *stage, *iter).map_err(err(index))?;
+                let was = old_ext.get(&old, *stage, *iter).map_err(err(index))?;
+                let now = new_ext.get(&new, *stage, *iter).map_err(err(index))?;
                 if now > was.max(MAX_UNROLL) {
                     dropped.push((
                         index,
@@ -102,25 +141,78 @@ pub fn adapt(
             _ => Some(step.clone()),
         };
         old.apply(step).map_err(err(index))?;
+        old_ext.after(step);
         if let Some(s) = fitted {
             new.apply(&s).map_err(err(index))?;
+            new_ext.after(&s);
             steps.push(s);
         }
     }
-    lower(&new).map_err(|e| AdaptError::Lower(e.to_string()))?;
+    let lowered = lower_with(&new, opts).map_err(|e| AdaptError::Lower(e.to_string()))?;
     Ok(Adapted {
         schedule: Schedule::new(steps),
         dropped,
+        lowered,
     })
 }
 
-/// The extent of loop `iter` of stage `stage` in a state, as bound inference sees it.
-fn extent_of(st: &State, stage: usize, iter: usize) -> Result<i64, String> {
-    let ext = loop_extents(st).map_err(|e| e.to_string())?;
-    ext.get(stage)
-        .and_then(|e| e.get(iter))
-        .copied()
-        .ok_or_else(|| format!("stage {stage} has no loop {iter}"))
+/// The loop extents of one stage of a state as bound inference saw them, carried forward over
+/// the steps that keep them computable: a split of that stage (its loop gives way to the
+/// split's loops, whose extents the split fixes, as `lower::bounds` does) and annotations
+/// (which change no extent). Any other step forgets them, as does a step on another stage; the
+/// next question runs bound inference again.
+#[derive(Debug, Default)]
+struct Extents {
+    known: Option<(usize, Vec<i64>)>,
+}
+
+impl Extents {
+    /// The extent of loop `iter` of stage `stage` of `st`.
+    fn get(&mut self, st: &State, stage: usize, iter: usize) -> Result<i64, String> {
+        if self.known.as_ref().is_none_or(|(s, _)| *s != stage) {
+            let all = loop_extents(st).map_err(|e| e.to_string())?;
+            let ext = all.into_iter().nth(stage).unwrap_or_default();
+            self.known = Some((stage, ext));
+        }
+        let (_, ext) = self.known.as_ref().expect("just filled");
+        ext.get(iter)
+            .copied()
+            .ok_or_else(|| format!("stage {stage} has no loop {iter}"))
+    }
+
+    /// `step` was applied to the state these extents describe.
+    fn after(&mut self, step: &Step) {
+        match (step, &mut self.known) {
+            (Step::Annotate { .. }, _) => {}
+            (
+                Step::Split {
+                    stage,
+                    iter,
+                    lengths,
+                    inner_to_outer,
+                    ..
+                },
+                Some((known, ext)),
+            ) if *stage == *known && *iter < ext.len() => {
+                let e = ext[*iter];
+                let prod: i64 = lengths.iter().product();
+                let rest = (e + prod - 1) / prod.max(1);
+                let parts: Vec<i64> = if *inner_to_outer {
+                    std::iter::once(rest)
+                        .chain(lengths.iter().copied())
+                        .collect()
+                } else {
+                    lengths
+                        .iter()
+                        .copied()
+                        .chain(std::iter::once(rest))
+                        .collect()
+                };
+                ext.splice(*iter..*iter + 1, parts);
+            }
+            _ => self.known = None,
+        }
+    }
 }
 
 /// The extent of axis `axis` (space axes first, then reduction axes) of a stage.
@@ -184,6 +276,76 @@ fn nearest_divisor(n: i64, want: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::{self, Window};
+    use crate::search::{RandomModel, SearchParams, TaskSearch};
+    use crate::target::Target;
+    use crate::task::Task;
+    use std::sync::Arc;
+
+    /// Extents carried over splits give what bound inference before every step gives: the same
+    /// adapted schedules (or the same error), for the search's own schedules of operators with
+    /// fused epilogues, cache stages, attached producers and windows.
+    #[test]
+    fn incremental_extents_adapt_as_bound_inference_does() {
+        let w = |k, stride, pad| Window {
+            kh: k,
+            kw: k,
+            stride,
+            pad,
+            dilation: 1,
+        };
+        let pairs = [
+            (ops::matmul(64, 48, 32), ops::matmul(40, 100, 24)),
+            (
+                ops::dense(8, 96, 64, true, true),
+                ops::dense(3, 200, 80, true, true),
+            ),
+            (
+                ops::conv2d_nchw(1, 8, 14, 14, 16, w(3, 1, 1), true, true),
+                ops::conv2d_nchw(1, 12, 9, 11, 20, w(3, 1, 1), true, true),
+            ),
+            (
+                ops::depthwise_conv2d_nchw(1, 16, 28, 28, w(3, 2, 1), false, false),
+                ops::depthwise_conv2d_nchw(1, 24, 15, 15, w(3, 2, 1), false, false),
+            ),
+            (ops::softmax(32, 64), ops::softmax(7, 300)),
+            (
+                ops::pool2d(ops::PoolKind::Max, 1, 16, 28, 28, w(3, 2, 1)),
+                ops::pool2d(ops::PoolKind::Max, 1, 6, 33, 19, w(3, 2, 1)),
+            ),
+            (
+                ops::batch_matmul(4, 32, 32, 16),
+                ops::batch_matmul(3, 50, 17, 40),
+            ),
+        ];
+        let target = Target::detect();
+        let params = SearchParams {
+            population: 32,
+            generations: 1,
+            threads: 1,
+            ..SearchParams::default()
+        };
+        let opts = LowerOptions::default();
+        for (from, to) in pairs {
+            let (from, to) = (from.unwrap(), to.unwrap());
+            let mut search = TaskSearch::new(
+                Arc::new(Task::new(from.clone(), "from")),
+                &target,
+                params.clone(),
+                3,
+            );
+            let batch = search.next_batch(&mut RandomModel::new(3), 8).unwrap();
+            assert!(!batch.is_empty());
+            for s in &batch {
+                assert_eq!(
+                    adapt_tracked(s, &from, &to, &opts, Tracking::Incremental),
+                    adapt_tracked(s, &from, &to, &opts, Tracking::Exact),
+                    "schedule: {}",
+                    s.to_json()
+                );
+            }
+        }
+    }
 
     #[test]
     fn factors_are_refitted_to_divide_the_new_loop() {

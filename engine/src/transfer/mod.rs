@@ -12,7 +12,7 @@ pub mod range;
 pub mod structure;
 pub mod targets;
 
-pub use adapt::{AdaptError, Adapted, adapt};
+pub use adapt::{AdaptError, Adapted, adapt, adapt_with};
 pub use range::{RangeError, ShapeRange};
 pub use structure::{distance, extents, structure_key};
 pub use targets::{TargetDistance, nearest_target, target_distance};

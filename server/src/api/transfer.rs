@@ -7,11 +7,10 @@
 //! and its time is the source record's GFLOP/s applied to this workload's FLOPs.
 
 use super::{Api, gflops, internal};
-use crate::records::{Neighbor, Record, RecordStore};
+use crate::records::{Neighbor, Record};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tonic::Status;
-use tunehub_engine::lower::lower_with;
 use tunehub_engine::search::CostModel;
 use tunehub_engine::task::Task;
 use tunehub_engine::transfer::Adapted;
@@ -49,21 +48,13 @@ impl Api {
         task: &Arc<Task>,
         target_key: &str,
     ) -> Result<(Vec<Neighbor>, Vec<Candidate>), Status> {
-        let near = self
+        let (near, sources): (Vec<Neighbor>, Vec<Vec<Record>>) = self
             .store()
-            .nearest(task, target_key, NEIGHBOURS)
+            .nearest_with_records(task, target_key, NEIGHBOURS, TOP_PER_NEIGHBOUR)
             .await
-            .map_err(internal)?;
-        let mut sources = Vec::with_capacity(near.len());
-        for n in &near {
-            let mut top = self
-                .store()
-                .top_k(&n.workload.key, target_key, TOP_PER_NEIGHBOUR)
-                .await
-                .map_err(internal)?;
-            top.retain(|r| r.mean_cost.is_some());
-            sources.push(top);
-        }
+            .map_err(internal)?
+            .into_iter()
+            .unzip();
         // Adapting replays and lowers every schedule: off the async threads.
         let (task, neighbours) = (Arc::clone(task), near.clone());
         let cands = tokio::task::spawn_blocking(move || adapt_all(&neighbours, sources, &task))
@@ -82,29 +73,20 @@ impl Api {
     ) -> Option<Vec<usize>> {
         let model = self.models.get(&self.ctx.jobs, target_key).await?;
         let task = Arc::clone(task);
-        let schedules: Vec<_> = cands.iter().map(|c| c.adapted.schedule.clone()).collect();
-        // Lowering and prediction: off the async threads.
+        // Adapting lowered each candidate with the task's options: the model ranks those.
+        let lowered: Vec<_> = cands.iter().map(|c| c.adapted.lowered.clone()).collect();
+        // Prediction: off the async threads.
         let scored = tokio::task::spawn_blocking(move || {
-            let opts = task.lower_options();
-            let lowered: Vec<(usize, _)> = schedules
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| {
-                    let state = s.replay(&task.dag).ok()?;
-                    Some((i, lower_with(&state, &opts).ok()?))
-                })
-                .collect();
             if lowered.is_empty() {
                 return None;
             }
-            let progs: Vec<_> = lowered.iter().map(|(_, f)| f).collect();
+            let progs: Vec<_> = lowered.iter().collect();
             let mut m = model.lock().unwrap_or_else(|p| p.into_inner());
             let scores = m
                 .predict(&task, &progs)
                 .inspect_err(|e| tracing::warn!("ranking transferred candidates: {e}"))
                 .ok()?;
-            let mut order: Vec<(usize, f32)> =
-                lowered.iter().map(|(i, _)| *i).zip(scores).collect();
+            let mut order: Vec<(usize, f32)> = (0..lowered.len()).zip(scores).collect();
             // Higher is predicted faster; equals keep the distance order.
             order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             Some(order.into_iter().map(|(i, _)| i).collect::<Vec<_>>())

@@ -4,44 +4,108 @@
 //! per row, thousands of rows at 10,000 workloads) into a walk over a vector.
 //!
 //! Fresh enough by construction: this process forgets a target's entries whenever it stores a
-//! new best record on it (after the transaction commits), and an entry lives at most `TTL`,
-//! the bound on how late another replica's newly tuned workload is seen. A workload whose best
-//! records were deleted meanwhile is dropped by `nearest` when it reads the best.
+//! new best record on it (after the transaction commits), so its own tunings are seen at once;
+//! a read that began before such a forget is not kept. An entry older than `TTL` still answers
+//! while one background read renews it (`Lookup::Stale`), so no answer waits on the scan of a
+//! structure's thousands of workloads once it was read: how late another replica's newly
+//! tuned workload is seen is `TTL` plus that read. A workload whose best records were deleted
+//! meanwhile is dropped by `nearest` when it reads the records.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// How long an entry answers without reading the database again (the best cache's default).
+/// How long an entry answers without a new read of the database (the best cache's default).
 const TTL: Duration = Duration::from_secs(2);
 
 /// (workload key, extents) of every tuned workload of one structure on one target.
 pub(crate) type Tuned = Arc<Vec<(String, Vec<i64>)>>;
 
+#[derive(Debug)]
+struct Entry {
+    /// When the read that filled it began.
+    at: Instant,
+    tuned: Tuned,
+    /// A background read to renew it is under way.
+    renewing: bool,
+}
+
+#[derive(Debug, Default)]
+struct Entries {
+    by_key: HashMap<(String, String), Entry>,
+    /// When each target's entries were last forgotten: a read begun before is stale.
+    forgotten: HashMap<String, Instant>,
+}
+
+/// What the index holds for a (structure, target).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Lookup {
+    Fresh(Tuned),
+    /// Older than `TTL`; the caller that gets it should renew it (no other caller is told to).
+    Stale(Tuned),
+    Missing,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct NeighbourIndex {
-    entries: Mutex<HashMap<(String, String), (Instant, Tuned)>>,
+    entries: Mutex<Entries>,
 }
 
 impl NeighbourIndex {
-    /// The entry of (structure, target), if read less than `TTL` ago.
-    pub(crate) fn get(&self, structure: &str, target: &str) -> Option<Tuned> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let (at, tuned) = entries.get(&(structure.to_string(), target.to_string()))?;
-        (at.elapsed() < TTL).then(|| Arc::clone(tuned))
+    fn lock(&self) -> MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Keeps what was read at `at` (taken before the read: an entry is never younger than the
-    /// data it holds).
+    /// The entry of (structure, target). `Stale` is answered once per renewal: later callers
+    /// get `Fresh` with the same data until the renewing read lands (or fails, `renew_failed`).
+    pub(crate) fn get(&self, structure: &str, target: &str) -> Lookup {
+        let mut entries = self.lock();
+        let Some(e) = entries
+            .by_key
+            .get_mut(&(structure.to_string(), target.to_string()))
+        else {
+            return Lookup::Missing;
+        };
+        if e.at.elapsed() < TTL || e.renewing {
+            return Lookup::Fresh(Arc::clone(&e.tuned));
+        }
+        e.renewing = true;
+        Lookup::Stale(Arc::clone(&e.tuned))
+    }
+
+    /// Keeps what a read begun at `at` found, unless the target was forgotten since (the read
+    /// may have missed the new best).
     pub(crate) fn put(&self, structure: &str, target: &str, at: Instant, tuned: Tuned) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.insert((structure.to_string(), target.to_string()), (at, tuned));
+        let mut entries = self.lock();
+        if entries.forgotten.get(target).is_some_and(|&f| f >= at) {
+            return;
+        }
+        let entry = Entry {
+            at,
+            tuned,
+            renewing: false,
+        };
+        entries
+            .by_key
+            .insert((structure.to_string(), target.to_string()), entry);
+    }
+
+    /// The renewing read of (structure, target) failed: the next caller tries again.
+    pub(crate) fn renew_failed(&self, structure: &str, target: &str) {
+        let mut entries = self.lock();
+        if let Some(e) = entries
+            .by_key
+            .get_mut(&(structure.to_string(), target.to_string()))
+        {
+            e.renewing = false;
+        }
     }
 
     /// A best record was stored on `target`: a workload may have joined its structure's set.
     pub(crate) fn forget_target(&self, target: &str) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.retain(|(_, t), _| t != target);
+        let mut entries = self.lock();
+        entries.by_key.retain(|(_, t), _| t != target);
+        entries.forgotten.insert(target.to_string(), Instant::now());
     }
 }
 
@@ -49,25 +113,65 @@ impl NeighbourIndex {
 mod tests {
     use super::*;
 
+    fn tuned(key: &str) -> Tuned {
+        Arc::new(vec![(key.into(), vec![4, 8])])
+    }
+
     #[test]
     fn an_entry_answers_until_its_target_gets_a_new_best() {
         let index = NeighbourIndex::default();
-        assert!(index.get("s", "t").is_none());
-        let tuned: Tuned = Arc::new(vec![("w".into(), vec![4, 8])]);
-        index.put("s", "t", Instant::now(), Arc::clone(&tuned));
-        index.put("s", "u", Instant::now(), Arc::clone(&tuned));
-        assert_eq!(index.get("s", "t"), Some(Arc::clone(&tuned)));
+        assert_eq!(index.get("s", "t"), Lookup::Missing);
+        index.put("s", "t", Instant::now(), tuned("w"));
+        index.put("s", "u", Instant::now(), tuned("w"));
+        assert_eq!(index.get("s", "t"), Lookup::Fresh(tuned("w")));
         index.forget_target("t");
-        assert!(index.get("s", "t").is_none());
+        assert_eq!(index.get("s", "t"), Lookup::Missing);
         assert!(
-            index.get("s", "u").is_some(),
+            matches!(index.get("s", "u"), Lookup::Fresh(_)),
             "another target's entry stays"
         );
-        // An entry read longer than TTL ago no longer answers.
-        let old = Instant::now().checked_sub(TTL * 2);
-        if let Some(old) = old {
-            index.put("s", "t", old, tuned);
-            assert!(index.get("s", "t").is_none());
-        }
+    }
+
+    #[test]
+    fn a_read_begun_before_a_new_best_is_not_kept() {
+        let index = NeighbourIndex::default();
+        let ms = Duration::from_millis(1);
+        let began = Instant::now()
+            .checked_sub(ms)
+            .expect("the clock reaches back 1 ms");
+        index.forget_target("t");
+        index.put("s", "t", began, tuned("old"));
+        assert_eq!(index.get("s", "t"), Lookup::Missing);
+        index.put("s", "t", Instant::now() + ms, tuned("new"));
+        assert_eq!(index.get("s", "t"), Lookup::Fresh(tuned("new")));
+    }
+
+    #[test]
+    fn an_old_entry_answers_while_one_caller_renews_it() {
+        let index = NeighbourIndex::default();
+        // An entry read longer than TTL ago (an Instant that far back exists on any machine up
+        // for more than 4 s; the test needs it).
+        let old = Instant::now()
+            .checked_sub(TTL * 2)
+            .expect("the clock reaches back 4 s");
+        index.put("s", "t", old, tuned("w"));
+        assert_eq!(
+            index.get("s", "t"),
+            Lookup::Stale(tuned("w")),
+            "the first renews"
+        );
+        assert_eq!(
+            index.get("s", "t"),
+            Lookup::Fresh(tuned("w")),
+            "the others wait for it"
+        );
+        index.renew_failed("s", "t");
+        assert_eq!(
+            index.get("s", "t"),
+            Lookup::Stale(tuned("w")),
+            "renewed again after a failure"
+        );
+        index.put("s", "t", Instant::now(), tuned("w2"));
+        assert_eq!(index.get("s", "t"), Lookup::Fresh(tuned("w2")));
     }
 }

@@ -3,9 +3,11 @@
 //! nearest tuned workloads of one structure on a target, what warm starts and answers for
 //! shapes never tuned start from.
 
-use super::neighbours::Tuned;
-use super::{Record, RecordStore, SqlStore, StoreError, Workload};
+use super::neighbours::{Lookup, Tuned};
+use super::rows::{RECORD_COLUMNS, WORKLOAD_COLUMNS, record_from_row, workload_from_row};
+use super::{Record, SqlStore, StoreError, Workload};
 use sqlx::Row;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 use tunehub_engine::ir::ComputeDag;
@@ -42,11 +44,12 @@ impl Neighbor {
         let Ok(source) = self.workload.to_task() else {
             return vec![];
         };
+        let opts = task.lower_options();
         records
             .into_iter()
             .filter_map(|record| {
                 let steps = Schedule::from_json(&record.steps_json).ok()?;
-                match transfer::adapt(&steps, &source.dag, &task.dag) {
+                match transfer::adapt_with(&steps, &source.dag, &task.dag, &opts) {
                     Ok(a) => Some((record, a)),
                     Err(e) => {
                         tracing::debug!(source = %record.id, "not adapted: {e}");
@@ -117,7 +120,22 @@ impl SqlStore {
         target_key: &str,
         k: usize,
     ) -> Result<Vec<Neighbor>, StoreError> {
-        if k == 0 {
+        let near = self.nearest_with_records(task, target_key, k, 1).await?;
+        Ok(near.into_iter().map(|(n, _)| n).collect())
+    }
+
+    /// `nearest`, each neighbour with its `per` fastest records on the target (fastest first,
+    /// the first its best): what a zero-shot answer adapts. Two queries for all the neighbours,
+    /// not two per neighbour: each query is a round trip through the pool, and the answer is
+    /// waited on. A workload whose records went meanwhile is not a neighbour.
+    pub async fn nearest_with_records(
+        &self,
+        task: &Task,
+        target_key: &str,
+        k: usize,
+        per: usize,
+    ) -> Result<Vec<(Neighbor, Vec<Record>)>, StoreError> {
+        if k == 0 || per == 0 {
             return Ok(vec![]);
         }
         let structure = transfer::structure_key(&task.dag, &task.layout_free);
@@ -131,30 +149,112 @@ impl SqlStore {
             .collect();
         near.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         near.truncate(k);
+        if near.is_empty() {
+            return Ok(vec![]);
+        }
+        let keys: Vec<&str> = near.iter().map(|(_, key)| *key).collect();
+        let mut workloads = self.workloads_of(&keys).await?;
+        let mut fastest = self.fastest_of(&keys, target_key, per).await?;
         let mut out = Vec::with_capacity(near.len());
         for (distance, key) in near {
-            let best = RecordStore::best(self, key, target_key).await?;
-            let workload = RecordStore::workload(self, key).await?;
-            // A best record gone meanwhile: not a neighbour.
-            if let (Some(best), Some(workload)) = (best, workload) {
-                out.push(Neighbor {
+            let (Some(workload), Some(records)) = (workloads.remove(key), fastest.remove(key))
+            else {
+                continue;
+            };
+            let best = records[0].clone();
+            out.push((
+                Neighbor {
                     workload,
                     distance,
                     best,
-                });
-            }
+                },
+                records,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The stored workloads among `keys`, by key.
+    async fn workloads_of(&self, keys: &[&str]) -> Result<HashMap<String, Workload>, StoreError> {
+        let sql = format!(
+            "SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE key IN ({})",
+            placeholders(1, keys.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for key in keys {
+            q = q.bind(*key);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|row| workload_from_row(row).map(|w| (w.key.clone(), w)))
+            .collect()
+    }
+
+    /// The `per` fastest measured records on `target_key` of each workload of `keys` (as
+    /// `top_k` orders them: fastest, then oldest), by workload; a workload with none is absent.
+    async fn fastest_of(
+        &self,
+        keys: &[&str],
+        target_key: &str,
+        per: usize,
+    ) -> Result<HashMap<String, Vec<Record>>, StoreError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM (SELECT r.*, ROW_NUMBER() OVER (PARTITION BY r.workload_key \
+             ORDER BY r.mean_cost ASC, r.created_at ASC, r.id ASC) AS place FROM records r \
+             WHERE r.target_key = $1 AND r.mean_cost IS NOT NULL AND r.noisy = 0 \
+             AND r.workload_key IN ({})) r WHERE r.place <= ${} ORDER BY r.workload_key, r.place",
+            placeholders(2, keys.len()),
+            keys.len() + 2
+        );
+        let mut q = sqlx::query(&sql).bind(target_key);
+        for key in keys {
+            q = q.bind(*key);
+        }
+        let rows = q
+            .bind(i64::try_from(per).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
+        let mut out: HashMap<String, Vec<Record>> = HashMap::new();
+        for row in &rows {
+            let r = record_from_row(row)?;
+            out.entry(r.workload_key.clone()).or_default().push(r);
         }
         Ok(out)
     }
 }
 
+/// `$from, $from+1, ...`: `n` positional parameters.
+fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl SqlStore {
     /// Every workload of `structure` with a best record on `target_key`, with its extents: from
-    /// memory while fresh (`neighbours`), else one indexed query.
+    /// memory (`neighbours`; renewed in the background once old), else one indexed query.
     async fn tuned_of(&self, structure: &str, target_key: &str) -> Result<Tuned, StoreError> {
-        if let Some(tuned) = self.neighbours.get(structure, target_key) {
-            return Ok(tuned);
+        match self.neighbours.get(structure, target_key) {
+            Lookup::Fresh(tuned) => Ok(tuned),
+            Lookup::Stale(tuned) => {
+                // Answered from the old entry; renewed in the background.
+                let (store, structure, target) =
+                    (self.clone(), structure.to_string(), target_key.to_string());
+                tokio::spawn(async move {
+                    if let Err(e) = store.read_tuned(&structure, &target).await {
+                        tracing::warn!("renewing the tuned workloads of a structure: {e}");
+                        store.neighbours.renew_failed(&structure, &target);
+                    }
+                });
+                Ok(tuned)
+            }
+            Lookup::Missing => self.read_tuned(structure, target_key).await,
         }
+    }
+
+    /// Reads the tuned workloads of (structure, target) from the database into `neighbours`.
+    async fn read_tuned(&self, structure: &str, target_key: &str) -> Result<Tuned, StoreError> {
         let at = Instant::now();
         let rows = sqlx::query(
             "SELECT w.key, w.extents_json FROM workloads w \

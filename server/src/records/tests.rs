@@ -648,6 +648,62 @@ async fn nearest_tuned_workloads_of_one_structure_come_nearest_first() {
     assert!(s.nearest(&lf, T, 10).await.unwrap().is_empty());
 }
 
+/// The neighbours with their fastest records: per workload the `per` fastest timed ones,
+/// fastest first, noisy and failed ones left out, the first the neighbour's best; found in
+/// two queries whatever the number of neighbours (`tests/tests/postgres.rs`: the same on
+/// PostgreSQL).
+#[tokio::test]
+async fn nearest_workloads_come_with_their_fastest_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    let (near, far) = (mm(64, 64, 64), mm(512, 64, 64));
+    put_tuned(&s, &near, None).await;
+    put_tuned(&s, &far, Some(4e-3)).await;
+    for (sched, cost, error, noisy) in [
+        (1, 3e-3, ErrorCode::NoError, false),
+        (2, 1e-3, ErrorCode::NoError, false),
+        (3, 2e-3, ErrorCode::NoError, false),
+        (4, 5e-4, ErrorCode::NoError, true),
+        (5, 0.0, ErrorCode::CompileError, false),
+    ] {
+        let costs: &[f64] = if error == ErrorCode::NoError {
+            &[cost, cost]
+        } else {
+            &[]
+        };
+        s.commit(&rec(&near.key, T, sched, costs, error, noisy))
+            .await
+            .unwrap();
+    }
+    let got = s
+        .nearest_with_records(&mm(96, 64, 64), T, 2, 2)
+        .await
+        .unwrap();
+    let seen: Vec<(&str, Vec<Option<f64>>)> = got
+        .iter()
+        .map(|(n, rs)| {
+            assert_eq!(n.best, rs[0], "the best is the fastest");
+            (
+                n.workload.key.as_str(),
+                rs.iter().map(|r| r.mean_cost).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (near.key.as_str(), vec![Some(1e-3), Some(2e-3)]),
+            (far.key.as_str(), vec![Some(4e-3)])
+        ]
+    );
+    assert_eq!(
+        s.nearest(&mm(96, 64, 64), T, 1).await.unwrap()[0]
+            .best
+            .mean_cost,
+        Some(1e-3)
+    );
+}
+
 /// Workloads stored before migration 6 get their structure when the database is opened.
 #[tokio::test]
 async fn workloads_stored_before_migration_6_get_their_structure_on_open() {
