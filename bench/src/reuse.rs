@@ -13,6 +13,8 @@
 //!   of `--curve-batch` so that the curve is fine enough; the warm run stops once it reaches
 //!   the level read. The figure: trials until the warm run's best is within 95% of the cold
 //!   run's final best (GFLOP/s), against the cold run's own trials to get there.
+//!   `--warm-from seeds,model` adds an ablation: warm runs from the seeds alone (the copy's
+//!   saved model deleted) and from the saved model alone (no neighbour found, so no seeds).
 //!
 //! Every time is a measured kernel on this machine (the transferred answers too: measured, not
 //! predicted). The run is long (tens of 200-trial tunings): a benchmark, never a test.
@@ -20,7 +22,7 @@
 //! `tunehub-bench reuse [--trials 200] [--part zero-shot,warm-start] [--seeds 0,1,2]`
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::ops::ControlFlow;
@@ -166,12 +168,40 @@ pub struct ReuseArgs {
     /// Only the first N families (zero-shot) or cases (warm start): a short run.
     #[arg(long)]
     limit: Option<usize>,
+    /// Only the warm-start cases whose shape contains this text (e.g. `conv2d`).
+    #[arg(long)]
+    case: Option<String>,
+    /// What each seed's warm runs start from, one run per value: `both` as the service does,
+    /// `seeds` or `model` alone (an ablation).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "both")]
+    warm_from: Vec<WarmFrom>,
     /// Evolutionary population per round.
     #[arg(long, default_value_t = 2048)]
     population: usize,
     /// Where the report and the JSON go.
     #[arg(long, default_value = "bench-out/reuse")]
     out: PathBuf,
+}
+
+/// What a warm run starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum WarmFrom {
+    /// The neighbours' adapted bests as its first batch, and the target's saved model.
+    Both,
+    /// The seeds alone: the copy's saved model is deleted, so the run's model starts cold.
+    Seeds,
+    /// The saved model alone: the copy's best records are deleted, so no neighbour is found.
+    Model,
+}
+
+impl WarmFrom {
+    fn name(self) -> &'static str {
+        match self {
+            WarmFrom::Both => "seeds + model",
+            WarmFrom::Seeds => "seeds",
+            WarmFrom::Model => "model",
+        }
+    }
 }
 
 /// A database and the embedded server on it (no job loop: `tune` runs each job itself).
@@ -203,12 +233,23 @@ impl Db {
 
     /// A new database holding a copy of a stopped one's files (its records and saved model):
     /// every seed's warm run starts from the same tuned neighbours.
-    async fn copy_of(a: &ReuseArgs, stopped: &Path) -> Result<Db> {
+    async fn copy_of(a: &ReuseArgs, stopped: &Path, from: WarmFrom) -> Result<Db> {
         let dir = tempfile::tempdir()?;
         for entry in std::fs::read_dir(stopped)? {
             let entry = entry?;
             std::fs::copy(entry.path(), dir.path().join(entry.file_name()))
                 .with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+        let forget = match from {
+            WarmFrom::Both => None,
+            WarmFrom::Seeds => Some("DELETE FROM cost_models"),
+            WarmFrom::Model => Some("DELETE FROM best_records"),
+        };
+        if let Some(sql) = forget {
+            let url = format!("sqlite://{}", dir.path().join("reuse.db").display());
+            let pool = sqlx::SqlitePool::connect(&url).await?;
+            sqlx::query(sql).execute(&pool).await?;
+            pool.close().await;
         }
         Self::open(a, dir).await
     }
@@ -415,12 +456,15 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
     );
     let _ = writeln!(
         md,
-        "| shape | seed | cold best GFLOP/s | cold trials to 95% | warm trials to 95% of cold | warm / cold trials | warm best (stopped at 95%) |"
+        "| shape | seed | cold best GFLOP/s | cold trials to 95% | warm from | warm trials to 95% of cold | warm / cold trials | warm best (stopped at 95%) |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     let mut rows = vec![];
     let t0 = Instant::now();
-    for (shape, near) in WARM.iter().take(a.limit.unwrap_or(usize::MAX)) {
+    let cases = WARM
+        .iter()
+        .filter(|(shape, _)| a.case.as_ref().is_none_or(|c| shape.contains(c.as_str())));
+    for (shape, near) in cases.take(a.limit.unwrap_or(usize::MAX)) {
         // The neighbours are tuned once (seed 0); each seed's warm run gets its own copy.
         eprintln!("warm start: neighbours of {shape}");
         let mut tuned = Db::fresh(a).await?;
@@ -435,34 +479,41 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
             cold.stop().await?;
             // The warm run stops once it reaches the level the figure reads.
             let level = 0.95 * best(&c[0]).unwrap_or(f64::NAN);
-            let mut warm = Db::copy_of(a, neighbours.path()).await?;
-            eprintln!("warm start: warm {shape}, seed {seed}");
-            let w = warm
-                .tune(&[shape], a.trials, a.curve_batch, seed, Some(level))
-                .await?;
-            warm.stop().await?;
             let cold_best = best(&c[0]).unwrap_or(f64::NAN);
-            let (ct, wt) = (trials_to(&c[0], level), trials_to(&w[0], level));
-            let ratio = match (wt, ct) {
-                (Some(w), Some(c)) => format!("{:.3}", f64::from(w) / f64::from(c)),
-                _ => "-".into(),
-            };
-            let show = |t: Option<u32>| t.map_or("not reached".into(), |t| t.to_string());
-            let _ = writeln!(
-                md,
-                "| `{shape}` | {seed} | {cold_best:.1} | {} | {} | {ratio} | {:.1} |",
-                show(ct),
-                show(wt),
-                best(&w[0]).unwrap_or(f64::NAN)
-            );
-            eprintln!(
-                "{} ({:.0} s)",
-                md.lines().last().unwrap_or_default(),
-                t0.elapsed().as_secs_f64()
-            );
-            rows.push(json!({"shape": shape, "seed": seed, "cold_best": cold_best,
-                "cold_trials_to_95": ct, "warm_trials_to_95": wt,
-                "cold_curve": c[0], "warm_curve": w[0]}));
+            let ct = trials_to(&c[0], level);
+            for &from in &a.warm_from {
+                let mut warm = Db::copy_of(a, neighbours.path(), from).await?;
+                eprintln!(
+                    "warm start: warm {shape}, seed {seed}, from {}",
+                    from.name()
+                );
+                let w = warm
+                    .tune(&[shape], a.trials, a.curve_batch, seed, Some(level))
+                    .await?;
+                warm.stop().await?;
+                let wt = trials_to(&w[0], level);
+                let ratio = match (wt, ct) {
+                    (Some(w), Some(c)) => format!("{:.3}", f64::from(w) / f64::from(c)),
+                    _ => "-".into(),
+                };
+                let show = |t: Option<u32>| t.map_or("not reached".into(), |t| t.to_string());
+                let _ = writeln!(
+                    md,
+                    "| `{shape}` | {seed} | {cold_best:.1} | {} | {} | {} | {ratio} | {:.1} |",
+                    show(ct),
+                    from.name(),
+                    show(wt),
+                    best(&w[0]).unwrap_or(f64::NAN)
+                );
+                eprintln!(
+                    "{} ({:.0} s)",
+                    md.lines().last().unwrap_or_default(),
+                    t0.elapsed().as_secs_f64()
+                );
+                rows.push(json!({"shape": shape, "seed": seed, "cold_best": cold_best,
+                    "warm_from": from.name(), "cold_trials_to_95": ct, "warm_trials_to_95": wt,
+                    "cold_curve": c[0], "warm_curve": w[0]}));
+            }
         }
     }
     Ok((md, json!(rows)))
