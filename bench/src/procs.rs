@@ -180,6 +180,33 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// `f(i, &items[i])` for every item, on every core (each thread takes the next item), the
+/// results in the items' order: the benchmarks' datasets are made this way.
+pub fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(usize, &T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out = std::sync::Mutex::new((0..items.len()).map(|_| None).collect::<Vec<_>>());
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(i) else {
+                        break;
+                    };
+                    let r = f(i, item);
+                    out.lock().expect("no panic holding it")[i] = Some(r);
+                }
+            });
+        }
+    });
+    out.into_inner()
+        .expect("no panic holding it")
+        .into_iter()
+        .map(|r| r.expect("every item done"))
+        .collect()
+}
+
 /// Clients on their own connections asking concurrently for `seconds`: each client `k` calls
 /// `ask(connection, i)` for i = k * 7919, k * 7919 + 1, ... (so that clients walk their inputs
 /// from different places), one call at a time, until the time is up. The latencies in ms of

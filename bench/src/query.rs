@@ -243,15 +243,8 @@ async fn bench_one(
     log: &Path,
 ) -> Result<Summary> {
     println!("\n== {name}: tunehub server --db {db}");
-    let extra: Vec<&str> = a.server_args.iter().map(String::as_str).collect();
-    let server = ServerProc::start(server_bin, db, log, &extra)?;
+    let (server, cfg, mut c) = start_server(a, server_bin, db, log).await?;
     let pid = server.pid();
-    let cfg = ClientConfig {
-        server: server.url(),
-        token: Some(TOKEN.into()),
-        ca_cert: None,
-    };
-    let mut c = client::connect(&cfg).await?;
     let (rss0, _) = procs::rss_mb(pid);
     println!(
         "server pid {pid} on {}, RSS {rss0:.1} MB at start",
@@ -272,18 +265,8 @@ async fn bench_one(
             lines = defs;
             first = false;
         }
-        let msgs: Vec<pb::RecordLines> = lines
-            .chunks(1000)
-            .map(|c| pb::RecordLines { lines: c.to_vec() })
-            .collect();
-        drop(lines);
         let t = Instant::now();
-        let r = c
-            .records
-            .import(tokio_stream::iter(msgs))
-            .await
-            .context("Records.Import")?
-            .into_inner();
+        let r = import(&mut c, &lines, 1000).await?;
         import_s += t.elapsed().as_secs_f64();
         new += r.records_new;
         known += r.records_known;
@@ -419,6 +402,43 @@ async fn bench_one(
         rss_after_mb: rss2,
         rss_peak_mb: hwm2,
     })
+}
+
+/// Starts `tunehub server` on `db` with the bench's extra arguments and connects with the
+/// token: the server, how to connect again (the concurrent clients), and one connection.
+pub(crate) async fn start_server(
+    a: &QueryArgs,
+    server_bin: &Path,
+    db: &str,
+    log: &Path,
+) -> Result<(ServerProc, ClientConfig, Clients)> {
+    let extra: Vec<&str> = a.server_args.iter().map(String::as_str).collect();
+    let server = ServerProc::start(server_bin, db, log, &extra)?;
+    let cfg = ClientConfig {
+        server: server.url(),
+        token: Some(TOKEN.into()),
+        ca_cert: None,
+    };
+    let c = client::connect(&cfg).await?;
+    Ok((server, cfg, c))
+}
+
+/// One `Records.Import` call (one transaction) of `lines`, `per_message` to a message: a
+/// message stays under the 4 MB limit (workload lines carry their DAG, a few kB).
+pub(crate) async fn import(
+    c: &mut Clients,
+    lines: &[String],
+    per_message: usize,
+) -> Result<pb::ImportResponse> {
+    let msgs: Vec<pb::RecordLines> = lines
+        .chunks(per_message)
+        .map(|c| pb::RecordLines { lines: c.to_vec() })
+        .collect();
+    Ok(c.records
+        .import(tokio_stream::iter(msgs))
+        .await
+        .context("Records.Import")?
+        .into_inner())
 }
 
 async fn best(c: &mut Clients, req: pb::BestRequest) -> Result<()> {
@@ -588,30 +608,16 @@ impl Dataset {
             .collect::<Result<_>>()?;
         let specs: Vec<String> = zoo().into_iter().take(a.workloads.max(1)).collect();
         let per_pair = a.records.div_ceil(specs.len() * targets.len()).max(1);
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let results = std::sync::Mutex::new((0..specs.len()).map(|_| None).collect::<Vec<_>>());
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        if i >= specs.len() {
-                            break;
-                        }
-                        // A quarter more than an even share: small schedule spaces give
-                        // fewer, and the others make up for them.
-                        let want = per_pair + per_pair / 4 + 1;
-                        let r = sample_workload(&specs[i], &host, want, a.seed ^ i as u64);
-                        results.lock().expect("no panic holding it")[i] = Some(r);
-                    }
-                });
-            }
+        // A quarter more than an even share: small schedule spaces give fewer, and the others
+        // make up for them.
+        let want = per_pair + per_pair / 4 + 1;
+        let results = procs::parallel_map(&specs, |i, spec| {
+            sample_workload(spec, &host, want, a.seed ^ i as u64)
         });
         let mut workloads = vec![];
         let mut schedules = vec![];
-        for r in results.into_inner().expect("no panic holding it") {
-            let (w, s) = r.expect("every workload sampled")?;
+        for r in results {
+            let (w, s) = r?;
             workloads.push(w);
             schedules.push(s);
         }

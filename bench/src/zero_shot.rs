@@ -13,8 +13,8 @@
 //! no record: each shape's first answer sequentially (p50/p99), the same shapes asked again,
 //! with the Kernel, and `--clients` concurrent clients for `--seconds`.
 
-use crate::procs::{self, ServerProc, TOKEN, quantile};
-use crate::query::{Mix, QueryArgs};
+use crate::procs::{self, quantile};
+use crate::query::{self, Mix, QueryArgs};
 use anyhow::{Context, Result, bail};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -28,7 +28,6 @@ use tunehub_engine::transfer;
 use tunehub_proto::v1 as pb;
 use tunehub_server::api::records::{record_line, target_line, workload_line};
 use tunehub_server::client::{self, Clients};
-use tunehub_server::config::ClientConfig;
 use tunehub_server::records::{Record, Workload, canonical_steps};
 
 /// Schedules sampled per structure, on its base shape; each workload gets `RECORDS` of them.
@@ -160,7 +159,6 @@ impl ZeroShotData {
         }
         let target_key = host.key();
         let target_json = serde_json::to_string(&host)?;
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut lines = vec![target_line(&target_key, &target_json)];
         let mut records = 0;
         let mut workloads = 0;
@@ -179,26 +177,12 @@ impl ZeroShotData {
                 }
             }
             // Adapted in parallel: a workload's records are its own work.
-            let specs = &tuned[si];
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let out = std::sync::Mutex::new((0..specs.len()).map(|_| None).collect::<Vec<_>>());
-            std::thread::scope(|sc| {
-                for _ in 0..threads {
-                    sc.spawn(|| {
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            if i >= specs.len() {
-                                break;
-                            }
-                            let r = workload_records(&specs[i], &base, &bases, &target_key, i);
-                            out.lock().expect("no panic holding it")[i] = Some(r);
-                        }
-                    });
-                }
+            let out = procs::parallel_map(&tuned[si], |i, spec| {
+                workload_records(spec, &base, &bases, &target_key, i)
             });
             let mut kept = 0;
-            for r in out.into_inner().expect("no panic holding it") {
-                let Some((w, recs)) = r.expect("every workload done")? else {
+            for r in out {
+                let Some((w, recs)) = r? else {
                     continue;
                 };
                 lines.push(w);
@@ -210,7 +194,7 @@ impl ZeroShotData {
             println!(
                 "  {}: {kept} tuned workloads ({} drawn), {} held-out shapes",
                 s.name,
-                specs.len(),
+                tuned[si].len(),
                 held[si].len()
             );
         }
@@ -315,31 +299,14 @@ pub async fn bench_one(
     log: &Path,
 ) -> Result<ZeroShotSummary> {
     println!("\n== {name} (zero-shot): tunehub server --db {db}");
-    let extra: Vec<&str> = a.server_args.iter().map(String::as_str).collect();
-    let server = ServerProc::start(server_bin, db, log, &extra)?;
+    let (server, cfg, mut c) = query::start_server(a, server_bin, db, log).await?;
     let pid = server.pid();
-    let cfg = ClientConfig {
-        server: server.url(),
-        token: Some(TOKEN.into()),
-        ca_cert: None,
-    };
-    let mut c = client::connect(&cfg).await?;
 
     let t = Instant::now();
     let (mut new, mut lines_sent) = (0u64, 0usize);
     for chunk in data.lines.chunks(a.import_chunk.max(1)) {
         // A workload's line comes before its records, in this call or an earlier one.
-        let msgs: Vec<pb::RecordLines> = chunk
-            // Workload lines carry their DAG (a few kB): under the 4 MB message limit.
-            .chunks(200)
-            .map(|c| pb::RecordLines { lines: c.to_vec() })
-            .collect();
-        let r = c
-            .records
-            .import(tokio_stream::iter(msgs))
-            .await
-            .context("Records.Import")?
-            .into_inner();
+        let r = query::import(&mut c, chunk, 200).await?;
         new += r.records_new;
         lines_sent += chunk.len();
     }
