@@ -23,6 +23,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::target::{Target, TargetOverrides};
@@ -563,6 +564,20 @@ impl Mix {
     }
 }
 
+/// A library op spec's DAG, and the workload an import line carries for it.
+pub(crate) fn workload_of(spec: &str) -> Result<(ComputeDag, Workload)> {
+    let dag = ops::build_op(spec).with_context(|| format!("op spec {spec}"))?;
+    let def = Workload {
+        key: dag.workload_key(),
+        description: Some(spec.to_string()),
+        dag_json: serde_json::to_string(&dag)?,
+        options: Default::default(),
+        flops: dag.flop_count(),
+        created_at: 0,
+    };
+    Ok((dag, def))
+}
+
 struct WorkloadDef {
     spec: String,
     def: Workload,
@@ -782,15 +797,7 @@ fn sample_workload(
     n: usize,
     seed: u64,
 ) -> Result<(WorkloadDef, Vec<String>)> {
-    let dag = ops::build_op(spec).with_context(|| format!("op spec {spec}"))?;
-    let def = Workload {
-        key: dag.workload_key(),
-        description: Some(spec.to_string()),
-        dag_json: serde_json::to_string(&dag)?,
-        options: Default::default(),
-        flops: dag.flop_count(),
-        created_at: 0,
-    };
+    let (dag, def) = workload_of(spec)?;
     let mut sampler = RandomSampler::new(&dag, target, seed);
     let mut seen = HashSet::new();
     let mut out = vec![];

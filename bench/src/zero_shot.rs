@@ -28,7 +28,7 @@ use tunehub_engine::transfer;
 use tunehub_proto::v1 as pb;
 use tunehub_server::api::records::{record_line, target_line, workload_line};
 use tunehub_server::client::{self, Clients};
-use tunehub_server::records::{Record, Workload, canonical_steps};
+use tunehub_server::records::{Record, canonical_steps};
 
 /// Schedules sampled per structure, on its base shape; each workload gets `RECORDS` of them.
 const BASE_SCHEDULES: usize = 8;
@@ -229,15 +229,7 @@ fn workload_records(
     target_key: &str,
     i: usize,
 ) -> Result<WorkloadLines> {
-    let dag = ops::build_op(spec).with_context(|| spec.to_string())?;
-    let def = Workload {
-        key: dag.workload_key(),
-        description: Some(spec.to_string()),
-        dag_json: serde_json::to_string(&dag)?,
-        options: Default::default(),
-        flops: dag.flop_count(),
-        created_at: 0,
-    };
+    let (dag, def) = query::workload_of(spec)?;
     let mut r = Mix(i as u64 ^ 0x5eed);
     let mut recs = vec![];
     let mut steps_seen = HashSet::new();
