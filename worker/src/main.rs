@@ -6,9 +6,9 @@
 //! time under the run prefix, checks them against the reference, and reports. Heartbeats keep
 //! its lease alive; a lost connection or a restarted server means reconnecting with backoff
 //! and registering again as the same device, trying the servers of `--server` in turn; a
-//! server replica that does not own the device's pool sends it to the one that does; a refused token (UNAUTHENTICATED) is final: one
-//! line on stderr ("error: ...") and exit status 1. SIGTERM or Ctrl-C: the piece in hand is finished and
-//! reported, then the worker exits.
+//! server replica that does not own the device's pool sends it to the one that does; a refused
+//! token (UNAUTHENTICATED) is final: one line on stderr ("error: ...") and exit status 1.
+//! SIGTERM or Ctrl-C: the piece in hand is finished and reported, then the worker exits.
 //!
 //! # Layout
 //!
