@@ -224,6 +224,17 @@ pub struct Window {
 }
 
 impl Window {
+    /// A `k x k` window, undilated.
+    pub fn square(k: i64, stride: i64, pad: i64) -> Window {
+        Window {
+            kh: k,
+            kw: k,
+            stride,
+            pad,
+            dilation: 1,
+        }
+    }
+
     /// Output height and width for an `h x w` input; an empty output is an error.
     fn output(&self, h: i64, w: i64) -> Result<(i64, i64), DagError> {
         let (oh, ow) = (

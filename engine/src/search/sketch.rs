@@ -634,13 +634,7 @@ mod tests {
 
     #[test]
     fn window_reductions_get_row_tiles_only() {
-        let w = |k, stride, pad| Window {
-            kh: k,
-            kw: k,
-            stride,
-            pad,
-            dilation: 1,
-        };
+        let w = Window::square;
         // Stride 1 or 2, padded (materialized or inlined) or not: the pool is a row tile.
         for (k, stride, pad) in [(2, 2, 0), (3, 2, 1), (3, 1, 1)] {
             let dag = ops::pool2d(PoolKind::Max, 1, 3, 9, 9, w(k, stride, pad)).unwrap();

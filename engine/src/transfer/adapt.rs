@@ -287,13 +287,7 @@ mod tests {
     /// fused epilogues, cache stages, attached producers and windows.
     #[test]
     fn incremental_extents_adapt_as_bound_inference_does() {
-        let w = |k, stride, pad| Window {
-            kh: k,
-            kw: k,
-            stride,
-            pad,
-            dilation: 1,
-        };
+        let w = Window::square;
         let pairs = [
             (ops::matmul(64, 48, 32), ops::matmul(40, 100, 24)),
             (
