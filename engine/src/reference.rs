@@ -387,21 +387,8 @@ mod tests {
 
     #[test]
     fn max_pool_with_padding_ignores_the_padding() {
-        let dag = ops::pool2d(
-            ops::PoolKind::Max,
-            1,
-            1,
-            4,
-            4,
-            ops::Window {
-                kh: 3,
-                kw: 3,
-                stride: 1,
-                pad: 1,
-                dilation: 1,
-            },
-        )
-        .unwrap();
+        let dag =
+            ops::pool2d(ops::PoolKind::Max, 1, 1, 4, 4, ops::Window::square(3, 1, 1)).unwrap();
         let out = outputs(&dag);
         let x = data::input_tensor(0, 16);
         // The corner window covers x[0..2, 0..2] only.

@@ -442,13 +442,7 @@ mod tests {
     #[test]
     fn samples_are_valid_by_construction() {
         let target = Target::detect();
-        let w = Window {
-            kh: 3,
-            kw: 3,
-            stride: 2,
-            pad: 1,
-            dilation: 1,
-        };
+        let w = Window::square(3, 2, 1);
         let dags = [
             ops::matmul(33, 17, 9).unwrap(),
             ops::dense(8, 24, 20, true, true).unwrap(),

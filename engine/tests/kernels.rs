@@ -202,13 +202,7 @@ proptest! {
 
 /// 3x3, stride 1, pad 1.
 fn same_3x3() -> Window {
-    Window {
-        kh: 3,
-        kw: 3,
-        stride: 1,
-        pad: 1,
-        dilation: 1,
-    }
+    Window::square(3, 1, 1)
 }
 
 /// A schedule of conv2d NCHW 1x8x8x8, 32 filters, 3x3: two output rows of 8 per parallel
@@ -638,13 +632,7 @@ fn masked_loads_match_the_reference_at_every_x86_vector_width() {
         eprintln!("skipped: x86-64 only");
         return;
     }
-    let win = Window {
-        kh: 3,
-        kw: 3,
-        stride: 2,
-        pad: 1,
-        dilation: 1,
-    };
+    let win = Window::square(3, 2, 1);
     let dag = ops::depthwise_conv2d_nchw(1, 3, 7, 73, win, false, false).unwrap();
     let sched = depthwise_row_tile(&dag, true);
     let task = Task::new(dag, "depthwise row tile");

@@ -10,23 +10,7 @@ use tunehub_engine::schedule::{Schedule, ScheduleError};
 use tunehub_engine::target::Target;
 
 fn conv() -> tunehub_engine::ir::ComputeDag {
-    ops::conv2d_nchw(
-        1,
-        8,
-        14,
-        14,
-        16,
-        Window {
-            kh: 3,
-            kw: 3,
-            stride: 1,
-            pad: 1,
-            dilation: 1,
-        },
-        true,
-        true,
-    )
-    .unwrap()
+    ops::conv2d_nchw(1, 8, 14, 14, 16, Window::square(3, 1, 1), true, true).unwrap()
 }
 
 #[test]

@@ -575,13 +575,7 @@ mod tests {
     /// A padded max-pool (padding -inf) is stored and read back as it was, with its key.
     #[test]
     fn infinite_constants_survive_json() {
-        let w = Window {
-            kh: 3,
-            kw: 3,
-            stride: 2,
-            pad: 1,
-            dilation: 1,
-        };
+        let w = Window::square(3, 2, 1);
         let dag = ops::pool2d(PoolKind::Max, 1, 4, 9, 9, w).unwrap();
         let json = serde_json::to_string(&dag).unwrap();
         assert!(json.contains(r#"{"const":"-inf"}"#), "{json}");

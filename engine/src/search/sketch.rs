@@ -542,13 +542,7 @@ mod tests {
 
     #[test]
     fn conv_bias_relu_fuses_the_epilogue_and_inlines_padding() {
-        let w = Window {
-            kh: 3,
-            kw: 3,
-            stride: 1,
-            pad: 1,
-            dilation: 1,
-        };
+        let w = Window::square(3, 1, 1);
         let dag = ops::conv2d_nchw(1, 8, 10, 10, 16, w, true, true).unwrap();
         let sketches = generate(&dag, &cpu_rules());
         // Fusion at level 1 or 2, each with the padding inlined or materialized.
@@ -592,13 +586,7 @@ mod tests {
 
     #[test]
     fn plain_conv_gets_cache_write() {
-        let w = Window {
-            kh: 3,
-            kw: 3,
-            stride: 1,
-            pad: 1,
-            dilation: 1,
-        };
+        let w = Window::square(3, 1, 1);
         let dag = ops::conv2d_nchw(1, 8, 10, 10, 16, w, false, false).unwrap();
         let d = describe_all(&dag);
         // Cache write at level 1 or 2, each with the padding inlined or materialized.
@@ -619,13 +607,7 @@ mod tests {
             ],
             "{d:?}"
         );
-        let w = Window {
-            kh: 2,
-            kw: 2,
-            stride: 2,
-            pad: 0,
-            dilation: 1,
-        };
+        let w = Window::square(2, 2, 0);
         let dag = ops::pool2d(PoolKind::Max, 1, 2, 8, 8, w).unwrap();
         let sk = generate(&dag, &cpu_rules());
         assert_eq!(sk.len(), 1);
@@ -668,13 +650,7 @@ mod tests {
         // Tiled reductions keep their tiling; a two-axis pool is left alone.
         let d = describe_all(&ops::dense(16, 32, 64, true, true).unwrap());
         assert!(d.iter().all(|x| !x.contains("rfactor")), "{d:?}");
-        let w = Window {
-            kh: 4,
-            kw: 4,
-            stride: 4,
-            pad: 0,
-            dilation: 1,
-        };
+        let w = Window::square(4, 4, 0);
         let d = describe_all(&ops::pool2d(PoolKind::Max, 1, 2, 16, 16, w).unwrap());
         assert!(d.iter().all(|x| !x.contains("rfactor")), "{d:?}");
     }

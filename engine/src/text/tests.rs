@@ -22,13 +22,7 @@ Y[i,j] = E[i,j] / S[i] where i<64, j<128
 ";
 
 fn conv_ref() -> ComputeDag {
-    let win = ops::Window {
-        kh: 3,
-        kw: 3,
-        stride: 1,
-        pad: 1,
-        dilation: 1,
-    };
+    let win = ops::Window::square(3, 1, 1);
     ops::conv2d_nchw(1, 8, 56, 56, 8, win, false, false).unwrap()
 }
 

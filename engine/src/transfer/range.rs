@@ -665,13 +665,7 @@ mod tests {
             24,
             40,
             16,
-            ops::Window {
-                kh: 3,
-                kw: 3,
-                stride: 1,
-                pad: 1,
-                dilation: 1,
-            },
+            ops::Window::square(3, 1, 1),
             false,
             false,
         )

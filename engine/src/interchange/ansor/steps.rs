@@ -240,23 +240,7 @@ mod tests {
     }
 
     fn conv() -> ComputeDag {
-        ops::conv2d_nchw(
-            1,
-            4,
-            8,
-            8,
-            4,
-            ops::Window {
-                kh: 3,
-                kw: 3,
-                stride: 1,
-                pad: 1,
-                dilation: 1,
-            },
-            false,
-            false,
-        )
-        .unwrap()
+        ops::conv2d_nchw(1, 4, 8, 8, 4, ops::Window::square(3, 1, 1), false, false).unwrap()
     }
 
     #[test]

@@ -176,13 +176,7 @@ fn the_vector_axis_fills_whole_vectors() {
         cores: 2,
         vector_lanes: 8,
     };
-    let win = crate::ops::Window {
-        kh: 3,
-        kw: 3,
-        stride: 1,
-        pad: 1,
-        dilation: 1,
-    };
+    let win = crate::ops::Window::square(3, 1, 1);
     let conv = crate::ops::conv2d_nchw(1, 16, 56, 56, 16, win, false, false).unwrap();
     let sketches = super::super::sketch::generate(&conv, &super::super::sketch::cpu_rules());
     let mut rng = ChaCha8Rng::seed_from_u64(9);
@@ -252,13 +246,7 @@ fn vector_axis_is_offered_only_where_the_last_axis_leaves_partial_vectors() {
     assert!(!mm.is_empty());
     assert!(mm.iter().all(|(i, n, _)| (*i, *n) == (0, 1)));
 
-    let win = crate::ops::Window {
-        kh: 3,
-        kw: 3,
-        stride: 1,
-        pad: 1,
-        dilation: 1,
-    };
+    let win = crate::ops::Window::square(3, 1, 1);
     let conv = crate::ops::conv2d_nchw(1, 8, 14, 14, 32, win, false, false).unwrap();
     let picks = vector_picks(&conv);
     // Options: x (the last), then the channels and the rows (the batch of 1 is no option).
@@ -347,13 +335,7 @@ fn producers_may_be_computed_where_all_their_readers_are() {
 /// accumulators fit a 16-register file, the outer loops parallel.
 #[test]
 fn pooling_row_tiles_put_the_window_outside_the_columns() {
-    let win = crate::ops::Window {
-        kh: 3,
-        kw: 3,
-        stride: 2,
-        pad: 1,
-        dilation: 1,
-    };
+    let win = crate::ops::Window::square(3, 2, 1);
     let dag = crate::ops::pool2d(crate::ops::PoolKind::Max, 1, 8, 40, 112, win).unwrap();
     let ctx = AnnotateContext {
         cores: 2,
