@@ -2,8 +2,9 @@
 //! the bandwidth of a read-only sum and of a STREAM-like triad (`a = b + s * c`, three arrays
 //! counted, no write-allocate, as `../shared/tools/machine-check` counts STREAM) on all the
 //! kernels' threads, each thread on its own slice of a working set sized for the level. A
-//! memory-bound workload is then held against the roof of the level that holds the bytes it
-//! must move at least once (its inputs and outputs): `search` prints the share it reaches.
+//! memory-bound workload is then held against the probe run at the bytes it must move at
+//! least once (its inputs and outputs), named by the level that holds them: `search` prints
+//! the share it reaches.
 //!
 //! The probe is plain C with OpenMP, compiled with the target's compiler and flags as the
 //! kernels are, so its loads and stores are the vector width the kernels get.
@@ -90,6 +91,30 @@ pub struct Roofs {
     pub levels: Vec<Level>,
 }
 
+/// The roof of one workload: the probe at its own working set.
+#[derive(Debug, Clone)]
+pub struct Roof {
+    /// The level that holds the working set (`L2`, `L3`, `DRAM`...).
+    pub level: String,
+    /// The working set the probe used (bytes).
+    pub probed: u64,
+    pub read_gbs: f64,
+    pub triad_gbs: f64,
+    /// The kernel mostly reads: the read roof applies.
+    pub read_mostly: bool,
+}
+
+impl Roof {
+    /// The bandwidth that applies, and its name.
+    pub fn applies(&self) -> (f64, &'static str) {
+        if self.read_mostly {
+            (self.read_gbs, "read")
+        } else {
+            (self.triad_gbs, "triad")
+        }
+    }
+}
+
 /// Per level the capacity the kernels' threads share: private levels (L1, L2) times the
 /// threads, the last level once (the usual layout; sysfs' sharing lists are not read).
 fn capacities(target: &Target) -> Vec<(String, u64)> {
@@ -103,21 +128,16 @@ fn capacities(target: &Target) -> Vec<(String, u64)> {
     out
 }
 
-impl Roofs {
-    /// Compiles and runs the probe on `target.cores` threads.
-    pub fn measure(target: &Target) -> Result<Roofs> {
-        let caps = capacities(target);
-        if caps.is_empty() {
-            bail!("the target's cache sizes are unknown");
-        }
-        let llc = caps.last().map(|c| c.1).unwrap_or(32 << 20);
-        // Half of each level (the other half for the stack, code and the neighbour level's
-        // lines); main memory at 8x the last level.
-        let mut sets: Vec<(String, u64, u64)> = caps
-            .iter()
-            .map(|(n, cap)| (n.clone(), *cap, cap / 2))
-            .collect();
-        sets.push(("DRAM".into(), u64::MAX, llc * 8));
+/// The probe, compiled once: it measures any working set on the kernels' threads.
+pub struct Prober {
+    _dir: tempfile::TempDir,
+    bin: std::path::PathBuf,
+    threads: usize,
+}
+
+impl Prober {
+    /// Compiles the probe with the target's compiler and flags.
+    pub fn new(target: &Target) -> Result<Prober> {
         let dir = tempfile::tempdir()?;
         let src = dir.path().join("probe.c");
         let bin = dir.path().join("probe");
@@ -134,17 +154,27 @@ impl Roofs {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let out = Command::new(&bin)
-            .arg(target.cores.max(1).to_string())
-            .args(sets.iter().map(|s| s.2.to_string()))
+        Ok(Prober {
+            _dir: dir,
+            bin,
+            threads: target.cores.max(1),
+        })
+    }
+
+    /// Per working set (bytes, split between the threads): the bytes probed, read GB/s and
+    /// triad GB/s.
+    pub fn probe(&self, sets: &[u64]) -> Result<Vec<(u64, f64, f64)>> {
+        let out = Command::new(&self.bin)
+            .arg(self.threads.to_string())
+            .args(sets.iter().map(|s| s.to_string()))
             .output()
             .context("running the bandwidth probe")?;
         if !out.status.success() {
             bail!("the bandwidth probe failed");
         }
         let text = String::from_utf8_lossy(&out.stdout);
-        let mut levels = vec![];
-        for ((name, cap, _), line) in sets.into_iter().zip(text.lines()) {
+        let mut rows = vec![];
+        for line in text.lines() {
             let f: Vec<f64> = line
                 .split_whitespace()
                 .filter_map(|x| x.parse().ok())
@@ -152,15 +182,68 @@ impl Roofs {
             let [bytes, read_gbs, triad_gbs] = f[..] else {
                 bail!("the bandwidth probe printed {line:?}");
             };
-            levels.push(Level {
-                name,
-                capacity: cap,
-                probed: bytes as u64,
-                read_gbs,
-                triad_gbs,
-            });
+            rows.push((bytes as u64, read_gbs, triad_gbs));
         }
+        if rows.len() != sets.len() {
+            bail!(
+                "the bandwidth probe printed {} of {} sets",
+                rows.len(),
+                sets.len()
+            );
+        }
+        Ok(rows)
+    }
+}
+
+impl Roofs {
+    /// Runs the probe at half of each level's capacity and at 8x the last level.
+    pub fn measure(target: &Target, prober: &Prober) -> Result<Roofs> {
+        let caps = capacities(target);
+        if caps.is_empty() {
+            bail!("the target's cache sizes are unknown");
+        }
+        let llc = caps.last().map(|c| c.1).unwrap_or(32 << 20);
+        // Half of each level (the other half for the stack, code and the neighbour level's
+        // lines); main memory at 8x the last level.
+        let mut sets: Vec<(String, u64, u64)> = caps
+            .iter()
+            .map(|(n, cap)| (n.clone(), *cap, cap / 2))
+            .collect();
+        sets.push(("DRAM".into(), u64::MAX, llc * 8));
+        let rows = prober.probe(&sets.iter().map(|s| s.2).collect::<Vec<_>>())?;
+        let levels = sets
+            .into_iter()
+            .zip(rows)
+            .map(
+                |((name, capacity, _), (probed, read_gbs, triad_gbs))| Level {
+                    name,
+                    capacity,
+                    probed,
+                    read_gbs,
+                    triad_gbs,
+                },
+            )
+            .collect();
         Ok(Roofs { levels })
+    }
+
+    /// The roof of a kernel of `dag`: the probe run at the kernel's own compulsory bytes, so
+    /// that a share does not depend on how full the level is at half its capacity (a VM's
+    /// "300 MB" L3 is shared with its host's other tenants: the half-level probe read 52 GB/s
+    /// there, a 67 MB matrix-vector product 66). The read roof applies to a kernel that writes
+    /// less than a third of its bytes (a triad writes a third), the triad's otherwise.
+    pub fn roof_for(&self, prober: &Prober, dag: &ComputeDag) -> Result<Roof> {
+        let bytes = compulsory_bytes(dag);
+        let [(probed, read_gbs, triad_gbs)] = prober.probe(&[bytes])?[..] else {
+            bail!("the bandwidth probe printed no row");
+        };
+        Ok(Roof {
+            level: self.level_for(bytes).name.clone(),
+            probed,
+            read_gbs,
+            triad_gbs,
+            read_mostly: 3 * output_bytes(dag) < bytes,
+        })
     }
 
     /// The level that holds `bytes` (the innermost whose capacity is at least that), DRAM
@@ -196,17 +279,23 @@ pub fn compulsory_bytes(dag: &ComputeDag) -> u64 {
         .sum()
 }
 
-/// What a run at `seconds` per call reached against its roof: (GB/s, level, share of the
-/// roof). The roof is the triad figure of the level that holds the compulsory bytes: a kernel
-/// reads and writes, and STREAM's triad is the main-memory roof.
-pub fn achieved(roofs: &Roofs, bytes: u64, seconds: f64) -> (f64, &Level, f64) {
+/// What a run at `seconds` per call moving `bytes` reached against `roof`: (GB/s, share of
+/// the roof).
+pub fn achieved(roof: &Roof, bytes: u64, seconds: f64) -> (f64, f64) {
     let gbs = if seconds > 0.0 {
         bytes as f64 / seconds / 1e9
     } else {
         0.0
     };
-    let level = roofs.level_for(bytes);
-    (gbs, level, gbs / level.triad_gbs.max(1e-9))
+    (gbs, gbs / roof.applies().0.max(1e-9))
+}
+
+/// The bytes a kernel of `dag` writes at least once: its outputs.
+pub fn output_bytes(dag: &ComputeDag) -> u64 {
+    dag.outputs()
+        .into_iter()
+        .map(|s| dag.stages[s].num_elements() as u64 * 4)
+        .sum()
 }
 
 #[cfg(test)]
