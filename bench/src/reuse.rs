@@ -10,9 +10,10 @@
 //! - **Warm start**: for a matmul, a conv2d and a dense, 5 nearby shapes are tuned (once);
 //!   then, per seed, the shape itself is tuned cold in a fresh database (`--trials`) and warm
 //!   in a copy of the neighbours' one (its first batch seeded from its neighbours), in rounds
-//!   of `--curve-batch` so that the curve is fine enough; the warm run stops once it reaches
-//!   the level read. The figure: trials until the warm run's best is within 95% of the cold
-//!   run's final best (GFLOP/s), against the cold run's own trials to get there.
+//!   of `--batch`; the warm run stops once it reaches the level read. The figure: trials
+//!   until the warm run's best is within 95% of the cold run's final best (GFLOP/s), against
+//!   the cold run's own trials to get there, counted per trial from the records' order (and,
+//!   in brackets, per round).
 //!   `--warm-from seeds,model` adds an ablation: warm runs from the seeds alone (the copy's
 //!   saved model deleted) and from the saved model alone (no neighbour found, so no seeds).
 //!
@@ -28,6 +29,7 @@ use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
@@ -162,9 +164,10 @@ pub struct ReuseArgs {
     /// Seeds of the warm-start runs (each a warm and a cold tuning per case).
     #[arg(long, value_delimiter = ',', default_value = "0,1,2")]
     seeds: Vec<u64>,
-    /// Candidates per round of the warm-start runs (their curves' resolution).
-    #[arg(long, default_value_t = 8)]
-    curve_batch: u32,
+    /// Candidates per round of the warm-start runs: the product's default. The curves are read
+    /// per trial whatever the batch (a batch of 8 also leaves no room for exploration).
+    #[arg(long, alias = "curve-batch", default_value_t = DEFAULT_BATCH as u32)]
+    batch: u32,
     /// Only the first N families (zero-shot) or cases (warm start): a short run.
     #[arg(long)]
     limit: Option<usize>,
@@ -181,6 +184,30 @@ pub struct ReuseArgs {
     /// Where the report and the JSON go.
     #[arg(long, default_value = "bench-out/reuse")]
     out: PathBuf,
+}
+
+/// One task's best-so-far GFLOP/s: (trials done, best).
+struct Curves {
+    /// After each round, as the job reported it (what `stop_at` reads).
+    rounds: Vec<(u32, f64)>,
+    /// After each trial that improved it (see `Db::per_trial`).
+    trials: Vec<(u32, f64)>,
+}
+
+/// The points where the best of `(mean cost, noisy)` readings, taken in order, improves: the
+/// trial's 1-based index and its GFLOP/s. Failed and noisy readings count as trials only.
+fn running_best(rows: &[(Option<f64>, i64)], flops: u64) -> Vec<(u32, f64)> {
+    let mut out: Vec<(u32, f64)> = vec![];
+    for (i, &(cost, noisy)) in rows.iter().enumerate() {
+        let Some(cost) = cost.filter(|c| *c > 0.0 && noisy == 0) else {
+            continue;
+        };
+        let g = flops as f64 / cost / 1e9;
+        if out.last().is_none_or(|&(_, b)| g > b) {
+            out.push((i as u32 + 1, g));
+        }
+    }
+    out
 }
 
 /// What a warm run starts from.
@@ -206,7 +233,7 @@ impl WarmFrom {
 
 /// A database and the embedded server on it (no job loop: `tune` runs each job itself).
 struct Db {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     running: RunningServer,
     c: Clients,
 }
@@ -224,11 +251,7 @@ impl Db {
             Limits::default(),
         )
         .await?;
-        Ok(Db {
-            _dir: dir,
-            running,
-            c,
-        })
+        Ok(Db { dir, running, c })
     }
 
     /// A new database holding a copy of a stopped one's files (its records and saved model):
@@ -254,8 +277,7 @@ impl Db {
         Self::open(a, dir).await
     }
 
-    /// Tunes `specs` as one job; per task, its curve: (trials done, best GFLOP/s) after each
-    /// of its rounds.
+    /// Tunes `specs` as one job; per task, its curves (see `Curves`).
     async fn tune(
         &mut self,
         specs: &[&str],
@@ -263,7 +285,7 @@ impl Db {
         batch: u32,
         seed: u64,
         stop_at: Option<f64>,
-    ) -> Result<Vec<Vec<(u32, f64)>>> {
+    ) -> Result<Vec<Curves>> {
         let tasks = specs
             .iter()
             .map(|s| pb::TaskSpec {
@@ -313,14 +335,40 @@ impl Db {
                 curve.push((t.trials_done, g));
             }
         }
-        Ok(curves)
+        let mut out = vec![];
+        for (rounds, t) in curves.into_iter().zip(&j.tasks) {
+            let trials = self.per_trial(&t.workload_key, t.flops).await?;
+            out.push(Curves { rounds, trials });
+        }
+        Ok(out)
+    }
+
+    /// A workload's best-so-far after each of its trials, from its records in the order they
+    /// were stored. A batch is stored in the order it was proposed (the warm start's seeds
+    /// first, nearest neighbour first, then the model's picks best first), so trial k is the
+    /// k-th candidate of the run, as a batch too coarse to resolve would not show.
+    async fn per_trial(&self, workload_key: &str, flops: u64) -> Result<Vec<(u32, f64)>> {
+        let url = format!(
+            "sqlite://{}?mode=ro",
+            self.dir.path().join("reuse.db").display()
+        );
+        let pool = sqlx::SqlitePool::connect(&url).await?;
+        // What the job ranks by: the mean cost of a successful, quiet measurement.
+        let rows: Vec<(Option<f64>, i64)> = sqlx::query_as(
+            "SELECT mean_cost, noisy FROM records WHERE workload_key = ? ORDER BY rowid",
+        )
+        .bind(workload_key)
+        .fetch_all(&pool)
+        .await?;
+        pool.close().await;
+        Ok(running_best(&rows, flops))
     }
 
     /// Stops the server; its directory (deleted when dropped) holds the database files.
     async fn stop(self) -> Result<tempfile::TempDir> {
         drop(self.c);
         self.running.shutdown().await?;
-        Ok(self._dir)
+        Ok(self.dir)
     }
 }
 
@@ -412,7 +460,7 @@ async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
             eprintln!("{}: own tuning of {s}", f.name);
             let curves = own.tune(&[s], a.trials, 64, 1, None).await?;
             own.stop().await?;
-            let own_g = best(&curves[0]).unwrap_or(f64::NAN);
+            let own_g = best(&curves[0].rounds).unwrap_or(f64::NAN);
             let share = g / own_g;
             shares.push(share);
             let _ = writeln!(
@@ -452,11 +500,11 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
     let _ = writeln!(
         md,
         "## Warm start (5 nearby shapes tuned with {} trials; rounds of {})\n",
-        a.trials, a.curve_batch
+        a.trials, a.batch
     );
     let _ = writeln!(
         md,
-        "| shape | seed | cold best GFLOP/s | cold trials to 95% | warm from | warm trials to 95% of cold | warm / cold trials | warm best (stopped at 95%) |"
+        "| shape | seed | cold best GFLOP/s | cold trials to 95% (by rounds) | warm from | warm trials to 95% of cold (by rounds) | warm / cold trials | warm best (stopped at 95%) |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     let mut rows = vec![];
@@ -473,14 +521,13 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         for &seed in &a.seeds {
             let mut cold = Db::fresh(a).await?;
             eprintln!("warm start: cold {shape}, seed {seed}");
-            let c = cold
-                .tune(&[shape], a.trials, a.curve_batch, seed, None)
-                .await?;
+            let c = cold.tune(&[shape], a.trials, a.batch, seed, None).await?;
             cold.stop().await?;
             // The warm run stops once it reaches the level the figure reads.
-            let level = 0.95 * best(&c[0]).unwrap_or(f64::NAN);
-            let cold_best = best(&c[0]).unwrap_or(f64::NAN);
-            let ct = trials_to(&c[0], level);
+            let level = 0.95 * best(&c[0].rounds).unwrap_or(f64::NAN);
+            let cold_best = best(&c[0].rounds).unwrap_or(f64::NAN);
+            let ct = trials_to(&c[0].trials, level);
+            let ct_rounds = trials_to(&c[0].rounds, level);
             for &from in &a.warm_from {
                 let mut warm = Db::copy_of(a, neighbours.path(), from).await?;
                 eprintln!(
@@ -488,22 +535,26 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
                     from.name()
                 );
                 let w = warm
-                    .tune(&[shape], a.trials, a.curve_batch, seed, Some(level))
+                    .tune(&[shape], a.trials, a.batch, seed, Some(level))
                     .await?;
                 warm.stop().await?;
-                let wt = trials_to(&w[0], level);
+                let wt = trials_to(&w[0].trials, level);
+                let wt_rounds = trials_to(&w[0].rounds, level);
                 let ratio = match (wt, ct) {
                     (Some(w), Some(c)) => format!("{:.3}", f64::from(w) / f64::from(c)),
                     _ => "-".into(),
                 };
-                let show = |t: Option<u32>| t.map_or("not reached".into(), |t| t.to_string());
+                let show = |t: Option<u32>, r: Option<u32>| match (t, r) {
+                    (Some(t), Some(r)) => format!("{t} ({r})"),
+                    _ => "not reached".into(),
+                };
                 let _ = writeln!(
                     md,
                     "| `{shape}` | {seed} | {cold_best:.1} | {} | {} | {} | {ratio} | {:.1} |",
-                    show(ct),
+                    show(ct, ct_rounds),
                     from.name(),
-                    show(wt),
-                    best(&w[0]).unwrap_or(f64::NAN)
+                    show(wt, wt_rounds),
+                    best(&w[0].rounds).unwrap_or(f64::NAN)
                 );
                 eprintln!(
                     "{} ({:.0} s)",
@@ -512,9 +563,30 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
                 );
                 rows.push(json!({"shape": shape, "seed": seed, "cold_best": cold_best,
                     "warm_from": from.name(), "cold_trials_to_95": ct, "warm_trials_to_95": wt,
-                    "cold_curve": c[0], "warm_curve": w[0]}));
+                    "cold_rounds_to_95": ct_rounds, "warm_rounds_to_95": wt_rounds,
+                    "cold_curve": c[0].rounds, "warm_curve": w[0].rounds,
+                    "cold_trial_curve": c[0].trials, "warm_trial_curve": w[0].trials}));
             }
         }
     }
     Ok((md, json!(rows)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::running_best;
+
+    #[test]
+    fn the_running_best_counts_every_trial_and_ranks_only_quiet_successes() {
+        // 2 GFLOP per run; costs in seconds: 1 s = 2 GFLOP/s.
+        let rows = [
+            (None, 0),      // a failure: a trial, no reading
+            (Some(1.0), 0), // 2 GFLOP/s
+            (Some(0.1), 1), // noisy: not ranked
+            (Some(2.0), 0), // slower
+            (Some(0.5), 0), // 4 GFLOP/s
+        ];
+        assert_eq!(running_best(&rows, 2_000_000_000), vec![(2, 2.0), (5, 4.0)]);
+        assert!(running_best(&[(None, 0)], 1).is_empty());
+    }
 }
