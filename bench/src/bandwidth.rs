@@ -230,7 +230,7 @@ impl Roofs {
     /// The roof of a kernel of `dag`: the probe run at the kernel's own compulsory bytes, so
     /// that a share does not depend on how full the level is at half its capacity (a VM's
     /// "300 MB" L3 is shared with its host's other tenants: the half-level probe read 52 GB/s
-    /// there, a 67 MB matrix-vector product 66). The read roof applies to a kernel that writes
+    /// there, a 67 MB matrix-vector product 61-66). The read roof applies to a kernel that writes
     /// less than a third of its bytes (a triad writes a third), the triad's otherwise.
     pub fn roof_for(&self, prober: &Prober, dag: &ComputeDag) -> Result<Roof> {
         let bytes = compulsory_bytes(dag);
@@ -307,6 +307,16 @@ mod tests {
         let dag = tunehub_engine::ops::build_op("dense(m=1,n=8,k=4,bias=1,relu=0)").unwrap();
         // data 1x4, weight 8x4, bias 8, out 1x8.
         assert_eq!(compulsory_bytes(&dag), 4 * (4 + 32 + 8 + 8));
+    }
+
+    #[test]
+    fn a_matrix_vector_product_mostly_reads_and_softmax_does_not() {
+        let gemv = tunehub_engine::ops::build_op("dense(m=1,n=8,k=4,bias=1,relu=0)").unwrap();
+        // The output row, 1x8, of 4 * (4 + 32 + 8 + 8) bytes moved.
+        assert_eq!(output_bytes(&gemv), 4 * 8);
+        assert!(3 * output_bytes(&gemv) < compulsory_bytes(&gemv));
+        let softmax = tunehub_engine::ops::build_op("softmax(m=4,n=8)").unwrap();
+        assert_eq!(2 * output_bytes(&softmax), compulsory_bytes(&softmax));
     }
 
     #[test]

@@ -346,7 +346,7 @@ impl Db {
     /// A workload's best-so-far after each of its trials, from its records in the order they
     /// were stored. A batch is stored in the order it was proposed (the warm start's seeds
     /// first, nearest neighbour first, then the model's picks best first), so trial k is the
-    /// k-th candidate of the run, as a batch too coarse to resolve would not show.
+    /// run's k-th candidate: a finer count than a round's.
     async fn per_trial(&self, workload_key: &str, flops: u64) -> Result<Vec<(u32, f64)>> {
         let url = format!(
             "sqlite://{}?mode=ro",
