@@ -23,16 +23,6 @@ fn small_params(threads: usize) -> SearchParams {
     }
 }
 
-fn w(k: i64, stride: i64, pad: i64) -> Window {
-    Window {
-        kh: k,
-        kw: k,
-        stride,
-        pad,
-        dilation: 1,
-    }
-}
-
 fn workloads() -> Vec<(ComputeDag, &'static str)> {
     vec![
         (ops::matmul(24, 40, 16).unwrap(), "matmul"),
@@ -42,23 +32,23 @@ fn workloads() -> Vec<(ComputeDag, &'static str)> {
             "dense+bias+relu",
         ),
         (
-            ops::conv2d_nchw(1, 4, 9, 9, 8, w(3, 1, 1), true, true).unwrap(),
+            ops::conv2d_nchw(1, 4, 9, 9, 8, Window::square(3, 1, 1), true, true).unwrap(),
             "conv2d_nchw+bias+relu",
         ),
         (
-            ops::conv2d_nchw(1, 3, 8, 8, 4, w(3, 2, 1), false, false).unwrap(),
+            ops::conv2d_nchw(1, 3, 8, 8, 4, Window::square(3, 2, 1), false, false).unwrap(),
             "conv2d_nchw",
         ),
         (
-            ops::conv2d_nhwc(1, 7, 7, 4, 8, w(3, 1, 1), false, true).unwrap(),
+            ops::conv2d_nhwc(1, 7, 7, 4, 8, Window::square(3, 1, 1), false, true).unwrap(),
             "conv2d_nhwc+relu",
         ),
         (
-            ops::depthwise_conv2d_nchw(1, 4, 10, 10, w(3, 1, 1), true, false).unwrap(),
+            ops::depthwise_conv2d_nchw(1, 4, 10, 10, Window::square(3, 1, 1), true, false).unwrap(),
             "depthwise",
         ),
         (
-            ops::pool2d(PoolKind::Max, 1, 3, 8, 8, w(2, 2, 0)).unwrap(),
+            ops::pool2d(PoolKind::Max, 1, 3, 8, 8, Window::square(2, 2, 0)).unwrap(),
             "max_pool",
         ),
         // Rows of 32: long enough for rfactor sketches.

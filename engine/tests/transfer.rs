@@ -36,13 +36,7 @@ fn check_adapted(from: ComputeDag, to: ComputeDag, seed: u64, n: usize) {
 }
 
 fn win(stride: i64, pad: i64) -> Window {
-    Window {
-        kh: 3,
-        kw: 3,
-        stride,
-        pad,
-        dilation: 1,
-    }
+    Window::square(3, stride, pad)
 }
 
 proptest! {

@@ -123,13 +123,7 @@ mod tests {
     }
 
     fn win(pad: i64) -> ops::Window {
-        ops::Window {
-            kh: 3,
-            kw: 3,
-            stride: 1,
-            pad,
-            dilation: 1,
-        }
+        ops::Window::square(3, 1, pad)
     }
 
     #[test]
