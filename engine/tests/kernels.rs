@@ -774,6 +774,51 @@ fn softmax_fused_at_the_row_loop_matches_the_reference() {
     }
 }
 
+/// A divisor the innermost loop does not change (softmax's row sum) is written as a multiply
+/// by its reciprocal, one division per row; a divisor that changes along the loop stays a
+/// division. Either way the kernel matches the reference, in plain loops and register tiles.
+#[test]
+fn invariant_divisors_become_reciprocals_and_stay_correct() {
+    let target = Target::detect();
+    let source = |dag: &ComputeDag, steps: serde_json::Value| {
+        let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
+        tunehub_engine::codegen::generate_with(dag, &sched, &target, &Default::default())
+            .unwrap()
+            .source
+    };
+    // softmax(5, 37): x=0 row_max=1 exp=2 row_sum=3 softmax=4, fused at the division's rows.
+    let softmax = ops::softmax(5, 37).unwrap();
+    let fused = serde_json::json!([
+        ["AN", 4, 1, 2],
+        ["CA", 3, 4, 0],
+        ["CA", 2, 4, 0],
+        ["CA", 1, 4, 0]
+    ]);
+    let c = source(&softmax, fused);
+    assert!(c.contains("* (1.0f / row_sum["), "{c}");
+    assert!(!c.contains(") / row_sum["), "{c}");
+    // Per row: the reciprocal while the columns are the inner loop, a division once the rows are.
+    let rows =
+        tunehub_engine::text::parse("Y[i,j] = A[i,j] / (B[i] + 2.0) where i<5, j<37").unwrap();
+    let c = source(&rows, serde_json::json!([]));
+    assert!(c.contains("* (1.0f / (B["), "{c}");
+    let c = source(&rows, serde_json::json!([["RE", 2, [1, 0]]]));
+    assert!(c.contains(" / (B[") && !c.contains("1.0f / (B["), "{c}");
+    let each =
+        tunehub_engine::text::parse("Y[i,j] = A[i,j] / (B[i,j] + 2.0) where i<5, j<37").unwrap();
+    let c = source(&each, serde_json::json!([]));
+    assert!(c.contains(" / (B[") && !c.contains("1.0f / (B["), "{c}");
+    check_random_schedules(rows, 31, PER_CASE);
+    check_random_schedules(softmax, 32, PER_CASE);
+    // A matmul's epilogue divided by a per-row value: register tiles among the random schedules.
+    let epilogue = tunehub_engine::text::parse(
+        "O[i,j] += A[i,k] * W[k,j] where i<6, j<40, k<9
+         Y[i,j] = O[i,j] / (S[i] + 2.0) where i<6, j<40",
+    )
+    .unwrap();
+    check_random_schedules(epilogue, 33, PER_CASE);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 4, failure_persistence: None, max_shrink_iters: 8, ..ProptestConfig::default() })]
 

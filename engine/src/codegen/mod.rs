@@ -176,6 +176,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         registers,
         pin,
         tiles,
+        inner: None,
     };
     // The helpers are guarded so that kernels concatenate into one file (a kernel pack), and
     // marked unused so that a linked kernel compiles under -Wall -Werror with clang too.

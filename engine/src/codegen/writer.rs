@@ -31,6 +31,8 @@ pub(super) struct Gen<'a> {
     pub(super) pin: Option<&'static str>,
     /// Register tiles by their band's outermost loop (see [`super::regtile`]).
     pub(super) tiles: HashMap<*const Stmt, RegTile<'a>>,
+    /// The innermost loop being written, whose invariant divisors become reciprocals.
+    pub(super) inner: Option<Var>,
 }
 
 /// For each accumulating store: the loop before which its base pointer is declared (the
@@ -166,37 +168,9 @@ impl Gen<'_> {
                 kind,
                 body,
             } => {
-                let key = s as *const Stmt;
-                if let Some(t) = self.tiles.get(&key).cloned() {
-                    self.register_tile(&t);
-                    return;
-                }
-                let v = self.var(*var);
-                for (store, buf, offset) in
-                    self.bases.at_loop.get(&key).cloned().unwrap_or_default()
-                {
-                    let b = self.names.bufs[buf].clone();
-                    let name = self.names.fresh(&format!("{b}_acc"));
-                    let off = self.lin(&offset);
-                    self.line(&format!("float* {name} = {b} + ({off});"));
-                    self.base_names.insert(store, name);
-                }
-                if *kind == LoopKind::Vectorized
-                    && let Some(p) = super::peel::plan(*var, body)
-                {
-                    self.peeled(&v, *extent, &p);
-                    return;
-                }
-                if matches!(kind, LoopKind::Serial | LoopKind::Unrolled)
-                    && let Some((buf, index, value, op)) =
-                        super::vreduce::contiguous_reduction(*var, body)
-                {
-                    self.simd_reduction(&body[0], &v, *extent, (buf, index, value, op));
-                    return;
-                }
-                self.open_loop(&v, *extent, *kind);
-                self.block(body);
-                self.line("}");
+                let outer = self.inner.replace(*var);
+                self.for_loop(s, *var, *extent, *kind, body);
+                self.inner = outer;
             }
             Stmt::Let { var, value } => {
                 let v = self.var(*var);
@@ -257,6 +231,39 @@ impl Gen<'_> {
                 self.line(&format!("{target} = {rhs};"));
             }
         }
+    }
+    /// A loop: a register tile, a peeled or reduction loop, or plain.
+    fn for_loop(&mut self, s: &Stmt, var: Var, extent: i64, kind: LoopKind, body: &[Stmt]) {
+        let key = s as *const Stmt;
+        if let Some(t) = self.tiles.get(&key).cloned() {
+            // Its loops are written by the tile, which decides its divisions by the lane.
+            self.inner = None;
+            self.register_tile(&t);
+            return;
+        }
+        let v = self.var(var);
+        for (store, buf, offset) in self.bases.at_loop.get(&key).cloned().unwrap_or_default() {
+            let b = self.names.bufs[buf].clone();
+            let name = self.names.fresh(&format!("{b}_acc"));
+            let off = self.lin(&offset);
+            self.line(&format!("float* {name} = {b} + ({off});"));
+            self.base_names.insert(store, name);
+        }
+        if kind == LoopKind::Vectorized
+            && let Some(p) = super::peel::plan(var, body)
+        {
+            self.peeled(&v, extent, &p);
+            return;
+        }
+        if matches!(kind, LoopKind::Serial | LoopKind::Unrolled)
+            && let Some((buf, index, value, op)) = super::vreduce::contiguous_reduction(var, body)
+        {
+            self.simd_reduction(&body[0], &v, extent, (buf, index, value, op));
+            return;
+        }
+        self.open_loop(&v, extent, kind);
+        self.block(body);
+        self.line("}");
     }
     /// A reduction loop (see [`super::vreduce`]) as `omp simd reduction` on a scalar.
     fn simd_reduction(
@@ -411,12 +418,18 @@ impl Gen<'_> {
                     UnaryOp::Erf => format!("erff({a})"),
                 }
             }
-            VExpr::Binary(op, a, b) => {
-                let (a, b) = (self.value(a), self.value(b));
+            VExpr::Binary(op, a, b_expr) => {
+                let (a, b) = (self.value(a), self.value(b_expr));
                 match op {
                     BinaryOp::Add => format!("({a} + {b})"),
                     BinaryOp::Sub => format!("({a} - {b})"),
                     BinaryOp::Mul => format!("({a} * {b})"),
+                    // A divisor the innermost loop does not change (softmax's row sum): one
+                    // division before the loop and a multiply per element, for a division
+                    // per element (a 16-lane divide takes ~10 cycles); within about an ulp of it.
+                    BinaryOp::Div if self.inner.is_some_and(|v| !uses(b_expr, v)) => {
+                        format!("({a} * (1.0f / {b}))")
+                    }
                     BinaryOp::Div => format!("({a} / {b})"),
                     BinaryOp::Min => format!("th_minf({a}, {b})"),
                     BinaryOp::Max => format!("th_maxf({a}, {b})"),
@@ -590,6 +603,8 @@ impl Gen<'_> {
                     BinaryOp::Add => "+",
                     BinaryOp::Sub => "-",
                     BinaryOp::Mul => "*",
+                    // A divisor equal in every lane: its reciprocal, as in `value`.
+                    BinaryOp::Div if !vb => return (format!("({a} * (1.0f / {b}))"), va),
                     BinaryOp::Div => "/",
                     _ => unreachable!("vector_form admits + - * / only"),
                 };
