@@ -9,6 +9,7 @@
 //! The probe is plain C with OpenMP, compiled with the target's compiler and flags as the
 //! kernels are, so its loads and stores are the vector width the kernels get.
 
+use crate::mathroof::{MathFloor, MathRates};
 use anyhow::{Context, Result, bail};
 use std::process::Command;
 use tunehub_engine::ir::ComputeDag;
@@ -102,15 +103,30 @@ pub struct Roof {
     pub triad_gbs: f64,
     /// The kernel mostly reads: the read roof applies.
     pub read_mostly: bool,
+    /// The bytes the kernel must move at least once.
+    pub bytes: u64,
+    /// The vector-math floor, for a kernel that calls `expf`, `tanhf`...
+    pub math: Option<MathFloor>,
 }
 
 impl Roof {
-    /// The bandwidth that applies, and its name.
-    pub fn applies(&self) -> (f64, &'static str) {
-        if self.read_mostly {
+    /// The roof that applies, as GB/s of the kernel's bytes, and its name: the read or triad
+    /// bandwidth, or the vector-math floor where it is the slower (`exp-bound`).
+    pub fn applies(&self) -> (f64, String) {
+        let (gbs, kind) = if self.read_mostly {
             (self.read_gbs, "read")
         } else {
             (self.triad_gbs, "triad")
+        };
+        match &self.math {
+            Some(m) if self.bytes as f64 / m.seconds / 1e9 < gbs => {
+                let names: Vec<&str> = m.calls.iter().map(|c| c.0).collect();
+                (
+                    self.bytes as f64 / m.seconds / 1e9,
+                    format!("{}-bound", names.join("+")),
+                )
+            }
+            _ => (gbs, kind.to_string()),
         }
     }
 }
@@ -232,7 +248,13 @@ impl Roofs {
     /// "300 MB" L3 is shared with its host's other tenants: the half-level probe read 52 GB/s
     /// there, a 67 MB matrix-vector product 61-66). The read roof applies to a kernel that writes
     /// less than a third of its bytes (a triad writes a third), the triad's otherwise.
-    pub fn roof_for(&self, prober: &Prober, dag: &ComputeDag) -> Result<Roof> {
+    /// With `math`, the kernel's vector-math floor joins the roof (see [`Roof::applies`]).
+    pub fn roof_for(
+        &self,
+        prober: &Prober,
+        math: Option<&MathRates>,
+        dag: &ComputeDag,
+    ) -> Result<Roof> {
         let bytes = compulsory_bytes(dag);
         let [(probed, read_gbs, triad_gbs)] = prober.probe(&[bytes])?[..] else {
             bail!("the bandwidth probe printed no row");
@@ -243,6 +265,8 @@ impl Roofs {
             read_gbs,
             triad_gbs,
             read_mostly: 3 * output_bytes(dag) < bytes,
+            bytes,
+            math: math.and_then(|m| m.floor(dag)),
         })
     }
 

@@ -23,6 +23,9 @@
 //!   trials and wall time (the peer: `bench/onnx_peer.py`, ONNX Runtime).
 //! - `range`: a shape range tuned as one job; its held-out shapes answered from it against
 //!   tuning each alone (GFLOP/s share, trials).
+//! - `bandwidth`, `mathroof`: the roofs `search` holds memory-bound kernels against: the
+//!   bandwidth at a workload's working set, and the vector-math floor (`expf`, `tanhf` per
+//!   second) of a kernel that calls them.
 //! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
 //! - `plot`: the SVG of the search curves.
 //! - `embedded`: the in-process server the tuning benchmarks run on.
@@ -37,6 +40,7 @@ mod blas;
 mod compare;
 mod dispatch;
 mod embedded;
+mod mathroof;
 mod network;
 mod plot;
 mod procs;

@@ -1,8 +1,8 @@
 //! `tunehub-bench search`: tunes a fixed set of workloads with a fixed trial budget and prints,
 //! per workload and seed, the best GFLOP/s (re-measured), the tuning wall time split into search,
 //! build and run, the best of as many purely random schedules, OpenBLAS for the matmuls, the
-//! best-so-far curve, and the bandwidth reached against the memory roof that applies (see
-//! `bandwidth`); then a closing table with each workload's worst seed. Writes the curves as SVG
+//! best-so-far curve, and the bandwidth reached against the roof that applies (see `bandwidth`
+//! and `mathroof`); then a closing table with each workload's worst seed. Writes the curves as SVG
 //! and everything as JSON.
 //!
 //! `cargo run -p tunehub-bench -- search [--workloads matmul512,conv2d] [--trials 200]
@@ -18,6 +18,7 @@
 //! halves 2-thread figures.
 
 use crate::bandwidth::{self, Prober, Roof, Roofs};
+use crate::mathroof::MathRates;
 use crate::{blas, plot};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -410,6 +411,16 @@ pub fn run(a: SearchArgs) -> Result<()> {
             None
         }
     };
+    let math = match MathRates::measure(&target) {
+        Ok(m) => {
+            m.print();
+            Some(m)
+        }
+        Err(e) => {
+            println!("(no vector-math roof: {e:#})");
+            None
+        }
+    };
     let pretrain = match &a.pretrain {
         Some(_) if a.model != "xgb" => bail!("--pretrain needs --model xgb"),
         Some(path) => {
@@ -451,12 +462,21 @@ pub fn run(a: SearchArgs) -> Result<()> {
         );
         let roof = match &roofs {
             Some((roofs, prober)) => {
-                let roof = roofs.roof_for(prober, &task.dag)?;
+                let roof = roofs.roof_for(prober, math.as_ref(), &task.dag)?;
                 let (gbs, kind) = roof.applies();
                 println!(
                     "  roof: {gbs:.1} GB/s ({kind}, probed at this working set, held by {}; read {:.1}, triad {:.1})",
                     roof.level, roof.read_gbs, roof.triad_gbs
                 );
+                if let Some(m) = &roof.math {
+                    let calls: Vec<String> =
+                        m.calls.iter().map(|(f, n)| format!("{n} {f}")).collect();
+                    println!(
+                        "  vector math: {} per call, at least {:.1} us",
+                        calls.join(", "),
+                        m.seconds * 1e6
+                    );
+                }
                 Some(roof)
             }
             None => None,
