@@ -344,6 +344,30 @@ mod tests {
     }
 
     #[test]
+    fn the_vector_math_floor_applies_only_where_it_is_the_lower_roof() {
+        let roof = |seconds: f64| Roof {
+            level: "L2".into(),
+            probed: 1000,
+            read_gbs: 200.0,
+            triad_gbs: 100.0,
+            read_mostly: false,
+            bytes: 1000,
+            math: Some(MathFloor {
+                calls: vec![("exp", 10), ("tanh", 10)],
+                seconds,
+            }),
+        };
+        // 1000 bytes in 20 ns: 50 GB/s, under the triad's 100.
+        let (gbs, kind) = roof(20e-9).applies();
+        assert!(
+            (gbs - 50.0).abs() < 1e-9 && kind == "exp+tanh-bound",
+            "{gbs} {kind}"
+        );
+        // In 5 ns: 200 GB/s, over it: the triad applies.
+        assert_eq!(roof(5e-9).applies(), (100.0, "triad".to_string()));
+    }
+
+    #[test]
     fn the_level_is_the_innermost_that_holds_the_bytes() {
         let l = |name: &str, capacity| Level {
             name: name.into(),

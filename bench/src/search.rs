@@ -1,9 +1,9 @@
 //! `tunehub-bench search`: tunes a fixed set of workloads with a fixed trial budget and prints,
 //! per workload and seed, the best GFLOP/s (re-measured), the tuning wall time split into search,
 //! build and run, the best of as many purely random schedules, OpenBLAS for the matmuls, the
-//! best-so-far curve, and the bandwidth reached against the roof that applies (see `bandwidth`
-//! and `mathroof`); then a closing table with each workload's worst seed. Writes the curves as SVG
-//! and everything as JSON.
+//! best-so-far curve, and the bandwidth reached against the roof that applies (see
+//! `bandwidth` and `mathroof`); then a closing table with each workload's worst seed. Writes
+//! the curves as SVG and everything as JSON.
 //!
 //! `cargo run -p tunehub-bench -- search [--workloads matmul512,conv2d] [--trials 200]
 //! [--seeds 0,1,2] [--model xgb|random]`
@@ -615,14 +615,14 @@ pub fn run(a: SearchArgs) -> Result<()> {
     });
     std::fs::write(
         &js,
-        serde_json::to_string_pretty(
-            &json!({"target": target.key(), "roofs": roofs_json, "workloads": report,
+        serde_json::to_string_pretty(&json!({"target": target.key(), "roofs": roofs_json,
+                "math_per_second": math.as_ref().map(|m| m.per_second.clone()), "workloads": report,
                 "workload_roofs": rows.iter().map(|r| json!({"workload": r.name,
                     "roof": r.roof.as_ref().map(|f| json!({"level": f.level,
                         "probed_bytes": f.probed, "read_gbs": f.read_gbs,
-                        "triad_gbs": f.triad_gbs, "applies": f.applies().1}))}))
-                    .collect::<Vec<_>>()}),
-        )?,
+                        "triad_gbs": f.triad_gbs, "applies": f.applies().1,
+                        "math_floor_s": f.math.as_ref().map(|m| m.seconds)}))}))
+                    .collect::<Vec<_>>()}))?,
     )?;
     let rec = a.out.join("records.jsonl");
     write_records(
