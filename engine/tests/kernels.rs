@@ -776,7 +776,7 @@ fn softmax_fused_at_the_row_loop_matches_the_reference() {
 
 /// A divisor the innermost loop does not change (softmax's row sum) is written as a multiply
 /// by its reciprocal, one division per row; a divisor that changes along the loop stays a
-/// division. Either way the kernel matches the reference, in plain loops and register tiles.
+/// division. Either way the kernel matches the reference.
 #[test]
 fn invariant_divisors_become_reciprocals_and_stay_correct() {
     let target = Target::detect();
@@ -810,7 +810,7 @@ fn invariant_divisors_become_reciprocals_and_stay_correct() {
     assert!(c.contains(" / (B[") && !c.contains("1.0f / (B["), "{c}");
     check_random_schedules(rows, 31, PER_CASE);
     check_random_schedules(softmax, 32, PER_CASE);
-    // A matmul's epilogue divided by a per-row value: register tiles among the random schedules.
+    // A matmul with an epilogue divided by a per-row value, tiled as the search's sampler draws.
     let epilogue = tunehub_engine::text::parse(
         "O[i,j] += A[i,k] * W[k,j] where i<6, j<40, k<9
          Y[i,j] = O[i,j] / (S[i] + 2.0) where i<6, j<40",
