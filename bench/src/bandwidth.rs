@@ -9,9 +9,9 @@
 //! The probe is plain C with OpenMP, compiled with the target's compiler and flags as the
 //! kernels are, so its loads and stores are the vector width the kernels get.
 
+use crate::cprobe::CProbe;
 use crate::mathroof::{MathFloor, MathRates};
-use anyhow::{Context, Result, bail};
-use std::process::Command;
+use anyhow::{Result, bail};
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::target::Target;
 
@@ -121,10 +121,8 @@ impl Roof {
         match &self.math {
             Some(m) if self.bytes as f64 / m.seconds / 1e9 < gbs => {
                 let names: Vec<&str> = m.calls.iter().map(|c| c.0).collect();
-                (
-                    self.bytes as f64 / m.seconds / 1e9,
-                    format!("{}-bound", names.join("+")),
-                )
+                let math_gbs = self.bytes as f64 / m.seconds / 1e9;
+                (math_gbs, format!("{}-bound", names.join("+")))
             }
             _ => (gbs, kind.to_string()),
         }
@@ -145,50 +143,23 @@ fn capacities(target: &Target) -> Vec<(String, u64)> {
 }
 
 /// The probe, compiled once: it measures any working set on the kernels' threads.
-pub struct Prober {
-    _dir: tempfile::TempDir,
-    bin: std::path::PathBuf,
-    threads: usize,
-}
+pub struct Prober(CProbe);
 
 impl Prober {
     /// Compiles the probe with the target's compiler and flags.
     pub fn new(target: &Target) -> Result<Prober> {
-        let dir = tempfile::tempdir()?;
-        let src = dir.path().join("probe.c");
-        let bin = dir.path().join("probe");
-        std::fs::write(&src, PROBE_C)?;
-        let mut cc = Command::new(&target.compiler);
-        cc.args(target.compile_flags())
-            .arg(&src)
-            .arg("-o")
-            .arg(&bin);
-        let out = cc.output().context("compiling the bandwidth probe")?;
-        if !out.status.success() {
-            bail!(
-                "the bandwidth probe did not compile: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(Prober {
-            _dir: dir,
-            bin,
-            threads: target.cores.max(1),
-        })
+        Ok(Prober(CProbe::compile(
+            target,
+            "the bandwidth probe",
+            PROBE_C,
+        )?))
     }
 
     /// Per working set (bytes, split between the threads): the bytes probed, read GB/s and
     /// triad GB/s.
     pub fn probe(&self, sets: &[u64]) -> Result<Vec<(u64, f64, f64)>> {
-        let out = Command::new(&self.bin)
-            .arg(self.threads.to_string())
-            .args(sets.iter().map(|s| s.to_string()))
-            .output()
-            .context("running the bandwidth probe")?;
-        if !out.status.success() {
-            bail!("the bandwidth probe failed");
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
+        let args: Vec<String> = sets.iter().map(u64::to_string).collect();
+        let text = self.0.run(&args)?;
         let mut rows = vec![];
         for line in text.lines() {
             let f: Vec<f64> = line
@@ -303,11 +274,11 @@ pub fn compulsory_bytes(dag: &ComputeDag) -> u64 {
         .sum()
 }
 
-/// What a run at `seconds` per call moving `bytes` reached against `roof`: (GB/s, share of
-/// the roof).
-pub fn achieved(roof: &Roof, bytes: u64, seconds: f64) -> (f64, f64) {
+/// What a run at `seconds` per call reached against `roof`: (GB/s of the roof's bytes, share
+/// of the roof).
+pub fn achieved(roof: &Roof, seconds: f64) -> (f64, f64) {
     let gbs = if seconds > 0.0 {
-        bytes as f64 / seconds / 1e9
+        roof.bytes as f64 / seconds / 1e9
     } else {
         0.0
     };

@@ -25,7 +25,7 @@
 //!   tuning each alone (GFLOP/s share, trials).
 //! - `bandwidth`, `mathroof`: the roofs `search` holds memory-bound kernels against: the
 //!   bandwidth at a workload's working set, and the vector-math floor (`expf`, `tanhf` per
-//!   second) of a kernel that calls them.
+//!   second) of a kernel that calls them; `cprobe`: their C probes, compiled as kernels are.
 //! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
 //! - `plot`: the SVG of the search curves.
 //! - `embedded`: the in-process server the tuning benchmarks run on.
@@ -38,6 +38,7 @@
 mod bandwidth;
 mod blas;
 mod compare;
+mod cprobe;
 mod dispatch;
 mod embedded;
 mod mathroof;

@@ -4,8 +4,8 @@
 //! N of them per call is no faster than N at that rate, whatever its bytes: softmax's exp and
 //! GELU's tanh can be bound by it below the bandwidth roof of their working set.
 
-use anyhow::{Context, Result, bail};
-use std::process::Command;
+use crate::cprobe::CProbe;
+use anyhow::{Result, bail};
 use tunehub_engine::ir::{ComputeDag, Cond, Expr, UnaryOp};
 use tunehub_engine::target::Target;
 
@@ -81,34 +81,10 @@ pub struct MathFloor {
 }
 
 impl MathRates {
-    /// Compiles the probe with the target's compiler, flags and libraries, and runs it.
+    /// Compiles the probe as the kernels are compiled, and runs it.
     pub fn measure(target: &Target) -> Result<MathRates> {
-        let dir = tempfile::tempdir()?;
-        let (src, bin) = (dir.path().join("math.c"), dir.path().join("math"));
-        std::fs::write(&src, PROBE_C)?;
-        let out = Command::new(&target.compiler)
-            .args(target.compile_flags())
-            .arg(&src)
-            .arg("-o")
-            .arg(&bin)
-            .args(target.libraries())
-            .arg("-lm")
-            .output()
-            .context("compiling the vector-math probe")?;
-        if !out.status.success() {
-            bail!(
-                "the vector-math probe did not compile: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let out = Command::new(&bin)
-            .arg(target.cores.max(1).to_string())
-            .output()
-            .context("running the vector-math probe")?;
-        if !out.status.success() {
-            bail!("the vector-math probe failed");
-        }
-        let per_second = String::from_utf8_lossy(&out.stdout)
+        let out = CProbe::compile(target, "the vector-math probe", PROBE_C)?.run(&[])?;
+        let per_second = out
             .lines()
             .filter_map(|l| {
                 let (name, rate) = l.split_once(' ')?;

@@ -358,7 +358,6 @@ struct Row {
     name: String,
     spec: String,
     runs: Vec<SeedRun>,
-    bytes: u64,
     roof: Option<Roof>,
 }
 
@@ -485,7 +484,6 @@ pub fn run(a: SearchArgs) -> Result<()> {
             name: name.to_string(),
             spec: spec.to_string(),
             runs: vec![],
-            bytes,
             roof,
         };
         if a.roofs_only {
@@ -534,8 +532,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 continue;
             };
             if let Some(roof) = &row.roof {
-                let (gbs, share) =
-                    bandwidth::achieved(roof, bytes, task.flops as f64 / r.gflops / 1e9);
+                let (gbs, share) = bandwidth::achieved(roof, task.flops as f64 / r.gflops / 1e9);
                 let (roof_gbs, kind) = roof.applies();
                 println!(
                     "  bandwidth: {gbs:.1} GB/s of {roof_gbs:.1} ({}, {kind}): {:.0}% of the roof",
@@ -586,7 +583,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         let flops = build(&row.spec)?.flop_count() as f64;
         let (bw, roof) = match &row.roof {
             Some(roof) => {
-                let (gbs, share) = bandwidth::achieved(roof, row.bytes, flops / worst.gflops / 1e9);
+                let (gbs, share) = bandwidth::achieved(roof, flops / worst.gflops / 1e9);
                 let (roof_gbs, kind) = roof.applies();
                 (
                     format!("{gbs:.1}"),
