@@ -118,14 +118,14 @@ impl Roof {
         } else {
             (self.triad_gbs, "triad")
         };
-        match &self.math {
-            Some(m) if self.bytes as f64 / m.seconds / 1e9 < gbs => {
+        if let Some(m) = &self.math {
+            let math_gbs = self.bytes as f64 / m.seconds / 1e9;
+            if math_gbs < gbs {
                 let names: Vec<&str> = m.calls.iter().map(|c| c.0).collect();
-                let math_gbs = self.bytes as f64 / m.seconds / 1e9;
-                (math_gbs, format!("{}-bound", names.join("+")))
+                return (math_gbs, format!("{}-bound", names.join("+")));
             }
-            _ => (gbs, kind.to_string()),
         }
+        (gbs, kind.to_string())
     }
 }
 

@@ -1,28 +1,24 @@
 //! The vector-math roof: how many `expf`, `tanhf`, `erff` and `logf` the kernels' threads
 //! evaluate per second, measured by a probe compiled as the kernels are (the same flags, the
-//! same libmvec declarations, `omp simd` loops over data in L1). A kernel that must evaluate
+//! kernels' own libmvec declarations, `omp simd` loops over data in L1). A kernel that must evaluate
 //! N of them per call is no faster than N at that rate, whatever its bytes: softmax's exp and
 //! GELU's tanh can be bound by it below the bandwidth roof of their working set.
 
 use crate::cprobe::CProbe;
 use anyhow::{Result, bail};
+use tunehub_engine::codegen::VECTOR_MATH_DECLARATIONS;
 use tunehub_engine::ir::{ComputeDag, Cond, Expr, UnaryOp};
 use tunehub_engine::target::Target;
 
-const PROBE_C: &str = r#"
-#include <math.h>
+/// The probe's includes; the kernels' vector-math declarations follow, then `PROBE_C`.
+const PROBE_INCLUDES: &str = "#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-__attribute__((__simd__("notinbranch"))) float expf(float);
-__attribute__((__simd__("notinbranch"))) float logf(float);
-#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
-__attribute__((__simd__("notinbranch"))) float erff(float);
-__attribute__((__simd__("notinbranch"))) float tanhf(float);
-#endif
-#endif
+";
+
+const PROBE_C: &str = r#"
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 #define N 4096
 /* Each pass moves one input (so that no pass repeats the last) and keeps one output. */
@@ -83,7 +79,13 @@ pub struct MathFloor {
 impl MathRates {
     /// Compiles the probe as the kernels are compiled, and runs it.
     pub fn measure(target: &Target) -> Result<MathRates> {
-        let out = CProbe::compile(target, "the vector-math probe", PROBE_C)?.run(&[])?;
+        let declarations = if target.has_vector_math() {
+            VECTOR_MATH_DECLARATIONS
+        } else {
+            ""
+        };
+        let source = format!("{PROBE_INCLUDES}{declarations}{PROBE_C}");
+        let out = CProbe::compile(target, "the vector-math probe", &source)?.run(&[])?;
         let per_second = out
             .lines()
             .filter_map(|l| {

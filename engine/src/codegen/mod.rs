@@ -133,6 +133,19 @@ pub fn kernel_source(
 }
 
 /// Generates C for a lowered program, as measured. Loop and buffer names follow the IR's.
+/// The declarations through which GCC calls glibc's vector math (libmvec) from `omp simd`
+/// loops, in every kernel of a target that has it (`Target::has_vector_math`). GCC's attribute;
+/// another compiler (clang) builds the scalar calls. Public for the benchmark's vector-math
+/// probe, which must call what the kernels call.
+pub const VECTOR_MATH_DECLARATIONS: &str = "#if defined(__GNUC__) && !defined(__clang__)\n\
+     __attribute__((__simd__(\"notinbranch\"))) float expf(float);\n\
+     __attribute__((__simd__(\"notinbranch\"))) float logf(float);\n\
+     #if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)\n\
+     __attribute__((__simd__(\"notinbranch\"))) float erff(float);\n\
+     __attribute__((__simd__(\"notinbranch\"))) float tanhf(float);\n\
+     #endif\n\
+     #endif\n\n";
+
 pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
     emit_linked(func, target, &Linkage::Harness)
 }
@@ -199,17 +212,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         // here, `omp simd` loops call the 16-lane expf: the best softmax 128x1000 went from 1.3
         // to 9.4 GFLOP/s (200 trials each). erff and tanhf (GELU's two forms) joined libmvec in
         // glibc 2.35; older ones build them scalar.
-        // GCC's attribute; another compiler (clang) builds the scalar calls.
-        header.push_str(
-            "#if defined(__GNUC__) && !defined(__clang__)\n\
-             __attribute__((__simd__(\"notinbranch\"))) float expf(float);\n\
-             __attribute__((__simd__(\"notinbranch\"))) float logf(float);\n\
-             #if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)\n\
-             __attribute__((__simd__(\"notinbranch\"))) float erff(float);\n\
-             __attribute__((__simd__(\"notinbranch\"))) float tanhf(float);\n\
-             #endif\n\
-             #endif\n\n",
-        );
+        header.push_str(VECTOR_MATH_DECLARATIONS);
     }
     if !g.tiles.is_empty() {
         // memcpy: tile rows need not be vector-aligned; GCC turns it into one vector move.
