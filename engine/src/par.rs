@@ -1,6 +1,15 @@
 //! Data parallelism on scoped threads: the search lowers and scores candidates, and the cost
 //! model extracts features, on all cores.
 
+use std::sync::OnceLock;
+
+/// The cores this process may use, read once (`available_parallelism` reads the cgroup's
+/// quota from files on every call).
+pub fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// Runs `f(0..n)` on `threads` scoped threads, results in index order.
 pub fn par_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let threads = threads.clamp(1, n.max(1));

@@ -14,5 +14,5 @@ pub mod targets;
 
 pub use adapt::{AdaptError, Adapted, adapt, adapt_with};
 pub use range::{RangeError, ShapeRange};
-pub use structure::{distance, extents, structure_key};
+pub use structure::{distance, extents, log_distance, log_extents, structure_key};
 pub use targets::{TargetDistance, nearest_target, target_distance};

@@ -82,12 +82,19 @@ pub fn extents(dag: &ComputeDag) -> Vec<i64> {
 /// their extents (0 for the same shapes; doubling one extent adds ln 2). `None` when the
 /// vectors differ in length (not one structure).
 pub fn distance(a: &[i64], b: &[i64]) -> Option<f64> {
-    (a.len() == b.len()).then(|| {
-        a.iter()
-            .zip(b)
-            .map(|(&x, &y)| ((x.max(1) as f64) / (y.max(1) as f64)).ln().abs())
-            .sum()
-    })
+    log_distance(&log_extents(a), &log_extents(b))
+}
+
+/// The natural logarithms of extents (each at least 1), what `log_distance` compares: a
+/// lookup among thousands of tuned workloads keeps theirs instead of taking a logarithm of
+/// every extent of every workload for every question.
+pub fn log_extents(extents: &[i64]) -> Vec<f64> {
+    extents.iter().map(|&x| (x.max(1) as f64).ln()).collect()
+}
+
+/// `distance` of two workloads given their `log_extents`.
+pub fn log_distance(a: &[f64], b: &[f64]) -> Option<f64> {
+    (a.len() == b.len()).then(|| a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum())
 }
 
 #[cfg(test)]
@@ -153,5 +160,8 @@ mod tests {
         let c = extents(&ops::matmul(256, 64, 64).unwrap());
         assert!(distance(&a, &c).unwrap() > d);
         assert_eq!(distance(&a, &extents(&ops::softmax(4, 4).unwrap())), None);
+        // Zero and negative extents count as 1, as before the logarithms were kept.
+        assert_eq!(distance(&[0, -3], &[1, 1]), Some(0.0));
+        assert!((distance(&[8], &[2]).unwrap() - 4f64.ln()).abs() < 1e-12);
     }
 }

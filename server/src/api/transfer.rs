@@ -11,6 +11,7 @@ use crate::records::{Neighbor, Record};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tonic::Status;
+use tunehub_engine::par::{cores, par_map};
 use tunehub_engine::search::CostModel;
 use tunehub_engine::task::Task;
 use tunehub_engine::transfer::Adapted;
@@ -57,7 +58,7 @@ impl Api {
             .unzip();
         // Adapting replays and lowers every schedule: off the async threads.
         let (task, neighbours) = (Arc::clone(task), near.clone());
-        let cands = tokio::task::spawn_blocking(move || adapt_all(&neighbours, sources, &task))
+        let cands = tokio::task::spawn_blocking(move || adapt_all(&neighbours, &sources, &task))
             .await
             .map_err(|e| Status::internal(format!("adapting transferred schedules: {e}")))?;
         Ok((near, cands))
@@ -122,13 +123,18 @@ impl Api {
 }
 
 /// The records of each neighbour (`sources[i]` of `near[i]`, fastest first) adapted to `task`,
-/// in that order; a schedule that two records adapt to is kept at its first place only.
-fn adapt_all(near: &[Neighbor], sources: Vec<Vec<Record>>, task: &Task) -> Vec<Candidate> {
+/// in that order; a schedule that two records adapt to is kept at its first place only. The
+/// neighbours are adapted on all cores: a compiler waits on the answer, and replaying and
+/// lowering a dozen schedules is most of its work.
+fn adapt_all(near: &[Neighbor], sources: &[Vec<Record>], task: &Task) -> Vec<Candidate> {
+    let per_neighbour = par_map(near.len(), cores(), |i| {
+        near[i].records_adapted_to(&sources[i], task)
+    });
     let mut seen = HashSet::new();
     let mut out = vec![];
-    for (i, (n, records)) in near.iter().zip(sources).enumerate() {
-        for (source, adapted) in n.records_adapted_to(records, task) {
-            if seen.insert(adapted.schedule.to_json()) {
+    for (i, adapted) in per_neighbour.into_iter().enumerate() {
+        for (source, adapted) in adapted {
+            if seen.insert(adapted.schedule.clone()) {
                 out.push(Candidate {
                     neighbour: i,
                     source,

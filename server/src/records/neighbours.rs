@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 /// How long an entry answers without a new read of the database (the best cache's default).
 const TTL: Duration = Duration::from_secs(2);
 
-/// (workload key, extents) of every tuned workload of one structure on one target.
-pub(crate) type Tuned = Arc<Vec<(String, Vec<i64>)>>;
+/// (workload key, `transfer::log_extents`) of every tuned workload of one structure on one
+/// target: kept as logarithms, so a lookup's distances are sums of differences.
+pub(crate) type Tuned = Arc<Vec<(String, Vec<f64>)>>;
 
 #[derive(Debug)]
 struct Entry {
@@ -114,7 +115,7 @@ mod tests {
     use super::*;
 
     fn tuned(key: &str) -> Tuned {
-        Arc::new(vec![(key.into(), vec![4, 8])])
+        Arc::new(vec![(key.into(), vec![4.0, 8.0])])
     }
 
     #[test]

@@ -29,7 +29,7 @@ impl Neighbor {
     /// Its best schedule adapted to `task` (same structure); `None` when its DAG or steps do
     /// not read back or the schedule does not adapt.
     pub fn adapted_to(&self, task: &Task) -> Option<transfer::Adapted> {
-        let mut one = self.records_adapted_to(vec![self.best.clone()], task);
+        let mut one = self.records_adapted_to(std::slice::from_ref(&self.best), task);
         one.pop().map(|(_, a)| a)
     }
 
@@ -38,7 +38,7 @@ impl Neighbor {
     /// adapts several records of each neighbour).
     pub fn records_adapted_to(
         &self,
-        records: Vec<Record>,
+        records: &[Record],
         task: &Task,
     ) -> Vec<(Record, transfer::Adapted)> {
         let Ok(source) = self.workload.to_task() else {
@@ -46,11 +46,11 @@ impl Neighbor {
         };
         let opts = task.lower_options();
         records
-            .into_iter()
+            .iter()
             .filter_map(|record| {
                 let steps = Schedule::from_json(&record.steps_json).ok()?;
                 match transfer::adapt_with(&steps, &source.dag, &task.dag, &opts) {
-                    Ok(a) => Some((record, a)),
+                    Ok(a) => Some((record.clone(), a)),
                     Err(e) => {
                         tracing::debug!(source = %record.id, "not adapted: {e}");
                         None
@@ -139,16 +139,24 @@ impl SqlStore {
             return Ok(vec![]);
         }
         let structure = transfer::structure_key(&task.dag, &task.layout_free);
-        let mine = transfer::extents(&task.dag);
+        let mine = transfer::log_extents(&transfer::extents(&task.dag));
         let workload_key = task.key.as_str();
         let tuned = self.tuned_of(&structure, target_key).await?;
         let mut near: Vec<(f64, &str)> = tuned
             .iter()
             .filter(|(key, _)| key != workload_key)
-            .filter_map(|(key, theirs)| Some((transfer::distance(&mine, theirs)?, key.as_str())))
+            .filter_map(|(key, theirs)| {
+                Some((transfer::log_distance(&mine, theirs)?, key.as_str()))
+            })
             .collect();
-        near.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-        near.truncate(k);
+        let order =
+            |a: &(f64, &str), b: &(f64, &str)| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1));
+        // The k nearest of thousands: selected, then only they are sorted.
+        if near.len() > k {
+            near.select_nth_unstable_by(k - 1, order);
+            near.truncate(k);
+        }
+        near.sort_by(order);
         if near.is_empty() {
             return Ok(vec![]);
         }
@@ -269,7 +277,7 @@ impl SqlStore {
         for row in &rows {
             let key: String = row.try_get(0)?;
             let extents = extents_of(&key, &row.try_get::<String, _>(1)?)?;
-            tuned.push((key, extents));
+            tuned.push((key, transfer::log_extents(&extents)));
         }
         let tuned: Tuned = Arc::new(tuned);
         self.neighbours
