@@ -1,7 +1,7 @@
-//! The tuned workloads of each (structure, target) with their extents, kept in memory: what
-//! `SqlStore::nearest` scans for every zero-shot answer and warm start. Read from the database
-//! on a miss, it turned a scan of every workload of the structure (a join and a JSON parse
-//! per row, thousands of rows at 10,000 workloads) into a walk over a vector.
+//! The tuned workloads of each (structure, target) with their extents (as logarithms), kept in
+//! memory: what `SqlStore::nearest` scans for every zero-shot answer and warm start. Read from
+//! the database on a miss, it turned a scan of every workload of the structure (a join and a
+//! JSON parse per row, thousands of rows at 10,000 workloads) into a walk over a vector.
 //!
 //! Fresh enough by construction: this process forgets a target's entries whenever it stores a
 //! new best record on it (after the transaction commits), so its own tunings are seen at once;
