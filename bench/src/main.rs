@@ -29,6 +29,8 @@
 //! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
 //! - `plot`: the SVG of the search curves.
 //! - `embedded`: the in-process server the tuning benchmarks run on.
+//! - `stalls`: the machine's own tail for a fixed amount of work on one thread, printed beside
+//!   the zero-shot answers' percentiles.
 //! - `procs`: what `query` and `dispatch` share: the release binaries, a child `tunehub
 //!   server`, `/proc` (memory, CPU time), the machine's load, percentiles.
 //!
@@ -51,6 +53,7 @@ mod remeasure;
 mod reuse;
 mod search;
 mod settings;
+mod stalls;
 mod swarm;
 mod zero_shot;
 

@@ -16,6 +16,7 @@
 //! (`zero_shot`).
 
 use crate::procs::{self, ServerProc, TOKEN, quantile};
+use crate::stalls;
 use crate::zero_shot::{self, ZeroShotData};
 use anyhow::{Context, Result, bail};
 use sqlx::Connection;
@@ -200,6 +201,14 @@ async fn zero_shot_run(
             s.ranked_by
         );
     }
+    // The same work as a median first answer, on one thread of this machine, many times.
+    let slice_ms = summary.first().map_or(3.0, |(_, s)| s.first_p50_ms);
+    let st = stalls::probe(slice_ms, 1000);
+    println!(
+        "this machine, one thread, a fixed {slice_ms:.2} ms of work (the first answers' p50) {} times: \
+         p50 {:.3} ms, p99 {:.3} ms, max {:.2} ms; {} took over twice the median",
+        st.slices, st.p50_ms, st.p99_ms, st.max_ms, st.over_twice
+    );
     Ok(())
 }
 
