@@ -92,9 +92,14 @@ pub fn log_extents(extents: &[i64]) -> Vec<f64> {
     extents.iter().map(|&x| (x.max(1) as f64).ln()).collect()
 }
 
-/// `distance` of two workloads given their `log_extents`.
+/// `distance` of two workloads given their `log_extents`, rounded to 1e-9: differences of
+/// logarithms that are equal in exact arithmetic (64 against 32 and against 128) may differ
+/// in the last bit, and equal distances must compare equal (a lookup breaks ties by key).
 pub fn log_distance(a: &[f64], b: &[f64]) -> Option<f64> {
-    (a.len() == b.len()).then(|| a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum())
+    (a.len() == b.len()).then(|| {
+        let d: f64 = a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum();
+        (d * 1e9).round() / 1e9
+    })
 }
 
 #[cfg(test)]
@@ -162,6 +167,9 @@ mod tests {
         assert_eq!(distance(&a, &extents(&ops::softmax(4, 4).unwrap())), None);
         // Zero and negative extents count as 1, as before the logarithms were kept.
         assert_eq!(distance(&[0, -3], &[1, 1]), Some(0.0));
-        assert!((distance(&[8], &[2]).unwrap() - 4f64.ln()).abs() < 1e-12);
+        assert!((distance(&[8], &[2]).unwrap() - 4f64.ln()).abs() < 1e-9);
+        // Equal ratios are equal distances, whichever way they go.
+        assert_eq!(distance(&[64], &[32]), distance(&[64], &[128]));
+        assert_eq!(distance(&[3, 64], &[6, 64]), distance(&[12, 64], &[6, 64]));
     }
 }
