@@ -640,8 +640,9 @@ pub fn program_features_par(programs: &[&LoweredFunc]) -> Vec<Vec<[f32; N_FEATUR
     if programs.len() < 256 {
         return program_features(programs);
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    tunehub_engine::par::par_map(programs.len(), threads, |i| extract_values(programs[i]))
+    tunehub_engine::par::par_map(programs.len(), tunehub_engine::par::cores(), |i| {
+        extract_values(programs[i])
+    })
 }
 
 /// The samples of measured programs (failures get an infinite cost, hence label 0).

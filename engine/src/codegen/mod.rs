@@ -132,7 +132,6 @@ pub fn kernel_source(
     generate(dag, sched, target).map(|k| k.source)
 }
 
-/// Generates C for a lowered program, as measured. Loop and buffer names follow the IR's.
 /// The declarations through which GCC calls glibc's vector math (libmvec) from `omp simd`
 /// loops, in every kernel of a target that has it (`Target::has_vector_math`). GCC's attribute;
 /// another compiler (clang) builds the scalar calls. Public for the benchmark's vector-math
@@ -146,6 +145,7 @@ pub const VECTOR_MATH_DECLARATIONS: &str = "#if defined(__GNUC__) && !defined(__
      #endif\n\
      #endif\n\n";
 
+/// Generates C for a lowered program, as measured. Loop and buffer names follow the IR's.
 pub fn emit(func: &LoweredFunc, target: &Target) -> GeneratedKernel {
     emit_linked(func, target, &Linkage::Harness)
 }

@@ -261,7 +261,7 @@ impl TaskSearch {
         if self.params.threads > 0 {
             self.params.threads
         } else {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
+            crate::par::cores()
         }
     }
 
