@@ -361,3 +361,59 @@ fn seeds_are_proposed_first_and_once() {
     assert_eq!(second[0], seeds[2]);
     assert!(!second[1..].contains(&seeds[1]), "a seed proposed twice");
 }
+
+/// Measured schedules the search did not make, a warm start's seeds and a resumed job's
+/// records, seed later populations as its own do: their decisions are recovered at the next
+/// round. Failed and noisy ones are not bred from.
+#[test]
+fn measured_seeds_and_resumed_records_join_the_population() {
+    let target = Target::detect();
+    let from = ops::matmul(64, 64, 64).unwrap();
+    let dag = ops::matmul(32, 48, 64).unwrap();
+    let mut model = RandomModel::new(7);
+    let mut donor = TaskSearch::new(
+        Arc::new(Task::new(from.clone(), "donor")),
+        &target,
+        small_params(0),
+        7,
+    );
+    let adapted: Vec<Schedule> = donor
+        .next_batch(&mut model, 6)
+        .unwrap()
+        .iter()
+        .map(|s| {
+            tunehub_engine::transfer::adapt(s, &from, &dag)
+                .unwrap()
+                .schedule
+        })
+        .collect();
+
+    // A warm start: three seeds measured, one of them noisy.
+    let task = Arc::new(Task::new(dag, "matmul"));
+    let mut search = TaskSearch::new(Arc::clone(&task), &target, small_params(0), 7);
+    search.seed(adapted[..3].to_vec());
+    let first = search.next_batch(&mut model, 3).unwrap();
+    assert_eq!(first, adapted[..3]);
+    let mut noisy = timed(3e-3);
+    noisy.noisy = true;
+    search
+        .record(&mut model, &first, &[timed(1e-3), timed(2e-3), noisy])
+        .unwrap();
+    search.next_batch(&mut model, 4).unwrap();
+    assert_eq!(search.stats.recovered + search.stats.unrecovered, 2);
+    assert!(search.stats.recovered >= 1, "{:?}", search.stats);
+
+    // A resumed job: its records are re-added, the failed one is not tried.
+    let mut resumed = TaskSearch::new(task, &target, small_params(0), 8);
+    for (i, s) in adapted[3..].iter().enumerate() {
+        let mut r = timed(1e-3 * (i + 1) as f64);
+        if i == 2 {
+            r.error = ErrorCode::RuntimeError;
+            r.costs.clear();
+        }
+        resumed.add_measured(s, &r);
+    }
+    resumed.next_batch(&mut model, 4).unwrap();
+    assert_eq!(resumed.stats.recovered + resumed.stats.unrecovered, 2);
+    assert!(resumed.stats.recovered >= 1, "{:?}", resumed.stats);
+}

@@ -15,6 +15,7 @@
 use super::annotate::{AnnotateContext, Decider, Decision, annotate};
 use super::cost_model::{CostModel, CostModelError};
 use super::mutate::{MutationWeights, mutate};
+use super::recover::recover;
 use super::sketch::{self, Sketch, SketchRule};
 use crate::lower::{LoweredFunc, lower_with};
 use crate::measure::MeasureResult;
@@ -89,6 +90,10 @@ pub struct SearchStats {
     /// Generated candidates thrown away because they did not lower, with the last reason.
     pub rejected: u64,
     pub last_rejection: Option<String>,
+    /// Measured schedules the search did not make (seeds, resumed records) whose decisions
+    /// were recovered and which joined the elites, and those tried in vain.
+    pub recovered: u64,
+    pub unrecovered: u64,
 }
 
 /// A generated, lowered candidate.
@@ -108,6 +113,10 @@ struct Lowered {
     ok: HashMap<u64, Arc<LoweredFunc>>,
     failed: HashMap<u64, String>,
 }
+
+/// Measured schedules of unknown decisions recovered per round at most: a resumed job with
+/// thousands of records starts its first round without waiting for all of them.
+const EXPLAINED_PER_ROUND: usize = 64;
 
 /// A measured candidate whose decisions are known, kept to seed later populations.
 struct Elite {
@@ -162,6 +171,9 @@ pub struct TaskSearch {
     /// Measured results not yet given to the model (from `add_measured`).
     backlog: Vec<(LoweredFunc, MeasureResult)>,
     elites: Vec<Elite>,
+    /// Measured schedules whose decisions are unknown (seeds, resumed records), with their
+    /// cost: they join the elites once their decisions are recovered ([`TaskSearch::explain`]).
+    unexplained: Vec<(f64, Schedule)>,
     best: Option<(Schedule, f64)>,
     trials: usize,
     /// Schedules to measure first, as they are (a warm start from other shapes' best).
@@ -199,6 +211,7 @@ impl TaskSearch {
             pending: HashMap::new(),
             backlog: vec![],
             elites: vec![],
+            unexplained: vec![],
             best: None,
             trials: 0,
             seeds: VecDeque::new(),
@@ -408,8 +421,10 @@ impl TaskSearch {
         }
         let pop = self.params.population.max(n);
         // Initial population: the best measured candidates, then fresh samples.
+        let n_elite = (pop as f64 * self.params.measured_ratio) as usize;
+        self.explain(n_elite);
         self.elites.sort_by(|a, b| a.cost.total_cmp(&b.cost));
-        let n_elite = ((pop as f64 * self.params.measured_ratio) as usize).min(self.elites.len());
+        let n_elite = n_elite.min(self.elites.len());
         let jobs: Vec<(usize, Vec<Decision>)> = self.elites[..n_elite]
             .iter()
             .map(|e| (e.sketch, e.decisions.clone()))
@@ -572,6 +587,7 @@ impl TaskSearch {
                         .map(Arc::new);
                     if let Some(l) = &l {
                         self.programs.insert(program_hash(l, &self.target));
+                        self.unexplain(s, r);
                     }
                     l
                 }
@@ -592,8 +608,8 @@ impl TaskSearch {
     }
 
     /// Re-adds a measurement made earlier (a resumed job): it is never proposed again, counts
-    /// for the best, and reaches the model at the next round. Its decisions are unknown, so it
-    /// does not seed populations.
+    /// for the best, and reaches the model at the next round. Its decisions are unknown: it
+    /// seeds populations once they are recovered.
     pub fn add_measured(&mut self, schedule: &Schedule, result: &MeasureResult) {
         let h = schedule_hash(schedule);
         if !self.seen.insert(h) && !self.pending.contains_key(&h) {
@@ -609,6 +625,55 @@ impl TaskSearch {
         {
             self.programs.insert(program_hash(&l, &self.target));
             self.backlog.push((l, result.clone()));
+            self.unexplain(schedule, result);
+        }
+    }
+
+    /// Keeps a measured schedule of unknown decisions for [`TaskSearch::explain`].
+    fn unexplain(&mut self, s: &Schedule, r: &MeasureResult) {
+        if r.is_ok() && !r.noisy {
+            self.unexplained.push((r.mean_cost(), s.clone()));
+        }
+    }
+
+    /// Recovers the decisions of the measured schedules of unknown decisions that would rank
+    /// among the `n` best elites, on all cores, so that they seed the population as the
+    /// search's own candidates do. Each is tried once; those that cannot rank are dropped (the
+    /// n-th best cost only falls), those beyond [`EXPLAINED_PER_ROUND`] wait for the next round.
+    fn explain(&mut self, n: usize) {
+        if self.unexplained.is_empty() || n == 0 {
+            return;
+        }
+        self.elites.sort_by(|a, b| a.cost.total_cmp(&b.cost));
+        let bar = self.elites.get(n - 1).map_or(f64::INFINITY, |e| e.cost);
+        let mut todo = std::mem::take(&mut self.unexplained);
+        todo.retain(|(cost, _)| *cost < bar);
+        todo.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if todo.len() > EXPLAINED_PER_ROUND.min(n) {
+            self.unexplained = todo.split_off(EXPLAINED_PER_ROUND.min(n));
+        }
+        let (dag, sketches, ctx) = (&self.task.dag, &self.sketches, &self.ctx);
+        let found = par_map(todo.len(), self.threads(), |i| {
+            recover(dag, sketches, ctx, &todo[i].1)
+        });
+        let recovered = found.iter().filter(|f| f.is_some()).count();
+        tracing::info!(
+            tried = found.len(),
+            recovered,
+            "decisions of measured schedules recovered (seeds, resumed records)"
+        );
+        for ((cost, _), f) in todo.into_iter().zip(found) {
+            match f {
+                Some((sketch, decisions)) => {
+                    self.stats.recovered += 1;
+                    self.elites.push(Elite {
+                        cost,
+                        sketch,
+                        decisions,
+                    });
+                }
+                None => self.stats.unrecovered += 1,
+            }
         }
     }
 

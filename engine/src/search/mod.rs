@@ -18,6 +18,7 @@ pub mod confirm;
 pub mod cost_model;
 pub mod evolve;
 pub mod mutate;
+pub mod recover;
 pub mod scheduler;
 pub mod sketch;
 pub mod tune;

@@ -120,3 +120,35 @@ pub(super) fn at_least_one_vector(f: &mut [i64], lanes: i64) {
         f[inner] *= p;
     }
 }
+
+/// Every factorization of `extent` into `parts` ordered factors whose innermost is at most
+/// `max_inner`, outermost first: what a tile decision may hold (recovering decisions tries
+/// each).
+pub fn factorizations(extent: i64, parts: usize, max_inner: i64) -> Vec<Vec<i64>> {
+    fn go(rest: i64, parts: usize, max_inner: i64, prefix: &mut Vec<i64>, out: &mut Vec<Vec<i64>>) {
+        if parts == 1 {
+            if rest <= max_inner {
+                prefix.push(rest);
+                out.push(prefix.clone());
+                prefix.pop();
+            }
+            return;
+        }
+        let small = (1..)
+            .take_while(|d| d * d <= rest)
+            .filter(|d| rest % d == 0);
+        let mut divisors: Vec<i64> = small.flat_map(|d| [d, rest / d]).collect();
+        divisors.sort_unstable();
+        divisors.dedup();
+        for d in divisors {
+            prefix.push(d);
+            go(rest / d, parts - 1, max_inner, prefix, out);
+            prefix.pop();
+        }
+    }
+    let mut out = vec![];
+    if parts > 0 && extent > 0 {
+        go(extent, parts, max_inner, &mut vec![], &mut out);
+    }
+    out
+}

@@ -26,7 +26,7 @@ mod tests;
 mod tile;
 
 pub use decision::{Decider, Decision, DecisionKind};
-pub use factor::{MAX_INNERMOST, prime_factors, sample_factorization};
+pub use factor::{MAX_INNERMOST, factorizations, prime_factors, sample_factorization};
 pub use steps::{AUTO_UNROLL_STEPS, AnnotateContext};
 
 use super::sketch::{Sketch, StagePlan};
