@@ -105,6 +105,14 @@ enum Cmd {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> Result<()> {
+    // The embedded servers' and the search's logs when RUST_LOG asks for them (e.g.
+    // `RUST_LOG=tunehub_engine=info`), on stderr; none otherwise, so the figures stay alone.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     match Cli::parse().cmd {
         Cmd::Search(a) => search::run(a),
         Cmd::Compare(a) => compare::run(a),

@@ -71,34 +71,15 @@ pub fn run(a: RemeasureArgs) -> Result<()> {
             .iter()
             .map(|(_, ix)| Schedule::from_json_value(&records[ix[0]].steps))
             .collect::<Result<_, _>>()?;
-        let mut readings: Vec<Vec<f64>> = vec![vec![]; scheds.len()];
-        let mut failed: Vec<Option<(ErrorCode, String)>> = vec![None; scheds.len()];
-        for pass in 0..a.passes {
-            let mut order: Vec<usize> = (0..scheds.len()).collect();
-            if pass % 2 == 1 {
-                order.reverse();
-            }
-            let batch: Vec<Schedule> = order.iter().map(|&i| scheds[i].clone()).collect();
-            for (&i, r) in order.iter().zip(measurer.measure(&task, &batch)) {
-                if !r.is_ok() {
-                    failed[i] = Some((r.error, r.error_msg));
-                } else if !r.noisy {
-                    readings[i].push(r.min_cost());
-                }
-            }
-        }
-        let new_cost = |i: usize| {
-            if failed[i].is_some() {
-                return f64::INFINITY;
-            }
-            readings[i].iter().cloned().fold(f64::INFINITY, f64::min)
-        };
+        let measured = interleaved(&mut measurer, &task, &scheds, a.passes);
+        let new_cost = |i: usize| measured.best(i);
         // `distinct` is sorted by the old readings: the old best is kernel 0.
         let old_best_rank = 1
             + (1..scheds.len())
                 .filter(|&i| new_cost(i) < new_cost(0))
                 .count();
-        let spreads: Vec<f64> = readings
+        let spreads: Vec<f64> = measured
+            .readings
             .iter()
             .filter(|v| v.len() > 1)
             .map(|v| {
@@ -123,15 +104,15 @@ pub fn run(a: RemeasureArgs) -> Result<()> {
         for (k, (_, ix)) in distinct.iter().enumerate() {
             for &i in ix {
                 let r: &mut DatasetRecord = &mut records[i];
-                if let Some((code, msg)) = &failed[k] {
+                if let Some((code, msg)) = &measured.failed[k] {
                     // A kernel that passed once and fails now is not a time to rank by.
                     r.costs.clear();
                     r.error = *code;
                     r.error_msg = format!("failed when re-measured: {msg}");
-                } else if readings[k].is_empty() {
+                } else if measured.readings[k].is_empty() {
                     r.noisy = true; // every pass was slowed: no trustworthy reading
                 } else {
-                    r.costs = readings[k].clone();
+                    r.costs = measured.readings[k].clone();
                 }
             }
         }
@@ -139,6 +120,54 @@ pub fn run(a: RemeasureArgs) -> Result<()> {
     write_records(BufWriter::new(File::create(&a.out)?), &records)?;
     println!("wrote {}", a.out.display());
     Ok(())
+}
+
+/// Readings of kernels measured side by side.
+pub struct Interleaved {
+    /// Per kernel, its quiet readings (seconds), one per pass at most.
+    pub readings: Vec<Vec<f64>>,
+    /// Per kernel, the error of a pass where it failed.
+    pub failed: Vec<Option<(ErrorCode, String)>>,
+}
+
+impl Interleaved {
+    /// Kernel `i`'s best reading, infinite when it failed or every pass was noisy.
+    pub fn best(&self, i: usize) -> f64 {
+        if self.failed[i].is_some() {
+            return f64::INFINITY;
+        }
+        self.readings[i]
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// Measures `scheds` of `task` in `passes` interleaved passes: every kernel once per pass, the
+/// order reversed on odd passes, so that a drift of the machine touches all alike.
+pub fn interleaved(
+    measurer: &mut Measurer,
+    task: &Task,
+    scheds: &[Schedule],
+    passes: usize,
+) -> Interleaved {
+    let mut readings: Vec<Vec<f64>> = vec![vec![]; scheds.len()];
+    let mut failed: Vec<Option<(ErrorCode, String)>> = vec![None; scheds.len()];
+    for pass in 0..passes {
+        let mut order: Vec<usize> = (0..scheds.len()).collect();
+        if pass % 2 == 1 {
+            order.reverse();
+        }
+        let batch: Vec<Schedule> = order.iter().map(|&i| scheds[i].clone()).collect();
+        for (&i, r) in order.iter().zip(measurer.measure(task, &batch)) {
+            if !r.is_ok() {
+                failed[i] = Some((r.error, r.error_msg));
+            } else if !r.noisy {
+                readings[i].push(r.min_cost());
+            }
+        }
+    }
+    Interleaved { readings, failed }
 }
 
 /// A workload's `top` fastest distinct schedules (by their best reading; copies of one schedule

@@ -13,9 +13,15 @@
 //!   of `--batch`; the warm run stops once it reaches the level read. The figure: trials
 //!   until the warm run's best is within 95% of the cold run's final best (GFLOP/s), against
 //!   the cold run's own trials to get there, counted per trial from the records' order (and,
-//!   in brackets, per round).
+//!   in brackets, per round). The same machine reads one kernel up to 1.6x apart from one run
+//!   to the next (an Emerald Rapids Xeon), so after each seed every kernel that improved a
+//!   run's best is measured again side by side (`--passes` interleaved passes) and the figure
+//!   is read a second time from those readings.
 //!   `--warm-from seeds,model` adds an ablation: warm runs from the seeds alone (the copy's
 //!   saved model deleted) and from the saved model alone (no neighbour found, so no seeds).
+//! - **Resume** (`--part resume`): the warm-start cases tuned in one job, and in a job stopped
+//!   after its first round and continued by another on its records, as after a crash: does
+//!   the search pick up where it was (see `resume`)?
 //!
 //! Every time is a measured kernel on this machine (the transferred answers too: measured, not
 //! predicted). The run is long (tens of 200-trial tunings): a benchmark, never a test.
@@ -28,9 +34,13 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
+use tunehub_engine::measure::{MeasureOptions, Measurer};
+use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
+use tunehub_engine::task::{Task, WorkloadOptions};
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
 use tunehub_server::config::Limits;
@@ -158,7 +168,7 @@ pub struct ReuseArgs {
     /// Trials of every tuning: the neighbours, the held-out shapes' own, warm and cold runs.
     #[arg(long, default_value_t = 200)]
     trials: u32,
-    /// Which parts to run.
+    /// Which parts to run: `zero-shot`, `warm-start`, `resume`.
     #[arg(long, value_delimiter = ',', default_value = "zero-shot,warm-start")]
     part: Vec<String>,
     /// Seeds of the warm-start runs (each a warm and a cold tuning per case).
@@ -181,6 +191,9 @@ pub struct ReuseArgs {
     /// Evolutionary population per round.
     #[arg(long, default_value_t = 2048)]
     population: usize,
+    /// Interleaved passes of the side-by-side measurements (warm start, resume).
+    #[arg(long, default_value_t = 5)]
+    passes: usize,
     /// Where the report and the JSON go.
     #[arg(long, default_value = "bench-out/reuse")]
     out: PathBuf,
@@ -192,6 +205,10 @@ struct Curves {
     rounds: Vec<(u32, f64)>,
     /// After each trial that improved it (see `Db::per_trial`).
     trials: Vec<(u32, f64)>,
+    /// The kernel (steps JSON) of each of those trials, to measure again side by side.
+    kernels: Vec<String>,
+    /// The task, as the server measured it.
+    task: Arc<Task>,
 }
 
 /// The points where the best of `(mean cost, noisy)` readings, taken in order, improves: the
@@ -337,8 +354,14 @@ impl Db {
         }
         let mut out = vec![];
         for (rounds, t) in curves.into_iter().zip(&j.tasks) {
-            let trials = self.per_trial(&t.workload_key, t.flops).await?;
-            out.push(Curves { rounds, trials });
+            let (trials, kernels) = self.per_trial(&t.workload_key, t.flops).await?;
+            let task = Arc::new(self.task(&t.workload_key).await?);
+            out.push(Curves {
+                rounds,
+                trials,
+                kernels,
+                task,
+            });
         }
         Ok(out)
     }
@@ -346,22 +369,59 @@ impl Db {
     /// A workload's best-so-far after each of its trials, from its records in the order they
     /// were stored. A batch is stored in the order it was proposed (the warm start's seeds
     /// first, nearest neighbour first, then the model's picks best first), so trial k is the
-    /// run's k-th candidate: a finer count than a round's.
-    async fn per_trial(&self, workload_key: &str, flops: u64) -> Result<Vec<(u32, f64)>> {
-        let url = format!(
-            "sqlite://{}?mode=ro",
-            self.dir.path().join("reuse.db").display()
-        );
-        let pool = sqlx::SqlitePool::connect(&url).await?;
+    /// run's k-th candidate: a finer count than a round's. With the steps of each improving
+    /// trial.
+    async fn per_trial(
+        &self,
+        workload_key: &str,
+        flops: u64,
+    ) -> Result<(Vec<(u32, f64)>, Vec<String>)> {
+        let pool = self.read_only().await?;
         // What the job ranks by: the mean cost of a successful, quiet measurement.
-        let rows: Vec<(Option<f64>, i64)> = sqlx::query_as(
-            "SELECT mean_cost, noisy FROM records WHERE workload_key = ? ORDER BY rowid",
+        let rows: Vec<(Option<f64>, i64, String)> = sqlx::query_as(
+            "SELECT mean_cost, noisy, steps_json FROM records WHERE workload_key = ? ORDER BY rowid",
         )
         .bind(workload_key)
         .fetch_all(&pool)
         .await?;
         pool.close().await;
-        Ok(running_best(&rows, flops))
+        let costs: Vec<(Option<f64>, i64)> = rows.iter().map(|r| (r.0, r.1)).collect();
+        let points = running_best(&costs, flops);
+        let kernels = points
+            .iter()
+            .map(|&(t, _)| rows[t as usize - 1].2.clone())
+            .collect();
+        Ok((points, kernels))
+    }
+
+    /// The stored workload's task: what the server measured.
+    async fn task(&self, workload_key: &str) -> Result<Task> {
+        let pool = self.read_only().await?;
+        let (dag_json, description, layout_free_json): (String, Option<String>, String) =
+            sqlx::query_as(
+                "SELECT dag_json, description, layout_free_json FROM workloads WHERE key = ?",
+            )
+            .bind(workload_key)
+            .fetch_one(&pool)
+            .await?;
+        pool.close().await;
+        let options = WorkloadOptions {
+            layout_free: serde_json::from_str(&layout_free_json)?,
+        };
+        Task::new(
+            serde_json::from_str(&dag_json)?,
+            description.unwrap_or_default(),
+        )
+        .with_options(&options)
+        .map_err(anyhow::Error::msg)
+    }
+
+    async fn read_only(&self) -> Result<sqlx::SqlitePool> {
+        let url = format!(
+            "sqlite://{}?mode=ro",
+            self.dir.path().join("reuse.db").display()
+        );
+        Ok(sqlx::SqlitePool::connect(&url).await?)
     }
 
     /// Stops the server; its directory (deleted when dropped) holds the database files.
@@ -381,6 +441,11 @@ pub async fn run(a: ReuseArgs) -> Result<()> {
         let (text, v) = zero_shot(&a).await?;
         md.push_str(&text);
         out["zero_shot"] = v;
+    }
+    if a.part.iter().any(|p| p == "resume") {
+        let (text, v) = resume(&a).await?;
+        md.push_str(&text);
+        out["resume"] = v;
     }
     if a.part.iter().any(|p| p == "warm-start") {
         let (text, v) = warm_start(&a).await?;
@@ -507,6 +572,17 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         "| shape | seed | cold best GFLOP/s | cold trials to 95% (by rounds) | warm from | warm trials to 95% of cold (by rounds) | warm / cold trials | warm best (stopped at 95%) |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
+    let mut side = String::new();
+    let _ = writeln!(
+        side,
+        "\n### The same runs, their kernels measured again side by side\n\nAfter each seed's runs, every kernel that improved a run's best is measured again in {} interleaved passes (best reading each), so that the machine's drift between runs does not decide the figure: 95% of the cold run's best so measured, and the first trial of each run whose kernel reaches it.\n",
+        a.passes
+    );
+    let _ = writeln!(
+        side,
+        "| shape | seed | warm from | cold best GFLOP/s | cold trials to 95% | warm trials to 95% | warm / cold trials | warm trial 1 / cold best |"
+    );
+    let _ = writeln!(side, "|---|---|---|---|---|---|---|---|");
     let mut rows = vec![];
     let t0 = Instant::now();
     let cases = WARM
@@ -521,13 +597,17 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         for &seed in &a.seeds {
             let mut cold = Db::fresh(a).await?;
             eprintln!("warm start: cold {shape}, seed {seed}");
-            let c = cold.tune(&[shape], a.trials, a.batch, seed, None).await?;
+            let c = cold
+                .tune(&[shape], a.trials, a.batch, seed, None)
+                .await?
+                .remove(0);
             cold.stop().await?;
             // The warm run stops once it reaches the level the figure reads.
-            let level = 0.95 * best(&c[0].rounds).unwrap_or(f64::NAN);
-            let cold_best = best(&c[0].rounds).unwrap_or(f64::NAN);
-            let ct = trials_to(&c[0].trials, level);
-            let ct_rounds = trials_to(&c[0].rounds, level);
+            let level = 0.95 * best(&c.rounds).unwrap_or(f64::NAN);
+            let cold_best = best(&c.rounds).unwrap_or(f64::NAN);
+            let ct = trials_to(&c.trials, level);
+            let ct_rounds = trials_to(&c.rounds, level);
+            let mut warms = vec![];
             for &from in &a.warm_from {
                 let mut warm = Db::copy_of(a, neighbours.path(), from).await?;
                 eprintln!(
@@ -536,25 +616,23 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
                 );
                 let w = warm
                     .tune(&[shape], a.trials, a.batch, seed, Some(level))
-                    .await?;
+                    .await?
+                    .remove(0);
                 warm.stop().await?;
-                let wt = trials_to(&w[0].trials, level);
-                let wt_rounds = trials_to(&w[0].rounds, level);
-                let ratio = match (wt, ct) {
-                    (Some(w), Some(c)) => format!("{:.3}", f64::from(w) / f64::from(c)),
-                    _ => "-".into(),
-                };
+                let wt = trials_to(&w.trials, level);
+                let wt_rounds = trials_to(&w.rounds, level);
                 let show = |t: Option<u32>, r: Option<u32>| match (t, r) {
                     (Some(t), Some(r)) => format!("{t} ({r})"),
                     _ => "not reached".into(),
                 };
                 let _ = writeln!(
                     md,
-                    "| `{shape}` | {seed} | {cold_best:.1} | {} | {} | {} | {ratio} | {:.1} |",
+                    "| `{shape}` | {seed} | {cold_best:.1} | {} | {} | {} | {} | {:.1} |",
                     show(ct, ct_rounds),
                     from.name(),
                     show(wt, wt_rounds),
-                    best(&w[0].rounds).unwrap_or(f64::NAN)
+                    ratio(wt, ct),
+                    best(&w.rounds).unwrap_or(f64::NAN)
                 );
                 eprintln!(
                     "{} ({:.0} s)",
@@ -564,12 +642,164 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
                 rows.push(json!({"shape": shape, "seed": seed, "cold_best": cold_best,
                     "warm_from": from.name(), "cold_trials_to_95": ct, "warm_trials_to_95": wt,
                     "cold_rounds_to_95": ct_rounds, "warm_rounds_to_95": wt_rounds,
-                    "cold_curve": c[0].rounds, "warm_curve": w[0].rounds,
-                    "cold_trial_curve": c[0].trials, "warm_trial_curve": w[0].trials}));
+                    "cold_curve": c.rounds, "warm_curve": w.rounds,
+                    "cold_trial_curve": c.trials, "warm_trial_curve": w.trials}));
+                warms.push((from, w));
+            }
+            let mut runs = vec![&c];
+            runs.extend(warms.iter().map(|w| &w.1));
+            let again = side_by_side(&runs, a.passes).await?;
+            let cold_again = again(&c);
+            let cold_best_again = best(&cold_again).unwrap_or(f64::NAN);
+            let level_again = 0.95 * cold_best_again;
+            let ct_again = trials_to(&cold_again, level_again);
+            for (from, w) in &warms {
+                let warm_again = again(w);
+                let wt_again = trials_to(&warm_again, level_again);
+                let first = warm_again
+                    .first()
+                    .filter(|p| p.0 == 1)
+                    .map(|p| p.1 / cold_best_again);
+                let last = w.trials.last().map_or(0, |p| p.0);
+                let _ = writeln!(
+                    side,
+                    "| `{shape}` | {seed} | {} | {cold_best_again:.1} | {} | {} | {} | {} |",
+                    from.name(),
+                    ct_again.map_or("not reached".into(), |t| t.to_string()),
+                    wt_again.map_or(format!("not by {last} (stopped)"), |t| t.to_string()),
+                    ratio(wt_again, ct_again),
+                    first.map_or("-".into(), |f| format!("{f:.2}")),
+                );
+                eprintln!("{}", side.lines().last().unwrap_or_default());
+                rows.push(
+                    json!({"shape": shape, "seed": seed, "warm_from": from.name(),
+                    "side_by_side": {"passes": a.passes, "cold_best": cold_best_again,
+                    "cold_trials_to_95": ct_again, "warm_trials_to_95": wt_again,
+                    "warm_first_share": first, "cold_trial_curve": cold_again,
+                    "warm_trial_curve": warm_again}}),
+                );
             }
         }
     }
+    md.push_str(&side);
     Ok((md, json!(rows)))
+}
+
+/// A job resumed on its own records against the same job uninterrupted, per warm-start case
+/// and seed: one job of `--trials` in a fresh database; and one stopped after its first round
+/// (`--batch` trials), whose database a second job continues with the rest, its search re-fed
+/// every record as a job resumed after a crash is. Both first rounds start from one seed.
+/// The figure: each run's best after all its trials, measured again
+/// side by side, and the trials each took to reach 95% of the uninterrupted run's best.
+async fn resume(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "## A job resumed after its first round ({} trials in all; rounds of {}; kernels measured again side by side, {} passes)\n",
+        a.trials, a.batch, a.passes
+    );
+    let _ = writeln!(
+        md,
+        "| shape | seed | uninterrupted best GFLOP/s (as read) | resumed best (as read) | resumed / uninterrupted | trials to 95% of the uninterrupted best: uninterrupted | resumed |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    if a.trials <= a.batch {
+        bail!("--trials must exceed --batch: the resumed job needs a round of its own");
+    }
+    let mut rows = vec![];
+    let cases = WARM
+        .iter()
+        .filter(|(shape, _)| a.case.as_ref().is_none_or(|c| shape.contains(c.as_str())));
+    for (shape, _) in cases.take(a.limit.unwrap_or(usize::MAX)) {
+        for &seed in &a.seeds {
+            eprintln!("resume: uninterrupted {shape}, seed {seed}");
+            let mut whole = Db::fresh(a).await?;
+            let w = whole
+                .tune(&[shape], a.trials, a.batch, seed, None)
+                .await?
+                .remove(0);
+            whole.stop().await?;
+            eprintln!("resume: first round of {shape}, seed {seed}, then the rest");
+            let mut first = Db::fresh(a).await?;
+            first.tune(&[shape], a.batch, a.batch, seed, None).await?;
+            let stopped = first.stop().await?;
+            let mut rest = Db::copy_of(a, stopped.path(), WarmFrom::Both).await?;
+            let r = rest
+                .tune(&[shape], a.trials - a.batch, a.batch, seed + 1, None)
+                .await?
+                .remove(0);
+            rest.stop().await?;
+            let again = side_by_side(&[&w, &r], a.passes).await?;
+            let (w_again, r_again) = (again(&w), again(&r));
+            let w_best = best(&w_again).unwrap_or(f64::NAN);
+            let r_best = best(&r_again).unwrap_or(f64::NAN);
+            let show = |t: Option<u32>| t.map_or("not reached".into(), |t| t.to_string());
+            let _ = writeln!(
+                md,
+                "| `{shape}` | {seed} | {w_best:.1} ({:.1}) | {r_best:.1} ({:.1}) | {:.3} | {} | {} |",
+                best(&w.trials).unwrap_or(f64::NAN),
+                best(&r.trials).unwrap_or(f64::NAN),
+                r_best / w_best,
+                show(trials_to(&w_again, 0.95 * w_best)),
+                show(trials_to(&r_again, 0.95 * w_best)),
+            );
+            eprintln!("{}", md.lines().last().unwrap_or_default());
+            rows.push(json!({"shape": shape, "seed": seed, "passes": a.passes,
+                "uninterrupted_best": w_best, "resumed_best": r_best,
+                "uninterrupted_trial_curve": w_again, "resumed_trial_curve": r_again,
+                "uninterrupted_as_read": w.trials, "resumed_as_read": r.trials}));
+        }
+    }
+    Ok((md, json!(rows)))
+}
+
+/// `warm / cold`, or `-` when either is missing.
+fn ratio(warm: Option<u32>, cold: Option<u32>) -> String {
+    match (warm, cold) {
+        (Some(w), Some(c)) => format!("{:.3}", f64::from(w) / f64::from(c)),
+        _ => "-".into(),
+    }
+}
+
+/// Measures every kernel that improved one of `runs`' best again, side by side
+/// (`passes` interleaved passes, best reading each, on this machine's timing as the runs had
+/// it), and returns a reader of a run's improving trials at those readings: (trial, GFLOP/s).
+async fn side_by_side(
+    runs: &[&Curves],
+    passes: usize,
+) -> Result<impl Fn(&Curves) -> Vec<(u32, f64)> + use<>> {
+    let mut kernels: Vec<String> = vec![];
+    for k in runs.iter().flat_map(|r| &r.kernels) {
+        if !kernels.contains(k) {
+            kernels.push(k.clone());
+        }
+    }
+    let scheds = kernels
+        .iter()
+        .map(|k| Schedule::from_json(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let task = Arc::clone(&runs[0].task);
+    eprintln!(
+        "{} kernels measured again side by side, {passes} passes",
+        scheds.len()
+    );
+    let gflops: std::collections::HashMap<String, f64> = tokio::task::spawn_blocking(move || {
+        let mut m = Measurer::new(&Target::detect(), MeasureOptions::default());
+        let measured = crate::remeasure::interleaved(&mut m, &task, &scheds, passes);
+        kernels
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| (k, task.gflops(measured.best(i))))
+            .collect()
+    })
+    .await?;
+    Ok(move |run: &Curves| {
+        run.trials
+            .iter()
+            .zip(&run.kernels)
+            .map(|(&(t, _), k)| (t, gflops[k]))
+            .collect()
+    })
 }
 
 #[cfg(test)]
