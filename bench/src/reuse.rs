@@ -471,11 +471,18 @@ async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         "## Zero-shot answers ({} trials per tuned neighbour and per own tuning)\n",
         a.trials
     );
-    let _ = writeln!(
-        md,
-        "| family | held-out shape | zero-shot GFLOP/s (measured) | own GFLOP/s | share | source | distance |"
+    table_head(
+        &mut md,
+        &[
+            "family",
+            "held-out shape",
+            "zero-shot GFLOP/s (measured)",
+            "own GFLOP/s",
+            "share",
+            "source",
+            "distance",
+        ],
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     let mut shares = vec![];
     let mut rows = vec![];
     for f in FAMILIES.iter().take(a.limit.unwrap_or(usize::MAX)) {
@@ -567,22 +574,38 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         "## Warm start (5 nearby shapes tuned with {} trials; rounds of {})\n",
         a.trials, a.batch
     );
-    let _ = writeln!(
-        md,
-        "| shape | seed | cold best GFLOP/s | cold trials to 95% (by rounds) | warm from | warm trials to 95% of cold (by rounds) | warm / cold trials | warm best (stopped at 95%) |"
+    table_head(
+        &mut md,
+        &[
+            "shape",
+            "seed",
+            "cold best GFLOP/s",
+            "cold trials to 95% (by rounds)",
+            "warm from",
+            "warm trials to 95% of cold (by rounds)",
+            "warm / cold trials",
+            "warm best (stopped at 95%)",
+        ],
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     let mut side = String::new();
     let _ = writeln!(
         side,
         "\n### The same runs, their kernels measured again side by side\n\nAfter each seed's runs, every kernel that improved a run's best is measured again in {} interleaved passes (best reading each), so that the machine's drift between runs does not decide the figure: 95% of the cold run's best so measured, and the first trial of each run whose kernel reaches it.\n",
         a.passes
     );
-    let _ = writeln!(
-        side,
-        "| shape | seed | warm from | cold best GFLOP/s | cold trials to 95% | warm trials to 95% | warm / cold trials | warm trial 1 / cold best |"
+    table_head(
+        &mut side,
+        &[
+            "shape",
+            "seed",
+            "warm from",
+            "cold best GFLOP/s",
+            "cold trials to 95%",
+            "warm trials to 95%",
+            "warm / cold trials",
+            "warm trial 1 / cold best",
+        ],
     );
-    let _ = writeln!(side, "|---|---|---|---|---|---|---|---|");
     let mut rows = vec![];
     let t0 = Instant::now();
     let cases = WARM
@@ -698,11 +721,18 @@ async fn resume(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         "## A job resumed after its first round ({} trials in all; rounds of {}; kernels measured again side by side, {} passes)\n",
         a.trials, a.batch, a.passes
     );
-    let _ = writeln!(
-        md,
-        "| shape | seed | uninterrupted best GFLOP/s (as read) | resumed best (as read) | resumed / uninterrupted | trials to 95% of the uninterrupted best: uninterrupted | resumed |"
+    table_head(
+        &mut md,
+        &[
+            "shape",
+            "seed",
+            "uninterrupted best GFLOP/s (as read)",
+            "resumed best (as read)",
+            "resumed / uninterrupted",
+            "trials to 95% of the uninterrupted best: uninterrupted",
+            "resumed",
+        ],
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     if a.trials <= a.batch {
         bail!("--trials must exceed --batch: the resumed job needs a round of its own");
     }
@@ -751,6 +781,12 @@ async fn resume(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         }
     }
     Ok((md, json!(rows)))
+}
+
+/// A Markdown table's header row and separator.
+fn table_head(md: &mut String, columns: &[&str]) {
+    let _ = writeln!(md, "| {} |", columns.join(" | "));
+    let _ = writeln!(md, "|{}", "---|".repeat(columns.len()));
 }
 
 /// `warm / cold`, or `-` when either is missing.
@@ -804,7 +840,14 @@ async fn side_by_side(
 
 #[cfg(test)]
 mod tests {
-    use super::running_best;
+    use super::{running_best, table_head};
+
+    #[test]
+    fn a_table_head_has_a_separator_per_column() {
+        let mut md = String::new();
+        table_head(&mut md, &["shape", "seed"]);
+        assert_eq!(md, "| shape | seed |\n|---|---|\n");
+    }
 
     #[test]
     fn the_running_best_counts_every_trial_and_ranks_only_quiet_successes() {

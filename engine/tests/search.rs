@@ -316,6 +316,27 @@ fn the_first_batch_is_half_random_the_later_ones_ranked() {
     assert!(high[1] >= 58, "second batch: {high:?}");
 }
 
+/// `n` schedules a search of `from` proposes (seeded with `seed`), adapted to `to`: what a
+/// warm start from a tuned neighbour seeds a search of `to` with.
+fn adapted_from(from: &ComputeDag, to: &ComputeDag, n: usize, seed: u64) -> Vec<Schedule> {
+    let mut donor = TaskSearch::new(
+        Arc::new(Task::new(from.clone(), "donor")),
+        &Target::detect(),
+        small_params(0),
+        seed,
+    );
+    donor
+        .next_batch(&mut RandomModel::new(seed), n)
+        .unwrap()
+        .iter()
+        .map(|s| {
+            tunehub_engine::transfer::adapt(s, from, to)
+                .unwrap()
+                .schedule
+        })
+        .collect()
+}
+
 /// A warm start: seeds (the adapted best of other shapes) come first, in order, once each; a
 /// seed already proposed, or one that does not fit the DAG, is passed over; the search fills
 /// the rest of the batch.
@@ -325,22 +346,8 @@ fn seeds_are_proposed_first_and_once() {
     let from = ops::matmul(64, 64, 64).unwrap();
     let dag = ops::matmul(32, 48, 64).unwrap();
     let task = Arc::new(Task::new(dag.clone(), "matmul"));
-    let mut donor = TaskSearch::new(
-        Arc::new(Task::new(from.clone(), "donor")),
-        &target,
-        small_params(0),
-        5,
-    );
     let mut model = RandomModel::new(5);
-    let donors = donor.next_batch(&mut model, 3).unwrap();
-    let seeds: Vec<Schedule> = donors
-        .iter()
-        .map(|s| {
-            tunehub_engine::transfer::adapt(s, &from, &dag)
-                .unwrap()
-                .schedule
-        })
-        .collect();
+    let seeds = adapted_from(&from, &dag, 3, 5);
     // Not a schedule of this DAG: its stage numbers do not exist.
     let foreign = Schedule::new(vec![tunehub_engine::schedule::Step::ComputeInline {
         stage: 9,
@@ -371,22 +378,7 @@ fn measured_seeds_and_resumed_records_join_the_population() {
     let from = ops::matmul(64, 64, 64).unwrap();
     let dag = ops::matmul(32, 48, 64).unwrap();
     let mut model = RandomModel::new(7);
-    let mut donor = TaskSearch::new(
-        Arc::new(Task::new(from.clone(), "donor")),
-        &target,
-        small_params(0),
-        7,
-    );
-    let adapted: Vec<Schedule> = donor
-        .next_batch(&mut model, 6)
-        .unwrap()
-        .iter()
-        .map(|s| {
-            tunehub_engine::transfer::adapt(s, &from, &dag)
-                .unwrap()
-                .schedule
-        })
-        .collect();
+    let adapted = adapted_from(&from, &dag, 6, 7);
 
     // A warm start: three seeds measured, one of them noisy.
     let task = Arc::new(Task::new(dag, "matmul"));
