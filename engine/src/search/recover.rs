@@ -6,7 +6,8 @@
 //! Annotation maps (sketch, decisions) to steps; its inverse is found by search. Per sketch, a
 //! coordinate ascent from one random draw: each decision in turn takes every value it may hold
 //! (every factorization of its extent, every option of a pick), the rest replayed, and keeps
-//! the one whose steps agree with the target's at the most positions. A decision usually
+//! the one whose steps agree most with the target's (their longest common subsequence: an
+//! option can add or drop a step). A decision usually
 //! writes its own steps, so a few passes find them all; what is found counts only when the
 //! steps are exactly the target's.
 
@@ -77,7 +78,7 @@ fn alternatives(d: &Decision) -> Vec<Decision> {
     match d {
         Decision::Tile(f) => {
             let extent = f.iter().product::<i64>();
-            let all = factorizations(extent, f.len(), MAX_INNERMOST);
+            let all = factorizations(extent, f.len(), MAX_INNERMOST, MAX_ALTERNATIVES);
             if all.len() > MAX_ALTERNATIVES {
                 return vec![];
             }
@@ -115,6 +116,10 @@ fn ascend(
         let mut i = 0;
         while i < best.len() {
             for alt in alternatives(&best[i]) {
+                // An improvement can change the sketch's path and leave fewer decisions.
+                if i >= best.len() {
+                    break;
+                }
                 if alt == best[i] {
                     continue;
                 }

@@ -121,15 +121,24 @@ pub(super) fn at_least_one_vector(f: &mut [i64], lanes: i64) {
     }
 }
 
-/// Every factorization of `extent` into `parts` ordered factors whose innermost is at most
+/// The factorizations of `extent` into `parts` ordered factors whose innermost is at most
 /// `max_inner`, outermost first: what a tile decision may hold (recovering decisions tries
-/// each).
-pub fn factorizations(extent: i64, parts: usize, max_inner: i64) -> Vec<Vec<i64>> {
-    fn go(rest: i64, parts: usize, max_inner: i64, prefix: &mut Vec<i64>, out: &mut Vec<Vec<i64>>) {
+/// each). Stops once it has more than `limit`, so that a caller can refuse an extent with too
+/// many without listing them all.
+pub fn factorizations(extent: i64, parts: usize, max_inner: i64, limit: usize) -> Vec<Vec<i64>> {
+    struct Walk {
+        max_inner: i64,
+        limit: usize,
+        out: Vec<Vec<i64>>,
+    }
+    fn go(w: &mut Walk, rest: i64, parts: usize, prefix: &mut Vec<i64>) {
+        if w.out.len() > w.limit {
+            return;
+        }
         if parts == 1 {
-            if rest <= max_inner {
+            if rest <= w.max_inner {
                 prefix.push(rest);
-                out.push(prefix.clone());
+                w.out.push(prefix.clone());
                 prefix.pop();
             }
             return;
@@ -142,13 +151,17 @@ pub fn factorizations(extent: i64, parts: usize, max_inner: i64) -> Vec<Vec<i64>
         divisors.dedup();
         for d in divisors {
             prefix.push(d);
-            go(rest / d, parts - 1, max_inner, prefix, out);
+            go(w, rest / d, parts - 1, prefix);
             prefix.pop();
         }
     }
-    let mut out = vec![];
+    let mut w = Walk {
+        max_inner,
+        limit,
+        out: vec![],
+    };
     if parts > 0 && extent > 0 {
-        go(extent, parts, max_inner, &mut vec![], &mut out);
+        go(&mut w, extent, parts, &mut vec![]);
     }
-    out
+    w.out
 }

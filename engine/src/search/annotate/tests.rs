@@ -24,6 +24,22 @@ fn factorizations_are_perfect_and_bounded() {
     assert!(draws.iter().any(|f| f[3] >= 32));
 }
 
+/// Every factorization is listed once: 512 = 2^9 into 4 parts has 220, of which 10 have an
+/// innermost factor above 64 (2^7 or more); a limit stops the listing just past it.
+#[test]
+fn factorizations_are_listed_once_each_within_the_bound() {
+    let all = factorizations(512, 4, 64, usize::MAX);
+    assert_eq!(all.len(), 210);
+    let distinct: std::collections::HashSet<&Vec<i64>> = all.iter().collect();
+    assert_eq!(distinct.len(), all.len());
+    assert!(
+        all.iter()
+            .all(|f| f.iter().product::<i64>() == 512 && f[3] <= 64)
+    );
+    assert!(factorizations(512, 1, 64, usize::MAX).is_empty());
+    assert_eq!(factorizations(512, 4, 64, 5).len(), 6);
+}
+
 #[test]
 fn replay_of_own_decisions_gives_same_steps() {
     let dag = crate::ops::matmul(64, 48, 32).unwrap();
