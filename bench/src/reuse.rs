@@ -712,8 +712,8 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
 /// and seed: one job of `--trials` in a fresh database; and one stopped after its first round
 /// (`--batch` trials), whose database a second job continues with the rest, its search re-fed
 /// every record as a job resumed after a crash is. Both first rounds start from one seed.
-/// The figure: each run's best after all its trials, measured again
-/// side by side, and the trials each took to reach 95% of the uninterrupted run's best.
+/// The figure: each run's best after all its trials, measured again side by side, and the
+/// trials each took to reach 95% of the uninterrupted run's best.
 async fn resume(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
     let mut md = String::new();
     let _ = writeln!(
