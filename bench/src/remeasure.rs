@@ -18,7 +18,6 @@ use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
 use tunehub_costmodel::dataset::{DatasetRecord, read_records, write_records};
 use tunehub_engine::measure::{ErrorCode, Measurer};
-use tunehub_engine::ops;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
 use tunehub_engine::task::{Task, split_layout_free};
@@ -64,7 +63,7 @@ pub fn run(a: RemeasureArgs) -> Result<()> {
     );
     let mut measurer = Measurer::new(&target, opts);
     for w in &workloads {
-        let dag = ops::build_op(&split_layout_free(w).0)?;
+        let dag = crate::search::build(&split_layout_free(w).0)?;
         let task = Task::from_desc(dag, w.as_str()).map_err(anyhow::Error::msg)?;
         let distinct = fastest_distinct(&records, w, a.top);
         let scheds: Vec<Schedule> = distinct

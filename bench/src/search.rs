@@ -117,7 +117,7 @@ const BIAS_GELU: &str = "T[i,j] = A[i,j] + Bias[j] where i<128, j<3072
 Y[i,j] = 0.5 * T[i,j] * (1 + tanh(0.7978845608028654 * (T[i,j] + 0.044715 * T[i,j] * T[i,j] * T[i,j]))) where i<128, j<3072";
 
 /// A workload's DAG from its op spec or text form (a text form has a `[`).
-fn build(spec: &str) -> Result<tunehub_engine::ir::ComputeDag> {
+pub fn build(spec: &str) -> Result<tunehub_engine::ir::ComputeDag> {
     if spec.contains('[') {
         Ok(tunehub_engine::text::parse(spec)?)
     } else {
