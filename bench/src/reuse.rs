@@ -40,7 +40,7 @@ use tunehub_engine::measure::{MeasureOptions, Measurer};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
-use tunehub_engine::task::{Task, WorkloadOptions};
+use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
 use tunehub_server::client::Clients;
 use tunehub_server::config::Limits;
@@ -353,9 +353,20 @@ impl Db {
             }
         }
         let mut out = vec![];
-        for (rounds, t) in curves.into_iter().zip(&j.tasks) {
+        for ((rounds, t), spec) in curves.into_iter().zip(&j.tasks).zip(specs) {
             let (trials, kernels) = self.per_trial(&t.workload_key, t.flops).await?;
-            let task = Arc::new(self.task(&t.workload_key).await?);
+            // The task as the server made it of the submitted workload.
+            let task = workload::task_of(&workload::from_op_spec(spec))
+                .context("an op spec is a task")?
+                .map_err(anyhow::Error::msg)?;
+            if task.key != t.workload_key {
+                bail!(
+                    "{spec} makes key {}, the server's is {}",
+                    task.key,
+                    t.workload_key
+                );
+            }
+            let task = Arc::new(task);
             out.push(Curves {
                 rounds,
                 trials,
@@ -376,7 +387,11 @@ impl Db {
         workload_key: &str,
         flops: u64,
     ) -> Result<(Vec<(u32, f64)>, Vec<String>)> {
-        let pool = self.read_only().await?;
+        let url = format!(
+            "sqlite://{}?mode=ro",
+            self.dir.path().join("reuse.db").display()
+        );
+        let pool = sqlx::SqlitePool::connect(&url).await?;
         // What the job ranks by: the mean cost of a successful, quiet measurement.
         let rows: Vec<(Option<f64>, i64, String)> = sqlx::query_as(
             "SELECT mean_cost, noisy, steps_json FROM records WHERE workload_key = ? ORDER BY rowid",
@@ -392,36 +407,6 @@ impl Db {
             .map(|&(t, _)| rows[t as usize - 1].2.clone())
             .collect();
         Ok((points, kernels))
-    }
-
-    /// The stored workload's task: what the server measured.
-    async fn task(&self, workload_key: &str) -> Result<Task> {
-        let pool = self.read_only().await?;
-        let (dag_json, description, layout_free_json): (String, Option<String>, String) =
-            sqlx::query_as(
-                "SELECT dag_json, description, layout_free_json FROM workloads WHERE key = ?",
-            )
-            .bind(workload_key)
-            .fetch_one(&pool)
-            .await?;
-        pool.close().await;
-        let options = WorkloadOptions {
-            layout_free: serde_json::from_str(&layout_free_json)?,
-        };
-        Task::new(
-            serde_json::from_str(&dag_json)?,
-            description.unwrap_or_default(),
-        )
-        .with_options(&options)
-        .map_err(anyhow::Error::msg)
-    }
-
-    async fn read_only(&self) -> Result<sqlx::SqlitePool> {
-        let url = format!(
-            "sqlite://{}?mode=ro",
-            self.dir.path().join("reuse.db").display()
-        );
-        Ok(sqlx::SqlitePool::connect(&url).await?)
     }
 
     /// Stops the server; its directory (deleted when dropped) holds the database files.
@@ -667,16 +652,16 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
                     "cold_rounds_to_95": ct_rounds, "warm_rounds_to_95": wt_rounds,
                     "cold_curve": c.rounds, "warm_curve": w.rounds,
                     "cold_trial_curve": c.trials, "warm_trial_curve": w.trials}));
-                warms.push((from, w));
+                warms.push((from, w, rows.len() - 1));
             }
             let mut runs = vec![&c];
-            runs.extend(warms.iter().map(|w| &w.1));
+            runs.extend(warms.iter().map(|(_, w, _)| w));
             let again = side_by_side(&runs, a.passes).await?;
             let cold_again = again(&c);
             let cold_best_again = best(&cold_again).unwrap_or(f64::NAN);
             let level_again = 0.95 * cold_best_again;
             let ct_again = trials_to(&cold_again, level_again);
-            for (from, w) in &warms {
+            for (from, w, row) in &warms {
                 let warm_again = again(w);
                 let wt_again = trials_to(&warm_again, level_again);
                 let first = warm_again
@@ -694,13 +679,10 @@ async fn warm_start(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
                     first.map_or("-".into(), |f| format!("{f:.2}")),
                 );
                 eprintln!("{}", side.lines().last().unwrap_or_default());
-                rows.push(
-                    json!({"shape": shape, "seed": seed, "warm_from": from.name(),
-                    "side_by_side": {"passes": a.passes, "cold_best": cold_best_again,
-                    "cold_trials_to_95": ct_again, "warm_trials_to_95": wt_again,
-                    "warm_first_share": first, "cold_trial_curve": cold_again,
-                    "warm_trial_curve": warm_again}}),
-                );
+                rows[*row]["side_by_side"] = json!({"passes": a.passes,
+                    "cold_best": cold_best_again, "cold_trials_to_95": ct_again,
+                    "warm_trials_to_95": wt_again, "warm_first_share": first,
+                    "cold_trial_curve": cold_again, "warm_trial_curve": warm_again});
             }
         }
     }
