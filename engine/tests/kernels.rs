@@ -623,8 +623,10 @@ proptest! {
 
 /// The partial, stride-2 and masked loads of each x86-64 vector width the host can run (AVX's
 /// `vmaskmovps` on 8 lanes, the lane-by-lane copies of SSE's 4), on a row tile with every
-/// form: a 37-wide output row (whole vectors and a partial one), stride 2, inlined padding;
-/// built for that width and checked against the reference.
+/// form: a 37-wide output row (whole vectors and a partial one), stride 2, inlined padding
+/// (masks of some lanes at the edges, of every lane inside, of none in the padded top row:
+/// where the masked load is emulated, the last two are plain loads and the constant); built
+/// for that width and checked against the reference.
 #[test]
 fn masked_loads_match_the_reference_at_every_x86_vector_width() {
     let host = Target::detect();
