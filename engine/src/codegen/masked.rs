@@ -78,7 +78,7 @@ pub(super) fn helpers(arch: &str, lanes: i64) -> String {
     if (arch, lanes) == ("x86_64", 8) {
         // AVX2's even lanes as an in-lane `vshufps` and a `vpermpd` of its 64-bit pairs: GCC's
         // own choice (two `vpermd` and a blend) takes a third shuffle and two index registers,
-        // which a max pool's row tile of 7 vectors then spills (Zen 3).
+        // and a max pool's row tile of 7 vectors spilled more with it (Zen 3).
         s.push_str(
             "#if defined(__AVX2__)\n#define TH_EVENS(a, b) ((th_vf)_mm256_permute4x64_pd((__m256d)_mm256_shuffle_ps((__m256)(a), (__m256)(b), 0x88), 0xD8))\n#else\n",
         );
