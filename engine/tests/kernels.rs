@@ -581,8 +581,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 8, failure_persistence: None, max_shrink_iters: 8, ..ProptestConfig::default() })]
 
     /// Register tiles with a masked last vector, stride-2 lane loads (two loads and a shuffle
-    /// per vector) and inlined padding (loads under a mask of the lanes in range), on odd
-    /// shapes: the source has the forms expected, and the kernel matches the reference.
+    /// per vector, in the shuffle's lane order: every vector operand of a depthwise row is one)
+    /// and inlined padding (loads under a mask of the lanes in range), on odd shapes: the source
+    /// has the forms expected, and the kernel matches the reference.
     #[test]
     fn register_tiles_with_partial_strided_and_masked_vectors(c in 1..4i64, h in 3..9i64, w in 33..75i64, kh in 1..=3i64, stride in 1..=2i64, pad in 0..=2i64, inline_pad: bool) {
         let target = Target::detect();
@@ -598,13 +599,14 @@ proptest! {
             prop_assert!(src.contains("th_vf depthwise_r0"), "no register tile in\n{}", src);
             let masked = inline_pad && pad > 0;
             let load = match (stride, masked) {
-                (2, true) => "th_vload2m(&",
-                (2, false) => "th_vload2(&",
+                (2, true) => "th_vload2mp(&",
+                (2, false) => "th_vload2p(&",
                 (_, true) => "th_vloadm(&",
                 _ => "th_vload(&",
             };
             prop_assert!(src.contains(load), "no {} in\n{}", load, src);
             prop_assert_eq!(src.contains("th_vstoren(&"), ow % lanes != 0, "{}", src);
+            prop_assert_eq!(src.contains("TH_LANEPERM(depthwise_r0)"), stride == 2, "{}", src);
         }
         for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
             prop_assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
@@ -618,6 +620,54 @@ proptest! {
         let win = Window { kh: 3, kw: 3, stride, pad, dilation: 1 };
         let dag = ops::depthwise_conv2d_nchw(1, c, 5, w, win, false, false).unwrap();
         check_random_schedules(dag, seed, 2 * PER_CASE);
+    }
+}
+
+/// MobileNetV2's stride-2 depthwise conv as the search tunes it (a schedule it found): a
+/// parallel loop over channel-row blocks, each accumulating in its own stack buffer as
+/// register tiles of one 28-wide output row, in the stride-2 shuffle's lane order. The kernel
+/// matches the reference.
+#[test]
+fn depthwise_s2_tiles_in_a_threads_buffer_match_the_reference() {
+    let target = Target::detect();
+    let lanes = i64::from(target.vector_lanes_f32());
+    let dag =
+        ops::depthwise_conv2d_nchw(1, 144, 56, 56, Window::square(3, 2, 1), false, false).unwrap();
+    let steps = serde_json::json!([
+        ["CHW", 3, "local"],
+        ["SP", 4, 3, 28, [1, 28], 1],
+        ["SP", 4, 2, 28, [2, 14], 1],
+        ["SP", 4, 1, 144, [18, 1], 1],
+        ["SP", 4, 0, 1, [1, 1], 1],
+        ["RE", 4, [0, 3, 9, 6, 1, 4, 7, 10, 2, 5, 8, 11]],
+        ["FU", 4, [0, 1, 2, 3, 4, 5]],
+        ["AN", 4, 0, 3],
+        ["AN", 4, 6, 2],
+        ["CA", 3, 4, 2],
+        ["SP", 3, 5, 3, [3], 1],
+        ["SP", 3, 4, 3, [3], 1],
+        ["SP", 3, 3, 28, [28], 1],
+        ["SP", 3, 2, 14, [1], 1],
+        ["SP", 3, 1, 1, [1], 1],
+        ["SP", 3, 0, 1, [1], 1],
+        ["RE", 3, [8, 10, 0, 2, 4, 6, 9, 11, 1, 3, 5, 7]],
+        ["AN", 3, 11, 2],
+        ["PR", 3, 0, "auto_unroll_max_step$32"],
+        ["CI", 2]
+    ]);
+    let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
+    let task = Task::new(dag, "depthwise s2");
+    let src =
+        tunehub_engine::codegen::generate_with(&task.dag, &sched, &target, &task.lower_options())
+            .unwrap()
+            .source;
+    if lanes > 1 {
+        assert!(src.contains("th_vload2mp(&"), "{src}");
+        assert!(src.contains("TH_LANEPERM(depthwise_local_r0)"), "{src}");
+        assert_eq!(src.contains("th_vstoren(&"), 28 % lanes != 0, "{src}");
+    }
+    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
+        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
     }
 }
 
@@ -661,7 +711,7 @@ fn masked_loads_match_the_reference_at_every_x86_vector_width() {
             &task.lower_options(),
         )
         .unwrap();
-        assert!(k.source.contains("th_vload2m(&"), "{march}:\n{}", k.source);
+        assert!(k.source.contains("th_vload2mp(&"), "{march}:\n{}", k.source);
         for r in Measurer::new(&target, MeasureOptions::check_only())
             .measure(&task, std::slice::from_ref(&sched))
         {

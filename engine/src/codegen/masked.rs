@@ -5,6 +5,11 @@
 //! - `th_vload2` reads lanes `p[0], p[2], ...` as two such loads and a shuffle of their even
 //!   lanes (a stride-2 convolution's or pooling's columns), where GCC's vectorizer would gather
 //!   them one lane at a time;
+//! - `th_vload2p` and `th_vload2mp` give the same lanes in the order `TH_LANEPERM` takes to
+//!   and from the natural one: on AVX2 the evens are an in-lane `vshufps` that leaves the
+//!   middle 64-bit pairs swapped, and a register tile whose vector operands are all of this
+//!   kind accumulates in that order and puts its lanes back once, at its load and store,
+//!   instead of a `vpermpd` per operand (elsewhere the order is the natural one);
 //! - `th_vloadm` and `th_vload2m` read the lanes of a bit mask and give a constant in the others
 //!   (padding inlined into a tile's operand: see `peel`), never touching memory outside the
 //!   mask, so a padded row's edge is read straight from the unpadded input.
@@ -78,40 +83,51 @@ pub(super) fn helpers(arch: &str, lanes: i64) -> String {
     if (arch, lanes) == ("x86_64", 8) {
         // AVX2's even lanes as an in-lane `vshufps` and a `vpermpd` of its 64-bit pairs: GCC's
         // own choice (two `vpermd` and a blend) takes a third shuffle and two index registers,
-        // and a max pool's row tile of 7 vectors spilled more with it (Zen 3).
+        // and a max pool's row tile of 7 vectors spilled more with it (Zen 3). The `vshufps`
+        // alone leaves pairs 1 and 2 swapped: `TH_LANEPERM` swaps them back (its own inverse).
         s.push_str(
-            "#if defined(__AVX2__)\n#define TH_EVENS(a, b) ((th_vf)_mm256_permute4x64_pd((__m256d)_mm256_shuffle_ps((__m256)(a), (__m256)(b), 0x88), 0xD8))\n#else\n",
+            "#if defined(__AVX2__)\n#define TH_EVENS_P(a, b) ((th_vf)_mm256_shuffle_ps((__m256)(a), (__m256)(b), 0x88))\n\
+             #define TH_LANEPERM(v) ((th_vf)_mm256_permute4x64_pd((__m256d)(v), 0xD8))\n\
+             #define TH_EVENS(a, b) TH_LANEPERM(TH_EVENS_P(a, b))\n#else\n",
         );
         s.push_str(&generic);
-        s.push_str("#endif\n");
+        s.push_str("#define TH_EVENS_P(a, b) TH_EVENS(a, b)\n#define TH_LANEPERM(v) (v)\n#endif\n");
     } else {
         s.push_str(&generic);
+        s.push_str("#define TH_EVENS_P(a, b) TH_EVENS(a, b)\n#define TH_LANEPERM(v) (v)\n");
     }
     let half = lanes / 2;
     // Lanes p[0], p[2], ..., p[2n-2]: the 2n - 1 floats from p, never one past them. The masked
-    // form spreads lane bit l to element bit 2l of the half that holds it.
-    let _ = write!(
-        s,
-        "static inline __attribute__((unused)) th_vf th_vload2(const float* p, int n) {{\n\
-         \x20 const int k = 2 * n - 1;\n\
-         \x20 th_vf lo = k >= {lanes} ? th_vload(p) : th_vloadn(p, k);\n\
-         \x20 th_vf hi = k > {lanes} ? th_vloadn(p + {lanes}, k - {lanes}) : (th_vf){{0}};\n\
-         \x20 return TH_EVENS(lo, hi);\n}}\n\
-         static inline __attribute__((unused)) unsigned th_spread(unsigned x) {{\n\
+    // form spreads lane bit l to element bit 2l of the half that holds it. Written twice: in
+    // the natural order and in `TH_LANEPERM`'s (suffix `p`).
+    s.push_str(
+        "static inline __attribute__((unused)) unsigned th_spread(unsigned x) {\n\
          \x20 x = (x | (x << 4)) & 0x0F0Fu;\n\
          \x20 x = (x | (x << 2)) & 0x3333u;\n\
-         \x20 return (x | (x << 1)) & 0x5555u;\n}}\n\
-         static inline __attribute__((unused)) th_vf th_vload2m(const float* p, unsigned m, float c) {{\n\
-         #ifdef TH_MASK_EMULATED\n\
-         \x20 if (m == {full}u) return th_vload2(p, {lanes});\n\
-         \x20 if (m == 0u) return (th_vf){{0}} + c;\n\
-         #endif\n\
-         \x20 th_vf lo = th_vloadm(p, th_spread(m & {lowmask}u), c);\n\
-         \x20 th_vf hi = th_vloadm(p + {lanes}, th_spread(m >> {half}), c);\n\
-         \x20 return TH_EVENS(lo, hi);\n}}\n\
-         static inline __attribute__((unused)) unsigned th_rangemask(int lo, int hi) {{ return hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u; }}\n\
+         \x20 return (x | (x << 1)) & 0x5555u;\n}\n",
+    );
+    for (suffix, evens) in [("", "TH_EVENS"), ("p", "TH_EVENS_P")] {
+        let _ = write!(
+            s,
+            "static inline __attribute__((unused)) th_vf th_vload2{suffix}(const float* p, int n) {{\n\
+             \x20 const int k = 2 * n - 1;\n\
+             \x20 th_vf lo = k >= {lanes} ? th_vload(p) : th_vloadn(p, k);\n\
+             \x20 th_vf hi = k > {lanes} ? th_vloadn(p + {lanes}, k - {lanes}) : (th_vf){{0}};\n\
+             \x20 return {evens}(lo, hi);\n}}\n\
+             static inline __attribute__((unused)) th_vf th_vload2m{suffix}(const float* p, unsigned m, float c) {{\n\
+             #ifdef TH_MASK_EMULATED\n\
+             \x20 if (m == {full}u) return th_vload2{suffix}(p, {lanes});\n\
+             \x20 if (m == 0u) return (th_vf){{0}} + c;\n\
+             #endif\n\
+             \x20 th_vf lo = th_vloadm(p, th_spread(m & {lowmask}u), c);\n\
+             \x20 th_vf hi = th_vloadm(p + {lanes}, th_spread(m >> {half}), c);\n\
+             \x20 return {evens}(lo, hi);\n}}\n",
+            lowmask = (1i64 << half) - 1
+        );
+    }
+    s.push_str(
+        "static inline __attribute__((unused)) unsigned th_rangemask(int lo, int hi) { return hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u; }\n\
          #endif\n\n",
-        lowmask = (1i64 << half) - 1
     );
     s
 }

@@ -185,6 +185,35 @@ fn vector_form(e: &VExpr, lane: Var) -> Option<bool> {
     }
 }
 
+/// Whether a tile's value may be computed in `TH_LANEPERM`'s lane order: its vector operands
+/// are all stride-2 loads (plain or masked), and everything else it does is lane by lane or a
+/// broadcast, so a permutation of the lanes commutes with it. Any other vector load would need
+/// its own permutation, which is what the tile saves.
+pub(super) fn lanes_permutable(e: &VExpr, lane: Var) -> bool {
+    // (vector loads seen, all of them stride 2)
+    fn walk(e: &VExpr, lane: Var) -> (usize, bool) {
+        if !uses(e, lane) {
+            return (0, true);
+        }
+        match e {
+            VExpr::Load { index, .. } => (1, lane_coef(index, lane) == Some(2)),
+            VExpr::Select(c, a, _) if cond_uses(c, lane) => match &**a {
+                VExpr::Load { index, .. } => (1, lane_coef(index, lane) == Some(2)),
+                _ => (0, false),
+            },
+            VExpr::Unary(_, a) => walk(a, lane),
+            VExpr::Binary(_, a, b) | VExpr::Select(_, a, b) => {
+                let (na, oa) = walk(a, lane);
+                let (nb, ob) = walk(b, lane);
+                (na + nb, oa && ob)
+            }
+            VExpr::Const(_) | VExpr::Index(_) => (0, false),
+        }
+    }
+    let (n, all) = walk(e, lane);
+    n > 0 && all
+}
+
 /// `e` with every index expression passed through `f`.
 pub(super) fn map_lins(e: &VExpr, f: &impl Fn(&Lin) -> Lin) -> VExpr {
     match e {
@@ -293,6 +322,25 @@ mod tests {
         assert_eq!(groups(32, 16), vec![(0, 16), (16, 16)]);
         assert_eq!(groups(28, 16), vec![(0, 16), (16, 12)]);
         assert_eq!(groups(7, 8), vec![(0, 7)]);
+    }
+
+    #[test]
+    fn only_tiles_of_stride_two_vectors_take_the_shuffles_lane_order() {
+        let load = |buf, coef| VExpr::Load {
+            buf,
+            index: Lin::var(lp(0)).scale(coef).add(&Lin::var(lp(1))),
+        };
+        let scalar = VExpr::Load {
+            buf: 2,
+            index: Lin::var(lp(1)),
+        };
+        let mul = |a: VExpr, b: VExpr| VExpr::Binary(BinaryOp::Mul, Box::new(a), Box::new(b));
+        let add = |a: VExpr, b: VExpr| VExpr::Binary(BinaryOp::Add, Box::new(a), Box::new(b));
+        assert!(lanes_permutable(&mul(load(0, 2), scalar.clone()), lp(0)));
+        assert!(lanes_permutable(&add(load(0, 2), load(1, 2)), lp(0)));
+        // A contiguous vector (a bias row, a weight vector) is in the natural order.
+        assert!(!lanes_permutable(&add(load(0, 2), load(1, 1)), lp(0)));
+        assert!(!lanes_permutable(&mul(scalar.clone(), scalar), lp(0)));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::lanes::{lane_coef, uses};
 use super::names::Names;
-use super::regtile::{RegTile, groups, map_lins, tile_points};
+use super::regtile::{RegTile, groups, lanes_permutable, map_lins, tile_points};
 use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::lower::{
     Buffer, Lin, LoopKind, LoweredFunc, STACK_LIMIT_BYTES, Scope, Stmt, VCond, VExpr, Var,
@@ -461,6 +461,8 @@ struct Operands {
     order: Vec<(String, &'static str, String)>,
     /// expression -> name.
     names: HashMap<String, String>,
+    /// Stride-2 loads in `TH_LANEPERM`'s lane order (see `regtile::lanes_permutable`).
+    permuted: bool,
 }
 
 impl Operands {
@@ -496,10 +498,20 @@ impl Gen<'_> {
                 regs.push((name, index, map_lins(t.value, &fixed), (first, used)));
             }
         }
+        // Every vector operand a stride-2 load: the tile accumulates in their shuffle's lane
+        // order, its lanes put back once at the accumulators' load and store.
+        let permuted = lanes_permutable(t.value, lane);
+        let perm = |v: String| {
+            if permuted {
+                format!("TH_LANEPERM({v})")
+            } else {
+                v
+            }
+        };
         self.line("{");
         self.depth += 1;
         for (r, index, _, (_, used)) in &regs {
-            let load = vload(&format!("&{acc}[{index}]"), *used, lanes);
+            let load = perm(vload(&format!("&{acc}[{index}]"), *used, lanes));
             self.line(&format!("th_vf {r} = {load};"));
         }
         for &(v, n, kind) in &t.band {
@@ -511,7 +523,10 @@ impl Gen<'_> {
         // updates use the names: with the loads repeated per accumulator, GCC folded them into
         // the FMAs as memory operands (on AVX2's 16 registers it re-read the same B vector for
         // every row of the tile), and the loads, not the FMAs, bounded the loop.
-        let mut operands = Operands::default();
+        let mut operands = Operands {
+            permuted,
+            ..Operands::default()
+        };
         let updates: Vec<String> = regs
             .iter()
             .map(|(r, _, value, group)| {
@@ -554,6 +569,7 @@ impl Gen<'_> {
             self.line("}");
         }
         for (r, index, _, (_, used)) in &regs {
+            let r = perm(r.clone());
             if *used == lanes {
                 self.line(&format!("th_vstore(&{acc}[{index}], {r});"));
             } else {
@@ -586,7 +602,8 @@ impl Gen<'_> {
                 let i = self.lin(&at);
                 let at = format!("&{}[{i}]", self.names.bufs[*buf]);
                 let load = if lane_coef(index, lane) == Some(2) {
-                    format!("th_vload2({at}, {used})")
+                    let p = if ops.permuted { "p" } else { "" };
+                    format!("th_vload2{p}({at}, {used})")
                 } else {
                     vload(&at, used, self.lanes)
                 };
@@ -632,7 +649,9 @@ impl Gen<'_> {
                 }
                 let at = index.substitute(&|v| (v == lane).then(|| Lin::constant(first)));
                 let i = self.lin(&at);
-                let load = if lane_coef(index, lane) == Some(2) {
+                let load = if lane_coef(index, lane) == Some(2) && ops.permuted {
+                    "th_vload2mp"
+                } else if lane_coef(index, lane) == Some(2) {
                     "th_vload2m"
                 } else {
                     "th_vloadm"
