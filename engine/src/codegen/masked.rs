@@ -80,6 +80,8 @@ pub(super) fn helpers(arch: &str, lanes: i64) -> String {
         "#if defined(__clang__)\n#define TH_EVENS(a, b) __builtin_shufflevector(a, b, {evens})\n#else\n\
          #define TH_EVENS(a, b) __builtin_shuffle(a, b, (th_vi){{{evens}}})\n#endif\n"
     );
+    // The evens in their natural order: no permutation to undo.
+    let natural = "#define TH_EVENS_P(a, b) TH_EVENS(a, b)\n#define TH_LANEPERM(v) (v)\n";
     if (arch, lanes) == ("x86_64", 8) {
         // AVX2's even lanes as an in-lane `vshufps` and a `vpermpd` of its 64-bit pairs: GCC's
         // own choice (two `vpermd` and a blend) takes a third shuffle and two index registers,
@@ -91,10 +93,11 @@ pub(super) fn helpers(arch: &str, lanes: i64) -> String {
              #define TH_EVENS(a, b) TH_LANEPERM(TH_EVENS_P(a, b))\n#else\n",
         );
         s.push_str(&generic);
-        s.push_str("#define TH_EVENS_P(a, b) TH_EVENS(a, b)\n#define TH_LANEPERM(v) (v)\n#endif\n");
+        s.push_str(natural);
+        s.push_str("#endif\n");
     } else {
         s.push_str(&generic);
-        s.push_str("#define TH_EVENS_P(a, b) TH_EVENS(a, b)\n#define TH_LANEPERM(v) (v)\n");
+        s.push_str(natural);
     }
     let half = lanes / 2;
     // Lanes p[0], p[2], ..., p[2n-2]: the 2n - 1 floats from p, never one past them. The masked

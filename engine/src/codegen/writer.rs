@@ -649,12 +649,11 @@ impl Gen<'_> {
                 }
                 let at = index.substitute(&|v| (v == lane).then(|| Lin::constant(first)));
                 let i = self.lin(&at);
-                let load = if lane_coef(index, lane) == Some(2) && ops.permuted {
-                    "th_vload2mp"
-                } else if lane_coef(index, lane) == Some(2) {
-                    "th_vload2m"
+                let load = if lane_coef(index, lane) == Some(2) {
+                    let p = if ops.permuted { "p" } else { "" };
+                    format!("th_vload2m{p}")
                 } else {
-                    "th_vloadm"
+                    "th_vloadm".to_string()
                 };
                 let load = format!(
                     "{load}(&{}[{i}], {mask}, {})",
