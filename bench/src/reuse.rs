@@ -531,11 +531,7 @@ async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
             // answer's kernel and the own best's measured again side by side.
             let (z_again, own_again) = match (kernel, c.kernels.last()) {
                 (Some(z), Some(o)) => {
-                    // The answer may be the own best's very kernel: then measured once.
-                    let mut kernels = vec![z.clone()];
-                    if &z != o {
-                        kernels.push(o.clone());
-                    }
+                    let kernels = vec![z.clone(), o.clone()];
                     let again = measure_again(Arc::clone(&c.task), kernels, a.passes).await?;
                     (again[&z], again[o])
                 }
@@ -825,12 +821,10 @@ async fn side_by_side(
     runs: &[&Curves],
     passes: usize,
 ) -> Result<impl Fn(&Curves) -> Vec<(u32, f64)> + use<>> {
-    let mut kernels: Vec<String> = vec![];
-    for k in runs.iter().flat_map(|r| &r.kernels) {
-        if !kernels.contains(k) {
-            kernels.push(k.clone());
-        }
-    }
+    let kernels = runs
+        .iter()
+        .flat_map(|r| r.kernels.iter().cloned())
+        .collect();
     let gflops = measure_again(Arc::clone(&runs[0].task), kernels, passes).await?;
     Ok(move |run: &Curves| {
         run.trials
@@ -843,12 +837,19 @@ async fn side_by_side(
 
 /// Measures `kernels` (steps JSON) of `task` again side by side: `passes` interleaved passes,
 /// each kernel's best reading, on this machine's timing as the runs had it. GFLOP/s per
-/// kernel (0 for one that failed or read only noisy).
+/// kernel (0 for one that failed or read only noisy). A kernel listed twice (runs that share
+/// one, an answer that is the own best) is measured once.
 async fn measure_again(
     task: Arc<Task>,
-    kernels: Vec<String>,
+    listed: Vec<String>,
     passes: usize,
 ) -> Result<std::collections::HashMap<String, f64>> {
+    let mut kernels: Vec<String> = vec![];
+    for k in listed {
+        if !kernels.contains(&k) {
+            kernels.push(k);
+        }
+    }
     let scheds = kernels
         .iter()
         .map(|k| Schedule::from_json(k))
