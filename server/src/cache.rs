@@ -33,10 +33,8 @@ async fn load(
     workload_key: &str,
     target_key: &str,
 ) -> Result<BestEntry, StoreError> {
-    Ok(BestEntry {
-        best: store.best(workload_key, target_key).await?,
-        counts: store.count(workload_key, target_key).await?,
-    })
+    let (best, counts) = store.best_with_counts(workload_key, target_key).await?;
+    Ok(BestEntry { best, counts })
 }
 
 #[derive(Debug)]

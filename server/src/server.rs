@@ -182,6 +182,8 @@ async fn start_inner(
     fleet: Option<Arc<Fleet>>,
 ) -> Result<RunningServer, ServeError> {
     let store = SqlStore::open(&cfg.db).await?;
+    // Zero-shot answers and warm starts look up neighbours: read before the first asks.
+    store.keep_neighbours_warm();
     let cache = Arc::new(BestCache::new(Duration::from_millis(cfg.cache_ttl_ms)));
     let metrics = Arc::new(Metrics::new(
         &cache,

@@ -43,12 +43,12 @@ pub(super) struct Candidate {
 impl Api {
     /// Adapted records of the nearest tuned workloads of `task`'s structure on `target_key`:
     /// nearest neighbour first, each neighbour's fastest first, a schedule met twice kept once;
-    /// with the neighbours.
+    /// with the neighbours. Shared: the ranking reads them on a blocking thread, uncopied.
     pub(super) async fn transfer_candidates(
         &self,
         task: &Arc<Task>,
         target_key: &str,
-    ) -> Result<(Vec<Neighbor>, Vec<Candidate>), Status> {
+    ) -> Result<(Vec<Neighbor>, Arc<Vec<Candidate>>), Status> {
         let (near, sources): (Vec<Neighbor>, Vec<Vec<Record>>) = self
             .store()
             .nearest_with_records(task, target_key, NEIGHBOURS, TOP_PER_NEIGHBOUR)
@@ -61,7 +61,7 @@ impl Api {
         let cands = tokio::task::spawn_blocking(move || adapt_all(&neighbours, &sources, &task))
             .await
             .map_err(|e| Status::internal(format!("adapting transferred schedules: {e}")))?;
-        Ok((near, cands))
+        Ok((near, Arc::new(cands)))
     }
 
     /// The candidates' predicted order, best first, by the target's saved cost model; `None`
@@ -70,24 +70,23 @@ impl Api {
         &self,
         task: &Arc<Task>,
         target_key: &str,
-        cands: &[Candidate],
+        cands: &Arc<Vec<Candidate>>,
     ) -> Option<Vec<usize>> {
         let model = self.models.get(&self.ctx.jobs, target_key).await?;
-        let task = Arc::clone(task);
-        // Adapting lowered each candidate with the task's options: the model ranks those.
-        let lowered: Vec<_> = cands.iter().map(|c| c.adapted.lowered.clone()).collect();
+        let (task, cands) = (Arc::clone(task), Arc::clone(cands));
         // Prediction: off the async threads.
         let scored = tokio::task::spawn_blocking(move || {
-            if lowered.is_empty() {
+            if cands.is_empty() {
                 return None;
             }
-            let progs: Vec<_> = lowered.iter().collect();
+            // Adapting lowered each candidate with the task's options: the model ranks those.
+            let progs: Vec<_> = cands.iter().map(|c| &c.adapted.lowered).collect();
             let mut m = model.lock().unwrap_or_else(|p| p.into_inner());
             let scores = m
                 .predict(&task, &progs)
                 .inspect_err(|e| tracing::warn!("ranking transferred candidates: {e}"))
                 .ok()?;
-            let mut order: Vec<(usize, f32)> = (0..lowered.len()).zip(scores).collect();
+            let mut order: Vec<(usize, f32)> = (0..cands.len()).zip(scores).collect();
             // Higher is predicted faster; equals keep the distance order.
             order.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
             Some(order.into_iter().map(|(i, _)| i).collect::<Vec<_>>())

@@ -553,7 +553,7 @@ impl JobStore {
                 .iter()
                 .zip(&outcomes)
                 .filter(|(_, o)| **o == CommitOutcome::Inserted { is_new_best: true })
-                .map(|(r, _)| r.target_key.as_str()),
+                .map(|(r, _)| (r.target_key.as_str(), r.workload_key.as_str())),
         );
         Ok(Some(outcomes))
     }

@@ -27,6 +27,8 @@
 //! - `legacy`: workloads stored before typed options, brought up to date on open.
 //! - `structure`: a workload's extent-free structure key and extents; the nearest tuned
 //!   workloads of one structure on a target.
+//! - `neighbours`: the tuned workloads of each (structure, target), kept in memory.
+//! - `warm`: keeping those read for a server, at start and after each new tuned workload.
 //! - `ranges`: shape ranges (dynamic shapes): their rows, representatives and jobs.
 
 mod commit;
@@ -45,6 +47,7 @@ mod sql;
 mod store;
 mod structure;
 mod transfer;
+mod warm;
 mod workload;
 
 pub(crate) use commit::commit_on;

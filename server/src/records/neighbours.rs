@@ -3,15 +3,18 @@
 //! the database on a miss, it turned a scan of every workload of the structure (a join and a
 //! JSON parse per row, thousands of rows at 10,000 workloads) into a walk over a vector.
 //!
-//! Fresh enough by construction: this process forgets a target's entries whenever it stores a
-//! new best record on it (after the transaction commits), so its own tunings are seen at once;
-//! a read that began before such a forget is not kept. An entry older than `TTL` still answers
-//! while one background read renews it (`Lookup::Stale`), so no answer waits on the scan of a
-//! structure's thousands of workloads once it was read: how late another replica's newly
-//! tuned workload is seen is `TTL` plus that read. A workload whose best records were deleted
-//! meanwhile is dropped by `nearest` when it reads the records.
+//! Fresh enough by construction: this process forgets a target's entries whenever it stores the
+//! first best record of a workload the index does not hold (after the transaction commits), so
+//! its own tunings are seen at once; a better record of a workload it holds changes no set and
+//! forgets nothing. A read that began before such a forget is not kept. A server keeps the
+//! index warm (`SqlStore::keep_neighbours_warm`): every set is read at start, and again in the
+//! background after a forget, so that an answer does not wait on the scan. An entry older than
+//! `TTL` still answers while one background read renews it (`Lookup::Stale`): how late another
+//! replica's newly tuned workload is seen is `TTL` plus that read. A workload whose best records
+//! were deleted meanwhile is dropped by `nearest` when it reads the records.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -36,6 +39,10 @@ struct Entries {
     by_key: HashMap<(String, String), Entry>,
     /// When each target's entries were last forgotten: a read begun before is stale.
     forgotten: HashMap<String, Instant>,
+    /// Targets whose sets are being read again in the background (`start_refill`).
+    refilling: HashSet<String>,
+    /// Of those, the ones forgotten again meanwhile: read once more when the read ends.
+    refill_again: HashSet<String>,
 }
 
 /// What the index holds for a (structure, target).
@@ -50,6 +57,8 @@ pub(crate) enum Lookup {
 #[derive(Debug, Default)]
 pub(crate) struct NeighbourIndex {
     entries: Mutex<Entries>,
+    /// Sets are read again in the background after a forget (a server's store).
+    keep_warm: AtomicBool,
 }
 
 impl NeighbourIndex {
@@ -102,11 +111,50 @@ impl NeighbourIndex {
         }
     }
 
+    pub(crate) fn set_keep_warm(&self) {
+        self.keep_warm.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn keeps_warm(&self) -> bool {
+        self.keep_warm.load(Ordering::Relaxed)
+    }
+
+    /// Whether `workload` is in a set of `target` held now: a new best of it changes no set.
+    /// A linear walk over the target's sets; a new best is rare beside the answers.
+    pub(crate) fn holds(&self, target: &str, workload: &str) -> bool {
+        self.lock()
+            .by_key
+            .iter()
+            .filter(|((_, t), _)| t == target)
+            .any(|(_, e)| e.tuned.iter().any(|(key, _)| key == workload))
+    }
+
     /// A best record was stored on `target`: a workload may have joined its structure's set.
     pub(crate) fn forget_target(&self, target: &str) {
         let mut entries = self.lock();
         entries.by_key.retain(|(_, t), _| t != target);
         entries.forgotten.insert(target.to_string(), Instant::now());
+    }
+
+    /// Whether the caller is to read `target`'s sets again: not when a read of them is under
+    /// way (that one reads again when it ends, `refill_done`).
+    pub(crate) fn start_refill(&self, target: &str) -> bool {
+        let mut entries = self.lock();
+        if entries.refilling.insert(target.to_string()) {
+            return true;
+        }
+        entries.refill_again.insert(target.to_string());
+        false
+    }
+
+    /// The read of `target`'s sets ended: whether to read them once more (forgotten meanwhile).
+    pub(crate) fn refill_done(&self, target: &str) -> bool {
+        let mut entries = self.lock();
+        if entries.refill_again.remove(target) {
+            return true;
+        }
+        entries.refilling.remove(target);
+        false
     }
 }
 
@@ -131,6 +179,30 @@ mod tests {
             matches!(index.get("s", "u"), Lookup::Fresh(_)),
             "another target's entry stays"
         );
+    }
+
+    #[test]
+    fn the_index_knows_which_workloads_it_holds() {
+        let index = NeighbourIndex::default();
+        assert!(!index.holds("t", "w"), "nothing read yet");
+        index.put("s", "t", Instant::now(), tuned("w"));
+        assert!(index.holds("t", "w"));
+        assert!(!index.holds("t", "v"), "another workload");
+        assert!(!index.holds("u", "w"), "another target");
+        index.forget_target("t");
+        assert!(!index.holds("t", "w"));
+    }
+
+    #[test]
+    fn refills_of_one_target_coalesce() {
+        let index = NeighbourIndex::default();
+        assert!(index.start_refill("t"), "the first reads");
+        assert!(index.start_refill("u"), "another target reads on its own");
+        assert!(!index.start_refill("t"), "a second waits on the first");
+        assert!(!index.start_refill("t"), "and a third");
+        assert!(index.refill_done("t"), "the first reads once more");
+        assert!(!index.refill_done("t"), "then stops");
+        assert!(index.start_refill("t"), "and the next forget reads again");
     }
 
     #[test]

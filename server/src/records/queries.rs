@@ -68,7 +68,7 @@ impl RecordStore for SqlStore {
             counts.write(&mut tx).await?;
             tx.commit().await?;
             if outcome == (CommitOutcome::Inserted { is_new_best: true }) {
-                self.bests_stored([rec.target_key.as_str()]);
+                self.bests_stored([(rec.target_key.as_str(), rec.workload_key.as_str())]);
             }
         }
         Ok(outcome)
@@ -180,5 +180,41 @@ impl RecordStore for SqlStore {
         rows.iter()
             .map(|r| Ok((r.try_get(0)?, r.try_get::<i64, _>(1)? as u64)))
             .collect()
+    }
+}
+
+impl SqlStore {
+    /// `best` and `count` of one (workload, target) in one statement: what the best-record
+    /// cache reads on a miss (every first question about a pair, and every zero-shot answer).
+    pub async fn best_with_counts(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<(Option<Record>, RecordCounts), StoreError> {
+        // No counts row, no record at all (`commit_on` writes both).
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS}, c.total, c.ok FROM record_counts c \
+             LEFT JOIN best_records b ON b.workload_key = c.workload_key AND b.target_key = c.target_key \
+             LEFT JOIN records r ON r.id = b.record_id \
+             WHERE c.workload_key = $1 AND c.target_key = $2"
+        );
+        let Some(row) = sqlx::query(&sql)
+            .bind(workload_key)
+            .bind(target_key)
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok((None, RecordCounts::default()));
+        };
+        let (total, ok): (i64, i64) = (row.try_get(14)?, row.try_get(15)?);
+        let counts = RecordCounts {
+            total: total as u64,
+            ok: ok as u64,
+        };
+        let best = match row.try_get::<Option<String>, _>(0)? {
+            Some(_) => Some(record_from_row(&row)?),
+            None => None,
+        };
+        Ok((best, counts))
     }
 }

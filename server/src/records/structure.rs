@@ -144,19 +144,22 @@ impl SqlStore {
         let tuned = self.tuned_of(&structure, target_key).await?;
         let mut near: Vec<(f64, &str)> = tuned
             .iter()
-            .filter(|(key, _)| key != workload_key)
             .filter_map(|(key, theirs)| {
                 Some((transfer::log_distance(&mine, theirs)?, key.as_str()))
             })
             .collect();
         let order =
             |a: &(f64, &str), b: &(f64, &str)| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1));
-        // The k nearest of thousands: selected, then only they are sorted.
-        if near.len() > k {
-            near.select_nth_unstable_by(k - 1, order);
-            near.truncate(k);
+        // The k nearest of thousands, and one more in case the task's own workload is among
+        // them: selected, then only they are sorted and searched for it (comparing every key
+        // with the task's cost more than the distances).
+        if near.len() > k + 1 {
+            near.select_nth_unstable_by(k, order);
+            near.truncate(k + 1);
         }
         near.sort_by(order);
+        near.retain(|(_, key)| *key != workload_key);
+        near.truncate(k);
         if near.is_empty() {
             return Ok(vec![]);
         }
@@ -262,7 +265,11 @@ impl SqlStore {
     }
 
     /// Reads the tuned workloads of (structure, target) from the database into `neighbours`.
-    async fn read_tuned(&self, structure: &str, target_key: &str) -> Result<Tuned, StoreError> {
+    pub(super) async fn read_tuned(
+        &self,
+        structure: &str,
+        target_key: &str,
+    ) -> Result<Tuned, StoreError> {
         let at = Instant::now();
         let rows = sqlx::query(
             "SELECT w.key, w.extents_json FROM workloads w \

@@ -258,6 +258,11 @@ async fn best_records_match_a_brute_force_min_after_random_commits() {
     let s = new_store(&dir).await;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let pairs = [("w0", "t0"), ("w0", "t1"), ("w1", "t0"), ("w1", "t1")];
+    assert_eq!(
+        s.best_with_counts("w0", "t0").await.unwrap(),
+        (None, RecordCounts::default()),
+        "no record yet"
+    );
     for step in 0..400 {
         let (w, t) = pairs[rng.below(4) as usize];
         // Few schedules per pair, so that duplicates are common.
@@ -322,6 +327,12 @@ async fn best_records_match_a_brute_force_min_after_random_commits() {
         assert_eq!(
             counts.ok as usize,
             after.iter().filter(|x| x.error_code == 0).count()
+        );
+        // The cache's one-statement read agrees with the two.
+        assert_eq!(
+            s.best_with_counts(w, t).await.unwrap(),
+            (best.clone(), counts),
+            "step {step}"
         );
         let top = s.top_k(w, t, 5).await.unwrap();
         assert_eq!(top.first().and_then(|r| r.mean_cost), brute);
@@ -739,4 +750,41 @@ async fn workloads_stored_before_migration_6_get_their_structure_on_open() {
         "{}",
         near[0].distance
     );
+}
+
+/// The neighbour index: `refill` reads every set of a target; a better record of a workload
+/// the index holds keeps the sets, and the first best of a new workload forgets them (so the
+/// next lookup sees it).
+#[tokio::test]
+async fn the_neighbour_index_is_forgotten_only_for_a_new_tuned_workload() {
+    use super::neighbours::Lookup;
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    let (a, b) = (mm(64, 64, 64), mm(128, 64, 64));
+    put_tuned(&s, &a, Some(1e-3)).await;
+    let structure = tunehub_engine::transfer::structure_key(&a.dag, &a.layout_free);
+    assert_eq!(s.neighbours.get(&structure, T), Lookup::Missing);
+    s.refill(T).await.unwrap();
+    let Lookup::Fresh(tuned) = s.neighbours.get(&structure, T) else {
+        panic!("refill reads the set")
+    };
+    assert_eq!(tuned.len(), 1);
+    assert!(s.neighbours.holds(T, &a.key));
+
+    // A faster record of `a`: a new best, the same set.
+    let faster = NewRecord {
+        workload_key: a.key.clone(),
+        ..rec(W, T, 7, &[5e-4, 5e-4], ErrorCode::NoError, false)
+    };
+    assert_eq!(
+        s.commit(&faster).await.unwrap(),
+        CommitOutcome::Inserted { is_new_best: true }
+    );
+    assert!(matches!(s.neighbours.get(&structure, T), Lookup::Fresh(_)));
+
+    // The first best of `b`: forgotten, and read again with it.
+    put_tuned(&s, &b, Some(1e-3)).await;
+    assert_eq!(s.neighbours.get(&structure, T), Lookup::Missing);
+    let near = s.nearest(&mm(96, 64, 64), T, 10).await.unwrap();
+    assert_eq!(near.len(), 2, "{near:?}");
 }

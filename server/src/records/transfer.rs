@@ -73,21 +73,21 @@ impl SqlStore {
         }
         let (mut new, mut known) = (0, 0);
         let mut counts = CountDeltas::default();
-        let mut best_targets = std::collections::BTreeSet::new();
+        let mut bests = vec![];
         for r in records {
             match commit_on(&mut tx, r, &mut counts).await?.1 {
                 CommitOutcome::Duplicate => known += 1,
                 CommitOutcome::Inserted { is_new_best } => {
                     new += 1;
                     if is_new_best {
-                        best_targets.insert(r.target_key.as_str());
+                        bests.push((r.target_key.as_str(), r.workload_key.as_str()));
                     }
                 }
             }
         }
         counts.write(&mut tx).await?;
         tx.commit().await?;
-        self.bests_stored(best_targets);
+        self.bests_stored(bests);
         Ok((new, known))
     }
 }
