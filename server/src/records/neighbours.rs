@@ -119,14 +119,23 @@ impl NeighbourIndex {
         self.keep_warm.load(Ordering::Relaxed)
     }
 
-    /// Whether `workload` is in a set of `target` held now: a new best of it changes no set.
-    /// A linear walk over the target's sets; a new best is rare beside the answers.
-    pub(crate) fn holds(&self, target: &str, workload: &str) -> bool {
-        self.lock()
-            .by_key
-            .iter()
-            .filter(|((_, t), _)| t == target)
-            .any(|(_, e)| e.tuned.iter().any(|(key, _)| key == workload))
+    /// Whether every one of `workloads` is in a set of `target` held now: new bests of them
+    /// change no set. One walk over the target's sets, whatever the number of workloads (an
+    /// import brings thousands).
+    pub(crate) fn holds_all(&self, target: &str, workloads: &HashSet<&str>) -> bool {
+        let entries = self.lock();
+        let mut missing = workloads.clone();
+        for ((_, t), e) in &entries.by_key {
+            if missing.is_empty() {
+                break;
+            }
+            if t == target {
+                for (key, _) in e.tuned.iter() {
+                    missing.remove(key.as_str());
+                }
+            }
+        }
+        missing.is_empty()
     }
 
     /// A best record was stored on `target`: a workload may have joined its structure's set.
@@ -184,13 +193,16 @@ mod tests {
     #[test]
     fn the_index_knows_which_workloads_it_holds() {
         let index = NeighbourIndex::default();
-        assert!(!index.holds("t", "w"), "nothing read yet");
+        let set = |keys: &[&'static str]| keys.iter().copied().collect::<HashSet<&str>>();
+        assert!(!index.holds_all("t", &set(&["w"])), "nothing read yet");
         index.put("s", "t", Instant::now(), tuned("w"));
-        assert!(index.holds("t", "w"));
-        assert!(!index.holds("t", "v"), "another workload");
-        assert!(!index.holds("u", "w"), "another target");
+        index.put("s2", "t", Instant::now(), tuned("v"));
+        assert!(index.holds_all("t", &set(&["w"])));
+        assert!(index.holds_all("t", &set(&["w", "v"])), "across structures");
+        assert!(!index.holds_all("t", &set(&["w", "x"])), "one unknown");
+        assert!(!index.holds_all("u", &set(&["w"])), "another target");
         index.forget_target("t");
-        assert!(!index.holds("t", "w"));
+        assert!(!index.holds_all("t", &set(&["w"])));
     }
 
     #[test]

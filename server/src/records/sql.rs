@@ -6,6 +6,7 @@ use super::neighbours::NeighbourIndex;
 use sqlx::Executor;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyConnection, AnyPool};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 /// Which database a store talks to: the SQL is shared, except for row locks.
@@ -86,15 +87,15 @@ impl SqlStore {
     /// committed: a target whose sets may have gained a workload (one the index does not hold)
     /// has them read again (`neighbours`), in the background when the index is kept warm.
     pub(crate) fn bests_stored<'a>(&self, stored: impl IntoIterator<Item = (&'a str, &'a str)>) {
-        let mut forgotten = std::collections::BTreeSet::new();
+        let mut by_target: BTreeMap<&str, HashSet<&str>> = BTreeMap::new();
         for (target, workload) in stored {
-            if !forgotten.contains(target) && !self.neighbours.holds(target, workload) {
-                self.neighbours.forget_target(target);
-                forgotten.insert(target);
-            }
+            by_target.entry(target).or_default().insert(workload);
         }
-        for target in forgotten {
-            self.refill_in_background(target);
+        for (target, workloads) in by_target {
+            if !self.neighbours.holds_all(target, &workloads) {
+                self.neighbours.forget_target(target);
+                self.refill_in_background(target);
+            }
         }
     }
 
