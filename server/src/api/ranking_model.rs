@@ -1,7 +1,7 @@
 //! The saved cost models that rank zero-shot candidates, loaded once per target and reloaded
 //! when a job saves a newer one: a model's bytes are read and parsed only when its row changed,
-//! not on every answer, and the row's stamp is read at most once per `RECHECK` (a statement
-//! per answer was a tenth of a zero-shot answer's time at 10,000 workloads).
+//! not on every answer, and the row's stamp is read at most once per `RECHECK` (it was one of
+//! the six statements of every zero-shot answer).
 
 use crate::jobs::start_model::MODEL_KIND;
 use crate::jobs::store::JobStore;
