@@ -206,7 +206,8 @@ impl SqlStore {
         else {
             return Ok((None, RecordCounts::default()));
         };
-        let (total, ok): (i64, i64) = (row.try_get(14)?, row.try_get(15)?);
+        // By name: the record's columns come first, however many they are.
+        let (total, ok): (i64, i64) = (row.try_get("total")?, row.try_get("ok")?);
         let counts = RecordCounts {
             total: total as u64,
             ok: ok as u64,
