@@ -8,8 +8,10 @@
 //! is still answered once more while a background task reads it again, so that a query never
 //! waits on the database for a pair it has seen (only a pair's first query, or the first after
 //! an invalidation, does). Known target keys are kept for good: a target is never deleted or
-//! changed once stored.
+//! changed once stored. The answers of workloads with no record of their own ([`AnswerCache`])
+//! are kept beside the records and forgotten by the same invalidations.
 
+use crate::answer_cache::AnswerCache;
 use crate::records::{Record, RecordCounts, RecordStore, SqlStore, StoreError};
 use prometheus_client::metrics::counter::Counter;
 use std::collections::{HashMap, HashSet};
@@ -59,6 +61,8 @@ pub struct BestCache {
     /// Lookups answered from memory and from the database (the server's metrics).
     pub hits: Counter,
     pub misses: Counter,
+    /// Answers by range or transfer, for workloads with no record on a target.
+    pub answers: AnswerCache,
 }
 
 impl BestCache {
@@ -71,6 +75,7 @@ impl BestCache {
             refreshes: tokio::sync::watch::Sender::new(0),
             hits: Counter::default(),
             misses: Counter::default(),
+            answers: AnswerCache::new(ttl),
         }
     }
 
@@ -192,17 +197,20 @@ impl BestCache {
         Ok(known)
     }
 
-    /// Records of (workload, target) were stored: forget what was cached of it.
+    /// Records of (workload, target) were stored: forget what was cached of it, and the
+    /// target's answers for workloads without records (the new records may be their sources).
     pub fn invalidate(&self, workload_key: &str, target_key: &str) {
         self.entries
             .write()
             .expect("cache lock")
             .remove(&(workload_key.to_string(), target_key.to_string()));
+        self.answers.forget_target(target_key);
     }
 
     /// Forget every entry (after an import).
     pub fn clear(&self) {
         self.entries.write().expect("cache lock").clear();
+        self.answers.clear();
     }
 
     pub fn len(&self) -> usize {

@@ -12,6 +12,7 @@
 //! - `api`: the gRPC services (`Jobs`, `Query`, `Records`) and request checking.
 //! - `workload`: workloads at the API's edge: typed options, the op-spec sugar at the door.
 //! - `cache`: the best-record cache in front of the database.
+//! - `answer_cache`: answers by range or transfer, for workloads with no record of their own.
 //! - `metrics`: Prometheus metrics and their HTTP endpoint.
 //! - `auth`: bearer-token checking of gRPC calls.
 //! - `status`: store failures as gRPC statuses.
@@ -21,6 +22,7 @@
 //! - `client`: connecting to a server as the commands do.
 //! - `oplist`: `tunehub ops`, the operator library listed.
 
+pub mod answer_cache;
 pub mod api;
 pub mod auth;
 pub mod cache;

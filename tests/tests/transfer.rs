@@ -198,7 +198,12 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let fresh = Server::start(&sqlite_path(dir.path(), "fresh.db"), "s2", &[]);
+    // Kept answers live an hour there: only an invalidation can make one go.
+    let fresh = Server::start(
+        &sqlite_path(dir.path(), "fresh.db"),
+        "s2",
+        &["--cache-ttl-ms=3600000"],
+    );
     let out = run(&[
         "records",
         "import",
@@ -219,7 +224,32 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(r.transfer.unwrap().ranked_by, "distance");
+    let t = r.transfer.unwrap();
+    assert_eq!(t.ranked_by, "distance");
+    assert_eq!(t.source_workload_key, asked.key, "the nearest of the two");
+    // Asked again, the same answer (kept in memory). A nearer neighbour tuned on this server
+    // shows at once: storing its records forgets the target's kept answers, and the answer is
+    // made again, from it by distance or ranked by the cost model its job saved.
+    let again = f
+        .query
+        .best(best("matmul(32,16,16)", true))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(again.record, r.record);
+    tune_done(&mut f, "matmul(32,16,14)", 2).await;
+    let nearer = f
+        .query
+        .best(best("matmul(32,16,16)", true))
+        .await
+        .unwrap()
+        .into_inner();
+    let t = nearer.transfer.unwrap();
+    let near_key = Task::new(ops::matmul(32, 16, 14).unwrap(), "").key;
+    assert!(
+        t.source_workload_key == near_key || t.ranked_by == "cost model",
+        "the kept answer was given: {t:?}"
+    );
     for spec in ["matmul(16,16,16)", "matmul(24,16,16)"] {
         let there = c.query.best(best(spec, false)).await.unwrap().into_inner();
         let here = f.query.best(best(spec, false)).await.unwrap().into_inner();

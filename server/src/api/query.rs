@@ -3,11 +3,14 @@
 
 use super::kernel::{KernelOf, kernel_to_pb};
 use super::{Api, gflops, internal, schedule_record};
+use crate::answer_cache::{Kept, NoRecordAnswer};
 use crate::auth::{Principal, Role};
 use crate::records::RecordStore;
 use crate::workload;
+use std::sync::Arc;
 use tonic::{Request, Response, Status};
 use tunehub_engine::package;
+use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::query_server::Query;
 
@@ -38,6 +41,48 @@ impl<'a> Want<'a> {
 }
 
 impl Api {
+    /// The answer for a workload with no record on the target: from a tuned shape range that
+    /// holds it (asked or not), else, with `allow_transfer`, from its tuned neighbours. Answers
+    /// with `allow_transfer` are kept in memory ([`crate::answer_cache`]): a repeat is not made
+    /// again.
+    async fn no_record_answer(
+        &self,
+        task: &Arc<Task>,
+        workload: Option<&pb::Workload>,
+        target_key: &str,
+        allow_transfer: bool,
+    ) -> Result<Kept, Status> {
+        let answers = &self.ctx.cache.answers;
+        if allow_transfer && let Some(kept) = answers.get(&task.key, target_key) {
+            if kept.as_ref().is_some_and(|a| a.range.is_none()) {
+                self.tune_transferred(task, workload, target_key).await;
+            }
+            return Ok(kept);
+        }
+        let started = answers.now();
+        let answer = if let Some((t, range)) = self.range_answer(task, target_key).await? {
+            Some(NoRecordAnswer {
+                record: t.record,
+                transfer: t.transfer,
+                range: Some(range),
+            })
+        } else if allow_transfer && let Some(t) = self.transferred(task, target_key).await? {
+            self.tune_transferred(task, workload, target_key).await;
+            Some(NoRecordAnswer {
+                record: t.record,
+                transfer: t.transfer,
+                range: None,
+            })
+        } else {
+            None
+        };
+        let answer = answer.map(Arc::new);
+        if allow_transfer {
+            answers.put(&task.key, target_key, answer.clone(), started);
+        }
+        Ok(answer)
+    }
+
     /// The best record of a workload on a target; `found = false` when there is none.
     async fn best_of(
         &self,
@@ -46,7 +91,7 @@ impl Api {
         want: Want<'_>,
         allow_transfer: bool,
     ) -> Result<pb::BestResponse, Status> {
-        let task = std::sync::Arc::new(self.resolve_workload(workload).await?);
+        let task = Arc::new(self.resolve_workload(workload).await?);
         let flops = task.flops;
         let cached = self
             .ctx
@@ -69,17 +114,14 @@ impl Api {
         };
         if let Some(b) = &cached.best {
             resp.record = Some(schedule_record(b, flops));
-        } else if let Some((t, range)) = self.range_answer(&task, target_key).await? {
-            // A shape of a tuned range: answered from its representative, asked or not.
+        } else if let Some(a) = self
+            .no_record_answer(&task, workload, target_key, allow_transfer)
+            .await?
+        {
             resp.found = true;
-            resp.record = Some(t.record);
-            resp.transfer = Some(t.transfer);
-            resp.range = Some(range);
-        } else if allow_transfer && let Some(t) = self.transferred(&task, target_key).await? {
-            self.tune_transferred(&task, workload, target_key).await;
-            resp.found = true;
-            resp.record = Some(t.record);
-            resp.transfer = Some(t.transfer);
+            resp.record = Some(a.record.clone());
+            resp.transfer = Some(a.transfer.clone());
+            resp.range = a.range.clone();
         }
         if let Some(rec) = &resp.record
             && (want.source || want.kernel)
@@ -128,7 +170,7 @@ impl Api {
                  target {target} is measured by its workers, through a job"
             )));
         }
-        let task = std::sync::Arc::new(self.resolve_workload(workload).await?);
+        let task = Arc::new(self.resolve_workload(workload).await?);
         let cached = self
             .ctx
             .cache
