@@ -225,8 +225,9 @@ pub struct ServerArgs {
     #[arg(long, value_name = "MS", value_parser = value_parser!(u64).range(100..=60_000))]
     pub heartbeat_ms: Option<u64>,
 
-    /// Milliseconds a cached best record is trusted before it is read again (records stored by
-    /// other servers show up after this) [default: 2000].
+    /// Milliseconds a cached best record, or a kept range or zero-shot answer, is trusted before
+    /// it is read or made again (records stored by other servers show up after this) [default:
+    /// 2000].
     #[arg(long, value_name = "MS")]
     pub cache_ttl_ms: Option<u64>,
 
