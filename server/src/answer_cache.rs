@@ -21,6 +21,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tunehub_proto::v1 as pb;
 
+/// Answers kept per target at most (a few KiB each).
+const MAX_PER_TARGET: usize = 50_000;
+
 /// An answer made without a record of the workload's own.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NoRecordAnswer {
@@ -92,17 +95,23 @@ impl AnswerCache {
         if forgotten.max(targets.cleared).is_some_and(|f| f >= started) {
             return;
         }
-        targets
-            .answers
-            .entry(target_key.to_string())
-            .or_default()
-            .insert(
-                workload_key.to_string(),
-                Slot {
-                    at: started,
-                    answer,
-                },
-            );
+        let ttl = self.ttl;
+        let kept = targets.answers.entry(target_key.to_string()).or_default();
+        // Bounded: a stream of distinct shapes (dynamic shapes, a fuzzer) must not grow the
+        // server without end. Expired answers go first; if all are live, all go.
+        if kept.len() >= MAX_PER_TARGET {
+            kept.retain(|_, s| s.at.elapsed() < ttl);
+            if kept.len() >= MAX_PER_TARGET {
+                kept.clear();
+            }
+        }
+        kept.insert(
+            workload_key.to_string(),
+            Slot {
+                at: started,
+                answer,
+            },
+        );
     }
 
     /// A record of the target was stored: its answers may have moved.
@@ -186,6 +195,34 @@ mod tests {
         assert!(cache.is_empty());
         cache.put("w", "u", answer("older"), started);
         assert!(cache.is_empty(), "nor after a clear, of any target");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_target_keeps_at_most_its_bound_expired_answers_first() {
+        let ttl = Duration::from_secs(2);
+        let cache = AnswerCache::new(ttl);
+        for i in 0..MAX_PER_TARGET - 1 {
+            cache.put(&format!("old{i}"), "t", None, cache.now());
+        }
+        tokio::time::advance(ttl).await;
+        cache.put("live", "t", answer("a"), cache.now());
+        cache.put("other", "u", answer("b"), cache.now());
+        assert_eq!(cache.len(), MAX_PER_TARGET + 1);
+        // Full: the expired ones go, the live one stays, another target is untouched.
+        cache.put("new", "t", answer("c"), cache.now());
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.get("live", "t"), Some(answer("a")));
+        assert_eq!(cache.get("other", "u"), Some(answer("b")));
+        // Full of live answers: all go, and what comes after is kept.
+        for i in 0..MAX_PER_TARGET {
+            cache.put(&format!("w{i}"), "t", None, cache.now());
+        }
+        assert_eq!(cache.get("w0", "t"), None);
+        assert_eq!(
+            cache.get(&format!("w{}", MAX_PER_TARGET - 1), "t"),
+            Some(None)
+        );
+        assert_eq!(cache.len(), 2 + 1);
     }
 
     #[test]
