@@ -42,6 +42,13 @@ struct Slot {
     answer: Kept,
 }
 
+impl Slot {
+    /// Whether it is still within the time-to-live.
+    fn live(&self, ttl: Duration) -> bool {
+        self.at.elapsed() < ttl
+    }
+}
+
 #[derive(Debug, Default)]
 struct Targets {
     /// Per target, per workload key.
@@ -76,7 +83,7 @@ impl AnswerCache {
     pub fn get(&self, workload_key: &str, target_key: &str) -> Option<Kept> {
         let targets = self.lock();
         let slot = targets.answers.get(target_key)?.get(workload_key)?;
-        (slot.at.elapsed() < self.ttl).then(|| slot.answer.clone())
+        slot.live(self.ttl).then(|| slot.answer.clone())
     }
 
     /// A moment to pass to [`AnswerCache::put`], taken before the reads an answer is made of.
@@ -100,7 +107,7 @@ impl AnswerCache {
         // Bounded: a stream of distinct shapes (dynamic shapes, a fuzzer) must not grow the
         // server without end. Expired answers go first; if all are live, all go.
         if kept.len() >= MAX_PER_TARGET {
-            kept.retain(|_, s| s.at.elapsed() < ttl);
+            kept.retain(|_, s| s.live(ttl));
             if kept.len() >= MAX_PER_TARGET {
                 kept.clear();
             }
