@@ -324,20 +324,21 @@ pub async fn bench_one(
     ] {
         let (cpu0, my0) = (procs::cpu_seconds(pid), procs::cpu_seconds(me));
         let mut timed = Vec::with_capacity(data.held_out.len());
-        for spec in data.held_out.iter().skip(5) {
+        for (place, spec) in data.held_out.iter().skip(5).enumerate() {
             let t0 = Instant::now();
             let r = zero_shot(&mut c, spec, kernel).await?;
-            timed.push((t0.elapsed().as_secs_f64() * 1e3, spec));
+            timed.push((t0.elapsed().as_secs_f64() * 1e3, place, spec));
             if phases.is_empty() {
                 *ranked.entry(r).or_default() += 1;
             }
         }
-        // Whether the tail is some shapes or some moments: the slowest answers, with their shapes.
+        // Whether the tail is some shapes or some moments: the slowest answers, with their shapes
+        // and their places in the sequence.
         timed.sort_by(|a, b| b.0.total_cmp(&a.0));
-        for (ms, spec) in timed.iter().take(4) {
-            println!("  slow: {ms:.2} ms {spec}");
+        for (ms, place, spec) in timed.iter().take(4) {
+            println!("  slow: {ms:.2} ms, answer {place}: {spec}");
         }
-        let mut lat: Vec<f64> = timed.iter().map(|(ms, _)| *ms).collect();
+        let mut lat: Vec<f64> = timed.iter().map(|(ms, ..)| *ms).collect();
         let n = lat.len().max(1) as f64;
         lat.sort_by(f64::total_cmp);
         println!(

@@ -18,8 +18,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// How long an entry answers without a new read of the database (the best cache's default).
-const TTL: Duration = Duration::from_secs(2);
+/// How long an entry answers without a new read of the database. Longer than the best cache's
+/// 2 s: a renewal reads a structure's whole set (4-40 ms for 2,000 workloads on a 2-vCPU
+/// Zen 4), and at 2 s the renewals of every structure a compiler asks about landed
+/// among its answers, slowest first answers of a run 2-4x the median. Another replica's new
+/// workload only joins the candidates of a transfer (its own best is read through the best
+/// cache): seen 30 s late, an answer is at worst adapted from a farther neighbour.
+const TTL: Duration = Duration::from_secs(30);
 
 /// (workload key, `transfer::log_extents`) of every tuned workload of one structure on one
 /// target: kept as logarithms, so a lookup's distances are sums of differences.
@@ -235,10 +240,10 @@ mod tests {
     fn an_old_entry_answers_while_one_caller_renews_it() {
         let index = NeighbourIndex::default();
         // An entry read longer than TTL ago (an Instant that far back exists on any machine up
-        // for more than 4 s; the test needs it).
+        // for more than 31 s; the test needs it).
         let old = Instant::now()
-            .checked_sub(TTL * 2)
-            .expect("the clock reaches back 4 s");
+            .checked_sub(TTL + Duration::from_secs(1))
+            .expect("the clock reaches back 31 s");
         index.put("s", "t", old, tuned("w"));
         assert_eq!(
             index.get("s", "t"),
