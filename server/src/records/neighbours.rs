@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 /// 2 s: a renewal reads a structure's whole set (4-40 ms for 2,000 workloads on a 2-vCPU
 /// Zen 4), and at 2 s the renewals of every structure a compiler asks about landed
 /// among its answers, slowest first answers of a run 2-4x the median. Another replica's new
-/// workload only joins the candidates of a transfer (its own best is read through the best
-/// cache): seen 30 s late, an answer is at worst adapted from a farther neighbour.
+/// workload only joins the neighbours of a transfer or a warm start (its own best is read
+/// through the best cache): seen 30 s late, they are at worst adapted from a farther one.
 const TTL: Duration = Duration::from_secs(30);
 
 /// (workload key, `transfer::log_extents`) of every tuned workload of one structure on one
