@@ -19,9 +19,9 @@ from tvm import auto_scheduler, te
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PATH = os.environ.get("ANSOR_PY", os.path.join(HERE, "..", "..", "shared", "peers", "ansor.py"))
-spec = importlib.util.spec_from_file_location("ansor", PATH)
-ansor = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ansor)
+found = importlib.util.spec_from_file_location("ansor", PATH)
+ansor = importlib.util.module_from_spec(found)
+found.loader.exec_module(ansor)
 
 ansor.P["layer_norm"] = [("m", None), ("n", None)]
 ansor.P["bias_gelu"] = [("m", None), ("n", None)]
