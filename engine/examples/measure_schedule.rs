@@ -6,7 +6,8 @@
 //! (`TH_MEASURE=number,repeat,min_repeat_ms` sets the measurement; default 5,5,50;
 //! `TH_CFLAGS="-O2 ..."` appends compiler flags, a later `-O` overriding the default;
 //! `TH_THREADS=1` runs the kernels on that many threads: on a busy machine a 1-thread
-//! comparison still means something)
+//! comparison still means something; `TH_MARCH=x86-64-v3` writes and builds the kernels for that
+//! x86 level, its vector width and registers with it: an AVX2 kernel on an AVX-512 host)
 //! WORKLOAD is a task description (`matmul(512,512,512,layout_free=B)`); each STEPS is a
 //! schedule's JSON step list (`[]` is the naive schedule).
 
@@ -14,7 +15,7 @@ use tunehub_engine::codegen::generate_with;
 use tunehub_engine::measure::{MeasureOptions, Measurer};
 use tunehub_engine::ops;
 use tunehub_engine::schedule::Schedule;
-use tunehub_engine::target::Target;
+use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::{Task, split_layout_free};
 
 fn main() {
@@ -38,6 +39,18 @@ fn main() {
         target
             .cflags
             .extend(f.split_whitespace().map(str::to_string));
+    }
+    if let Ok(march) = std::env::var("TH_MARCH") {
+        let features: &[&str] = match march.as_str() {
+            "x86-64-v4" => &["sse2", "avx", "avx2", "fma", "avx512f"],
+            "x86-64-v3" => &["sse2", "avx", "avx2", "fma"],
+            _ => &["sse2"],
+        };
+        target = target.with_overrides(&TargetOverrides {
+            march: Some(march.clone()),
+            features: Some(features.iter().map(|f| f.to_string()).collect()),
+            ..Default::default()
+        });
     }
     let scheds: Vec<Schedule> = args[1..]
         .iter()

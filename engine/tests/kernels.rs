@@ -350,10 +350,6 @@ fn register_tiles_are_written_out_and_correct() {
 #[test]
 fn pinned_operands_compile_for_every_x86_vector_width() {
     let host = Target::detect();
-    if host.arch != "x86_64" {
-        eprintln!("skipped: x86-64 only");
-        return;
-    }
     let task = Task::new(ops::matmul(64, 64, 64).unwrap(), "matmul(64,64,64)");
     // i.0 | j.0 | k | i.1 (1 row) j.1 (16 floats, vectorized).
     let steps = serde_json::json!([
@@ -370,18 +366,7 @@ fn pinned_operands_compile_for_every_x86_vector_width() {
             features: Some(vec!["sse2".into()]),
             ..Default::default()
         });
-    for (march, features) in [
-        ("x86-64-v4", &["sse2", "avx", "avx2", "fma", "avx512f"][..]),
-        ("x86-64-v3", &["sse2", "avx", "avx2", "fma"][..]),
-        ("x86-64", &["sse2"][..]),
-    ] {
-        let target = host
-            .clone()
-            .with_overrides(&tunehub_engine::target::TargetOverrides {
-                march: Some(march.into()),
-                features: Some(features.iter().map(|f| f.to_string()).collect()),
-                ..Default::default()
-            });
+    for (march, target) in x86_levels(&host, false) {
         let k = tunehub_engine::codegen::generate_with(
             &task.dag,
             &sched,
@@ -597,8 +582,12 @@ proptest! {
         if lanes > 1 && ow >= lanes {
             let src = &k.source;
             prop_assert!(src.contains("th_vf depthwise_r0"), "no register tile in\n{}", src);
+            // Stride 2 and a window of 2 or 3 columns: the columns share their loads (a pair
+            // per output vector, one beside the row and the accumulators fit the registers).
+            let shared = stride == 2 && kh >= 2 && columns_fit(&target, ow, false);
             let masked = inline_pad && pad > 0;
             let load = match (stride, masked) {
+                _ if shared => "const th_vf depthwise_w0 = th_vload",
                 (2, true) => "th_vload2mp(&",
                 (2, false) => "th_vload2p(&",
                 (_, true) => "th_vloadm(&",
@@ -606,7 +595,7 @@ proptest! {
             };
             prop_assert!(src.contains(load), "no {} in\n{}", load, src);
             prop_assert_eq!(src.contains("th_vstoren(&"), ow % lanes != 0, "{}", src);
-            prop_assert_eq!(src.contains("TH_LANEPERM(depthwise_r0)"), stride == 2, "{}", src);
+            prop_assert_eq!(src.contains("TH_LANEPERM(depthwise_r0)"), stride == 2 && !shared, "{}", src);
         }
         for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
             prop_assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
@@ -671,6 +660,63 @@ fn depthwise_s2_tiles_in_a_threads_buffer_match_the_reference() {
     }
 }
 
+/// The host as each x86-64 level (AVX-512, AVX2, SSE2), only those it can run if `runnable`;
+/// none on other hosts. The kernel's vector width and registers follow the level.
+fn x86_levels(host: &Target, runnable: bool) -> Vec<(&'static str, Target)> {
+    if host.arch != "x86_64" {
+        eprintln!("skipped: x86-64 only");
+        return vec![];
+    }
+    let levels = [
+        ("x86-64-v4", &["sse2", "avx", "avx2", "fma", "avx512f"][..]),
+        ("x86-64-v3", &["sse2", "avx", "avx2", "fma"][..]),
+        ("x86-64", &["sse2"][..]),
+    ];
+    levels
+        .into_iter()
+        .filter(|(_, features)| !runnable || features.iter().all(|f| host.has_feature(f)))
+        .map(|(march, features)| {
+            let target = host
+                .clone()
+                .with_overrides(&tunehub_engine::target::TargetOverrides {
+                    march: Some(march.into()),
+                    features: Some(features.iter().map(|f| f.to_string()).collect()),
+                    ..Default::default()
+                });
+            (march, target)
+        })
+        .collect()
+}
+
+/// The C of `sched` for `target`, its kernel checked against the reference first.
+fn checked_source(
+    task: &Task,
+    sched: &tunehub_engine::schedule::Schedule,
+    target: &Target,
+    what: &str,
+) -> String {
+    let src =
+        tunehub_engine::codegen::generate_with(&task.dag, sched, target, &task.lower_options())
+            .unwrap()
+            .source;
+    for r in Measurer::new(target, MeasureOptions::check_only())
+        .measure(task, std::slice::from_ref(sched))
+    {
+        assert_eq!(r.error, ErrorCode::NoError, "{what}: {}", r.error_msg);
+    }
+    src
+}
+
+/// Whether a row tile of `cols` output columns can share its window's columns on `target`:
+/// a pair of vectors per output vector and one beside the row, its accumulators unless the
+/// rows come first (max and min), and two more fit the registers (32 at 512 bits, 16 below).
+fn columns_fit(target: &Target, cols: i64, rows_first: bool) -> bool {
+    let lanes = i64::from(target.vector_lanes_f32());
+    let registers = if target.vector_bits() >= 512 { 32 } else { 16 };
+    let groups = (cols + lanes - 1) / lanes;
+    2 * (groups + 1) + if rows_first { 0 } else { groups } + 2 <= registers
+}
+
 /// The partial, stride-2 and masked loads of each x86-64 vector width the host can run (AVX's
 /// `vmaskmovps` on 8 lanes, the lane-by-lane copies of SSE's 4), on a row tile with every
 /// form: a 37-wide output row (whole vectors and a partial one), stride 2, inlined padding
@@ -680,42 +726,101 @@ fn depthwise_s2_tiles_in_a_threads_buffer_match_the_reference() {
 #[test]
 fn masked_loads_match_the_reference_at_every_x86_vector_width() {
     let host = Target::detect();
-    if host.arch != "x86_64" {
-        eprintln!("skipped: x86-64 only");
-        return;
-    }
     let win = Window::square(3, 2, 1);
     let dag = ops::depthwise_conv2d_nchw(1, 3, 7, 73, win, false, false).unwrap();
     let sched = depthwise_row_tile(&dag, true);
     let task = Task::new(dag, "depthwise row tile");
-    let levels = [
-        ("x86-64-v4", &["sse2", "avx", "avx2", "fma", "avx512f"][..]),
-        ("x86-64-v3", &["sse2", "avx", "avx2", "fma"][..]),
-        ("x86-64", &["sse2"][..]),
-    ];
-    for (march, features) in levels {
-        if !features.iter().all(|f| host.has_feature(f)) {
-            continue;
+    for (march, target) in x86_levels(&host, true) {
+        let src = checked_source(&task, &sched, &target, march);
+        // Masked loads either of pairs (the columns sharing their loads, where they fit the
+        // registers) or of each tap.
+        assert!(
+            src.contains("th_vload2mp(&") || src.contains("const th_vf depthwise_w0 = th_vloadm("),
+            "{march}:\n{src}"
+        );
+    }
+}
+
+/// A max pool's stride-2 row tile with its window's columns shared (`codegen::window`): the
+/// window's rows reduced on contiguous input vectors, the columns taken from their evens, odds
+/// and one-lane shifts. Windows of 2 and 3 columns, the first tap at an even or odd offset,
+/// padding inlined (loads under masks) or materialized, whole rows and rows cut into two tiles
+/// (the second's shifted tap reads the first's last column), built at every x86 vector width
+/// the host runs: the source has the form where its vectors fit the registers, and the kernel
+/// matches the reference.
+#[test]
+fn pooling_columns_shared_match_the_reference_at_every_x86_vector_width() {
+    let host = Target::detect();
+    // (window, stride-2 padding, input width): 48 output columns each.
+    let cases = [(3, 1, 95), (2, 0, 97), (3, 0, 97), (2, 1, 95)];
+    for (k, pad, w) in cases {
+        let win = Window::square(k, 2, pad);
+        let dag = ops::pool2d(PoolKind::Max, 1, 2, 5, w, win).unwrap();
+        let s = dag
+            .stages
+            .iter()
+            .position(|st| st.name == "max_pool")
+            .unwrap();
+        let pad_stage = dag.stages.iter().position(|st| st.name == "pad");
+        let task = Task::new(dag, "pooling columns shared");
+        for (inline, split) in [(true, false), (true, true), (false, true)] {
+            // n c y x ry rx: the window below the columns, the columns vectorized; split, the
+            // row is two tiles of 24.
+            let mut steps = vec![];
+            if let (true, Some(p)) = (inline, pad_stage) {
+                steps.push(serde_json::json!(["CI", p]));
+            }
+            if split {
+                steps.push(serde_json::json!(["SP", s, 3, 48, [24], 1]));
+                steps.push(serde_json::json!(["RE", s, [0, 1, 2, 3, 5, 6, 4]]));
+                steps.push(serde_json::json!(["AN", s, 6, 2]));
+            } else {
+                steps.push(serde_json::json!(["RE", s, [0, 1, 2, 4, 5, 3]]));
+                steps.push(serde_json::json!(["AN", s, 5, 2]));
+            }
+            let sched = tunehub_engine::schedule::Schedule::from_json_value(
+                &serde_json::Value::Array(steps),
+            )
+            .unwrap();
+            for (march, target) in x86_levels(&host, true) {
+                let what = format!("{march}, k {k}, pad {pad}, inline {inline}, split {split}");
+                let src = checked_source(&task, &sched, &target, &what);
+                // SSE's whole row of 12 vectors does not fit.
+                let fits = columns_fit(&target, if split { 24 } else { 48 }, true);
+                assert_eq!(
+                    src.contains("max_pool_w0 = th_vmax("),
+                    fits,
+                    "{what}:\n{src}"
+                );
+            }
         }
-        let target = host
-            .clone()
-            .with_overrides(&tunehub_engine::target::TargetOverrides {
-                march: Some(march.into()),
-                features: Some(features.iter().map(|f| f.to_string()).collect()),
-                ..Default::default()
-            });
-        let k = tunehub_engine::codegen::generate_with(
-            &task.dag,
-            &sched,
-            &target,
-            &task.lower_options(),
-        )
-        .unwrap();
-        assert!(k.source.contains("th_vload2mp(&"), "{march}:\n{}", k.source);
-        for r in Measurer::new(&target, MeasureOptions::check_only())
-            .measure(&task, std::slice::from_ref(&sched))
-        {
-            assert_eq!(r.error, ErrorCode::NoError, "{march}: {}", r.error_msg);
+    }
+}
+
+/// A stride-2 depthwise convolution's row tile with its window's columns shared: per window
+/// row, a pair of vectors per output vector, each tap (times its weight) added from the
+/// pair's evens, odds or their one-lane shifts. A 19-wide output row (a whole vector and a
+/// partial one at 16 lanes), padding inlined or not, at every x86 vector width the host runs:
+/// the source has the form where its vectors fit the registers, and the kernel matches the
+/// reference.
+#[test]
+fn depthwise_columns_shared_match_the_reference_at_every_x86_vector_width() {
+    let host = Target::detect();
+    for (k, pad, inline) in [(3, 1, true), (3, 1, false), (2, 0, false), (3, 0, false)] {
+        let win = Window::square(k, 2, pad);
+        // 19 output columns: 2 * 18 + k input columns, padding included.
+        let dag = ops::depthwise_conv2d_nchw(1, 3, 7, 36 + k - 2 * pad, win, false, false).unwrap();
+        let sched = depthwise_row_tile(&dag, inline);
+        let task = Task::new(dag, "depthwise columns shared");
+        for (march, target) in x86_levels(&host, true) {
+            let what = format!("{march}, k {k}, pad {pad}, inline {inline}");
+            let src = checked_source(&task, &sched, &target, &what);
+            let fits = columns_fit(&target, 19, false);
+            assert_eq!(
+                src.contains("const th_vf depthwise_w0 = th_vload"),
+                fits,
+                "{what}:\n{src}"
+            );
         }
     }
 }

@@ -10,6 +10,8 @@
 //!   middle 64-bit pairs swapped, and a register tile whose vector operands are all of this
 //!   kind accumulates in that order and puts its lanes back once, at its load and store,
 //!   instead of a `vpermpd` per operand (elsewhere the order is the natural one);
+//! - `TH_EVENS`, `TH_ODDS` and `TH_SHUFFLE2` pick lanes of two vectors: a pair's taps and their
+//!   one-lane shifts where a window's columns share their loads (`window`);
 //! - `th_vloadm` and `th_vload2m` read the lanes of a bit mask and give a constant in the others
 //!   (padding inlined into a tile's operand: see `peel`), never touching memory outside the
 //!   mask, so a padded row's edge is read straight from the unpadded input.
@@ -75,10 +77,16 @@ pub(super) fn helpers(arch: &str, lanes: i64) -> String {
     }
     let evens: Vec<String> = (0..lanes).map(|l| (2 * l).to_string()).collect();
     let evens = evens.join(", ");
+    let odds: Vec<String> = (0..lanes).map(|l| (2 * l + 1).to_string()).collect();
+    let odds = odds.join(", ");
     // GCC's two-vector shuffle takes a mask vector, clang's takes the lanes as arguments.
+    // `TH_SHUFFLE2(a, b, i...)`: lane l of the result is lane i_l of a's lanes then b's.
+    s.push_str(
+        "#if defined(__clang__)\n#define TH_SHUFFLE2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)\n#else\n\
+         #define TH_SHUFFLE2(a, b, ...) __builtin_shuffle(a, b, (th_vi){__VA_ARGS__})\n#endif\n",
+    );
     let generic = format!(
-        "#if defined(__clang__)\n#define TH_EVENS(a, b) __builtin_shufflevector(a, b, {evens})\n#else\n\
-         #define TH_EVENS(a, b) __builtin_shuffle(a, b, (th_vi){{{evens}}})\n#endif\n"
+        "#define TH_EVENS(a, b) TH_SHUFFLE2(a, b, {evens})\n#define TH_ODDS(a, b) TH_SHUFFLE2(a, b, {odds})\n"
     );
     // The evens in their natural order: no permutation to undo.
     let natural = "#define TH_EVENS_P(a, b) TH_EVENS(a, b)\n#define TH_LANEPERM(v) (v)\n";
@@ -90,7 +98,8 @@ pub(super) fn helpers(arch: &str, lanes: i64) -> String {
         s.push_str(
             "#if defined(__AVX2__)\n#define TH_EVENS_P(a, b) ((th_vf)_mm256_shuffle_ps((__m256)(a), (__m256)(b), 0x88))\n\
              #define TH_LANEPERM(v) ((th_vf)_mm256_permute4x64_pd((__m256d)(v), 0xD8))\n\
-             #define TH_EVENS(a, b) TH_LANEPERM(TH_EVENS_P(a, b))\n#else\n",
+             #define TH_EVENS(a, b) TH_LANEPERM(TH_EVENS_P(a, b))\n\
+             #define TH_ODDS(a, b) TH_LANEPERM((th_vf)_mm256_shuffle_ps((__m256)(a), (__m256)(b), 0xDD))\n#else\n",
         );
         s.push_str(&generic);
         s.push_str(natural);

@@ -11,8 +11,8 @@
 //!
 //! One module per idea: `writer` (the C text), `regtile` (which register tiles qualify),
 //! `masked` (their partial and stride-2 vector loads), `peel` (padded copies split by range),
-//! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `vreduce` (simd
-//! reductions), `names` (C identifiers), `args` (the kernel's arguments).
+//! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `window` (max
+//! and min pooling tiles whose window columns share their loads), `vreduce` (simd reductions), `names` (C identifiers), `args` (the kernel's arguments).
 //!
 //! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
@@ -26,6 +26,7 @@ mod peel;
 mod regtile;
 mod vminmax;
 mod vreduce;
+mod window;
 mod writer;
 
 pub use args::ArgSpec;

@@ -235,7 +235,7 @@ pub(super) fn map_lins(e: &VExpr, f: &impl Fn(&Lin) -> Lin) -> VExpr {
     }
 }
 
-fn map_cond(c: &VCond, f: &impl Fn(&Lin) -> Lin) -> VCond {
+pub(super) fn map_cond(c: &VCond, f: &impl Fn(&Lin) -> Lin) -> VCond {
     match c {
         VCond::Index(op, a, b) => VCond::Index(*op, f(a), f(b)),
         VCond::Value(op, a, b) => {

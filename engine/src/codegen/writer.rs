@@ -122,14 +122,14 @@ pub(super) fn accumulator_bases(body: &[Stmt], skip: &HashMap<*const Stmt, RegTi
 }
 
 impl Gen<'_> {
-    fn line(&mut self, s: &str) {
+    pub(super) fn line(&mut self, s: &str) {
         for _ in 0..self.depth {
             self.out.push_str("  ");
         }
         self.out.push_str(s);
         self.out.push('\n');
     }
-    fn var(&mut self, v: Var) -> String {
+    pub(super) fn var(&mut self, v: Var) -> String {
         if let Some(n) = self.names.vars.get(&v) {
             return n.clone();
         }
@@ -148,7 +148,7 @@ impl Gen<'_> {
         self.names.vars.insert(v, n.clone());
         n
     }
-    fn lin(&mut self, l: &crate::lower::Lin) -> String {
+    pub(super) fn lin(&mut self, l: &crate::lower::Lin) -> String {
         let mut vs = vec![];
         l.vars(&mut vs);
         for v in vs {
@@ -319,6 +319,35 @@ impl Gen<'_> {
         }
         (lower, upper)
     }
+    /// The bit mask of the lanes in `range`, counted from `first`, within `[lo, hi)`: a C
+    /// `th_rangemask`, 0 where a condition free of the lane fails.
+    pub(super) fn range_mask(
+        &mut self,
+        range: &super::peel::LaneRange,
+        (lo, hi): (i64, i64),
+        first: i64,
+    ) -> String {
+        let (lower, upper) = self.lane_bounds(range);
+        let from = |b: &String| {
+            if first == 0 {
+                b.clone()
+            } else {
+                format!("({b}) - {first}")
+            }
+        };
+        let lo = lower
+            .iter()
+            .fold(lo.to_string(), |a, l| format!("th_maxi({a}, {})", from(l)));
+        let hi = upper
+            .iter()
+            .fold(hi.to_string(), |a, u| format!("th_mini({a}, {})", from(u)));
+        let mask = format!("th_rangemask({lo}, {hi})");
+        if range.invariant.is_empty() {
+            return mask;
+        }
+        let inv: Vec<String> = range.invariant.iter().map(|c| self.cond(c)).collect();
+        format!("({} ? {mask} : 0u)", inv.join(" && "))
+    }
     /// A vectorized loop over `v` storing a select on a range of it (see [`super::peel`]):
     /// the value outside the range, the value inside it (`omp simd`), the value outside it.
     fn peeled(&mut self, v: &str, extent: i64, p: &super::peel::Peel) {
@@ -376,7 +405,7 @@ impl Gen<'_> {
         self.line("}");
     }
     /// A loop's pragma and header, up to its opening brace.
-    fn open_loop(&mut self, v: &str, extent: i64, kind: LoopKind) {
+    pub(super) fn open_loop(&mut self, v: &str, extent: i64, kind: LoopKind) {
         match kind {
             LoopKind::Parallel => self.line(&format!(
                 "#pragma omp parallel for num_threads({})",
@@ -395,7 +424,7 @@ impl Gen<'_> {
         }
         self.depth -= 1;
     }
-    fn value(&mut self, e: &VExpr) -> String {
+    pub(super) fn value(&mut self, e: &VExpr) -> String {
         match e {
             VExpr::Const(c) => float_literal(*c),
             VExpr::Load { buf, index } => {
@@ -442,7 +471,7 @@ impl Gen<'_> {
             }
         }
     }
-    fn cond(&mut self, c: &VCond) -> String {
+    pub(super) fn cond(&mut self, c: &VCond) -> String {
         match c {
             VCond::Index(op, a, b) => format!("({} {} {})", self.lin(a), cmp(*op), self.lin(b)),
             VCond::Value(op, a, b) => format!("({} {} {})", self.value(a), cmp(*op), self.value(b)),
@@ -480,6 +509,10 @@ impl Operands {
 impl Gen<'_> {
     /// Writes the tile: accumulators loaded, the band with the tile unrolled inside, stored.
     fn register_tile(&mut self, t: &RegTile) {
+        if let Some(w) = super::window::plan(t, self.lanes, self.registers) {
+            self.column_share_tile(t, &w);
+            return;
+        }
         let (lane, extent) = t.lane;
         let lanes = self.lanes;
         let acc = self.names.bufs[t.buf].clone();
@@ -569,12 +602,12 @@ impl Gen<'_> {
             self.line("}");
         }
         for (r, index, _, (_, used)) in &regs {
-            let r = perm(r.clone());
-            if *used == lanes {
-                self.line(&format!("th_vstore(&{acc}[{index}], {r});"));
-            } else {
-                self.line(&format!("th_vstoren(&{acc}[{index}], {r}, {used});"));
-            }
+            self.line(&vstore(
+                &format!("&{acc}[{index}]"),
+                &perm(r.clone()),
+                *used,
+                lanes,
+            ));
         }
         self.depth -= 1;
         self.line("}");
@@ -635,18 +668,7 @@ impl Gen<'_> {
                 else {
                     unreachable!("vector_form admits a load on a range of the lane only")
                 };
-                let (lower, upper) = self.lane_bounds(&range);
-                let lo = lower.iter().fold("0".to_string(), |acc, l| {
-                    format!("th_maxi({acc}, ({l}) - {first})")
-                });
-                let hi = upper.iter().fold(used.to_string(), |acc, h| {
-                    format!("th_mini({acc}, ({h}) - {first})")
-                });
-                let mut mask = format!("th_rangemask({lo}, {hi})");
-                if !range.invariant.is_empty() {
-                    let inv: Vec<String> = range.invariant.iter().map(|c| self.cond(c)).collect();
-                    mask = format!("({} ? {mask} : 0u)", inv.join(" && "));
-                }
+                let mask = self.range_mask(&range, (0, used), first);
                 let at = index.substitute(&|v| (v == lane).then(|| Lin::constant(first)));
                 let i = self.lin(&at);
                 let load = if lane_coef(index, lane) == Some(2) {
@@ -711,10 +733,20 @@ pub fn float_literal(c: f64) -> String {
 }
 
 /// A vector load of `used` lanes at `at`: masked when they are fewer than the vector's.
-fn vload(at: &str, used: i64, lanes: i64) -> String {
+pub(super) fn vload(at: &str, used: i64, lanes: i64) -> String {
     if used == lanes {
         format!("th_vload({at})")
     } else {
         format!("th_vloadn({at}, {used})")
+    }
+}
+
+/// A vector store of the first `used` lanes of `v` at `at`: masked when they are fewer than
+/// the vector's.
+pub(super) fn vstore(at: &str, v: &str, used: i64, lanes: i64) -> String {
+    if used == lanes {
+        format!("th_vstore({at}, {v});")
+    } else {
+        format!("th_vstoren({at}, {v}, {used});")
     }
 }
