@@ -799,7 +799,8 @@ fn pooling_columns_shared_match_the_reference_at_every_x86_vector_width() {
 
 /// A stride-2 depthwise convolution's row tile with its window's columns shared: per window
 /// row, a pair of vectors per output vector, each tap (times its weight) added from the
-/// pair's evens, odds or their one-lane shifts. A 19-wide output row (a whole vector and a
+/// pair's evens, odds or their one-lane shifts, the accumulators starting from the zeros the
+/// reduction would have stored before the tile. A 19-wide output row (a whole vector and a
 /// partial one at 16 lanes), padding inlined or not, at every x86 vector width the host runs:
 /// the source has the form where its vectors fit the registers, and the kernel matches the
 /// reference.
@@ -818,6 +819,12 @@ fn depthwise_columns_shared_match_the_reference_at_every_x86_vector_width() {
             let fits = columns_fit(&target, 19, false);
             assert_eq!(
                 src.contains("const th_vf depthwise_w0 = th_vload"),
+                fits,
+                "{what}:\n{src}"
+            );
+            // The reduction's zeros stored right before the tile become its registers' start.
+            assert_eq!(
+                src.contains("th_vf depthwise_r0 = ((th_vf){0} + 0.0f);"),
                 fits,
                 "{what}:\n{src}"
             );

@@ -190,6 +190,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         registers,
         pin,
         tiles,
+        tile_init: HashMap::new(),
         inner: None,
     };
     // The helpers are guarded so that kernels concatenate into one file (a kernel pack), and
@@ -284,9 +285,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
             packed_len: pk.map(PackedInput::packed_elems),
         });
     }
-    for stmt in &func.body {
-        g.stmt(stmt);
-    }
+    g.stmts(&func.body);
     if let Some(setter) = linkage.set_num_threads() {
         let _ = write!(
             header,

@@ -25,7 +25,7 @@ use super::peel::lane_range;
 use super::regtile::{RegTile, map_cond, map_lins, tile_points};
 use super::writer::{Gen, float_literal, vload, vstore};
 use crate::ir::{BinaryOp, ReduceOp};
-use crate::lower::{Lin, VCond, VExpr, Var};
+use crate::lower::{Lin, Stmt, VCond, VExpr, Var};
 use std::collections::HashMap;
 
 /// A tile written with its window's columns shared.
@@ -152,6 +152,49 @@ pub(super) fn element_cond(c: &VCond, lane: Var, cols: Var, offset: i64) -> VCon
     })
 }
 
+/// The constant `init` stores into exactly the accumulators of `t`, if it does: a perfect nest
+/// whose loops of more than one iteration are the tile's (its space loops, then the lane, of
+/// the same extents) and whose store, its loops renamed to the tile's, has the tile's index.
+pub(super) fn init_value(init: &Stmt, t: &RegTile) -> Option<f64> {
+    let mut loops = vec![];
+    let mut s = init;
+    let (index, c) = loop {
+        match s {
+            Stmt::For {
+                var, extent, body, ..
+            } if body.len() == 1 => {
+                loops.push((*var, *extent));
+                s = &body[0];
+            }
+            Stmt::Store {
+                buf,
+                index,
+                value: VExpr::Const(c),
+                reduce: None,
+            } if *buf == t.buf => break (index, *c),
+            _ => return None,
+        }
+    };
+    let live = |l: &&(Var, i64)| l.1 > 1;
+    let mine: Vec<&(Var, i64)> = loops.iter().filter(live).collect();
+    let tiles: Vec<&(Var, i64)> = t.tile.iter().chain([&t.lane]).filter(live).collect();
+    if mine.len() != tiles.len() || mine.iter().zip(&tiles).any(|(a, b)| a.1 != b.1) {
+        return None;
+    }
+    // Loops of one iteration are at 0 on either side.
+    let renamed = index.substitute(&|v| match mine.iter().position(|l| l.0 == v) {
+        Some(k) => Some(Lin::var(tiles[k].0)),
+        None => loops.iter().any(|l| l.0 == v).then(|| Lin::constant(0)),
+    });
+    let ones = |v: Var| {
+        t.tile
+            .iter()
+            .any(|l| l.0 == v && l.1 == 1)
+            .then(|| Lin::constant(0))
+    };
+    (renamed == t.index.substitute(&ones)).then_some(c)
+}
+
 /// One half of a pair: `lanes` elements from `offset` (from its row's first tap), of which
 /// `[lo, hi)` are in the row's span, for tile point `point`.
 struct Half {
@@ -183,7 +226,8 @@ impl Gen<'_> {
     /// combines its accumulator with its taps. Otherwise the accumulators stay in registers
     /// across the band, and each band step loads the pairs and adds each tap (times its
     /// weight) to them, column by column: the plain form's order.
-    pub(super) fn column_share_tile(&mut self, t: &RegTile, w: &ColumnShare) {
+    /// `init`: the constant the accumulators start from instead of being loaded.
+    pub(super) fn column_share_tile(&mut self, t: &RegTile, w: &ColumnShare, init: Option<f64>) {
         let lanes = self.lanes;
         let (lane, extent) = t.lane;
         let width = w.cols.1;
@@ -203,6 +247,10 @@ impl Gen<'_> {
                 regs.push((name, format!("&{acc}[{index}]"), used));
             }
         }
+        let start = |at: &str, used: i64| match init {
+            Some(c) => format!("((th_vf){{0}} + {})", float_literal(c)),
+            None => vload(at, used, lanes),
+        };
         let mut halves = vec![];
         for point in 0..points.len() {
             for pair in pairs(groups, width, w.start) {
@@ -232,7 +280,7 @@ impl Gen<'_> {
             }
         } else {
             for (r, at, used) in &regs {
-                self.line(&format!("th_vf {r} = {};", vload(at, *used, lanes)));
+                self.line(&format!("th_vf {r} = {};", start(at, *used)));
             }
         }
         let band = &t.band[..t.band.len() - 1];
@@ -259,7 +307,7 @@ impl Gen<'_> {
         }
         if w.rows_first {
             for (r, at, used) in &regs {
-                self.line(&format!("th_vf {r} = {};", vload(at, *used, lanes)));
+                self.line(&format!("th_vf {r} = {};", start(at, *used)));
             }
             self.column_updates(t, w, &points, &halves, &regs);
         }

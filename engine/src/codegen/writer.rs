@@ -31,6 +31,9 @@ pub(super) struct Gen<'a> {
     pub(super) pin: Option<&'static str>,
     /// Register tiles by their band's outermost loop (see [`super::regtile`]).
     pub(super) tiles: HashMap<*const Stmt, RegTile<'a>>,
+    /// The constant a tile's accumulators start from, where the tile writes its own
+    /// initialization (see [`Gen::stmts`]).
+    pub(super) tile_init: HashMap<*const Stmt, f64>,
     /// The innermost loop being written, whose invariant divisors become reciprocals.
     pub(super) inner: Option<Var>,
 }
@@ -193,9 +196,7 @@ impl Gen<'_> {
                         "float {name}[{elems}] __attribute__((aligned(64)));"
                     ));
                 }
-                for st in body {
-                    self.stmt(st);
-                }
+                self.stmts(body);
                 if heap {
                     self.line(&format!("free({name});"));
                 }
@@ -238,7 +239,8 @@ impl Gen<'_> {
         if let Some(t) = self.tiles.get(&key).cloned() {
             // Its loops are written by the tile, which decides its divisions by the lane.
             self.inner = None;
-            self.register_tile(&t);
+            let init = self.tile_init.get(&key).copied();
+            self.register_tile(&t, init);
             return;
         }
         let v = self.var(var);
@@ -419,10 +421,29 @@ impl Gen<'_> {
     }
     fn block(&mut self, body: &[Stmt]) {
         self.depth += 1;
-        for s in body {
+        self.stmts(body);
+        self.depth -= 1;
+    }
+    /// Writes `body`. A constant stored into a column-shared tile's accumulators right before
+    /// the tile (the reduction's initialization) is not written: the tile starts its registers
+    /// from the constant instead of loading them. Stored by a separate vectorized loop and read
+    /// back whole, the partial vector's stores did not forward to the load: a stride-2
+    /// depthwise row tile's hand copy on a Zen 4 took 42.3 us with it, 30.0 without
+    /// (docs/experiments/2026-11-29-pool-columns-zen4.md).
+    pub(super) fn stmts(&mut self, body: &[Stmt]) {
+        for (i, s) in body.iter().enumerate() {
+            if let Some(next) = body.get(i + 1) {
+                let key = next as *const Stmt;
+                if let Some(t) = self.tiles.get(&key)
+                    && super::window::plan(t, self.lanes, self.registers).is_some()
+                    && let Some(c) = super::window::init_value(s, t)
+                {
+                    self.tile_init.insert(key, c);
+                    continue;
+                }
+            }
             self.stmt(s);
         }
-        self.depth -= 1;
     }
     pub(super) fn value(&mut self, e: &VExpr) -> String {
         match e {
@@ -508,9 +529,11 @@ impl Operands {
 
 impl Gen<'_> {
     /// Writes the tile: accumulators loaded, the band with the tile unrolled inside, stored.
-    fn register_tile(&mut self, t: &RegTile) {
+    /// `init`: the accumulators' start where the tile writes its initialization (column-shared
+    /// tiles only, see [`Gen::stmts`]).
+    fn register_tile(&mut self, t: &RegTile, init: Option<f64>) {
         if let Some(w) = super::window::plan(t, self.lanes, self.registers) {
-            self.column_share_tile(t, &w);
+            self.column_share_tile(t, &w, init);
             return;
         }
         let (lane, extent) = t.lane;
