@@ -8,8 +8,8 @@
 //! `TH_THREADS=1` runs the kernels on that many threads: on a busy machine a 1-thread
 //! comparison still means something; `TH_MARCH=x86-64-v3` writes and builds the kernels for that
 //! x86 level, its vector width and registers with it: an AVX2 kernel on an AVX-512 host)
-//! WORKLOAD is a task description (`matmul(512,512,512,layout_free=B)`); each STEPS is a
-//! schedule's JSON step list (`[]` is the naive schedule).
+//! WORKLOAD is a task description (`matmul(512,512,512,layout_free=B)`) or a text form; each
+//! STEPS is a schedule's JSON step list (`[]` is the naive schedule).
 
 use tunehub_engine::codegen::generate_with;
 use tunehub_engine::measure::{MeasureOptions, Measurer};
@@ -26,7 +26,12 @@ fn main() {
     };
     let print_c = args.iter().any(|a| a == "--c");
     let spec = split_layout_free(desc).0;
-    let dag = ops::build_op(&spec).expect("a valid op spec");
+    // A text form has a `[` (`Y[i] = ...`); anything else is an op spec.
+    let dag = if spec.contains('[') {
+        tunehub_engine::text::parse(&spec).expect("a valid text form")
+    } else {
+        ops::build_op(&spec).expect("a valid op spec")
+    };
     let task = Task::from_desc(dag, desc.as_str()).expect("valid layout_free names");
     let mut target = Target::detect();
     if let Some(n) = std::env::var("TH_THREADS")

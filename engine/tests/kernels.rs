@@ -938,6 +938,59 @@ fn softmax_fused_at_the_row_loop_matches_the_reference() {
     }
 }
 
+/// A reduction's partials (rfactor) may be computed at the loop its combination is computed at:
+/// layer norm's mean and variance, partials included, all in the output's row pass. The
+/// search draws such schedules, each partial buffer holds one row's partials, and every kernel
+/// matches the reference.
+#[test]
+fn reduction_partials_in_the_consumers_row_pass_match_the_reference() {
+    use tunehub_engine::schedule::Attach;
+    let dag = tunehub_engine::text::parse(
+        "S[i] += X[i,k] where i<5, k<96
+D[i,j] = X[i,j] - S[i] * 0.0104 where i<5, j<96
+V[i] += D[i,k] * D[i,k] where i<5, k<96
+Y[i,j] = D[i,j] * rsqrt(V[i] * 0.0104 + 0.00001) * G[j] + B[j] where i<5, j<96",
+    )
+    .unwrap();
+    let target = Target::detect();
+    let mut fused = vec![];
+    for (_, s) in sketch_schedules(&dag, 9, 40) {
+        let state = s.replay(&dag).unwrap();
+        let at = |name: &str| {
+            let k = state.dag.stages.iter().position(|st| st.name == name)?;
+            match state.stages[k].attach {
+                Attach::At { stage, node } => Some((stage, node)),
+                _ => None,
+            }
+        };
+        let beside = |r: &str| at(r).is_some() && at(r) == at(&r.replace(".rf", ""));
+        if beside("V.rf") {
+            let f = tunehub_engine::lower::lower(&state).unwrap();
+            let rf = f.buffers.iter().find(|b| b.name == "V.rf").unwrap();
+            assert_eq!(rf.shape[0], 1, "one row's partials: {}", s.to_json());
+            fused.push(s);
+        }
+    }
+    assert!(
+        fused.len() >= 3,
+        "{} schedules with the partials beside",
+        fused.len()
+    );
+    let task = Task::new(dag, "layer norm, partials in the row pass");
+    for (s, r) in fused
+        .iter()
+        .zip(Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &fused))
+    {
+        assert_eq!(
+            r.error,
+            ErrorCode::NoError,
+            "{}: {}",
+            s.to_json(),
+            r.error_msg
+        );
+    }
+}
+
 /// A divisor the innermost loop does not change (softmax's row sum) is written as a multiply
 /// by its reciprocal, one division per row; a divisor that changes along the loop stays a
 /// division. Either way the kernel matches the reference.

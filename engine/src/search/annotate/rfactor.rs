@@ -53,23 +53,33 @@ pub(super) fn rfactor<R: Rng>(
         stage: rf,
         order: (0..ns).chain([ns + 1, ns]).collect(),
     })?;
-    // Root, or inside a space loop of the combination where a producer may go.
-    let spots: Vec<usize> = g
+    // Root, inside a space loop of the combination where a producer may go, or (last, so
+    // that the options before keep their numbers) the loop the combination itself is computed
+    // at. There the partials of a row go beside its other producers: layer norm's variance,
+    // computed at the output's row loop, then has its partials in that row's pass instead of a
+    // pass of their own over memory, and the kernel one parallel region instead of two
+    // (`docs/experiments/2026-11-29-layer-norm-zen4.md`).
+    let mut spots: Vec<(usize, usize)> = g
         .attach_spots(comb)
         .into_iter()
         .filter(|&j| {
             let st = &g.state.stages[comb];
             st.nodes[st.leaves[j]].kind == crate::schedule::IterKind::Space
         })
+        .map(|j| (comb, j))
         .collect();
+    if let Some(spot) = g.shared_spot(&[comb]) {
+        spots.push(spot);
+    }
     let i = d.pick(DecisionKind::ComputeLocation, spots.len() + 1, |r| {
         r.gen_range(0..=spots.len())
     });
     if i > 0 {
+        let (target, target_iter) = spots[i - 1];
         g.apply(Step::ComputeAt {
             stage: rf,
-            target: comb,
-            target_iter: spots[i - 1],
+            target,
+            target_iter,
         })?;
     } else {
         let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
