@@ -11,8 +11,9 @@
 //!
 //! One module per idea: `writer` (the C text), `regtile` (which register tiles qualify),
 //! `masked` (their partial and stride-2 vector loads), `peel` (padded copies split by range),
-//! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `window` (max
-//! and min pooling tiles whose window columns share their loads), `vreduce` (simd reductions), `names` (C identifiers), `args` (the kernel's arguments).
+//! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `window`
+//! (stride-2 window tiles whose columns share their loads: pooling, depthwise convolution),
+//! `vreduce` (simd reductions), `names` (C identifiers), `args` (the kernel's arguments).
 //!
 //! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
@@ -168,6 +169,10 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         16
     };
     let tiles = register_tiles(&func.body, lanes, regtile::max_tile_vectors(registers));
+    let shares = tiles
+        .iter()
+        .filter_map(|(&k, t)| window::plan(t, lanes, registers).map(|w| (k, w)))
+        .collect();
     // The inline-asm constraint of a vector register, where GCC has one (see `regtile`).
     let pin = match target.arch.as_str() {
         "x86_64" if target.vector_bits() >= 512 => Some("v"),
@@ -190,6 +195,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         registers,
         pin,
         tiles,
+        shares,
         tile_init: HashMap::new(),
         inner: None,
     };

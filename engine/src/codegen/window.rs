@@ -208,7 +208,12 @@ struct Half {
 }
 
 /// `l` at a tile point, the lane at `first` and the columns at `col` (when given).
-fn at_point(l: &Lin, point: &[(Var, i64)], lane: (Var, i64), col: Option<(Var, i64)>) -> Lin {
+pub(super) fn at_point(
+    l: &Lin,
+    point: &[(Var, i64)],
+    lane: (Var, i64),
+    col: Option<(Var, i64)>,
+) -> Lin {
     l.substitute(&|v| {
         if v == lane.0 {
             Some(Lin::constant(lane.1))

@@ -31,6 +31,8 @@ pub(super) struct Gen<'a> {
     pub(super) pin: Option<&'static str>,
     /// Register tiles by their band's outermost loop (see [`super::regtile`]).
     pub(super) tiles: HashMap<*const Stmt, RegTile<'a>>,
+    /// The column-shared form of the tiles that qualify (see [`super::window`]), planned once.
+    pub(super) shares: HashMap<*const Stmt, super::window::ColumnShare<'a>>,
     /// The constant a tile's accumulators start from, where the tile writes its own
     /// initialization (see [`Gen::stmts`]).
     pub(super) tile_init: HashMap<*const Stmt, f64>,
@@ -239,8 +241,12 @@ impl Gen<'_> {
         if let Some(t) = self.tiles.get(&key).cloned() {
             // Its loops are written by the tile, which decides its divisions by the lane.
             self.inner = None;
-            let init = self.tile_init.get(&key).copied();
-            self.register_tile(&t, init);
+            if let Some(w) = self.shares.get(&key).cloned() {
+                let init = self.tile_init.get(&key).copied();
+                self.column_share_tile(&t, &w, init);
+            } else {
+                self.register_tile(&t);
+            }
             return;
         }
         let v = self.var(var);
@@ -434,8 +440,8 @@ impl Gen<'_> {
         for (i, s) in body.iter().enumerate() {
             if let Some(next) = body.get(i + 1) {
                 let key = next as *const Stmt;
-                if let Some(t) = self.tiles.get(&key)
-                    && super::window::plan(t, self.lanes, self.registers).is_some()
+                if self.shares.contains_key(&key)
+                    && let Some(t) = self.tiles.get(&key)
                     && let Some(c) = super::window::init_value(s, t)
                 {
                     self.tile_init.insert(key, c);
@@ -529,13 +535,7 @@ impl Operands {
 
 impl Gen<'_> {
     /// Writes the tile: accumulators loaded, the band with the tile unrolled inside, stored.
-    /// `init`: the accumulators' start where the tile writes its initialization (column-shared
-    /// tiles only, see [`Gen::stmts`]).
-    fn register_tile(&mut self, t: &RegTile, init: Option<f64>) {
-        if let Some(w) = super::window::plan(t, self.lanes, self.registers) {
-            self.column_share_tile(t, &w, init);
-            return;
-        }
+    fn register_tile(&mut self, t: &RegTile) {
         let (lane, extent) = t.lane;
         let lanes = self.lanes;
         let acc = self.names.bufs[t.buf].clone();
@@ -547,10 +547,13 @@ impl Gen<'_> {
                 let fixed = |l: &Lin| {
                     l.substitute(&|v| point.iter().find(|p| p.0 == v).map(|p| Lin::constant(p.1)))
                 };
-                let at_lane =
-                    |l: &Lin| fixed(l).substitute(&|v| (v == lane).then(|| Lin::constant(first)));
                 let name = self.names.fresh(&format!("{acc}_r{}", regs.len()));
-                let index = self.lin(&at_lane(t.index));
+                let index = self.lin(&super::window::at_point(
+                    t.index,
+                    &point,
+                    (lane, first),
+                    None,
+                ));
                 regs.push((name, index, map_lins(t.value, &fixed), (first, used)));
             }
         }
