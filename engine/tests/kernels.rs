@@ -416,19 +416,29 @@ fn vectorized_exp_calls_vector_math_and_is_correct() {
 }
 
 /// A serial reduction loop over operands contiguous along it (a dense row's dot product, a row
-/// max, rfactor's combination of partials) is written as `omp simd reduction`, so GCC may
-/// vectorize it; a strided one (a naive matmul's column of B) is left in order. Both match the
-/// reference, on odd lengths.
+/// max, rfactor's combination of partials) is vectorized: in whole vectors, as vector
+/// accumulators and a horizontal tree (`th_hsum`, `th_hmax`); otherwise (an odd length) as
+/// `omp simd reduction`. A strided one (a naive matmul's column of B) is left in order. All
+/// match the reference.
 #[test]
-fn contiguous_reductions_are_simd_reductions_and_correct() {
+fn contiguous_reductions_are_vectorized_and_correct() {
+    #[derive(Debug, PartialEq)]
+    enum Form {
+        Tree,
+        Simd,
+        InOrder,
+    }
     let target = Target::detect();
     let naive = tunehub_engine::schedule::Schedule::default();
+    // 64 and 48 are whole vectors of 4, 8 and 16 lanes; 37 and 29 are not.
     let cases = [
-        (ops::dense(3, 5, 37, true, false).unwrap(), true),
-        (ops::softmax(3, 29).unwrap(), true),
-        (ops::matmul(3, 5, 37).unwrap(), false),
+        (ops::dense(3, 5, 37, true, false).unwrap(), Form::Simd),
+        (ops::softmax(3, 29).unwrap(), Form::Simd),
+        (ops::dense(3, 5, 64, true, false).unwrap(), Form::Tree),
+        (ops::softmax(3, 48).unwrap(), Form::Tree),
+        (ops::matmul(3, 5, 37).unwrap(), Form::InOrder),
     ];
-    for (dag, simd) in cases {
+    for (dag, form) in cases {
         let task = Task::new(dag, "contiguous reduction");
         let k = tunehub_engine::codegen::generate_with(
             &task.dag,
@@ -437,30 +447,36 @@ fn contiguous_reductions_are_simd_reductions_and_correct() {
             &task.lower_options(),
         )
         .unwrap();
+        let simd = k.source.contains("#pragma omp simd reduction(");
+        let tree = k.source.contains(" + th_hsum(");
         assert_eq!(
-            k.source.contains("#pragma omp simd reduction("),
-            simd,
-            "{}",
+            (simd, tree),
+            (form == Form::Simd, form == Form::Tree),
+            "{form:?}: {}",
             k.source
         );
-        if simd {
+        if form == Form::Simd {
             assert!(k.source.contains("reduction(+:"), "{}", k.source);
         }
         for r in Measurer::new(&target, MeasureOptions::check_only())
             .measure(&task, std::slice::from_ref(&naive))
         {
-            assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
+            assert_eq!(r.error, ErrorCode::NoError, "{form:?}: {}", r.error_msg);
         }
     }
-    // Row max: the max clause.
-    let k = tunehub_engine::codegen::generate_with(
-        &ops::softmax(3, 29).unwrap(),
-        &naive,
-        &target,
-        &Default::default(),
-    )
-    .unwrap();
-    assert!(k.source.contains("reduction(max:"), "{}", k.source);
+    // Row max: the max clause, or the max tree.
+    let source = |dag: &ComputeDag| {
+        tunehub_engine::codegen::generate_with(dag, &naive, &target, &Default::default())
+            .unwrap()
+            .source
+    };
+    let odd = source(&ops::softmax(3, 29).unwrap());
+    assert!(odd.contains("reduction(max:"), "{odd}");
+    let whole = source(&ops::softmax(3, 48).unwrap());
+    assert!(
+        whole.contains("th_hmax(") && !whole.contains("reduction(max:"),
+        "{whole}"
+    );
 }
 
 /// Compiles `source` as `k.c` with the target's flags and `args` in a fresh directory, which
@@ -945,13 +961,7 @@ fn softmax_fused_at_the_row_loop_matches_the_reference() {
 #[test]
 fn reduction_partials_in_the_consumers_row_pass_match_the_reference() {
     use tunehub_engine::schedule::Attach;
-    let dag = tunehub_engine::text::parse(
-        "S[i] += X[i,k] where i<5, k<96
-D[i,j] = X[i,j] - S[i] * 0.0104 where i<5, j<96
-V[i] += D[i,k] * D[i,k] where i<5, k<96
-Y[i,j] = D[i,j] * rsqrt(V[i] * 0.0104 + 0.00001) * G[j] + B[j] where i<5, j<96",
-    )
-    .unwrap();
+    let dag = layer_norm(5);
     let target = Target::detect();
     let mut fused = vec![];
     for (_, s) in sketch_schedules(&dag, 9, 40) {
@@ -976,11 +986,83 @@ Y[i,j] = D[i,j] * rsqrt(V[i] * 0.0104 + 0.00001) * G[j] + B[j] where i<5, j<96",
         "{} schedules with the partials beside",
         fused.len()
     );
-    let task = Task::new(dag, "layer norm, partials in the row pass");
-    for (s, r) in fused
-        .iter()
-        .zip(Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &fused))
-    {
+    all_match_the_reference(
+        &target,
+        &Task::new(dag, "layer norm, partials in the row pass"),
+        &fused,
+    );
+}
+
+/// A row-wise output whose reductions are rfactored may take its rows a few at a time (layer
+/// norm over 36 rows: 2 or 4 per step), its reductions' partials computed at that step with
+/// the reduction loop outside the rows (one register tile over the step's rows). The search
+/// draws such schedules and every kernel matches the reference.
+#[test]
+fn row_steps_run_reduction_partials_of_several_rows_together_and_match_the_reference() {
+    use rand::SeedableRng;
+    use tunehub_engine::schedule::{Attach, IterKind};
+    use tunehub_engine::search::annotate::{AnnotateContext, Decider, annotate};
+    use tunehub_engine::search::sketch::{cpu_rules, generate};
+    let dag = layer_norm(36);
+    let target = Target::detect();
+    // Two cores: 36 rows are then enough to share out alone (the parallel rule wants 32), so
+    // the rows may be stepped, whatever this machine's cores.
+    let ctx = AnnotateContext {
+        cores: 2,
+        vector_lanes: i64::from(target.vector_lanes_f32()),
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let mut stepped = vec![];
+    for sk in generate(&dag, &cpu_rules()) {
+        for _ in 0..40 {
+            let (s, state) = annotate(&dag, &sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
+            let Some(k) = state.dag.stages.iter().position(|st| st.name == "V.rf") else {
+                continue;
+            };
+            let f = tunehub_engine::lower::lower(&state).unwrap();
+            let rows = f.buffers.iter().find(|b| b.name == "V.rf").unwrap().shape[0];
+            if rows > 1 && state.stages[k].attach != Attach::Root {
+                let st = &state.stages[k];
+                assert_eq!(
+                    st.nodes[st.leaves[0]].kind,
+                    IterKind::Reduce,
+                    "the reduction outside the rows: {}",
+                    s.to_json()
+                );
+                assert!(rows == 2 || rows == 4, "{rows} rows: {}", s.to_json());
+                stepped.push(s);
+            }
+        }
+    }
+    assert!(
+        stepped.len() >= 3,
+        "{} schedules with rows stepped",
+        stepped.len()
+    );
+    all_match_the_reference(
+        &target,
+        &Task::new(dag, "layer norm, rows stepped"),
+        &stepped,
+    );
+}
+
+/// Layer norm over `rows` rows of 96 in the text form (the bench's, smaller).
+fn layer_norm(rows: usize) -> ComputeDag {
+    let form = "S[i] += X[i,k] where i<R, k<96
+D[i,j] = X[i,j] - S[i] * 0.0104 where i<R, j<96
+V[i] += D[i,k] * D[i,k] where i<R, k<96
+Y[i,j] = D[i,j] * rsqrt(V[i] * 0.0104 + 0.00001) * G[j] + B[j] where i<R, j<96";
+    tunehub_engine::text::parse(&form.replace('R', &rows.to_string())).unwrap()
+}
+
+/// Measures `scheds` of `task` (output check only) and asserts that each matches the reference.
+fn all_match_the_reference(
+    target: &Target,
+    task: &Task,
+    scheds: &[tunehub_engine::schedule::Schedule],
+) {
+    let results = Measurer::new(target, MeasureOptions::check_only()).measure(task, scheds);
+    for (s, r) in scheds.iter().zip(results) {
         assert_eq!(
             r.error,
             ErrorCode::NoError,

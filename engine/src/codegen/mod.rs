@@ -13,13 +13,15 @@
 //! `masked` (their partial and stride-2 vector loads), `peel` (padded copies split by range),
 //! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `window`
 //! (stride-2 window tiles whose columns share their loads: pooling, depthwise convolution),
-//! `vreduce` (simd reductions), `names` (C identifiers), `args` (the kernel's arguments).
+//! `vreduce` (which loops reduce into one element), `hreduce` (those loops in vectors and a
+//! horizontal tree), `names` (C identifiers), `args` (the kernel's arguments).
 //!
 //! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
 //! thread count comes from, never in the loops.
 
 mod args;
+mod hreduce;
 mod lanes;
 mod masked;
 mod names;
@@ -198,6 +200,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         shares,
         tile_init: HashMap::new(),
         inner: None,
+        vector_reductions: false,
     };
     // The helpers are guarded so that kernels concatenate into one file (a kernel pack), and
     // marked unused so that a linked kernel compiles under -Wall -Werror with clang too.
@@ -222,39 +225,6 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         // glibc 2.35; older ones build them scalar.
         header.push_str(VECTOR_MATH_DECLARATIONS);
     }
-    if !g.tiles.is_empty() {
-        // memcpy: tile rows need not be vector-aligned; GCC turns it into one vector move.
-        let _ = writeln!(
-            header,
-            "#ifndef TH_VF\n#define TH_VF\ntypedef float th_vf __attribute__((vector_size({})));",
-            lanes * 4
-        );
-        header.push_str(
-            "static inline __attribute__((unused)) th_vf th_vload(const float* p) { th_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }\n",
-        );
-        header.push_str(
-            "static inline __attribute__((unused)) void th_vstore(float* p, th_vf v) { __builtin_memcpy(p, &v, sizeof v); }\n#endif\n\n",
-        );
-        header.push_str(&masked::helpers(&target.arch, lanes));
-        header.push_str(&vminmax::helpers(&target.arch, lanes));
-        // The operand pin (see `regtile`) needs registers of the vector's width, which the
-        // target's flags give; a kernel written out (`tune --out-c`) and compiled without them
-        // (plain `cc`, no `-march`) would stop at "impossible constraint". There the pin is a
-        // no-op: GCC's generic vectors still compile, slower.
-        if let Some(constraint) = g.pin {
-            let guard = match (target.arch.as_str(), lanes * 4) {
-                ("aarch64", _) => "defined(__ARM_NEON)",
-                (_, 64) => "defined(__AVX512F__)",
-                (_, 32) => "defined(__AVX__)",
-                _ => "defined(__SSE2__)",
-            };
-            let _ = write!(
-                header,
-                "#ifndef TH_PIN\n#if {guard}\n#define TH_PIN(v) __asm__(\"\" : \"+{constraint}\"(v))\n#else\n#define TH_PIN(v) ((void)0)\n#endif\n#endif\n\n"
-            );
-        }
-    }
-
     let mut params = vec![];
     let mut prologue = String::new();
     let mut args = vec![];
@@ -292,6 +262,41 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         });
     }
     g.stmts(&func.body);
+    // After the body: whether it wrote vectors is known only then.
+    if !g.tiles.is_empty() || g.vector_reductions {
+        // memcpy: tile rows need not be vector-aligned; GCC turns it into one vector move.
+        let _ = writeln!(
+            header,
+            "#ifndef TH_VF\n#define TH_VF\ntypedef float th_vf __attribute__((vector_size({})));",
+            lanes * 4
+        );
+        header.push_str(
+            "static inline __attribute__((unused)) th_vf th_vload(const float* p) { th_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }\n",
+        );
+        header.push_str(
+            "static inline __attribute__((unused)) void th_vstore(float* p, th_vf v) { __builtin_memcpy(p, &v, sizeof v); }\n#endif\n\n",
+        );
+        header.push_str(&masked::helpers(&target.arch, lanes));
+        header.push_str(&vminmax::helpers(&target.arch, lanes));
+        header.push_str(&hreduce::helpers(lanes));
+        // The operand pin (see `regtile`) needs registers of the vector's width, which the
+        // target's flags give; a kernel written out (`tune --out-c`) and compiled without them
+        // (plain `cc`, no `-march`) would stop at "impossible constraint". There the pin is a
+        // no-op: GCC's generic vectors still compile, slower.
+        if let Some(constraint) = g.pin {
+            let guard = match (target.arch.as_str(), lanes * 4) {
+                ("aarch64", _) => "defined(__ARM_NEON)",
+                (_, 64) => "defined(__AVX512F__)",
+                (_, 32) => "defined(__AVX__)",
+                _ => "defined(__SSE2__)",
+            };
+            let _ = write!(
+                header,
+                "#ifndef TH_PIN\n#if {guard}\n#define TH_PIN(v) __asm__(\"\" : \"+{constraint}\"(v))\n#else\n#define TH_PIN(v) ((void)0)\n#endif\n#endif\n\n"
+            );
+        }
+    }
+
     if let Some(setter) = linkage.set_num_threads() {
         let _ = write!(
             header,

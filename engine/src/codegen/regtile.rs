@@ -153,7 +153,7 @@ pub(super) fn groups(extent: i64, lanes: i64) -> Vec<(i64, i64)> {
 /// when it is the same in every lane (a scalar the vector operations broadcast), `None` when it
 /// needs what the tile form does not write (gathers, lane-dependent conditions other than a
 /// load on a range of the lane, math calls or min/max over lanes).
-fn vector_form(e: &VExpr, lane: Var) -> Option<bool> {
+pub(super) fn vector_form(e: &VExpr, lane: Var) -> Option<bool> {
     if !uses(e, lane) {
         return Some(false);
     }

@@ -38,6 +38,9 @@ pub(super) struct Gen<'a> {
     pub(super) tile_init: HashMap<*const Stmt, f64>,
     /// The innermost loop being written, whose invariant divisors become reciprocals.
     pub(super) inner: Option<Var>,
+    /// Whether a reduction was written in vectors (see [`super::hreduce`]): the kernel then
+    /// needs the vector helpers.
+    pub(super) vector_reductions: bool,
 }
 
 /// For each accumulating store: the loop before which its base pointer is declared (the
@@ -266,19 +269,19 @@ impl Gen<'_> {
         if matches!(kind, LoopKind::Serial | LoopKind::Unrolled)
             && let Some((buf, index, value, op)) = super::vreduce::contiguous_reduction(var, body)
         {
-            self.simd_reduction(&body[0], &v, extent, (buf, index, value, op));
+            self.simd_reduction(&body[0], (var, &v, extent), (buf, index, value, op));
             return;
         }
         self.open_loop(&v, extent, kind);
         self.block(body);
         self.line("}");
     }
-    /// A reduction loop (see [`super::vreduce`]) as `omp simd reduction` on a scalar.
+    /// A reduction loop (see [`super::vreduce`]) in vectors where it has a vector form
+    /// ([`super::hreduce`]), else as `omp simd reduction` on a scalar.
     fn simd_reduction(
         &mut self,
         store: &Stmt,
-        v: &str,
-        extent: i64,
+        (var, v, extent): (Var, &str, i64),
         (buf, index, value, op): (usize, &Lin, &VExpr, ReduceOp),
     ) {
         let key = store as *const Stmt;
@@ -287,6 +290,10 @@ impl Gen<'_> {
             None => (self.names.bufs[buf].clone(), self.lin(index)),
         };
         let target = format!("{name}[{idx}]");
+        if let Some(acc) = super::hreduce::accumulators(var, extent, self.lanes, value) {
+            self.vector_reduction((var, v, extent, acc), &target, value, op);
+            return;
+        }
         let acc = self.names.fresh("th_red");
         let (clause, update) = match op {
             ReduceOp::Sum => ("+", format!("{acc} + ")),
@@ -512,7 +519,7 @@ impl Gen<'_> {
 /// The operands of one band iteration's updates: each distinct expression gets a name, in the
 /// order of first use.
 #[derive(Default)]
-struct Operands {
+pub(super) struct Operands {
     /// (name, C type, expression), in order.
     order: Vec<(String, &'static str, String)>,
     /// expression -> name.
@@ -530,6 +537,12 @@ impl Operands {
         self.order.push((n.clone(), ty, expr.clone()));
         self.names.insert(expr, n.clone());
         n
+    }
+    /// Declares the operands, in order.
+    pub(super) fn write(&self, g: &mut Gen<'_>) {
+        for (name, ty, expr) in &self.order {
+            g.line(&format!("{ty} {name} = {expr};"));
+        }
     }
 }
 
@@ -603,9 +616,7 @@ impl Gen<'_> {
                 }
             })
             .collect();
-        for (name, ty, expr) in &operands.order {
-            self.line(&format!("{ty} {name} = {expr};"));
-        }
+        operands.write(self);
         // Naming them is not enough: GCC's combine folds a once-loaded vector back into every
         // FMA that reads it. An empty asm that "modifies" the register ends that (the load
         // happens once, into a register). Only when the tile, the vector operands and a
@@ -640,7 +651,7 @@ impl Gen<'_> {
     }
     /// C for `e` over the `used` lanes from `first` on (`group`), and whether it is a vector
     /// (else a scalar the vector operations broadcast). `e` passed `regtile::vector_form`.
-    fn vector_value(
+    pub(super) fn vector_value(
         &mut self,
         e: &VExpr,
         lane: Var,

@@ -7,7 +7,7 @@ use rand::Rng;
 
 /// Relative weights of the mutation kinds. Ansor's defaults for the four it has (tile size
 /// 0.90, compute location 0.05, auto-unroll 0.04, parallel 0.01); the order of the outer tile
-/// loops and the vectorized axis are ours and get a small share.
+/// loops, the vectorized axis and the rows per step are ours and get a small share.
 #[derive(Debug, Clone, Copy)]
 pub struct MutationWeights {
     pub tile_size: f64,
@@ -16,6 +16,7 @@ pub struct MutationWeights {
     pub parallel: f64,
     pub axis_order: f64,
     pub vector_axis: f64,
+    pub row_step: f64,
 }
 
 impl Default for MutationWeights {
@@ -27,6 +28,7 @@ impl Default for MutationWeights {
             parallel: 0.01,
             axis_order: 0.03,
             vector_axis: 0.03,
+            row_step: 0.03,
         }
     }
 }
@@ -40,6 +42,7 @@ impl MutationWeights {
             DecisionKind::Parallel => self.parallel,
             DecisionKind::AxisOrder => self.axis_order,
             DecisionKind::VectorAxis => self.vector_axis,
+            DecisionKind::RowStep => self.row_step,
         }
     }
 }

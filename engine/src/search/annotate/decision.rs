@@ -12,6 +12,7 @@ pub enum DecisionKind {
     ComputeLocation,
     Parallel,
     AutoUnroll,
+    RowStep,
 }
 
 /// One recorded draw.

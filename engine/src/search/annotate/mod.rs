@@ -12,12 +12,13 @@
 
 //!
 //! One module per idea: `decision` (recorded draws), `factor` (tile sizes), `steps` (the steps
-//! under construction and the annotations every plan ends with), and one per stage plan:
-//! `tile`, `skip`, `rfactor`, `row_tile`.
+//! under construction and the annotations every plan ends with), one per stage plan: `tile`,
+//! `skip`, `rfactor`, `row_tile`, and `row_step` (a row-wise output a few rows at a time).
 
 mod decision;
 mod factor;
 mod rfactor;
+mod row_step;
 mod row_tile;
 mod skip;
 mod steps;
@@ -50,6 +51,8 @@ pub fn annotate<R: Rng>(
         state: State::new(dag),
         steps: vec![],
         cur: (0..dag.stages.len()).collect(),
+        rows_hosted: sketch.plans.contains(&StagePlan::Rfactor),
+        row_step: None,
     };
     let outputs = dag.outputs();
     for s in (0..dag.stages.len()).rev() {

@@ -2,6 +2,7 @@
 
 use super::decision::{Decider, DecisionKind};
 use super::factor::whole_vectors;
+use super::row_step::is_row_step;
 use super::skip::skip;
 use super::steps::{AnnotateContext, Gen, parallel, pick_parallel, pick_unroll, vectorize};
 use crate::ir::ComputeDag;
@@ -81,6 +82,13 @@ pub(super) fn rfactor<R: Rng>(
             target,
             target_iter,
         })?;
+        // At a step of several rows: `ko rows.. ki`, the rows' partials one register tile.
+        if is_row_step(g, target, target_iter) {
+            g.apply(Step::Reorder {
+                stage: rf,
+                order: [ns].into_iter().chain(0..ns).chain([ns + 1]).collect(),
+            })?;
+        }
     } else {
         let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
         let p = pick_parallel(d, &space, ctx);

@@ -1,6 +1,7 @@
 //! A stage left untiled: computed at a consumer's loop or at root, then annotated.
 
 use super::decision::{Decider, DecisionKind};
+use super::row_step::row_step;
 use super::steps::{AnnotateContext, Gen, parallel, pick_parallel, pick_unroll, vectorize};
 use crate::ir::ComputeDag;
 use crate::schedule::Step;
@@ -51,8 +52,15 @@ pub(super) fn skip<R: Rng>(
             return Ok(());
         }
     }
-    let k = pick_parallel(d, &space, ctx);
-    parallel(g, t, k, &space)?;
+    let mut k = pick_parallel(d, &space, ctx);
+    let mut outer = space.clone();
+    if is_output && !reduction {
+        let rows = row_step(g, d, s, &space, k)?;
+        if rows > 1 {
+            (k, outer) = (1, vec![space[0] / rows]);
+        }
+    }
+    parallel(g, t, k, &outer)?;
     let n = g.leaves(t);
     if n > 0 {
         let e = *stage.axis_extents().last().unwrap_or(&1);

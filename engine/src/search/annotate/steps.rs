@@ -23,6 +23,11 @@ pub(super) struct Gen {
     pub(super) steps: Vec<Step>,
     /// Current stage index of every stage of the original DAG (cache writes insert stages).
     pub(super) cur: Vec<usize>,
+    /// Whether the sketch computes reductions by rfactor, which a row-wise output may then
+    /// take a few rows at a time (see [`super::row_step`]).
+    pub(super) rows_hosted: bool,
+    /// The loop taking several rows per step, when one does: (DAG stage, iterator node).
+    pub(super) row_step: Option<(usize, usize)>,
 }
 
 impl Gen {
