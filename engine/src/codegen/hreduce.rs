@@ -16,8 +16,8 @@ use crate::ir::ReduceOp;
 use crate::lower::{Lin, VExpr, Var};
 use std::fmt::Write;
 
-/// Independent accumulators at most: enough to cover an add's latency at two vector adds a
-/// cycle, few enough to leave the registers to the operands.
+/// Independent accumulators at most: four chains hide most of a vector add's latency, and
+/// leave the registers to the operands.
 const MAX_ACCUMULATORS: i64 = 4;
 
 /// The vector lane of the written form: a variable no loop has, substituted away before any C
