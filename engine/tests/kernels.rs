@@ -63,9 +63,7 @@ fn hand_written_matmul_schedules_match_the_reference() {
         .into_iter()
         .map(|(ti, tj)| tunehub_engine::schedule::hand::matmul_register_tiled(64, ti, tj))
         .collect();
-    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &schedules) {
-        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
-    }
+    all_match_the_reference(&target, &task, &schedules);
 }
 
 #[test]
@@ -80,9 +78,7 @@ fn hand_written_matmul_with_packed_weights_matches_the_reference() {
             .unwrap();
     assert!(k.source.contains("tunehub_kernel_pack_1"), "B is packed");
     assert_eq!(k.args[1].packed_len, Some(64 * 64));
-    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
-        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
-    }
+    all_match_the_reference(&target, &task, &[sched]);
 }
 
 fn win() -> impl Strategy<Value = Window> {
@@ -261,9 +257,7 @@ fn conv_tile_vectorized_over_channels_is_contiguous_and_correct() {
     assert!(src.contains("conv_local_acc = conv_local + ("), "{src}");
 
     let task = Task::new(dag, "conv2d tile over channels");
-    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
-        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
-    }
+    all_match_the_reference(&target, &task, &[sched]);
 }
 
 /// A layout-free conv2d tile and a matmul tile whose row loop sits between the two reduction
@@ -332,15 +326,7 @@ fn register_tiles_are_written_out_and_correct() {
             "{}:\n{src}",
             task.desc
         );
-        for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
-            assert_eq!(
-                r.error,
-                ErrorCode::NoError,
-                "{}: {}",
-                task.desc,
-                r.error_msg
-            );
-        }
+        all_match_the_reference(&target, &task, &[sched]);
     }
 }
 
@@ -410,9 +396,7 @@ fn vectorized_exp_calls_vector_math_and_is_correct() {
         "no vector expf call in:\n{}",
         k.source
     );
-    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
-        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
-    }
+    all_match_the_reference(&target, &task, &[sched]);
 }
 
 /// A serial reduction loop over operands contiguous along it (a dense row's dot product, a row
@@ -553,9 +537,7 @@ fn vectorized_erf_and_tanh_call_vector_math_where_glibc_has_them() {
         target.compiler,
         k.source
     );
-    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
-        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
-    }
+    all_match_the_reference(&target, &task, &[sched]);
 }
 
 /// A depthwise convolution with its own loops reordered to `n c y ry rx x`, `x` vectorized:
@@ -671,9 +653,7 @@ fn depthwise_s2_tiles_in_a_threads_buffer_match_the_reference() {
         assert!(src.contains("TH_LANEPERM(depthwise_local_r0)"), "{src}");
         assert_eq!(src.contains("th_vstoren(&"), 28 % lanes != 0, "{src}");
     }
-    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
-        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
-    }
+    all_match_the_reference(&target, &task, &[sched]);
 }
 
 /// The host as each x86-64 level (AVX-512, AVX2, SSE2), only those it can run if `runnable`;
@@ -949,9 +929,7 @@ fn softmax_fused_at_the_row_loop_matches_the_reference() {
     let exp = f.buffers.iter().find(|b| b.name == "exp").unwrap();
     assert_eq!(exp.shape, [1, 37]);
     let task = Task::new(dag, "softmax fused at the row loop");
-    for r in Measurer::new(&target, MeasureOptions::check_only()).measure(&task, &[sched]) {
-        assert_eq!(r.error, ErrorCode::NoError, "{}", r.error_msg);
-    }
+    all_match_the_reference(&target, &task, &[sched]);
 }
 
 /// A reduction's partials (rfactor) may be computed at the loop its combination is computed at:
@@ -1055,7 +1033,8 @@ Y[i,j] = D[i,j] * rsqrt(V[i] * 0.0104 + 0.00001) * G[j] + B[j] where i<R, j<96";
     tunehub_engine::text::parse(&form.replace('R', &rows.to_string())).unwrap()
 }
 
-/// Measures `scheds` of `task` (output check only) and asserts that each matches the reference.
+/// Measures `scheds` of `task` (output check only) and asserts that each matches the reference,
+/// naming the task and the schedule where one does not.
 fn all_match_the_reference(
     target: &Target,
     task: &Task,
@@ -1066,7 +1045,8 @@ fn all_match_the_reference(
         assert_eq!(
             r.error,
             ErrorCode::NoError,
-            "{}: {}",
+            "{}, {}: {}",
+            task.desc,
             s.to_json(),
             r.error_msg
         );

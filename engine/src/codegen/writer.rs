@@ -269,7 +269,7 @@ impl Gen<'_> {
         if matches!(kind, LoopKind::Serial | LoopKind::Unrolled)
             && let Some((buf, index, value, op)) = super::vreduce::contiguous_reduction(var, body)
         {
-            self.simd_reduction(&body[0], (var, &v, extent), (buf, index, value, op));
+            self.reduction_loop(&body[0], (var, &v, extent), (buf, index, value, op));
             return;
         }
         self.open_loop(&v, extent, kind);
@@ -278,7 +278,7 @@ impl Gen<'_> {
     }
     /// A reduction loop (see [`super::vreduce`]) in vectors where it has a vector form
     /// ([`super::hreduce`]), else as `omp simd reduction` on a scalar.
-    fn simd_reduction(
+    fn reduction_loop(
         &mut self,
         store: &Stmt,
         (var, v, extent): (Var, &str, i64),
