@@ -799,23 +799,46 @@ fn pooling_columns_shared_match_the_reference_at_every_x86_vector_width() {
 /// reduction would have stored before the tile. A 19-wide output row (a whole vector and a
 /// partial one at 16 lanes), padding inlined or not, at every x86 vector width the host runs:
 /// the source has the form where its vectors fit the registers, and the kernel matches the
-/// reference.
+/// reference. On 16 lanes the tile computes in the in-lane order (`vshufps`'s): checked under
+/// AVX-512's flags and without them (the same order by generic shuffles), and in a tile of two
+/// rows of a cache-write buffer initialized whole, whose accumulators go through memory in and
+/// out of that order.
 #[test]
 fn depthwise_columns_shared_match_the_reference_at_every_x86_vector_width() {
     let host = Target::detect();
+    let mut levels = x86_levels(&host, true);
+    // 16 lanes built without AVX-512's flags: AVX2's instructions, the kernel's generic branch.
+    if let Some((_, v3)) = levels.iter().find(|l| l.0 == "x86-64-v3") {
+        let mut features = v3.features.clone();
+        features.push("avx512f".into());
+        let wide = v3
+            .clone()
+            .with_overrides(&tunehub_engine::target::TargetOverrides {
+                features: Some(features),
+                ..Default::default()
+            });
+        levels.push(("x86-64-v3 with 16 lanes", wide));
+    }
+    let in_lane =
+        |src: &str| src.contains("= TH_EVENS_IL(") && src.contains("TH_FROM_IL(depthwise");
     for (k, pad, inline) in [(3, 1, true), (3, 1, false), (2, 0, false), (3, 0, false)] {
         let win = Window::square(k, 2, pad);
         // 19 output columns: 2 * 18 + k input columns, padding included.
         let dag = ops::depthwise_conv2d_nchw(1, 3, 7, 36 + k - 2 * pad, win, false, false).unwrap();
         let sched = depthwise_row_tile(&dag, inline);
         let task = Task::new(dag, "depthwise columns shared");
-        for (march, target) in x86_levels(&host, true) {
+        for (march, target) in &levels {
             let what = format!("{march}, k {k}, pad {pad}, inline {inline}");
-            let src = checked_source(&task, &sched, &target, &what);
-            let fits = columns_fit(&target, 19, false);
+            let src = checked_source(&task, &sched, target, &what);
+            let fits = columns_fit(target, 19, false);
             assert_eq!(
                 src.contains("const th_vf depthwise_w0 = th_vload"),
                 fits,
+                "{what}:\n{src}"
+            );
+            assert_eq!(
+                in_lane(&src),
+                fits && target.vector_lanes_f32() == 16,
                 "{what}:\n{src}"
             );
             // The reduction's zeros stored right before the tile become its registers' start.
@@ -825,6 +848,41 @@ fn depthwise_columns_shared_match_the_reference_at_every_x86_vector_width() {
                 "{what}:\n{src}"
             );
         }
+    }
+    // A schedule of the search's: the output cached in a buffer per channel (stage 3), zeroed
+    // whole, then computed in tiles of two rows.
+    let dag =
+        ops::depthwise_conv2d_nchw(1, 3, 7, 37, Window::square(3, 2, 1), false, false).unwrap();
+    let sched = tunehub_engine::schedule::Schedule::from_json_value(&serde_json::json!([
+        ["CHW", 3, "local"],
+        ["SP", 4, 3, 19, [1, 19], 1],
+        ["SP", 4, 2, 4, [2, 2], 1],
+        ["SP", 4, 1, 3, [1, 3], 1],
+        ["SP", 4, 0, 1, [1, 1], 1],
+        ["RE", 4, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]],
+        ["FU", 4, [0, 1, 2]],
+        ["AN", 4, 0, 3],
+        ["AN", 4, 9, 2],
+        ["CA", 3, 4, 5],
+        ["SP", 3, 5, 3, [3], 1],
+        ["SP", 3, 4, 3, [1], 1],
+        ["SP", 3, 3, 19, [19], 1],
+        ["SP", 3, 2, 2, [2], 1],
+        ["SP", 3, 1, 3, [1], 1],
+        ["SP", 3, 0, 1, [1], 1],
+        ["RE", 3, [8, 10, 0, 2, 4, 6, 9, 11, 1, 3, 5, 7]],
+        ["AN", 3, 11, 2],
+        ["CA", 2, 3, 2],
+        ["AN", 2, 3, 2]
+    ]))
+    .unwrap();
+    let task = Task::new(dag, "depthwise columns shared, accumulators in memory");
+    for (march, target) in &levels {
+        let what = format!("{march}, accumulators in memory");
+        let src = checked_source(&task, &sched, target, &what);
+        let wide = target.vector_lanes_f32() == 16;
+        assert_eq!(in_lane(&src), wide, "{what}:\n{src}");
+        assert_eq!(src.contains("= TH_TO_IL(th_vload"), wide, "{what}:\n{src}");
     }
 }
 

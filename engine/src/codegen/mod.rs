@@ -201,6 +201,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         tile_init: HashMap::new(),
         inner: None,
         vector_reductions: false,
+        in_lane: masked::in_lane_order(&target.arch, lanes),
     };
     // The helpers are guarded so that kernels concatenate into one file (a kernel pack), and
     // marked unused so that a linked kernel compiles under -Wall -Werror with clang too.

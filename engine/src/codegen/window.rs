@@ -14,6 +14,14 @@
 //! (AVX-512, 2 threads, one run): the plain form 74.6 us, rows first on aligned pairs 23.2 us,
 //! a stream of the same bytes 24.5 us (docs/experiments/2026-11-29-pool-columns-zen4.md).
 //!
+//! A weighted tile (a depthwise convolution's) computes in the in-lane order of
+//! `masked::in_lane_order` where the target has one (AVX-512): its evens and odds are then
+//! `vshufps`, which a Zen 4 issues beside the FMAs, where `vpermt2ps` takes their pipes (8 FMAs
+//! and 8 `vpermt2ps` on independent registers took 16 cycles, with 8 `vshufps` 8.3). The shifts
+//! stay two-vector shuffles, in that order; the accumulators are moved into it and back where
+//! they meet memory. A 3x3 stride-2 row by hand, 21.01 -> 19.05 us
+//! (docs/experiments/2026-11-29-in-lane-zen4.md).
+//!
 //! The tile qualifies when its value is such a load, bare or under a select on a range of the
 //! lane (inlined padding), or its product with a value equal in every lane (a weight); when the
 //! innermost band loop (the window's columns) steps the load's index by one and moves the
@@ -252,8 +260,14 @@ impl Gen<'_> {
                 regs.push((name, format!("&{acc}[{index}]"), used));
             }
         }
+        // A weighted tile (a depthwise convolution's) computes in the in-lane order, where the
+        // target has one: its FMAs and the shuffles then issue side by side. A max pool's
+        // columns are not FMA-bound, and the order's permutation at the store cost it 3-4%.
+        let order = self.in_lane.clone().filter(|_| w.scale.is_some());
+        let in_lane = order.is_some();
         let start = |at: &str, used: i64| match init {
             Some(c) => format!("((th_vf){{0}} + {})", float_literal(c)),
+            None if in_lane => format!("TH_TO_IL({})", vload(at, used, lanes)),
             None => vload(at, used, lanes),
         };
         let mut halves = vec![];
@@ -304,7 +318,7 @@ impl Gen<'_> {
             }
         }
         if !w.rows_first {
-            self.column_updates(t, w, &points, &halves, &regs);
+            self.column_updates(t, w, &points, &halves, &regs, order.as_deref());
         }
         for _ in band {
             self.depth -= 1;
@@ -314,10 +328,15 @@ impl Gen<'_> {
             for (r, at, used) in &regs {
                 self.line(&format!("th_vf {r} = {};", start(at, *used)));
             }
-            self.column_updates(t, w, &points, &halves, &regs);
+            self.column_updates(t, w, &points, &halves, &regs, order.as_deref());
         }
         for (r, at, used) in &regs {
-            self.line(&vstore(at, r, *used, lanes));
+            let v = if in_lane {
+                format!("TH_FROM_IL({r})")
+            } else {
+                r.clone()
+            };
+            self.line(&vstore(at, &v, *used, lanes));
         }
         self.depth -= 1;
         self.line("}");
@@ -361,6 +380,7 @@ impl Gen<'_> {
         points: &[Vec<(Var, i64)>],
         halves: &[Half],
         regs: &[(String, String, i64)],
+        order: Option<&[i64]>,
     ) {
         let lanes = self.lanes;
         let (cols, width) = w.cols;
@@ -379,17 +399,29 @@ impl Gen<'_> {
                     .map_or(ident.clone(), |h| h.name.clone())
             };
             let f = if parity == 0 { "TH_EVENS" } else { "TH_ODDS" };
+            let il = if order.is_some() { "_IL" } else { "" };
             let name = g.names.fresh(&format!("{acc}_p"));
             g.line(&format!(
-                "const th_vf {name} = {f}({}, {});",
+                "const th_vf {name} = {f}{il}({}, {});",
                 half(0),
                 half(1)
             ));
             parts.insert((point, pair, parity), name.clone());
             name
         };
+        // Lane x of the result is lane `k + x` of the two vectors' lanes, one after the other;
+        // in the in-lane order both the result's lanes and its sources' are permuted.
         let lanes_from = |k: i64| -> String {
-            let v: Vec<String> = (k..k + lanes).map(|i| i.to_string()).collect();
+            let v: Vec<String> = (0..lanes)
+                .map(|j| match order {
+                    None => (k + j).to_string(),
+                    Some(o) => {
+                        let (from, x) = ((k + o[j as usize]) / lanes, (k + o[j as usize]) % lanes);
+                        let at = o.iter().position(|&y| y == x).expect("a permutation") as i64;
+                        (from * lanes + at).to_string()
+                    }
+                })
+                .collect();
             v.join(", ")
         };
         for (pi, point) in points.iter().enumerate() {
