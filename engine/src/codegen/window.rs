@@ -203,6 +203,69 @@ pub(super) fn init_value(init: &Stmt, t: &RegTile) -> Option<f64> {
     (renamed == t.index.substitute(&ones)).then_some(c)
 }
 
+/// The column-shared tile that `next` reaches through a perfect chain of loops, each of which
+/// gives the tile fresh accumulators, and the constant `init` fills that tile's whole buffer
+/// with: (the tile's key, the constant). Such a tile starts from the constant instead of
+/// loading what `init` stored (a cache-write buffer zeroed whole, then computed tile by tile:
+/// the stores of a partial vector do not forward to the tile's whole-vector load). Every loop
+/// of the chain with more than one iteration must be a space loop of the tile's store, so no
+/// accumulator is updated by two executions of the tile; and `init`, the tiles and the buffer
+/// must count the same elements, so the tiles cover what `init` wrote. `init` is still
+/// written: it is only not read back.
+pub(super) fn init_before_chain(
+    init: &Stmt,
+    next: &Stmt,
+    tiles: &HashMap<*const Stmt, RegTile>,
+    shares: &HashMap<*const Stmt, ColumnShare>,
+    elems: impl Fn(usize) -> i64,
+) -> Option<(*const Stmt, f64)> {
+    let mut chain = vec![];
+    let mut s = next;
+    let (key, t) = loop {
+        let key = s as *const Stmt;
+        if shares.contains_key(&key)
+            && let Some(t) = tiles.get(&key)
+        {
+            break (key, t);
+        }
+        match s {
+            Stmt::For {
+                var, extent, body, ..
+            } if body.len() == 1 => {
+                chain.push((*var, *extent));
+                s = &body[0];
+            }
+            _ => return None,
+        }
+    };
+    let mut written = 1;
+    let mut s = init;
+    let c = loop {
+        match s {
+            Stmt::For { extent, body, .. } if body.len() == 1 => {
+                written *= extent;
+                s = &body[0];
+            }
+            Stmt::Store {
+                buf,
+                value: VExpr::Const(c),
+                reduce: None,
+                ..
+            } if *buf == t.buf => break *c,
+            _ => return None,
+        }
+    };
+    let mut space = vec![];
+    t.index.vars(&mut space);
+    if chain.iter().any(|(v, n)| *n > 1 && !space.contains(v)) {
+        return None;
+    }
+    let tiled: i64 = chain.iter().map(|c| c.1).product::<i64>()
+        * t.tile.iter().map(|l| l.1).product::<i64>()
+        * t.lane.1;
+    (!chain.is_empty() && written == tiled && tiled == elems(t.buf)).then_some((key, c))
+}
+
 /// One half of a pair: `lanes` elements from `offset` (from its row's first tap), of which
 /// `[lo, hi)` are in the row's span, for tile point `point`.
 struct Half {

@@ -457,6 +457,14 @@ impl Gen<'_> {
                     self.tile_init.insert(key, c);
                     continue;
                 }
+                let buffers = &self.func.buffers;
+                if let Some((key, c)) =
+                    super::window::init_before_chain(s, next, &self.tiles, &self.shares, |b| {
+                        buffers[b].elems()
+                    })
+                {
+                    self.tile_init.insert(key, c);
+                }
             }
             self.stmt(s);
         }
