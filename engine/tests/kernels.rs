@@ -850,81 +850,84 @@ fn depthwise_columns_shared_match_the_reference_at_every_x86_vector_width() {
             );
         }
     }
-    // A schedule of the search's: the output cached in a buffer per channel (stage 3), zeroed
-    // whole, then computed in tiles of two rows.
-    let dag =
-        ops::depthwise_conv2d_nchw(1, 3, 7, 37, Window::square(3, 2, 1), false, false).unwrap();
-    let sched = tunehub_engine::schedule::Schedule::from_json_value(&serde_json::json!([
-        ["CHW", 3, "local"],
-        ["SP", 4, 3, 19, [1, 19], 1],
-        ["SP", 4, 2, 4, [2, 2], 1],
-        ["SP", 4, 1, 3, [1, 3], 1],
-        ["SP", 4, 0, 1, [1, 1], 1],
-        ["RE", 4, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]],
-        ["FU", 4, [0, 1, 2]],
-        ["AN", 4, 0, 3],
-        ["AN", 4, 9, 2],
-        ["CA", 3, 4, 5],
-        ["SP", 3, 5, 3, [3], 1],
-        ["SP", 3, 4, 3, [1], 1],
-        ["SP", 3, 3, 19, [19], 1],
-        ["SP", 3, 2, 2, [2], 1],
-        ["SP", 3, 1, 3, [1], 1],
-        ["SP", 3, 0, 1, [1], 1],
-        ["RE", 3, [8, 10, 0, 2, 4, 6, 9, 11, 1, 3, 5, 7]],
-        ["AN", 3, 11, 2],
-        ["CA", 2, 3, 2],
-        ["AN", 2, 3, 2]
-    ]))
-    .unwrap();
-    let task = Task::new(dag, "depthwise columns shared, accumulators in memory");
-    for (march, target) in &levels {
-        let what = format!("{march}, accumulators in memory");
-        let src = checked_source(&task, &sched, target, &what);
-        let wide = target.vector_lanes_f32() == 16;
-        assert_eq!(in_lane(&src), wide, "{what}:\n{src}");
-        assert_eq!(src.contains("= TH_TO_IL(th_vload"), wide, "{what}:\n{src}");
-    }
-    // Another: a buffer of 12 channels by 2 rows zeroed whole, then tiles of 2 channels by a
-    // row, each tile once per element (the window's loops all inside it): the tiles start from
-    // the zeros' constant, not from memory.
-    let dag =
-        ops::depthwise_conv2d_nchw(1, 12, 7, 37, Window::square(3, 2, 1), false, false).unwrap();
-    let sched = tunehub_engine::schedule::Schedule::from_json_value(&serde_json::json!([
-        ["CHW", 3, "local"],
-        ["SP", 4, 3, 19, [1, 19], 1],
-        ["SP", 4, 2, 4, [1, 2], 1],
-        ["SP", 4, 1, 12, [1, 12], 1],
-        ["SP", 4, 0, 1, [1, 1], 1],
-        ["RE", 4, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]],
-        ["FU", 4, [0, 1, 2, 3, 4, 5, 6]],
-        ["AN", 4, 0, 3],
-        ["AN", 4, 5, 2],
-        ["CA", 3, 4, 1],
-        ["SP", 3, 5, 3, [3], 1],
-        ["SP", 3, 4, 3, [3], 1],
-        ["SP", 3, 3, 19, [19], 1],
-        ["SP", 3, 2, 2, [1], 1],
-        ["SP", 3, 1, 12, [2], 1],
-        ["SP", 3, 0, 1, [1], 1],
-        ["RE", 3, [8, 10, 0, 2, 4, 6, 9, 11, 1, 3, 5, 7]],
-        ["AN", 3, 11, 2],
-        ["CI", 2]
-    ]))
-    .unwrap();
-    let task = Task::new(dag, "depthwise columns shared, buffer zeroed whole");
-    for (march, target) in &levels {
-        let what = format!("{march}, buffer zeroed whole");
-        let src = checked_source(&task, &sched, target, &what);
-        let wide = target.vector_lanes_f32() == 16;
-        assert_eq!(in_lane(&src), wide, "{what}:\n{src}");
-        assert_eq!(
-            src.contains("th_vf depthwise_local_r0 = ((th_vf){0} + 0.0f);"),
-            wide,
-            "{what}:\n{src}"
-        );
-        assert!(!src.contains("TH_TO_IL(th_vload"), "{what}:\n{src}");
-    }
+    // Two schedules of the search's, the output cached in a buffer (stage 3) zeroed whole:
+    // - per channel, computed in tiles of two rows with the window's columns in a loop outside
+    //   them: the accumulators are loaded, moved into the order, and back at the store;
+    // - 12 channels by 2 rows, tiles of 2 channels by a row, each once per element (the
+    //   window's loops all inside it): the tiles start from the zeros' constant instead.
+    let cached = |c: i64, steps: serde_json::Value, from_constant: bool| {
+        let dag =
+            ops::depthwise_conv2d_nchw(1, c, 7, 37, Window::square(3, 2, 1), false, false).unwrap();
+        let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
+        let task = Task::new(dag, "depthwise columns shared, output cached");
+        for (march, target) in &levels {
+            let what = format!("{march}, {c} channels, output cached");
+            let src = checked_source(&task, &sched, target, &what);
+            let wide = target.vector_lanes_f32() == 16;
+            assert_eq!(in_lane(&src), wide, "{what}:\n{src}");
+            assert_eq!(
+                src.contains("= TH_TO_IL(th_vload"),
+                wide && !from_constant,
+                "{what}:\n{src}"
+            );
+            assert_eq!(
+                src.contains("th_vf depthwise_local_r0 = ((th_vf){0} + 0.0f);"),
+                wide && from_constant,
+                "{what}:\n{src}"
+            );
+        }
+    };
+    cached(
+        3,
+        serde_json::json!([
+            ["CHW", 3, "local"],
+            ["SP", 4, 3, 19, [1, 19], 1],
+            ["SP", 4, 2, 4, [2, 2], 1],
+            ["SP", 4, 1, 3, [1, 3], 1],
+            ["SP", 4, 0, 1, [1, 1], 1],
+            ["RE", 4, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]],
+            ["FU", 4, [0, 1, 2]],
+            ["AN", 4, 0, 3],
+            ["AN", 4, 9, 2],
+            ["CA", 3, 4, 5],
+            ["SP", 3, 5, 3, [3], 1],
+            ["SP", 3, 4, 3, [1], 1],
+            ["SP", 3, 3, 19, [19], 1],
+            ["SP", 3, 2, 2, [2], 1],
+            ["SP", 3, 1, 3, [1], 1],
+            ["SP", 3, 0, 1, [1], 1],
+            ["RE", 3, [8, 10, 0, 2, 4, 6, 9, 11, 1, 3, 5, 7]],
+            ["AN", 3, 11, 2],
+            ["CA", 2, 3, 2],
+            ["AN", 2, 3, 2]
+        ]),
+        false,
+    );
+    cached(
+        12,
+        serde_json::json!([
+            ["CHW", 3, "local"],
+            ["SP", 4, 3, 19, [1, 19], 1],
+            ["SP", 4, 2, 4, [1, 2], 1],
+            ["SP", 4, 1, 12, [1, 12], 1],
+            ["SP", 4, 0, 1, [1, 1], 1],
+            ["RE", 4, [0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]],
+            ["FU", 4, [0, 1, 2, 3, 4, 5, 6]],
+            ["AN", 4, 0, 3],
+            ["AN", 4, 5, 2],
+            ["CA", 3, 4, 1],
+            ["SP", 3, 5, 3, [3], 1],
+            ["SP", 3, 4, 3, [3], 1],
+            ["SP", 3, 3, 19, [19], 1],
+            ["SP", 3, 2, 2, [1], 1],
+            ["SP", 3, 1, 12, [2], 1],
+            ["SP", 3, 0, 1, [1], 1],
+            ["RE", 3, [8, 10, 0, 2, 4, 6, 9, 11, 1, 3, 5, 7]],
+            ["AN", 3, 11, 2],
+            ["CI", 2]
+        ]),
+        true,
+    );
 }
 
 /// `samples` schedules per sketch of `dag`, as the search draws them (sketch rules, then

@@ -14,8 +14,8 @@
 //!   one-lane shifts where a window's columns share their loads (`window`);
 //! - `TH_EVENS_IL` and `TH_ODDS_IL` (AVX-512) give a pair's evens and odds in the in-lane order
 //!   of [`in_lane_order`], and `TH_TO_IL` / `TH_FROM_IL` move a vector into and out of it: a
-//!   column-shared tile computes in that order, since `vpermt2ps` issues on the FMA's pipes on
-//!   a Zen 4 and `vshufps` beside them;
+//!   weighted column-shared tile (a depthwise convolution's) computes in that order, since
+//!   `vpermt2ps` issues on the FMA's pipes on a Zen 4 and `vshufps` beside them;
 //! - `th_vloadm` and `th_vload2m` read the lanes of a bit mask and give a constant in the others
 //!   (padding inlined into a tile's operand: see `peel`), never touching memory outside the
 //!   mask, so a padded row's edge is read straight from the unpadded input.

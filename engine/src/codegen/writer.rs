@@ -38,7 +38,7 @@ pub(super) struct Gen<'a> {
     pub(super) tile_init: HashMap<*const Stmt, f64>,
     /// The innermost loop being written, whose invariant divisors become reciprocals.
     pub(super) inner: Option<Var>,
-    /// The lane order column-shared tiles compute in, where the target has one (see
+    /// The lane order weighted column-shared tiles compute in, where the target has one (see
     /// [`super::masked::in_lane_order`]).
     pub(super) in_lane: Option<Vec<i64>>,
     /// Whether a reduction was written in vectors (see [`super::hreduce`]): the kernel then
