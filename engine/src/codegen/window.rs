@@ -160,13 +160,19 @@ pub(super) fn element_cond(c: &VCond, lane: Var, cols: Var, offset: i64) -> VCon
     })
 }
 
-/// The constant `init` stores into exactly the accumulators of `t`, if it does: a perfect nest
-/// whose loops of more than one iteration are the tile's (its space loops, then the lane, of
-/// the same extents) and whose store, its loops renamed to the tile's, has the tile's index.
-pub(super) fn init_value(init: &Stmt, t: &RegTile) -> Option<f64> {
+/// A perfect nest that stores one constant: its loops (outermost first), the store's index and
+/// the constant.
+struct ConstantNest<'s> {
+    loops: Vec<(Var, i64)>,
+    index: &'s Lin,
+    value: f64,
+}
+
+/// `s` as a [`ConstantNest`] into `buf`, if it is one.
+fn constant_nest(s: &Stmt, buf: usize) -> Option<ConstantNest<'_>> {
     let mut loops = vec![];
-    let mut s = init;
-    let (index, c) = loop {
+    let mut s = s;
+    loop {
         match s {
             Stmt::For {
                 var, extent, body, ..
@@ -175,14 +181,31 @@ pub(super) fn init_value(init: &Stmt, t: &RegTile) -> Option<f64> {
                 s = &body[0];
             }
             Stmt::Store {
-                buf,
+                buf: b,
                 index,
                 value: VExpr::Const(c),
                 reduce: None,
-            } if *buf == t.buf => break (index, *c),
+            } if *b == buf => {
+                return Some(ConstantNest {
+                    loops,
+                    index,
+                    value: *c,
+                });
+            }
             _ => return None,
         }
-    };
+    }
+}
+
+/// The constant `init` stores into exactly the accumulators of `t`, if it does: a perfect nest
+/// whose loops of more than one iteration are the tile's (its space loops, then the lane, of
+/// the same extents) and whose store, its loops renamed to the tile's, has the tile's index.
+pub(super) fn init_value(init: &Stmt, t: &RegTile) -> Option<f64> {
+    let ConstantNest {
+        loops,
+        index,
+        value: c,
+    } = constant_nest(init, t.buf)?;
     let live = |l: &&(Var, i64)| l.1 > 1;
     let mine: Vec<&(Var, i64)> = loops.iter().filter(live).collect();
     let tiles: Vec<&(Var, i64)> = t.tile.iter().chain([&t.lane]).filter(live).collect();
@@ -238,23 +261,8 @@ pub(super) fn init_before_chain(
             _ => return None,
         }
     };
-    let mut written = 1;
-    let mut s = init;
-    let c = loop {
-        match s {
-            Stmt::For { extent, body, .. } if body.len() == 1 => {
-                written *= extent;
-                s = &body[0];
-            }
-            Stmt::Store {
-                buf,
-                value: VExpr::Const(c),
-                reduce: None,
-                ..
-            } if *buf == t.buf => break *c,
-            _ => return None,
-        }
-    };
+    let nest = constant_nest(init, t.buf)?;
+    let written: i64 = nest.loops.iter().map(|l| l.1).product();
     let mut space = vec![];
     t.index.vars(&mut space);
     if chain.iter().any(|(v, n)| *n > 1 && !space.contains(v)) {
@@ -263,7 +271,7 @@ pub(super) fn init_before_chain(
     let tiled: i64 = chain.iter().map(|c| c.1).product::<i64>()
         * t.tile.iter().map(|l| l.1).product::<i64>()
         * t.lane.1;
-    (!chain.is_empty() && written == tiled && tiled == elems(t.buf)).then_some((key, c))
+    (!chain.is_empty() && written == tiled && tiled == elems(t.buf)).then_some((key, nest.value))
 }
 
 /// One half of a pair: `lanes` elements from `offset` (from its row's first tap), of which
