@@ -75,31 +75,43 @@ pub(super) fn register_tiles(
     out
 }
 
+/// The loops of the perfect nest from `s` down (each body one statement), outermost first, and
+/// the statement below them: the first that is not such a loop, or at which `stop` holds.
+pub(super) fn perfect_nest(
+    s: &Stmt,
+    stop: impl Fn(&Stmt) -> bool,
+) -> (Vec<(Var, i64, LoopKind)>, &Stmt) {
+    let mut loops = vec![];
+    let mut s = s;
+    while let Stmt::For {
+        var,
+        extent,
+        kind,
+        body,
+    } = s
+        && body.len() == 1
+        && !stop(s)
+    {
+        loops.push((*var, *extent, *kind));
+        s = &body[0];
+    }
+    (loops, s)
+}
+
 /// The register tile whose band starts at `top`, if the nest below it is one.
 fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
     // The perfect nest from `top` down to a store.
-    let mut loops = vec![];
-    let mut s = top;
-    let (buf, index, value, op) = loop {
-        match s {
-            Stmt::For {
-                var,
-                extent,
-                kind,
-                body,
-            } if body.len() == 1 => {
-                loops.push((*var, *extent, *kind));
-                s = &body[0];
-            }
-            Stmt::Store {
-                buf,
-                index,
-                value,
-                reduce: Some(op),
-            } => break (*buf, index, value, *op),
-            _ => return None,
-        }
+    let (loops, inner) = perfect_nest(top, |_| false);
+    let Stmt::Store {
+        buf,
+        index,
+        value,
+        reduce: Some(op),
+    } = inner
+    else {
+        return None;
     };
+    let (buf, op) = (*buf, *op);
     let &(lane, lane_extent, LoopKind::Vectorized) = loops.last()? else {
         return None;
     };

@@ -30,7 +30,7 @@
 
 use super::lanes::{cond_uses, lane_coef, uses};
 use super::peel::lane_range;
-use super::regtile::{RegTile, map_cond, map_lins, tile_points};
+use super::regtile::{RegTile, map_cond, map_lins, perfect_nest, tile_points};
 use super::writer::{Gen, float_literal, vload, vstore};
 use crate::ir::{BinaryOp, ReduceOp};
 use crate::lower::{Lin, Stmt, VCond, VExpr, Var};
@@ -170,30 +170,19 @@ struct ConstantNest<'s> {
 
 /// `s` as a [`ConstantNest`] into `buf`, if it is one.
 fn constant_nest(s: &Stmt, buf: usize) -> Option<ConstantNest<'_>> {
-    let mut loops = vec![];
-    let mut s = s;
-    loop {
-        match s {
-            Stmt::For {
-                var, extent, body, ..
-            } if body.len() == 1 => {
-                loops.push((*var, *extent));
-                s = &body[0];
-            }
-            Stmt::Store {
-                buf: b,
-                index,
-                value: VExpr::Const(c),
-                reduce: None,
-            } if *b == buf => {
-                return Some(ConstantNest {
-                    loops,
-                    index,
-                    value: *c,
-                });
-            }
-            _ => return None,
-        }
+    let (loops, inner) = perfect_nest(s, |_| false);
+    match inner {
+        Stmt::Store {
+            buf: b,
+            index,
+            value: VExpr::Const(c),
+            reduce: None,
+        } if *b == buf => Some(ConstantNest {
+            loops: loops.iter().map(|l| (l.0, l.1)).collect(),
+            index,
+            value: *c,
+        }),
+        _ => None,
     }
 }
 
@@ -242,30 +231,18 @@ pub(super) fn init_before_chain(
     shares: &HashMap<*const Stmt, ColumnShare>,
     elems: impl Fn(usize) -> i64,
 ) -> Option<(*const Stmt, f64)> {
-    let mut chain = vec![];
-    let mut s = next;
-    let (key, t) = loop {
-        let key = s as *const Stmt;
-        if shares.contains_key(&key)
-            && let Some(t) = tiles.get(&key)
-        {
-            break (key, t);
-        }
-        match s {
-            Stmt::For {
-                var, extent, body, ..
-            } if body.len() == 1 => {
-                chain.push((*var, *extent));
-                s = &body[0];
-            }
-            _ => return None,
-        }
-    };
+    let is_tile = |s: &Stmt| shares.contains_key(&(s as *const Stmt));
+    let (chain, inner) = perfect_nest(next, is_tile);
+    let key = inner as *const Stmt;
+    if !is_tile(inner) {
+        return None;
+    }
+    let t = tiles.get(&key)?;
     let nest = constant_nest(init, t.buf)?;
     let written: i64 = nest.loops.iter().map(|l| l.1).product();
     let mut space = vec![];
     t.index.vars(&mut space);
-    if chain.iter().any(|(v, n)| *n > 1 && !space.contains(v)) {
+    if chain.iter().any(|(v, n, _)| *n > 1 && !space.contains(v)) {
         return None;
     }
     let tiled: i64 = chain.iter().map(|c| c.1).product::<i64>()
