@@ -35,14 +35,13 @@
 //!   server`, `/proc` (memory, CPU time), the machine's load, percentiles.
 //!
 //! `query`, `dispatch` and `swarm` run the release binaries `tunehub` and `tunehub-worker` found beside
-//! this one: `cargo build --release -p tunehub-bench -p tunehub-server -p tunehub-worker`.
+//! this one: `cargo build --release -p tunehub-bench -p tunehub -p tunehub-worker`.
 
 mod bandwidth;
 mod blas;
 mod compare;
 mod cprobe;
 mod dispatch;
-mod embedded;
 mod mathroof;
 mod network;
 mod plot;

@@ -13,11 +13,12 @@ use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
+use tunehub::embedded::{Embedded, EmbeddedOptions};
+use tunehub::workload;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_onnx::InputShapes;
 use tunehub_proto::v1 as pb;
 use tunehub_server::config::Limits;
-use tunehub_server::workload;
 
 #[derive(Args)]
 pub struct NetworkArgs {
@@ -62,16 +63,15 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         cores: a.cores,
         ..TargetOverrides::default()
     });
-    let (running, mut c) = crate::embedded::start(
-        &db,
-        target,
-        a.population,
-        Limits {
+    let mut service = Embedded::start(EmbeddedOptions {
+        population: a.population,
+        limits: Limits {
             max_trials_per_job: a.trials.saturating_mul(n),
             max_tasks_per_job: n,
             ..Limits::default()
         },
-    )
+        ..EmbeddedOptions::new(db.to_string_lossy(), target)
+    })
     .await?;
     let tasks = list
         .tasks
@@ -98,7 +98,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     let mut done: HashMap<u32, u32> = HashMap::new();
     // (trials so far, wall seconds, estimate seconds, tasks without a best)
     let mut curve: Vec<(u32, f64, f64, u32)> = vec![];
-    let job = crate::embedded::run_job(&running, &mut c, req, |e| {
+    let job = service.run(req, |e| {
         match e {
             pb::job_event::Event::Round(t) => {
                 done.insert(t.index, t.trials_done);
@@ -119,8 +119,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     })
     .await?;
     let wall = start.elapsed().as_secs_f64();
-    drop(c);
-    running.shutdown().await?;
+    service.shutdown().await?;
     let Some(est) = job.estimate else {
         bail!("no task has a successful kernel");
     };

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// The API token the benchmarks' servers require (and their clients send).
 pub const TOKEN: &str = "bench-token";
 
-/// A binary built beside this one (`cargo build --release -p tunehub-server -p tunehub-worker`
+/// A binary built beside this one (`cargo build --release -p tunehub -p tunehub-worker`
 /// puts `tunehub` and `tunehub-worker` next to `tunehub-bench`).
 pub fn sibling_bin(name: &str) -> Result<PathBuf> {
     let me = std::env::current_exe().context("where this executable is")?;
@@ -20,7 +20,7 @@ pub fn sibling_bin(name: &str) -> Result<PathBuf> {
     if !p.is_file() {
         bail!(
             "{} is missing: build it beside this benchmark (cargo build --release -p tunehub-bench \
-             -p tunehub-server -p tunehub-worker)",
+             -p tunehub -p tunehub-worker)",
             p.display()
         );
     }

@@ -24,14 +24,14 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tunehub::client::ClientConfig;
+use tunehub::client::{self, Clients};
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_proto::v1 as pb;
 use tunehub_server::api::records::{record_line, target_line, workload_line};
-use tunehub_server::client::{self, Clients};
-use tunehub_server::config::ClientConfig;
 use tunehub_server::records::{Record, Workload, canonical_steps};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

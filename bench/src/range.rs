@@ -14,14 +14,15 @@ use std::fmt::Write as _;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
+use tunehub::client::Clients;
+use tunehub::embedded::{Embedded, EmbeddedOptions};
+use tunehub::workload;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
 use tunehub_engine::transfer::range;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 use tunehub_server::config::Limits;
-use tunehub_server::{server, workload};
 
 #[derive(Args)]
 pub struct RangeArgs {
@@ -52,40 +53,32 @@ pub struct RangeArgs {
 }
 
 /// An embedded server on a throwaway SQLite file (what `tunehub tune` runs) and a client.
-async fn embedded(
-    db: &std::path::Path,
-    a: &RangeArgs,
-    tasks: u32,
-) -> Result<(server::RunningServer, Clients)> {
-    crate::embedded::start(
-        db,
-        Target::detect(),
-        a.population,
-        Limits {
+async fn embedded(db: &std::path::Path, a: &RangeArgs, tasks: u32) -> Result<Embedded> {
+    Embedded::start(EmbeddedOptions {
+        population: a.population,
+        limits: Limits {
             max_trials_per_job: a.trials.saturating_mul(tasks),
             max_tasks_per_job: tasks,
             ..Limits::default()
         },
-    )
+        ..EmbeddedOptions::new(db.to_string_lossy(), Target::detect())
+    })
     .await
 }
 
 /// Submits `req`, runs it on the embedded server to its end; the job and its wall seconds.
-async fn run_job(
-    running: &server::RunningServer,
-    c: &mut Clients,
-    req: pb::SubmitRequest,
-) -> Result<(pb::Job, f64)> {
+async fn run_job(service: &mut Embedded, req: pb::SubmitRequest) -> Result<(pb::Job, f64)> {
     let start = Instant::now();
     let mut done: HashMap<u32, u32> = HashMap::new();
-    let job = crate::embedded::run_job(running, c, req, |e| {
-        if let pb::job_event::Event::Round(t) = e {
-            done.insert(t.index, t.trials_done);
-            eprint!("\r{:>6} trials", done.values().sum::<u32>());
-        }
-        ControlFlow::Continue(())
-    })
-    .await?;
+    let job = service
+        .run(req, |e| {
+            if let pb::job_event::Event::Round(t) = e {
+                done.insert(t.index, t.trials_done);
+                eprint!("\r{:>6} trials", done.values().sum::<u32>());
+            }
+            ControlFlow::Continue(())
+        })
+        .await?;
     eprintln!();
     Ok((job, start.elapsed().as_secs_f64()))
 }
@@ -158,18 +151,14 @@ pub async fn run(a: RangeArgs) -> Result<()> {
 
     // The range, tuned through its representatives.
     let dir = tempfile::tempdir()?;
-    let (running, mut c) = embedded(&dir.path().join("range.db"), &a, reps.len() as u32).await?;
+    let mut service = embedded(&dir.path().join("range.db"), &a, reps.len() as u32).await?;
     eprintln!("range {}: {} representatives", parsed.spec(), reps.len());
-    let (range_job, range_wall) = run_job(
-        &running,
-        &mut c,
-        request(vec![], Some(req_range.clone()), &a),
-    )
-    .await?;
+    let (range_job, range_wall) =
+        run_job(&mut service, request(vec![], Some(req_range.clone()), &a)).await?;
     let range_trials: u32 = range_job.tasks.iter().map(|t| t.trials_done).sum();
     let mut adapted = vec![];
     for w in &workloads {
-        let r = best_steps(&mut c, w).await?;
+        let r = best_steps(&mut service.clients, w).await?;
         let t = r
             .transfer
             .context("a held-out shape answered without its range")?;
@@ -178,11 +167,10 @@ pub async fn run(a: RangeArgs) -> Result<()> {
             t.source_description,
         ));
     }
-    drop(c);
-    running.shutdown().await?;
+    service.shutdown().await?;
 
     // Each held-out shape tuned alone, cold (a database of its own: no neighbour, no model).
-    let (running, mut c) = embedded(&dir.path().join("alone.db"), &a, held.len() as u32).await?;
+    let mut service = embedded(&dir.path().join("alone.db"), &a, held.len() as u32).await?;
     let tasks = workloads
         .iter()
         .map(|w| pb::TaskSpec {
@@ -192,26 +180,25 @@ pub async fn run(a: RangeArgs) -> Result<()> {
         })
         .collect();
     eprintln!("{} held-out shapes tuned alone", held.len());
-    let (alone_job, alone_wall) = run_job(&running, &mut c, request(tasks, None, &a)).await?;
+    let (alone_job, alone_wall) = run_job(&mut service, request(tasks, None, &a)).await?;
     let alone_trials: u32 = alone_job.tasks.iter().map(|t| t.trials_done).sum();
     let mut own = vec![];
     for w in &workloads {
         own.push(
-            best_steps(&mut c, w)
+            best_steps(&mut service.clients, w)
                 .await?
                 .record
                 .context("no own record")?
                 .steps_json,
         );
     }
-    drop(c);
-    running.shutdown().await?;
+    service.shutdown().await?;
 
     // Both kernels of each shape measured here, in turns.
     let mut measurer = Measurer::new(&Target::detect(), MeasureOptions::default());
     let mut shapes = vec![];
     for (i, w) in workloads.iter().enumerate() {
-        let task = workload::task_of(w)
+        let task = tunehub_server::workload::task_of(w)
             .context("an op spec")?
             .map_err(anyhow::Error::msg)?;
         let scheds = [

@@ -44,10 +44,9 @@ use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
-use tunehub_server::config::Limits;
-use tunehub_server::server::RunningServer;
-use tunehub_server::workload;
+
+use tunehub::embedded::{Embedded, EmbeddedOptions};
+use tunehub::workload;
 
 /// One family of a structure: shapes tuned as neighbours, and shapes held out.
 struct Family {
@@ -253,8 +252,7 @@ impl WarmFrom {
 /// A database and the embedded server on it (no job loop: `tune` runs each job itself).
 struct Db {
     dir: tempfile::TempDir,
-    running: RunningServer,
-    c: Clients,
+    service: Embedded,
 }
 
 impl Db {
@@ -263,14 +261,13 @@ impl Db {
     }
 
     async fn open(a: &ReuseArgs, dir: tempfile::TempDir) -> Result<Db> {
-        let (running, c) = crate::embedded::start(
-            &dir.path().join("reuse.db"),
-            Target::detect(),
-            a.population,
-            Limits::default(),
-        )
+        let db = dir.path().join("reuse.db");
+        let service = Embedded::start(EmbeddedOptions {
+            population: a.population,
+            ..EmbeddedOptions::new(db.to_string_lossy(), Target::detect())
+        })
         .await?;
-        Ok(Db { dir, running, c })
+        Ok(Db { dir, service })
     }
 
     /// A new database holding a copy of a stopped one's files (its records and saved model):
@@ -322,26 +319,29 @@ impl Db {
             ..Default::default()
         };
         let mut curves: Vec<Vec<(u32, f64)>> = vec![vec![]; specs.len()];
-        let j = crate::embedded::run_job(&self.running, &mut self.c, req, |e| {
-            if let pb::job_event::Event::Round(t) = e
-                && let (Some(curve), Some(g)) = (curves.get_mut(t.index as usize), t.best_gflops)
-            {
-                curve.push((t.trials_done, g));
-            }
-            // Every task's best reached the level: the rest of the budget would change nothing
-            // the figure reads.
-            let reached = stop_at.is_some_and(|level| {
-                curves
-                    .iter()
-                    .all(|c| c.last().is_some_and(|&(_, g)| g >= level))
-            });
-            if reached {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .await?;
+        let j = self
+            .service
+            .run(req, |e| {
+                if let pb::job_event::Event::Round(t) = e
+                    && let (Some(curve), Some(g)) =
+                        (curves.get_mut(t.index as usize), t.best_gflops)
+                {
+                    curve.push((t.trials_done, g));
+                }
+                // Every task's best reached the level: the rest of the budget would change nothing
+                // the figure reads.
+                let reached = stop_at.is_some_and(|level| {
+                    curves
+                        .iter()
+                        .all(|c| c.last().is_some_and(|&(_, g)| g >= level))
+                });
+                if reached {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .await?;
         let stopped = stop_at.is_some() && j.state == pb::JobState::Cancelled as i32;
         if j.state != pb::JobState::Done as i32 && !stopped {
             bail!("the job ended {:?}: {}", j.state(), j.error);
@@ -358,7 +358,7 @@ impl Db {
         for ((rounds, t), spec) in curves.into_iter().zip(&j.tasks).zip(specs) {
             let (trials, kernels) = self.per_trial(&t.workload_key, t.flops).await?;
             // The task as the server made it of the submitted workload.
-            let task = workload::task_of(&workload::from_op_spec(spec))
+            let task = tunehub_server::workload::task_of(&workload::from_op_spec(spec))
                 .context("an op spec is a task")?
                 .map_err(anyhow::Error::msg)?;
             if task.key != t.workload_key {
@@ -413,8 +413,7 @@ impl Db {
 
     /// Stops the server; its directory (deleted when dropped) holds the database files.
     async fn stop(self) -> Result<tempfile::TempDir> {
-        drop(self.c);
-        self.running.shutdown().await?;
+        self.service.shutdown().await?;
         Ok(self.dir)
     }
 }
@@ -491,7 +490,7 @@ async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
             };
             // The zero-shot answer (its source and distance), then its top candidates measured.
             // A shape with no answer is a row without a figure, and the status says why.
-            let answer = match db.c.query.best(ask(false)).await {
+            let answer = match db.service.clients.query.best(ask(false)).await {
                 Ok(r) => r.into_inner(),
                 Err(e) => {
                     eprintln!("{s}: no zero-shot answer: {:?} {}", e.code(), e.message());
@@ -500,12 +499,14 @@ async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
                 }
             };
             let t = answer.transfer.clone().unwrap_or_default();
-            let measured =
-                db.c.query
-                    .best(ask(true))
-                    .await
-                    .with_context(|| format!("measuring the zero-shot candidates of {s}"))?
-                    .into_inner();
+            let measured = db
+                .service
+                .clients
+                .query
+                .best(ask(true))
+                .await
+                .with_context(|| format!("measuring the zero-shot candidates of {s}"))?
+                .into_inner();
             // Still a transfer: every measurement was dropped (failed or noisy); no figure.
             let (g, kernel) = match (&measured.transfer, &measured.record) {
                 (None, Some(r)) => (r.gflops, Some(r.steps_json.clone())),

@@ -27,11 +27,11 @@ use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tunehub::client::ClientConfig;
+use tunehub::client::{self, Clients};
 use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_client::WorkersClient;
-use tunehub_server::client::{self, Clients};
-use tunehub_server::config::ClientConfig;
 
 /// Simulated workers per gRPC connection.
 const PER_CONNECTION: usize = 100;

@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tunehub::client::{self, Clients};
 use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::schedule::Schedule;
@@ -27,7 +28,6 @@ use tunehub_engine::target::Target;
 use tunehub_engine::transfer;
 use tunehub_proto::v1 as pb;
 use tunehub_server::api::records::{record_line, target_line, workload_line};
-use tunehub_server::client::{self, Clients};
 use tunehub_server::records::{Record, canonical_steps};
 
 /// Schedules sampled per structure, on its base shape; each workload gets `RECORDS` of them.

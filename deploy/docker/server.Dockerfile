@@ -15,7 +15,7 @@ WORKDIR /src
 COPY . .
 # The same command as .ci/run (the dev profile CI tests; it optimises every dependency and
 # the engine, see Cargo.toml). tests/tests/deploy.rs checks that the two lines agree.
-RUN cargo build --locked -p tunehub-server --bin tunehub
+RUN cargo build --locked -p tunehub --bin tunehub
 # The binary without its debug info.
 RUN objcopy --strip-debug target/debug/tunehub /tunehub
 

@@ -1,18 +1,29 @@
-//! Configuration of the server and of the client commands: flags, then environment variables
-//! (clap reads both), then an optional TOML file (`--config`), then defaults.
+//! Configuration of the service: flags, then environment variables (clap reads both), then an
+//! optional TOML file (`--config`, its `[server]` table), then defaults.
 //!
 //! Flags are `Option`s without clap defaults so that a value missing on the command line can be
-//! taken from the file; the defaults are written in each flag's help.
+//! taken from the file. Each default is a constant here (or the engine's, for the search), read
+//! by both the flag's help and `ServerConfig::resolve`.
 
 use clap::{ArgAction, Args, value_parser};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use tunehub_engine::search::{DEFAULT_BATCH, DEFAULT_POPULATION};
 use tunehub_engine::target::TargetOverrides;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
-pub const DEFAULT_SERVER_URL: &str = "http://127.0.0.1:50051";
+pub const DEFAULT_DB: &str = "tunehub.db";
+pub const DEFAULT_LEASE_S: f64 = 30.0;
+pub const DEFAULT_POLL_MS: u64 = 1000;
+pub const DEFAULT_HEARTBEAT_MS: u64 = 1000;
+pub const DEFAULT_CACHE_TTL_MS: u64 = 2000;
+pub const DEFAULT_TUNE_TRANSFERRED_TRIALS: u32 = 64;
 
+/// A flag's help with its default, from the constant the configuration uses.
+fn help(text: &str, default: impl std::fmt::Display) -> String {
+    format!("{text} [default: {default}]")
+}
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read the configuration file {path}")]
@@ -28,14 +39,15 @@ pub enum ConfigError {
 }
 
 /// The TOML file: a `[server]` table for `tunehub server`, a `[client]` table for the commands
-/// that talk to a server. Keys are the long flags' names with `_` for `-`.
+/// that talk to a server (the command line's and the Python client's to read). Keys are the
+/// long flags' names with `_` for `-`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     #[serde(default)]
     pub server: ServerFile,
     #[serde(default)]
-    pub client: ClientFile,
+    pub client: toml::Table,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -70,14 +82,6 @@ pub struct ServerFile {
     pub march: Option<String>,
     pub tune_transferred: Option<bool>,
     pub tune_transferred_trials: Option<u32>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClientFile {
-    pub server: Option<String>,
-    pub token: Option<String>,
-    pub ca_cert: Option<PathBuf>,
 }
 
 impl ConfigFile {
@@ -118,6 +122,17 @@ pub struct TargetArgs {
 }
 
 impl TargetArgs {
+    /// The detected target's overrides these flags ask for.
+    pub fn overrides(&self) -> TargetOverrides {
+        TargetOverrides {
+            cores: self.cores.map(|c| c as usize),
+            compiler: self.compiler.clone(),
+            cflags: self.cflags_list(),
+            march: self.march.clone(),
+            ..TargetOverrides::default()
+        }
+    }
+
     /// The flags as separate arguments.
     pub fn cflags_list(&self) -> Option<Vec<String>> {
         self.cflags
@@ -133,9 +148,9 @@ pub struct ServerArgs {
     #[arg(long, value_name = "FILE", env = "TUNEHUB_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// Address to serve gRPC on [default: 127.0.0.1:50051]. Port 0 picks a free port; the
-    /// first line on stdout says which (`listening on ADDR`).
-    #[arg(long, value_name = "ADDR", env = "TUNEHUB_LISTEN")]
+    #[arg(long, value_name = "ADDR", env = "TUNEHUB_LISTEN", help = format!(
+        "Address to serve gRPC on [default: {DEFAULT_LISTEN}]. Port 0 picks a free port; the \
+         first line on stdout says which (`listening on ADDR`)"))]
     pub listen: Option<SocketAddr>,
 
     /// Where workers reach this server (HOST:PORT, or HOST for the listen port), when server
@@ -150,9 +165,9 @@ pub struct ServerArgs {
     #[arg(long, value_name = "ADDR", env = "TUNEHUB_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
 
-    /// Database: a SQLite file (created if missing), a sqlite:// or a postgres:// URL
-    /// [default: tunehub.db].
-    #[arg(long, value_name = "PATH_OR_URL", env = "TUNEHUB_DB")]
+    #[arg(long, value_name = "PATH_OR_URL", env = "TUNEHUB_DB", help = help(
+        "Database: a SQLite file (created if missing), a sqlite:// or a postgres:// URL",
+        DEFAULT_DB))]
     pub db: Option<String>,
 
     /// Admin API token a client must present (`authorization: Bearer TOKEN`); repeat for
@@ -196,39 +211,40 @@ pub struct ServerArgs {
     )]
     pub tls_worker_ca: Option<PathBuf>,
 
-    /// Most trials (all tasks together) one job may ask for [default: 100000].
-    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..),
+          help = help("Most trials (all tasks together) one job may ask for", Limits::default().max_trials_per_job))]
     pub max_trials_per_job: Option<u32>,
 
-    /// Most tasks in one job [default: 256].
-    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..),
+          help = help("Most tasks in one job", Limits::default().max_tasks_per_job))]
     pub max_tasks_per_job: Option<u32>,
 
-    /// Largest gRPC message accepted or sent, in bytes [default: 16777216].
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES",
+          help = help("Largest gRPC message accepted or sent, in bytes", Limits::default().max_message_bytes))]
     pub max_message_bytes: Option<usize>,
 
-    /// Seconds a claimed job, or a pool of workers, stays this server's without renewal; after
-    /// a crash another server (or this one restarted) takes it over once it runs out
-    /// [default: 30].
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", help = help(
+        "Seconds a claimed job, or a pool of workers, stays this server's without renewal; after \
+         a crash another server (or this one restarted) takes it over once it runs out",
+        DEFAULT_LEASE_S))]
     pub lease_s: Option<f64>,
 
-    /// Milliseconds between looks for claimable jobs when idle [default: 1000].
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS",
+          help = help("Milliseconds between looks for claimable jobs when idle", DEFAULT_POLL_MS))]
     pub poll_ms: Option<u64>,
 
-    /// Milliseconds between a worker's heartbeats (the server tells each worker at
-    /// registration); a worker silent for 3.5 of them is offline and loses its piece. Longer
-    /// suits large fleets (the server's cost per worker is mostly heartbeats); shorter
-    /// re-dispatches a dead worker's piece sooner [default: 1000].
-    #[arg(long, value_name = "MS", value_parser = value_parser!(u64).range(100..=60_000))]
+    #[arg(long, value_name = "MS", value_parser = value_parser!(u64).range(100..=60_000), help = help(
+        "Milliseconds between a worker's heartbeats (the server tells each worker at \
+         registration); a worker silent for 3.5 of them is offline and loses its piece. Longer \
+         suits large fleets (the server's cost per worker is mostly heartbeats); shorter \
+         re-dispatches a dead worker's piece sooner",
+        DEFAULT_HEARTBEAT_MS))]
     pub heartbeat_ms: Option<u64>,
 
-    /// Milliseconds a cached best record, or a kept range or zero-shot answer, is trusted before
-    /// it is read or made again (records stored by other servers show up after this) [default:
-    /// 2000].
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", help = help(
+        "Milliseconds a cached best record, or a kept range or zero-shot answer, is trusted \
+         before it is read or made again (records stored by other servers show up after this)",
+        DEFAULT_CACHE_TTL_MS))]
     pub cache_ttl_ms: Option<u64>,
 
     /// This server's name in job claims and in the records it measures [default:
@@ -236,19 +252,19 @@ pub struct ServerArgs {
     #[arg(long, value_name = "NAME", env = "TUNEHUB_INSTANCE")]
     pub instance: Option<String>,
 
-    /// Most jobs a pool of worker devices runs at once, its workers shared by the jobs'
-    /// priorities (weight 2^(priority/5)); the server's own machine runs one job at a time
-    /// whatever this says [default: 4].
-    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024), help = help(
+        "Most jobs a pool of worker devices runs at once, its workers shared by the jobs' \
+         priorities (weight 2^(priority/5)); the server's own machine runs one job at a time \
+         whatever this says",
+        crate::jobs::DEFAULT_JOBS_PER_POOL))]
     pub jobs_per_pool: Option<u32>,
 
-    /// Candidates per round when a job does not say [default: 16].
-    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1024),
+          help = help("Candidates per round when a job does not say", DEFAULT_BATCH))]
     pub batch: Option<u32>,
 
-    /// Evolutionary search population per round (Ansor's is 2048; smaller is faster per round
-    /// and searches less) [default: 2048].
-    #[arg(long, value_name = "N", env = "TUNEHUB_POPULATION", value_parser = value_parser!(u64).range(1..=1_000_000))]
+    #[arg(long, value_name = "N", env = "TUNEHUB_POPULATION", value_parser = value_parser!(u64).range(1..=1_000_000),
+          help = help("Evolutionary search population per round (Ansor's; smaller is faster per round and searches less)", DEFAULT_POPULATION))]
     pub population: Option<u64>,
 
     /// Queue a background tuning job for every workload a zero-shot answer (`allow_transfer`)
@@ -256,8 +272,8 @@ pub struct ServerArgs {
     #[arg(long, env = "TUNEHUB_TUNE_TRANSFERRED")]
     pub tune_transferred: bool,
 
-    /// Trials of each such job [default: 64].
-    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..),
+          help = help("Trials of each such job", DEFAULT_TUNE_TRANSFERRED_TRIALS))]
     pub tune_transferred_trials: Option<u32>,
 
     #[command(flatten)]
@@ -315,7 +331,7 @@ impl Default for Limits {
             max_tasks_per_job: 256,
             max_message_bytes: 16 << 20,
             // One default with the CLI and the benchmark: the engine's.
-            default_batch: tunehub_engine::search::DEFAULT_BATCH as u32,
+            default_batch: DEFAULT_BATCH as u32,
         }
     }
 }
@@ -376,13 +392,16 @@ impl ServerConfig {
                 "advertise address {a:?}: give HOST:PORT"
             )));
         }
-        let lease_s = args.lease_s.or(f.lease_s).unwrap_or(30.0);
+        let lease_s = args.lease_s.or(f.lease_s).unwrap_or(DEFAULT_LEASE_S);
         if !(lease_s.is_finite() && (0.3..=86_400.0).contains(&lease_s)) {
             return Err(ConfigError::Invalid(format!(
                 "lease of {lease_s} s: give 0.3 to 86400 seconds"
             )));
         }
-        let heartbeat_ms = args.heartbeat_ms.or(f.heartbeat_ms).unwrap_or(1000);
+        let heartbeat_ms = args
+            .heartbeat_ms
+            .or(f.heartbeat_ms)
+            .unwrap_or(DEFAULT_HEARTBEAT_MS);
         if !(100..=60_000).contains(&heartbeat_ms) {
             return Err(ConfigError::Invalid(format!(
                 "heartbeat of {heartbeat_ms} ms: give 100 to 60000 ms"
@@ -410,7 +429,7 @@ impl ServerConfig {
                 .db
                 .clone()
                 .or(f.db)
-                .unwrap_or_else(|| "tunehub.db".into()),
+                .unwrap_or_else(|| DEFAULT_DB.into()),
             tokens,
             allow_unauthenticated,
             tls,
@@ -431,9 +450,16 @@ impl ServerConfig {
                 default_batch: args.batch.or(f.batch).unwrap_or(d.default_batch),
             },
             lease_ms: (lease_s * 1000.0) as u64,
-            poll_ms: args.poll_ms.or(f.poll_ms).unwrap_or(1000).max(10),
+            poll_ms: args
+                .poll_ms
+                .or(f.poll_ms)
+                .unwrap_or(DEFAULT_POLL_MS)
+                .max(10),
             heartbeat_ms,
-            cache_ttl_ms: args.cache_ttl_ms.or(f.cache_ttl_ms).unwrap_or(2000),
+            cache_ttl_ms: args
+                .cache_ttl_ms
+                .or(f.cache_ttl_ms)
+                .unwrap_or(DEFAULT_CACHE_TTL_MS),
             jobs_per_pool,
             instance: args
                 .instance
@@ -451,65 +477,16 @@ impl ServerConfig {
                 .population
                 .map(|p| p as usize)
                 .or(f.population)
-                .unwrap_or(2048)
+                .unwrap_or(DEFAULT_POPULATION)
                 .max(1),
             run_jobs: true,
             tune_transferred: (args.tune_transferred || f.tune_transferred.unwrap_or(false)).then(
                 || {
                     args.tune_transferred_trials
                         .or(f.tune_transferred_trials)
-                        .unwrap_or(64)
+                        .unwrap_or(DEFAULT_TUNE_TRANSFERRED_TRIALS)
                 },
             ),
-        })
-    }
-}
-
-/// How the client commands reach a server.
-#[derive(Debug, Clone, Default, Args)]
-pub struct ClientArgs {
-    /// The server's URL: http://HOST:PORT, or https://HOST:PORT for TLS
-    /// [default: http://127.0.0.1:50051].
-    #[arg(long, value_name = "URL", env = "TUNEHUB_SERVER")]
-    pub server: Option<String>,
-
-    /// API token sent with every call.
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        env = "TUNEHUB_TOKEN",
-        hide_env_values = true
-    )]
-    pub token: Option<String>,
-
-    /// CA certificate (PEM) that signed the server's TLS certificate (for https URLs).
-    #[arg(long, value_name = "FILE", env = "TUNEHUB_CA_CERT")]
-    pub ca_cert: Option<PathBuf>,
-
-    /// TOML configuration file ([client] table; flags and environment variables win over it).
-    #[arg(long, value_name = "FILE", env = "TUNEHUB_CONFIG")]
-    pub config: Option<PathBuf>,
-}
-
-/// The client's settings, resolved.
-#[derive(Debug, Clone)]
-pub struct ClientConfig {
-    pub server: String,
-    pub token: Option<String>,
-    pub ca_cert: Option<PathBuf>,
-}
-
-impl ClientConfig {
-    pub fn resolve(args: &ClientArgs) -> Result<ClientConfig, ConfigError> {
-        let f = ConfigFile::load(args.config.as_deref())?.client;
-        Ok(ClientConfig {
-            server: args
-                .server
-                .clone()
-                .or(f.server)
-                .unwrap_or_else(|| DEFAULT_SERVER_URL.into()),
-            token: args.token.clone().or(f.token),
-            ca_cert: args.ca_cert.clone().or(f.ca_cert),
         })
     }
 }
@@ -540,12 +517,6 @@ mod tests {
         assert_eq!(c.limits.max_tasks_per_job, 3);
         assert_eq!(c.limits.max_trials_per_job, 100_000);
         assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
-        let cc = ClientConfig::resolve(&ClientArgs {
-            config: Some(path.clone()),
-            ..ClientArgs::default()
-        })
-        .unwrap();
-        assert_eq!(cc.server, "http://h:1");
 
         assert_eq!(c.jobs_per_pool, crate::jobs::DEFAULT_JOBS_PER_POOL);
         assert_eq!(c.tune_transferred, None, "off by default");

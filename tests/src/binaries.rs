@@ -2,7 +2,7 @@
 //!
 //! Cargo hands a package's tests the paths of that package's own binaries only, so these
 //! tests build the two themselves, with the very commands CI and the container images use
-//! (`cargo build -p tunehub-server --bin tunehub`, one package at a time: the same feature
+//! (`cargo build -p tunehub --bin tunehub`, one package at a time: the same feature
 //! resolution, hence the same artifacts, fresh and quick under `cargo test --workspace`), in
 //! the target directory and profile these tests were built in. A stale binary beside them is
 //! never run as it is.
@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 /// The `tunehub` command line and server.
 pub fn tunehub() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| build("tunehub-server", "tunehub"))
+    BUILT.get_or_init(|| build("tunehub", "tunehub"))
 }
 
 /// The measurement worker.

@@ -7,8 +7,8 @@ use crate::binaries;
 use crate::server::Server;
 use std::process::Command;
 use std::time::Duration;
+use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 
 /// A fake worker registered with a server; its heartbeats stop when dropped.
 pub struct FaultyWorker {

@@ -4,8 +4,8 @@
 use std::time::Duration;
 use tokio_stream::StreamExt;
 use tonic::Code;
+use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 
 /// Short timing and no noise guard (tests share the machine): they check behaviour, not speed.
 pub fn quick() -> pb::MeasureOptions {

@@ -5,8 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
-use tunehub_server::client::{self, Clients};
-use tunehub_server::config::ClientConfig;
+use tunehub::client::ClientConfig;
+use tunehub::client::{self, Clients};
 
 /// The API token every test server requires.
 pub const TOKEN: &str = "test-token-1";

@@ -83,7 +83,7 @@ fn command(url: &str, device: &str, token: &str, extra: &[&str]) -> Command {
 }
 
 /// Waits until a worker is registered and online; its target key (its pool).
-pub async fn wait_pool(c: &mut tunehub_server::client::Clients) -> String {
+pub async fn wait_pool(c: &mut tunehub::client::Clients) -> String {
     use tunehub_proto::v1 as pb;
     crate::wait::until("a worker registered", Duration::from_secs(60), async || {
         c.workers

@@ -7,8 +7,8 @@
 use std::process::Command;
 use std::time::Duration;
 use tonic::Code;
+use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 use tunehub_tests::{
     Server, TOKEN, Worker, binaries, code_of, get, is_final, quick, submit, task, wait, wait_final,
     wait_trials,

@@ -11,7 +11,7 @@ use serde_yaml::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use tunehub_server::cli::Cli;
+use tunehub::Cli;
 use tunehub_tests::binaries;
 
 fn repo() -> PathBuf {

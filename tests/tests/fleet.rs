@@ -6,8 +6,8 @@
 
 use std::process::Command;
 use std::time::Duration;
+use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 use tunehub_tests::faulty_worker::{self, measured_ok};
 use tunehub_tests::{
     FaultyWorker, Server, TOKEN, Worker, binaries, get, quick, submit, task, tools, wait,
@@ -303,8 +303,8 @@ async fn workers_reconnect_to_a_restarted_server_and_the_job_finishes() {
 /// healthy worker is quarantined for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_measure_a_layout_free_task_under_its_own_key() {
+    use tunehub::workload;
     use tunehub_engine::{ops, task::Task};
-    use tunehub_server::workload;
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");

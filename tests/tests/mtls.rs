@@ -5,9 +5,9 @@
 use std::time::Duration;
 use tonic::Code;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use tunehub::client::BearerToken;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_client::WorkersClient;
-use tunehub_server::auth::BearerToken;
 use tunehub_tests::certs::{Ca, Leaf};
 use tunehub_tests::{Server, TOKEN, Worker, sqlite_path, wait};
 
@@ -64,7 +64,7 @@ async fn worker_calls_need_a_certificate_of_the_worker_ca() {
     );
 
     // A client without a certificate: its calls are served, a worker call is refused.
-    let mut c = tunehub_server::client::connect(&tunehub_server::config::ClientConfig {
+    let mut c = tunehub::client::connect(&tunehub::client::ClientConfig {
         server: format!("https://{}", server.addr),
         token: Some(TOKEN.into()),
         ca_cert: Some(ca.cert.clone()),

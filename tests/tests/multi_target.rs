@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::process::{Command, Output};
 use std::time::Duration;
 use tonic::Code;
+use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 use tunehub_tests::{Server, TOKEN, Worker, code_of, quick, task, wait_final};
 
 /// Keeps the worker's target apart from the server's own, as in the fleet tests.

@@ -13,8 +13,8 @@ use sqlx::{Connection, Row};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 use tunehub_tests::{Server, Worker, quick, task, tools, wait, wait_trials};
 
 /// Keeps the worker's target apart from the server's own, as in the fleet tests.

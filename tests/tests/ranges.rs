@@ -7,13 +7,13 @@
 
 use std::time::Duration;
 use tonic::Code;
+use tunehub::client::Clients;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
 use tunehub_engine::ops;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 use tunehub_tests::{
     Server, TOKEN, binaries, code_of, fresh_db, op, sqlite_path, submit_req, task, wait_final,
 };

@@ -10,8 +10,8 @@ use sqlx::{Connection, Row};
 use std::process::Command;
 use std::time::Duration;
 use tonic::Code;
+use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 use tunehub_tests::{
     Server, Worker, binaries, code_of, fresh_db, get, quick, submit, task, wait, wait_final,
     wait_trials,

@@ -500,7 +500,7 @@ async fn records_export_and_import_round_trip() {
     let mut ca = a.client().await;
     let job = submit(&mut ca, submit_req(vec![task("softmax(4,40)", 3)], 3)).await;
     wait_final(&mut ca, &job.id, Duration::from_secs(240)).await;
-    let export = |mut c: tunehub_server::client::Clients| async move {
+    let export = |mut c: tunehub::client::Clients| async move {
         let mut s = c
             .records
             .export(pb::ExportRequest::default())
@@ -523,7 +523,7 @@ async fn records_export_and_import_round_trip() {
 
     let b = Server::start(&sqlite_path(dir.path(), "b.db"), "b", &[]);
     let mut cb = b.client().await;
-    let send = |mut c: tunehub_server::client::Clients, lines: Vec<String>| async move {
+    let send = |mut c: tunehub::client::Clients, lines: Vec<String>| async move {
         c.records
             .import(tokio_stream::iter(vec![pb::RecordLines { lines }]))
             .await
@@ -547,7 +547,7 @@ async fn records_export_and_import_round_trip() {
         "the same lines come back out"
     );
 
-    let best = |mut c: tunehub_server::client::Clients, target: String| async move {
+    let best = |mut c: tunehub::client::Clients, target: String| async move {
         c.query
             .best(pb::BestRequest {
                 workload: Some(op("softmax(4,40)")),
@@ -723,7 +723,7 @@ async fn tls_when_configured() {
     let (cert, key) = (leaf.cert.to_str().unwrap(), leaf.key.to_str().unwrap());
     let server = Server::start(&p("tls.db"), "tls", &["--tls-cert", cert, "--tls-key", key]);
     let url = format!("https://{}", server.addr);
-    let mut c = tunehub_server::client::connect(&tunehub_server::config::ClientConfig {
+    let mut c = tunehub::client::connect(&tunehub::client::ClientConfig {
         server: url,
         token: Some(TOKEN.into()),
         ca_cert: Some(ca.cert.clone()),
@@ -732,7 +732,7 @@ async fn tls_when_configured() {
     .expect("a TLS connection");
     assert!(c.jobs.list(pb::ListJobsRequest::default()).await.is_ok());
     // Plain HTTP/2 to a TLS server gets nowhere.
-    let plain = tunehub_server::client::connect(&tunehub_server::config::ClientConfig {
+    let plain = tunehub::client::connect(&tunehub::client::ClientConfig {
         server: server.url(),
         token: Some(TOKEN.into()),
         ca_cert: None,
@@ -759,7 +759,7 @@ async fn reflection_lists_the_services() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&sqlite_path(dir.path(), "refl.db"), "s1", &[]);
     let c = server.client().await;
-    let token = tunehub_server::auth::BearerToken::new(Some(TOKEN)).unwrap();
+    let token = tunehub::client::BearerToken::new(Some(TOKEN)).unwrap();
     let mut refl = ServerReflectionClient::with_interceptor(c.channel.clone(), token);
     let req = ServerReflectionRequest {
         host: String::new(),
@@ -805,7 +805,7 @@ async fn reflection_v1alpha_serves_the_documented_descriptors() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&sqlite_path(dir.path(), "refl-alpha.db"), "s1", &[]);
     let c = server.client().await;
-    let token = tunehub_server::auth::BearerToken::new(Some(TOKEN)).unwrap();
+    let token = tunehub::client::BearerToken::new(Some(TOKEN)).unwrap();
     let mut refl = ServerReflectionClient::with_interceptor(c.channel.clone(), token);
     let reqs = vec![
         ServerReflectionRequest {
@@ -850,8 +850,8 @@ async fn reflection_v1alpha_serves_the_documented_descriptors() {
 /// options make, and found there by every query, typed or through the CLI's op-spec sugar.
 #[tokio::test]
 async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
+    use tunehub::workload;
     use tunehub_engine::{ops, task::Task};
-    use tunehub_server::workload;
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_path(dir.path(), "lf.db");
     let server = Server::start(&db, "s1", &[]);
@@ -1073,7 +1073,7 @@ async fn untrusted_input_is_refused_at_the_door() {
         rec(r#"[["SP",99,0,64,[8],1]]"#, 1e-3, false),
         rec("[]", 2e-9, false),
     ]);
-    let import = |mut c: tunehub_server::client::Clients, msgs: Vec<pb::RecordLines>| async move {
+    let import = |mut c: tunehub::client::Clients, msgs: Vec<pb::RecordLines>| async move {
         c.records.import(tokio_stream::iter(msgs)).await
     };
     let (got, msg) = code_of(import(c.clone(), vec![pb::RecordLines { lines }]).await);

@@ -31,6 +31,10 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Candidates per generation of the evolutionary search, Ansor's: the CLI, the service and the
+/// benchmark read it from here. Smaller rounds are faster and search less.
+pub const DEFAULT_POPULATION: usize = 2048;
+
 /// The knobs of one task's search, with Ansor's defaults where it has them.
 #[derive(Debug, Clone)]
 pub struct SearchParams {
@@ -60,7 +64,7 @@ pub struct SearchParams {
 impl Default for SearchParams {
     fn default() -> Self {
         SearchParams {
-            population: 2048,
+            population: DEFAULT_POPULATION,
             generations: 4,
             mutation_prob: 0.85,
             eps_greedy: 0.05,

@@ -25,7 +25,7 @@ pub mod tune;
 
 pub use confirm::confirm_new_best;
 pub use cost_model::{CostModel, CostModelError, RandomModel};
-pub use evolve::{SearchParams, SearchStats, TaskSearch};
+pub use evolve::{DEFAULT_POPULATION, SearchParams, SearchStats, TaskSearch};
 pub use scheduler::{SchedulerKind, TaskScheduler};
 pub use sketch::{Sketch, SketchRule};
 pub use tune::{DEFAULT_BATCH, Round, RoundReport, TuneOptions, Tuner, TunerTask, tune};

@@ -1,8 +1,8 @@
 //! The Jobs service: submit, get, list, cancel, watch.
 
-use super::limits::{MAX_KEY, MAX_NAME, check_len};
 use super::{Api, internal};
 use crate::auth::Principal;
+use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
 use std::pin::Pin;
@@ -15,8 +15,6 @@ use tunehub_engine::target::Target;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::jobs_server::Jobs;
 
-/// Most candidates per round.
-pub const MAX_BATCH: u32 = 1024;
 pub use crate::jobs::priority::{MAX_PRIORITY, MIN_PRIORITY};
 /// Most targets of one submission (`SubmitRequest.targets`).
 pub const MAX_TARGETS: usize = 16;

@@ -9,12 +9,8 @@
 //! Every request is checked in full before anything is stored: a bad input is a status that
 //! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
 
-pub mod ansor;
-pub mod distill;
-pub mod import_check;
 pub mod jobs;
 pub mod kernel;
-pub mod limits;
 mod measure_transfer;
 mod pack;
 pub mod query;
@@ -24,6 +20,9 @@ pub mod records;
 mod transfer;
 pub mod tune_transferred;
 
+use crate::checks::limits::{
+    MAX_EXPR, MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len,
+};
 use crate::config::Limits;
 use crate::fleet::OwnerStore;
 use crate::jobs::JobContext;
@@ -32,7 +31,6 @@ use crate::jobs::waiting::{PoolView, pool_waiting};
 use crate::records::{Record, RecordStore, SqlStore, now_ms};
 pub(crate) use crate::status::internal;
 use crate::workload;
-use limits::{MAX_EXPR, MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len};
 use std::collections::BTreeMap;
 use tonic::Status;
 use tunehub_engine::measure::ErrorCode;

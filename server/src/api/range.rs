@@ -6,9 +6,9 @@
 //! files (`range_line`, `parse_range_line`). Picking representatives and the dispatch table are
 //! the engine's (`tunehub_engine::transfer::range`).
 
-use super::limits::{MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len};
 use super::transfer::{Candidate, Transferred, answer};
 use super::{Api, gflops, internal};
+use crate::checks::limits::{MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len};
 use crate::records::{Neighbor, RangeRow, RecordStore, Representative, Workload, range_id};
 use crate::workload;
 use serde_json::{Value, json};

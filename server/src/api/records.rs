@@ -2,12 +2,12 @@
 //! README.md, "Record files"). Import is all or nothing: each line is checked, in order, before
 //! anything is stored.
 
-use super::import_check::{
+use super::{Api, internal};
+use crate::checks::import::{
     MAX_CLOCK_AHEAD_MS, MAX_COST_S, MAX_COSTS, MAX_ERROR_MSG, MAX_LINE_BYTES, MAX_PHASE_S,
     MAX_WORKER, check_record, check_target,
 };
-use super::limits::{MAX_EXPR, MAX_KEY, check_len};
-use super::{Api, internal};
+use crate::checks::limits::{MAX_EXPR, MAX_KEY, check_len};
 use crate::records::{NewRecord, RangeRow, Record, RecordStore, Workload, canonical_steps, now_ms};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};

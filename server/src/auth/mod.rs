@@ -4,18 +4,16 @@
 //!
 //! Layout: `role` (the roles and the one table of what each may call), `tokens` (the configured
 //! tokens, checked), `layer` (the tower layer in front of every service: token, role, the
-//! principal into the request, a log span and a metric by the token's name), `bearer` (the
-//! client side).
+//! principal into the request, a log span and a metric by the token's name),. The client side
+//! (adding the token to each call) is the clients'.
 //!
 //! A token's secret never leaves this module: logs, metrics and the jobs a principal submits
 //! carry its name.
 
-mod bearer;
 mod layer;
 mod role;
 mod tokens;
 
-pub use bearer::BearerToken;
 pub use layer::AuthLayer;
 pub use role::{Role, permits};
 pub use tokens::{TokenEntry, resolve as resolve_tokens};

@@ -3,7 +3,7 @@
 //! the database. A refused report is INVALID_ARGUMENT to the worker, counts against it like a
 //! piece that failed entirely, and its candidates are measured elsewhere (`registry`).
 
-use crate::api::jobs::MAX_BATCH;
+use crate::checks::limits::MAX_BATCH;
 use crate::jobs::result_check::check_result;
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
 use tunehub_proto::v1 as pb;

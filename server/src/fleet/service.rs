@@ -6,8 +6,8 @@
 use super::owners::{Claim, PoolOwners};
 use super::registry::{Fleet, FleetError};
 use super::report::check_report;
-use crate::api::import_check::check_target;
-use crate::api::limits::{MAX_KEY, check_len};
+use crate::checks::import::check_target;
+use crate::checks::limits::{MAX_KEY, check_len};
 use crate::records::{RecordStore, SqlStore};
 use crate::status::internal;
 use crate::workload;

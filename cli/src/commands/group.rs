@@ -1,13 +1,13 @@
 //! A multi-target submission's group (`g-...`, one job per target) as the CLI follows it:
 //! list, watch (a line per target as its job progresses) and cancel each of its jobs.
 
-use crate::commands::{event_json, job_summary, state_name, status_error};
+use crate::client::Clients;
+use crate::show::job::{event_json, job_summary, state_name};
+use crate::usage::{UsageError, emit, status_error};
 use anyhow::{Result, bail};
 use std::process::ExitCode;
 use tokio_stream::{StreamExt, StreamMap};
 use tunehub_proto::v1 as pb;
-use tunehub_server::cli::UsageError;
-use tunehub_server::client::Clients;
 
 /// Whether an id the user gave names a group rather than a job.
 pub fn is_group(id: &str) -> bool {
@@ -77,7 +77,7 @@ pub async fn watch_group(c: &mut Clients, group: &str, json_lines: bool) -> Resu
     while let Some((i, ev)) = streams.next().await {
         let ev = ev.map_err(status_error)?;
         if json_lines {
-            crate::emit(&format!("{}\n", event_json(&ev)))?;
+            emit(&format!("{}\n", event_json(&ev)))?;
         }
         let job = &mut jobs[i];
         let changed = match ev.event {
@@ -99,7 +99,7 @@ pub async fn watch_group(c: &mut Clients, group: &str, json_lines: bool) -> Resu
             _ => false,
         };
         if changed && !json_lines {
-            crate::emit(&target_line(job))?;
+            emit(&target_line(job))?;
         }
     }
     if ended.iter().any(|e| !e) {
@@ -107,7 +107,7 @@ pub async fn watch_group(c: &mut Clients, group: &str, json_lines: bool) -> Resu
     }
     if !json_lines {
         for j in &jobs {
-            crate::emit(&job_summary(j))?;
+            emit(&job_summary(j))?;
         }
     }
     let not_done: Vec<String> = jobs
@@ -139,6 +139,6 @@ pub async fn cancel_group(c: &mut Clients, group: &str) -> Result<ExitCode> {
             state_name(j.state)
         ));
     }
-    crate::emit(&out)?;
+    emit(&out)?;
     Ok(ExitCode::SUCCESS)
 }

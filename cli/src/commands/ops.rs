@@ -1,7 +1,14 @@
 //! `tunehub ops`: the operator library as a person reads it.
 
+use crate::usage::emit;
 use std::fmt::Write;
+use std::process::ExitCode;
 use tunehub_engine::ops::{OPS, OpDef};
+
+pub fn run() -> anyhow::Result<ExitCode> {
+    emit(&render())?;
+    Ok(ExitCode::SUCCESS)
+}
 
 /// The spec signature: required parameters bare, optional ones with their defaults,
 /// e.g. `conv2d_nchw(n, c, h, w, f, kh=3, ...)`.

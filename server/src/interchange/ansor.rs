@@ -13,7 +13,7 @@
 //! Read: a failure's costs are dropped (Ansor writes 1e10 s there); the records belong to
 //! the target the importer names, since Ansor's target string does not describe a machine.
 
-use super::records::{FORMAT, Line, parse_line, refusal, target_line, workload_line};
+use crate::api::records::{FORMAT, Line, parse_line, refusal, target_line, workload_line};
 use crate::records::Workload;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -3,7 +3,7 @@
 //! distributing pre-tuned packs. Offline, on the export format, read by the import's own parser
 //! (`records::parse_line`): the result imports like any export.
 
-use super::records::{Line, parse_line};
+use crate::api::records::{Line, parse_line};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
 
@@ -96,8 +96,8 @@ pub fn distill(input: impl BufRead, top: usize) -> Result<(Vec<String>, Distille
 
 #[cfg(test)]
 mod tests {
-    use super::super::records::{record_line, target_line, workload_line};
     use super::*;
+    use crate::api::records::{record_line, target_line, workload_line};
     use crate::records::{Record, Workload};
     use tunehub_engine::ops;
     use tunehub_engine::target::Target;

@@ -1,22 +1,14 @@
-//! `tunehub`: the command line. Parses arguments, sets up logging and the tokio runtime, runs one
-//! command, and maps its outcome to an exit status: 0 done, 1 failed, 2 bad input (one line on
-//! stderr, nothing stored).
+//! `tunehub`: parses the arguments, sets up logging and the async runtime, runs one command,
+//! and maps its outcome to an exit status: 0 done, 1 failed, 2 bad input (one line on stderr,
+//! nothing stored).
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use std::io::Write;
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
-use tunehub_server::cli::{self, Cli, Command, LogFormat, USAGE_EXIT, UsageError};
-use tunehub_server::oplist;
-
-mod commands;
-mod job_group;
-mod model;
-mod pack;
-mod tune;
-mod tune_model;
-mod tune_range;
+use tunehub::Cli;
+use tunehub::commands::{self, LogFormat};
+use tunehub::usage::{USAGE_EXIT, UsageError, one_line, one_line_clap_error};
 
 /// The search allocates many small index expressions from several threads; see the workspace
 /// manifest.
@@ -39,37 +31,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(commands::run(cli.command)) {
         Ok(code) => code,
         Err(e) if e.downcast_ref::<UsageError>().is_some() => {
-            eprintln!("error: {}", cli::one_line(&format!("{e:#}")));
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
             ExitCode::from(USAGE_EXIT)
         }
         Err(e) => {
-            eprintln!("error: {}", cli::one_line(&format!("{e:#}")));
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
             ExitCode::FAILURE
         }
-    }
-}
-
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
-        Command::Ops => {
-            emit(&oplist::render())?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Tune(args) => tune::tune(args).await,
-        Command::Tasks(args) => model::tasks(args).await,
-        Command::Best(args) => tune::best(args).await,
-        Command::Server(args) => commands::serve(args).await,
-        Command::Submit(args) => commands::submit(args).await,
-        Command::Jobs(args) => commands::jobs(args).await,
-        Command::Workers(args) => commands::workers(args).await,
-        Command::Watch(args) => commands::watch(args).await,
-        Command::Cancel(args) => commands::cancel(args).await,
-        Command::Query(args) => commands::query(args).await,
-        Command::Pack(args) => pack::pack(args).await,
-        Command::Records(cmd) => commands::records(cmd).await,
     }
 }
 
@@ -80,7 +51,7 @@ fn clap_exit(e: &clap::Error) -> ExitCode {
         let _ = e.print();
         return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(USAGE_EXIT));
     }
-    eprintln!("{}", cli::one_line_clap_error(e));
+    eprintln!("{}", one_line_clap_error(e));
     ExitCode::from(USAGE_EXIT)
 }
 
@@ -110,14 +81,5 @@ fn init_tracing(verbose: u8, format: LogFormat) {
             .with_current_span(false)
             .with_span_list(true)
             .init(),
-    }
-}
-
-/// Writes results to stdout; a closed pipe (`tunehub ops | head`) ends the output quietly.
-pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
     }
 }

@@ -5,6 +5,8 @@
 
 use tonic::Status;
 
+/// Most candidates per round (a job's batch, a worker's report).
+pub const MAX_BATCH: u32 = 1024;
 /// A job's name.
 pub const MAX_NAME: usize = 256;
 /// A key or id: workload, target, job, record (the server's are 18 to 40 characters).

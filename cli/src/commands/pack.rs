@@ -2,15 +2,51 @@
 //! Every file is written to a temporary name first and renamed, so a failed pack leaves no
 //! half-written file behind, and a refused one (a workload not tuned yet) writes nothing.
 
-use crate::commands::{connect, status_error};
+use crate::args::ModelArgs;
+use crate::session::{ServiceArgs, Session};
+use crate::usage::{UsageError, emit, status_error};
+use crate::{model, workload};
 use anyhow::{Context, Result};
-use std::path::Path;
+use clap::Args;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tunehub_proto::v1 as pb;
-use tunehub_server::cli::{PackArgs, UsageError};
-use tunehub_server::workload;
 
-pub async fn pack(args: PackArgs) -> Result<ExitCode> {
+#[derive(Debug, Clone, Args)]
+pub struct PackArgs {
+    /// Library operators (as tuned: `matmul(512,512,512)`, its weight packed by default) or an
+    /// ONNX model (MODEL.onnx: every task of it).
+    #[arg(value_name = "OP_SPEC")]
+    pub op_specs: Vec<String>,
+
+    /// A computation in the text form (repeatable).
+    #[arg(long, value_name = "TEXT")]
+    pub expr: Vec<String>,
+
+    /// Target: `local` (the server's machine) or a target key.
+    #[arg(long, value_name = "TARGET", default_value = "local")]
+    pub target: String,
+
+    /// The directory the three files are written to (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The pack's name: NAME.c, NAME.h (a C identifier) [default: tunehub_pack].
+    #[arg(long, value_name = "NAME", default_value = "")]
+    pub name: String,
+
+    /// The start of every kernel's C symbol [default: tunehub_].
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    pub prefix: String,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    #[command(flatten)]
+    pub service: ServiceArgs,
+}
+
+pub async fn run(args: PackArgs) -> Result<ExitCode> {
     let (models, specs): (Vec<&String>, Vec<&String>) = args
         .op_specs
         .iter()
@@ -21,10 +57,10 @@ pub async fn pack(args: PackArgs) -> Result<ExitCode> {
         .chain(args.expr.iter().map(|e| workload::from_expr(e)))
         .collect();
     for m in models {
-        let list = crate::model::load_with(m, &args.model)?;
-        crate::model::warn_skipped(&list);
+        let list = model::load_with(m, &args.model)?;
+        model::warn_skipped(&list);
         workloads.extend(
-            crate::model::task_specs(&list, 1)
+            model::task_specs(&list, 1)
                 .into_iter()
                 .filter_map(|t| t.workload),
         );
@@ -32,8 +68,9 @@ pub async fn pack(args: PackArgs) -> Result<ExitCode> {
     if workloads.is_empty() {
         return Err(UsageError("give at least one OP_SPEC, MODEL.onnx or --expr".into()).into());
     }
-    let mut c = connect(&args.client).await?;
-    let p = c
+    let mut session = Session::open(&args.service).await?;
+    let p = session
+        .clients
         .query
         .pack(pb::PackRequest {
             workloads,
@@ -42,8 +79,9 @@ pub async fn pack(args: PackArgs) -> Result<ExitCode> {
             symbol_prefix: args.prefix.clone(),
         })
         .await
-        .map_err(status_error)?
-        .into_inner();
+        .map_err(status_error);
+    session.close().await?;
+    let p = p?.into_inner();
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let files = [
@@ -55,7 +93,7 @@ pub async fn pack(args: PackArgs) -> Result<ExitCode> {
         write_whole(&args.out.join(name), text)?;
     }
     let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
-    crate::emit(&format!(
+    emit(&format!(
         "{} kernels, {bytes} bytes: {}\n",
         p.kernels.len(),
         files

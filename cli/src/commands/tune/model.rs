@@ -2,52 +2,39 @@
 //! gradient task scheduler with the tasks' weights by default), its end-to-end estimate after
 //! every round, and a summary: each task's best and share, the estimate.
 
-use crate::commands::{estimate_text, measure_proto, status_error};
-use crate::tune::{TrialsDone, embedded, follow, progress_bar, run_seed, target_overrides};
+use super::{TuneArgs, embedded, run_job};
+use crate::args::run_seed;
+use crate::model;
+use crate::progress::{TrialsDone, progress_bar};
+use crate::show::job::estimate_text;
+use crate::usage::emit;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use tunehub_engine::target::Target;
 use tunehub_onnx::TaskList;
 use tunehub_proto::v1 as pb;
-use tunehub_server::cli::{SchedulerArg, TuneArgs};
 
-pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
+pub async fn run(args: &TuneArgs, path: &str) -> Result<ExitCode> {
     // The model is read and its tasks checked before the database is touched.
-    let list = crate::model::load_with(path, &args.model)?;
-    crate::model::warn_skipped(&list);
-    let target = Target::detect().with_overrides(&target_overrides(&args.target));
-    let seed = run_seed(args);
+    let list = model::load_with(path, &args.model)?;
+    model::warn_skipped(&list);
     let n = u32::try_from(list.tasks.len()).context("too many tasks")?;
-    let (running, mut c) = embedded(args, target, n).await?;
-    let job = c
-        .jobs
-        .submit(pb::SubmitRequest {
-            tasks: crate::model::task_specs(&list, args.trials),
-            target: "local".into(),
-            measure: Some(measure_proto(&args.measure)),
-            batch_size: args.batch,
-            seed,
-            scheduler: match args.scheduler {
-                SchedulerArg::Gradient => pb::SchedulerKind::Gradient,
-                SchedulerArg::RoundRobin => pb::SchedulerKind::RoundRobin,
-            } as i32,
-            name: format!("tunehub tune {path}"),
-            priority: 0,
-            targets: vec![],
-            range: None,
-        })
-        .await
-        .map_err(status_error)?
-        .into_inner()
-        .job
-        .context("the server returned no job")?;
-    tracing::info!(job = %job.id, tasks = n, seed, "tuning {path}");
+    let mut service = embedded(args, n).await?;
+    let req = pb::SubmitRequest {
+        tasks: model::task_specs(&list, args.trials),
+        target: "local".into(),
+        measure: Some(args.measure.to_proto()),
+        batch_size: args.batch,
+        seed: run_seed(args.seed),
+        scheduler: args.scheduler.to_proto() as i32,
+        name: format!("tunehub tune {path}"),
+        ..Default::default()
+    };
     let bar = progress_bar(args.trials.saturating_mul(n));
     bar.set_message("estimate: none yet");
     let mut done = TrialsDone::default();
-    let job = follow(&running, &mut c, &job.id, &bar, |bar, e| match e {
+    let job = run_job(&mut service, req, &bar, |bar, e| match e {
         pb::job_event::Event::Round(t) => done.round(bar, &t),
         pb::job_event::Event::Estimate(e) => {
             bar.set_message(format!("estimate {}", estimate_text(&e)));
@@ -55,8 +42,7 @@ pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
         _ => {}
     })
     .await?;
-    drop(c);
-    running.shutdown().await?;
+    service.shutdown().await?;
     if job.state == pb::JobState::Failed as i32 {
         bail!("the tuning job failed: {}", job.error);
     }
@@ -66,9 +52,9 @@ pub async fn tune_model(args: &TuneArgs, path: &str) -> Result<ExitCode> {
         job: &job,
     };
     if args.json {
-        crate::emit(&format!("{}\n", summary.json()))?;
+        emit(&format!("{}\n", summary.json()))?;
     } else {
-        crate::emit(&summary.text())?;
+        emit(&summary.text())?;
     }
     match &job.estimate {
         Some(_) => Ok(ExitCode::SUCCESS),

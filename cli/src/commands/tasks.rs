@@ -1,0 +1,80 @@
+//! `tunehub tasks`: an ONNX model's tuning tasks, extracted here.
+
+use crate::model;
+use crate::usage::emit;
+use anyhow::Result;
+use clap::{Args, value_parser};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, Args)]
+pub struct TasksArgs {
+    /// The ONNX model file.
+    #[arg(value_name = "MODEL")]
+    pub model: PathBuf,
+
+    /// The value of every input's dynamic first (batch) dimension.
+    #[arg(long, value_name = "N", value_parser = value_parser!(i64).range(1..=65536))]
+    pub batch: Option<i64>,
+
+    /// An input's whole shape, e.g. `input=1x3x224x224` (repeatable).
+    #[arg(long = "shape", value_name = "NAME=D0xD1x...")]
+    pub shapes: Vec<String>,
+
+    /// An unsupported operator is an error instead of a skipped node.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// One JSON object: the tasks (with their text form), the skipped nodes.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: TasksArgs) -> Result<ExitCode> {
+    let path = args.model.to_string_lossy().into_owned();
+    let list = model::load(&path, args.batch, &args.shapes, args.strict)?;
+    let mut out = String::new();
+    if args.json {
+        let v = json!({
+            "model": path,
+            "tasks": list.tasks,
+            "skipped": list.skipped,
+            "glue_nodes": list.glue,
+            "flops": list.flops(),
+        });
+        let _ = writeln!(out, "{v}");
+    } else {
+        let _ = writeln!(
+            out,
+            "{:<5} {:>6} {:>10}  {:<24} TASK  (NODES)",
+            "TASK", "WEIGHT", "MFLOP", "WORKLOAD"
+        );
+        for (i, t) in list.tasks.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{:<5} {:>6} {:>10.2}  {:<24} {}  ({})",
+                i,
+                t.weight,
+                t.flops as f64 / 1e6,
+                t.workload_key,
+                t.label,
+                t.nodes.join(", ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{} tasks, {} operators, {:.3} GFLOP; {} layout or constant nodes without a task",
+            list.tasks.len(),
+            list.tasks.iter().map(|t| t.weight).sum::<u32>(),
+            list.flops() as f64 / 1e9,
+            list.glue
+        );
+        for s in &list.skipped {
+            let _ = writeln!(out, "skipped {} ({}): {}", s.node, s.op, s.reason);
+        }
+    }
+    emit(&out)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,163 @@
+//! Jobs as people and scripts read them: states, progress, events, the summary at the end.
+
+use super::workload::{label, layout_free, short};
+use crate::usage::{UsageError, one_line};
+use anyhow::Result;
+use serde_json::json;
+use std::fmt::Write as _;
+use tunehub_proto::v1 as pb;
+
+pub fn state_name(s: i32) -> &'static str {
+    match pb::JobState::try_from(s) {
+        Ok(pb::JobState::Queued) => "queued",
+        Ok(pb::JobState::Running) => "running",
+        Ok(pb::JobState::Done) => "done",
+        Ok(pb::JobState::Failed) => "failed",
+        Ok(pb::JobState::Cancelled) => "cancelled",
+        _ => "unknown",
+    }
+}
+
+pub fn parse_state(s: &str) -> Result<pb::JobState> {
+    Ok(match s {
+        "queued" => pb::JobState::Queued,
+        "running" => pb::JobState::Running,
+        "done" => pb::JobState::Done,
+        "failed" => pb::JobState::Failed,
+        "cancelled" => pb::JobState::Cancelled,
+        _ => {
+            return Err(UsageError(format!(
+                "unknown state '{s}' (queued, running, done, failed, cancelled)"
+            ))
+            .into());
+        }
+    })
+}
+
+pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
+    json!({
+        "index": t.index,
+        "workload_key": t.workload_key,
+        "description": t.description,
+        "layout_free": layout_free(t.options.as_ref()),
+        "flops": t.flops,
+        "weight": t.weight,
+        "trials": t.trials,
+        "trials_done": t.trials_done,
+        "ok": t.ok,
+        "errors": t.errors,
+        "error_counts": t.error_counts,
+        "new_records": t.new_records,
+        "best_seconds": t.best_seconds,
+        "best_gflops": t.best_gflops,
+        "best_record_id": t.best_record_id,
+        "last_error": t.last_error,
+        "exhausted": t.exhausted,
+        "share": t.share,
+    })
+}
+
+pub fn estimate_json(e: Option<&pb::Estimate>) -> serde_json::Value {
+    e.map_or(
+        serde_json::Value::Null,
+        |e| json!({"seconds": e.seconds, "missing": e.missing}),
+    )
+}
+
+/// The end-to-end estimate for people: `12.3456 ms (2 tasks without a best, not counted)`.
+pub fn estimate_text(e: &pb::Estimate) -> String {
+    let missing = match e.missing {
+        0 => String::new(),
+        n => format!(" ({n} tasks without a best, not counted)"),
+    };
+    format!("{:.4} ms{missing}", e.seconds * 1e3)
+}
+
+pub fn job_json(j: &pb::Job) -> serde_json::Value {
+    json!({
+        "id": j.id,
+        "name": j.name,
+        "state": state_name(j.state),
+        "target_key": j.target_key,
+        "seed": j.seed,
+        "batch_size": j.batch_size,
+        "created_at_ms": j.created_at_ms,
+        "updated_at_ms": j.updated_at_ms,
+        "error": j.error,
+        "claimed_by": j.claimed_by,
+        "claims": j.claims,
+        "owner": j.owner,
+        "priority": j.priority,
+        "model": j.model,
+        "group": j.group,
+        "waiting": j.waiting,
+        "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),
+        "estimate": estimate_json(j.estimate.as_ref()),
+    })
+}
+
+pub fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
+    use pb::job_event::Event;
+    let (kind, body) = match &ev.event {
+        Some(Event::Snapshot(j)) => ("snapshot", job_json(j)),
+        Some(Event::Done(j)) => ("done", job_json(j)),
+        Some(Event::Round(t)) => ("round", task_json(t)),
+        Some(Event::NewBest(b)) => (
+            "new_best",
+            json!({"task_index": b.task_index, "record_id": b.record_id, "seconds": b.seconds, "gflops": b.gflops}),
+        ),
+        Some(Event::Error(e)) => (
+            "error",
+            json!({"task_index": e.task_index, "errors": e.errors, "message": e.message}),
+        ),
+        Some(Event::Estimate(e)) => ("estimate", estimate_json(Some(e))),
+        None => ("none", serde_json::Value::Null),
+    };
+    json!({"job_id": ev.job_id, "at_ms": ev.at_ms, "event": kind, "data": body})
+}
+
+pub fn job_summary(j: &pb::Job) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "job       {}  {}", j.id, state_name(j.state));
+    let _ = writeln!(t, "target    {}", j.target_key);
+    for task in &j.tasks {
+        let best = task.best_gflops.map_or("no successful record".into(), |g| {
+            format!(
+                "best {:.4} ms  {g:.2} GFLOP/s",
+                task.best_seconds.unwrap_or(f64::NAN) * 1e3
+            )
+        });
+        let weight = if task.weight == 1.0 {
+            String::new()
+        } else {
+            format!("x{} ", task.weight)
+        };
+        let share = task
+            .share
+            .filter(|_| j.tasks.len() > 1)
+            .map_or(String::new(), |s| {
+                format!("  {:.1}% of the estimate", s * 100.0)
+            });
+        let _ = writeln!(
+            t,
+            "task {}    {weight}{}  {}/{} trials ({} ok, {} failed)  {best}{share}",
+            task.index,
+            short(&label(&task.description, task.options.as_ref())),
+            task.trials_done,
+            task.trials,
+            task.ok,
+            task.errors
+        );
+    }
+    if let (true, Some(e)) = (j.tasks.len() > 1, &j.estimate) {
+        let _ = writeln!(
+            t,
+            "estimate  {} end to end (sum of weight x best time; layout glue and copies not counted)",
+            estimate_text(e)
+        );
+    }
+    if !j.error.is_empty() {
+        let _ = writeln!(t, "error     {}", one_line(&j.error));
+    }
+    t
+}

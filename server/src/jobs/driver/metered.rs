@@ -1,0 +1,34 @@
+//! The job's measurer, counted in the metrics' queue gauge while it measures.
+
+use crate::metrics::Metrics;
+use std::sync::Arc;
+use tunehub_engine::measure::{MeasureBatch, MeasureResult};
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::target::Target;
+use tunehub_engine::task::Task;
+
+pub(super) struct Metered {
+    pub inner: Box<dyn MeasureBatch>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl MeasureBatch for Metered {
+    fn target(&self) -> &Target {
+        self.inner.target()
+    }
+
+    fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
+        let _queued = self
+            .metrics
+            .queued(&self.inner.target().key(), schedules.len());
+        self.inner.measure(task, schedules)
+    }
+
+    fn devices(&self) -> Vec<Option<String>> {
+        self.inner.devices()
+    }
+
+    fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
+        self.inner.set_abort(abort);
+    }
+}
