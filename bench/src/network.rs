@@ -4,6 +4,7 @@
 //! SVG of each, and the peer's latency beside it when given (`bench/onnx_peer.py` measures ONNX
 //! Runtime on the same model and thread count).
 
+use tunehub_engine::search::DEFAULT_POPULATION;
 use crate::plot::{Panel, svg_with};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -34,7 +35,7 @@ pub struct NetworkArgs {
     #[arg(long)]
     model_batch: Option<i64>,
     /// Evolutionary population per round.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = DEFAULT_POPULATION)]
     population: usize,
     /// Cores the kernels run on (the peer's thread count should match).
     #[arg(long)]

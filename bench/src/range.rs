@@ -6,6 +6,7 @@
 //! GFLOP/s as a share of the shape's own tuned best (median, minimum, spread), and the range's
 //! total trials against those of tuning the held-out shapes, and every shape of the range.
 
+use tunehub_engine::search::DEFAULT_POPULATION;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::json;
@@ -43,7 +44,7 @@ pub struct RangeArgs {
     #[arg(long, default_value_t = tunehub_engine::search::DEFAULT_BATCH as u32)]
     batch: u32,
     /// Evolutionary population per round.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = DEFAULT_POPULATION)]
     population: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,

@@ -30,6 +30,7 @@
 //!
 //! `tunehub-bench reuse [--trials 200] [--part zero-shot,warm-start] [--seeds 0,1,2]`
 
+use tunehub_engine::search::DEFAULT_POPULATION;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use serde_json::json;
@@ -190,7 +191,7 @@ pub struct ReuseArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "both")]
     warm_from: Vec<WarmFrom>,
     /// Evolutionary population per round.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = DEFAULT_POPULATION)]
     population: usize,
     /// Interleaved passes of the side-by-side measurements (all parts).
     #[arg(long, default_value_t = 5)]

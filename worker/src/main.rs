@@ -29,6 +29,7 @@
 //! - `measure_and_report`: one piece off the async threads, its report retried.
 
 use anyhow::{Context, Result, bail};
+use backon::{ExponentialBuilder, Retryable};
 use clap::Parser;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -279,8 +280,9 @@ fn refused(server: &str, e: &anyhow::Error) -> Option<Refused> {
 
 /// Registers, trying `first` (where the last server sent this device), then each server of
 /// `--server` in turn, following a redirect to the replica owning the pool; the whole round
-/// retried with exponential backoff (servers may be down or restarting, a pool's lease running
-/// out). `Ok(None)` when stopped first. A refused token is final.
+/// retried with jittered exponential backoff (servers may be down or restarting, a pool's
+/// lease running out; the jitter keeps a fleet that lost its server from coming back in
+/// step). `Ok(None)` when stopped first. A refused token is final.
 async fn register_with_backoff(
     a: &Args,
     target: &Target,
@@ -288,31 +290,47 @@ async fn register_with_backoff(
     stop: &AtomicBool,
     mut first: Option<String>,
 ) -> Result<Option<Session>, Refused> {
-    let mut wait = Duration::from_millis(100);
-    loop {
-        let round: Vec<String> = first
+    /// Why a round of registrations got no session.
+    enum Miss {
+        Refused(Refused),
+        NoServer,
+    }
+    let round = || {
+        let servers: Vec<String> = first
             .take()
             .into_iter()
             .chain(servers::list(&a.server))
             .collect();
-        for server in &round {
-            match register_following(a, server, target, device_id).await {
-                Ok(Some(s)) => return Ok(Some(s)),
-                Ok(None) => {}
-                Err(e) => {
-                    if let Some(r) = refused(server, &e) {
-                        return Err(r);
+        async move {
+            for server in &servers {
+                match register_following(a, server, target, device_id).await {
+                    Ok(Some(s)) => return Ok(s),
+                    Ok(None) => {}
+                    Err(e) => {
+                        if let Some(r) = refused(server, &e) {
+                            return Err(Miss::Refused(r));
+                        }
+                        tracing::warn!("cannot register with {server}: {e:#}");
                     }
-                    tracing::warn!("cannot register with {server}: {e:#}");
                 }
             }
+            Err(Miss::NoServer)
         }
-        tracing::warn!("no server took this device; trying again in {wait:?}");
-        if stop.load(Ordering::SeqCst) {
-            return Ok(None);
-        }
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(Duration::from_secs(5));
+    };
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times();
+    match round
+        .retry(backoff)
+        .when(|m| matches!(m, Miss::NoServer) && !stop.load(Ordering::SeqCst))
+        .notify(|_, wait| tracing::warn!("no server took this device; trying again in {wait:?}"))
+        .await
+    {
+        Ok(s) => Ok(Some(s)),
+        Err(Miss::Refused(r)) => Err(r),
+        Err(Miss::NoServer) => Ok(None),
     }
 }
 
