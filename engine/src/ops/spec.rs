@@ -720,6 +720,31 @@ mod tests {
         assert_eq!(back.task().unwrap().key, conv.key);
     }
 
+    /// Descriptions the bench and the datasets wrote (no `layout_free=` there meant none) give
+    /// the tasks the sugar's string path gave them: their records keep matching.
+    #[test]
+    fn stored_descriptions_keep_their_tasks() {
+        for desc in [
+            "matmul(512,512,512,layout_free=B)",
+            "matmul(64,64,64)",
+            "dense(m=1,n=1000,k=1024,bias=1,relu=1,layout_free=weight)",
+            "conv2d_nchw(n=1,c=64,h=56,w=56,f=64,kh=3,kw=3,pad=1,layout_free=kernel)",
+            "conv2d_nhwc(n=1,h=56,w=56,c=64,f=64,kh=3,kw=3,pad=1,layout_free=kernel)",
+            "depthwise_conv2d_nchw(n=1,c=32,h=112,w=112,kh=3,kw=3,pad=1,layout_free=kernel)",
+            "batch_matmul(b=12,m=128,n=128,k=64)",
+            "softmax(m=128,n=1000)",
+        ] {
+            let (clean, _) = crate::task::split_layout_free(desc);
+            let old = Task::from_desc(ops::build_op(&clean).unwrap(), desc).unwrap();
+            let new = spec(desc).unpacked_by_default().task().unwrap();
+            assert_eq!(
+                (&new.key, &new.layout_free),
+                (&old.key, &old.layout_free),
+                "{desc}"
+            );
+        }
+    }
+
     #[test]
     fn specs_from_values_are_checked_as_parsed_ones() {
         let s = OpSpec::new(
