@@ -70,16 +70,14 @@ pub struct OpSpec {
     layout_free: LayoutFree,
 }
 
-fn unknown_op(name: &str) -> OpSpecError {
-    OpSpecError::UnknownOp(
-        name.into(),
-        OPS.iter().map(|o| o.name).collect::<Vec<_>>().join(", "),
-    )
-}
-
 /// The operator named `name`, or the error listing the known ones.
 pub(crate) fn lookup(name: &str) -> Result<&'static OpDef, OpSpecError> {
-    find_op(name).ok_or_else(|| unknown_op(name))
+    find_op(name).ok_or_else(|| {
+        OpSpecError::UnknownOp(
+            name.into(),
+            OPS.iter().map(|o| o.name).collect::<Vec<_>>().join(", "),
+        )
+    })
 }
 
 fn param_err(op: &OpDef, msg: String) -> OpSpecError {
