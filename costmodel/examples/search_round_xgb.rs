@@ -15,11 +15,10 @@ use std::sync::Arc;
 use std::time::Instant;
 use tunehub_costmodel::dataset::read_records;
 use tunehub_costmodel::{XgbModel, XgbParams};
-use tunehub_engine::ops;
+use tunehub_engine::ops::OpSpec;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::{SearchParams, TaskSearch};
 use tunehub_engine::target::Target;
-use tunehub_engine::task::{Task, split_layout_free};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,8 +31,13 @@ fn main() {
         .map_or("costmodel/data/records.jsonl", |s| s.as_str());
     let records = read_records(BufReader::new(File::open(path).expect("open the dataset")))
         .expect("read the dataset");
-    let dag = ops::build_op(&split_layout_free(desc).0).expect("a valid op spec");
-    let task = Arc::new(Task::from_desc(dag, desc).expect("valid layout_free names"));
+    // As the dataset wrote it: no `layout_free=` means none.
+    let task = OpSpec::parse(desc)
+        .expect("a valid op spec")
+        .unpacked_by_default()
+        .task()
+        .expect("a valid workload");
+    let task = Arc::new(task);
     let target = Target::detect();
     let mut search = TaskSearch::new(task, &target, SearchParams::default(), 1);
     let mut n = 0;

@@ -20,7 +20,7 @@ use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::target::Target;
 
 fn programs(spec: &str, n: usize, seed: u64) -> Vec<LoweredFunc> {
-    let dag = ops::build_op(spec).expect("op");
+    let dag = ops::OpSpec::parse(spec).expect("op").dag().expect("op");
     let mut s = RandomSampler::new(&dag, &Target::detect(), seed);
     (0..n)
         .map(|_| lower(&s.sample().replay(&dag).expect("replays")).expect("lowers"))

@@ -12,11 +12,11 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use tunehub_engine::lower::lower_with;
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
-use tunehub_engine::ops;
+use tunehub_engine::ops::OpSpec;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::evolve::program_hash;
 use tunehub_engine::target::Target;
-use tunehub_engine::task::{Task, split_layout_free};
+use tunehub_engine::task::Task;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
@@ -29,7 +29,8 @@ pub enum DatasetError {
 /// One measured candidate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DatasetRecord {
-    /// The operator spec, e.g. `matmul(128,128,128)` (see `ops::build_op`).
+    /// The operator spec, e.g. `matmul(128,128,128,layout_free=B)` (see `ops::OpSpec`); no
+    /// `layout_free=` means no packed input, as the datasets were written.
     pub workload: String,
     /// The schedule's steps in their JSON form.
     pub steps: serde_json::Value,
@@ -123,9 +124,10 @@ pub fn to_task_samples(records: &[DatasetRecord]) -> Result<Vec<TaskSamples>, Da
         let t = match tasks.iter().position(|t| t.key == r.workload) {
             Some(t) => t,
             None => {
-                let dag = ops::build_op(&split_layout_free(&r.workload).0)
+                let task = OpSpec::parse(&r.workload)
+                    .and_then(|s| s.unpacked_by_default().task())
                     .map_err(|e| err(e.to_string()))?;
-                defs.push(Task::from_desc(dag, r.workload.clone()).map_err(err)?);
+                defs.push(task);
                 tasks.push(TaskSamples::new(r.workload.clone()));
                 tasks.len() - 1
             }
@@ -180,7 +182,7 @@ mod tests {
     #[test]
     fn repeats_count_once_with_their_best_cost_and_noisy_records_are_left_out() {
         let naive = Schedule::new(vec![]);
-        let dag = ops::build_op("matmul(16,16,16)").unwrap();
+        let dag = OpSpec::parse("matmul(16,16,16)").unwrap().dag().unwrap();
         let target = tunehub_engine::target::Target::detect();
         let other = tunehub_engine::sample::RandomSampler::new(&dag, &target, 3).sample();
         assert_ne!(other, naive);

@@ -13,10 +13,10 @@
 
 use tunehub_engine::codegen::generate_with;
 use tunehub_engine::measure::{MeasureOptions, Measurer};
-use tunehub_engine::ops;
+use tunehub_engine::ops::OpSpec;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::{Target, TargetOverrides};
-use tunehub_engine::task::{Task, split_layout_free};
+use tunehub_engine::task::Task;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -25,14 +25,20 @@ fn main() {
         std::process::exit(2);
     };
     let print_c = args.iter().any(|a| a == "--c");
-    let spec = split_layout_free(desc).0;
-    // A text form has a `[` (`Y[i] = ...`); anything else is an op spec.
-    let dag = if spec.contains('[') {
-        tunehub_engine::text::parse(&spec).expect("a valid text form")
+    // A text form has a `[` (`Y[i] = ...`); anything else is an op spec, read as the records
+    // wrote it: no `layout_free=` means none.
+    let task = if desc.contains('[') {
+        Task::new(
+            tunehub_engine::text::parse(desc).expect("a valid text form"),
+            desc.as_str(),
+        )
     } else {
-        ops::build_op(&spec).expect("a valid op spec")
+        OpSpec::parse(desc)
+            .expect("a valid op spec")
+            .unpacked_by_default()
+            .task()
+            .expect("a valid workload")
     };
-    let task = Task::from_desc(dag, desc.as_str()).expect("valid layout_free names");
     let mut target = Target::detect();
     if let Some(n) = std::env::var("TH_THREADS")
         .ok()

@@ -5,10 +5,9 @@
 //! (LINE counts from 1)
 
 use tunehub_engine::codegen::generate_with;
-use tunehub_engine::ops;
+use tunehub_engine::ops::OpSpec;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
-use tunehub_engine::task::{Task, split_layout_free};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,8 +26,12 @@ fn main() {
     )
     .expect("a JSON record");
     let desc = rec["workload"].as_str().expect("a workload");
-    let dag = ops::build_op(&split_layout_free(desc).0).expect("a library operator");
-    let task = Task::from_desc(dag, desc).expect("its options fit");
+    // As the bench wrote it: no `layout_free=` means none.
+    let task = OpSpec::parse(desc)
+        .expect("a library operator")
+        .unpacked_by_default()
+        .task()
+        .expect("its options fit");
     let sched = Schedule::from_json_value(&rec["steps"]).expect("steps");
     let k =
         generate_with(&task.dag, &sched, &Target::detect(), &task.lower_options()).expect("lowers");

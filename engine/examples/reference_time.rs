@@ -25,7 +25,7 @@ fn main() {
         args
     };
     for spec in &specs {
-        let dag = match ops::build_op(spec) {
+        let dag = match ops::OpSpec::parse(spec).and_then(|s| Ok(s.dag()?)) {
             Ok(d) => d,
             Err(e) => {
                 eprintln!("{spec}: {e}");

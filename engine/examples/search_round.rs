@@ -6,19 +6,23 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::sync::Arc;
 use std::time::Instant;
+use tunehub_engine::ops::OpSpec;
 use tunehub_engine::search::{RandomModel, SearchParams, TaskSearch};
 use tunehub_engine::target::Target;
-use tunehub_engine::task::Task;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let spec = args.get(1).map_or("matmul(512,512,512)", |s| s.as_str());
     let threads: usize = args.get(2).and_then(|t| t.parse().ok()).unwrap_or(0);
     let target = Target::detect();
-    let task = Arc::new(Task::new(
-        tunehub_engine::ops::build_op(spec).unwrap(),
-        spec,
-    ));
+    // As the spec is written: no `layout_free=` packs nothing here, as this example always did.
+    let task = Arc::new(
+        OpSpec::parse(spec)
+            .unwrap()
+            .unpacked_by_default()
+            .task()
+            .unwrap(),
+    );
     let params = SearchParams {
         threads,
         ..SearchParams::default()

@@ -7,7 +7,8 @@
 //!
 //! - [`ir`]: the tensor-expression IR, expressions over affine indices and the compute DAG.
 //! - [`interchange`]: records other tools read: TVM auto_scheduler (Ansor) logs.
-//! - [`ops`]: the operator library (matmul, conv2d, softmax, ...) and op specs.
+//! - [`ops`]: the operator library (matmul, conv2d, softmax, ...) and `OpSpec`, an operator
+//!   with its parameters and options as its text names it, parsed once.
 //! - [`text`]: the text form, a few lines of source parsed into a DAG.
 //! - [`target`]: the device kernels are compiled for and run on.
 //! - [`schedule`]: schedules as replayable step lists, and the loop state they build.

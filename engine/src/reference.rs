@@ -362,7 +362,7 @@ mod tests {
             "softmax(m=3,n=17)",
             "max_pool2d(n=1,c=2,h=7,w=7,kh=3,kw=3,stride=2,pad=1)",
         ] {
-            let dag = ops::build_op(spec).unwrap();
+            let dag = ops::OpSpec::parse(spec).unwrap().dag().unwrap();
             let one = evaluate_rows(&dag, 1);
             for row in [3, ROW] {
                 let rows = evaluate_rows(&dag, row);

@@ -3,6 +3,8 @@
 
 use crate::ir::ComputeDag;
 use crate::lower::LowerOptions;
+use crate::ops::spec::LAYOUT_FREE;
+use crate::ops::syntax;
 use crate::reference;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -25,8 +27,11 @@ impl WorkloadOptions {
         self.layout_free.is_empty()
     }
 
-    /// The op-spec sugar of the command line and of engine tools, converted at the door:
-    /// `matmul(512,512,512,layout_free=B)` -> (`matmul(512,512,512)`, layout_free [`B`]).
+    /// The op-spec sugar of the command line, converted at the door:
+    /// `matmul(512,512,512,layout_free=B)` -> (`matmul(512,512,512)`, layout_free `["B"]`); the
+    /// names as written (`none` too), no default applied (see [`split_layout_free`]).
+    /// [`OpSpec`](crate::ops::OpSpec) reads the sugar, resolved, with the spec.
+    /// Kept for callers outside the engine until they take OpSpec.
     pub fn split_op_spec(spec: &str) -> (String, WorkloadOptions) {
         let (clean, layout_free) = split_layout_free(spec);
         (clean, WorkloadOptions { layout_free })
@@ -61,7 +66,10 @@ impl Task {
     }
 
     /// A task described by `desc`, with the layout-free inputs its op spec names
-    /// (`matmul(512,512,512,layout_free=B)`); `dag` is built from the spec without them.
+    /// (`matmul(512,512,512,layout_free=B)`; none when it names none: descriptions written
+    /// before the default); `dag` is built from the spec without them.
+    /// [`OpSpec::task`](crate::ops::OpSpec::task) parses once and builds the DAG itself.
+    /// Kept for callers outside the engine until they take OpSpec.
     pub fn from_desc(dag: ComputeDag, desc: impl Into<String>) -> Result<Task, String> {
         let desc = desc.into();
         let names = split_layout_free(&desc).1;
@@ -138,35 +146,30 @@ impl Task {
 }
 
 /// Splits a `layout_free=X+Y` (or `layout_free=X`) argument off an op spec: the spec without
-/// it, and the named inputs. `matmul(512,512,512,layout_free=B)` -> (`matmul(512,512,512)`,
-/// [`B`]).
+/// it, and the named inputs as written. `matmul(512,512,512,layout_free=B)` ->
+/// (`matmul(512,512,512)`, `["B"]`). Anything that is not a well-formed call (a text form, a
+/// malformed spec) goes on as it was written, for its parser to refuse, rather than be
+/// repaired here. The call is split by the op specs' own tokenizer (`ops::syntax`).
+/// Kept for callers outside the engine until they take OpSpec.
 pub fn split_layout_free(spec: &str) -> (String, Vec<String>) {
-    // Only a well-formed call is rewritten: anything else (`matmul(64,64,64`) goes on as it
-    // was written, for the op-spec parser to refuse, rather than be repaired here.
-    let (Some(open), Some(close)) = (spec.find('('), spec.rfind(')')) else {
-        return (spec.to_string(), vec![]);
+    let unchanged = || (spec.to_string(), vec![]);
+    let Ok(call) = syntax::split_call(spec) else {
+        return unchanged();
     };
-    if close < open {
-        return (spec.to_string(), vec![]);
-    }
+    let Some((open, close)) = call.parens else {
+        return unchanged();
+    };
     let mut names = vec![];
-    let kept: Vec<&str> = spec[open + 1..close]
-        .split(',')
-        .filter(|a| {
-            let a = a.trim();
-            match a.strip_prefix("layout_free") {
-                Some(rest) if rest.trim_start().starts_with('=') => {
-                    let v = rest.trim_start()[1..].trim();
-                    names.extend(v.split('+').map(|n| n.trim().to_string()));
-                    false
-                }
-                // Empty arguments stay: the parser names a stray comma.
-                _ => true,
-            }
-        })
-        .collect();
+    let mut kept = vec![];
+    for a in &call.args {
+        if a.key == Some(LAYOUT_FREE) {
+            names.extend(a.value.split('+').map(|n| n.trim().to_string()));
+        } else {
+            kept.push(a.raw);
+        }
+    }
     if names.is_empty() {
-        return (spec.to_string(), names);
+        return unchanged();
     }
     (
         format!(
@@ -202,13 +205,18 @@ mod tests {
             "matmul(64,64,64",
             "matmul(64,64,64,)",
             "matmul(8,8,8,layout_free=B",
+            "matmul(8,8,8,layout_free=B,)",
         ] {
             assert_eq!(split_layout_free(bad), (bad.to_string(), vec![]), "{bad}");
         }
+        // Names as written: `none` is the caller's to read.
         assert_eq!(
-            split_layout_free("matmul(8,8,8,layout_free=B,)").0,
-            "matmul(8,8,8,)"
+            split_layout_free(" matmul(8,8,8,layout_free=none) "),
+            (" matmul(8,8,8) ".to_string(), vec!["none".to_string()])
         );
+        // A text form is no call: left as it is.
+        let text = "Y[i] = relu(X[i]) where i<4";
+        assert_eq!(split_layout_free(text), (text.to_string(), vec![]));
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! - [`graph`]: the nodes from the protobuf, the shapes from tract.
 //! - [`classify`]: anchor, elementwise, glue or unsupported, per operator.
 //! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains).
-//! - [`library`]: a group as a library operator, when one fits; [`workload`]: as text form.
+//! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
+//!   as its layout-free inputs), when one fits; [`workload`]: as text form.
 //! - [`tasks`]: the deduplicated, weighted task list.
 //! - [`error`]: what can be wrong with a model.
 //! - [`builder`]: models built in code (tests, benchmarks); [`nets`]: the networks built so.

@@ -2,12 +2,26 @@
 //! its bias or folded batch norm and relu, a dense layer, a plain matrix product, a pool, a row
 //! softmax): it then shares its records with the same operator typed by hand. Anything else is
 //! written in the text form (`workload`).
+//!
+//! The spec's layout-free inputs are always explicit, the model's constant weights read by the
+//! anchor: the op spec's default (the operator's constant weight) is a guess about a model the
+//! import does not need to make.
 
 use crate::fuse::Group;
 use crate::graph::{Graph, Node};
+use tunehub_engine::ops::{LayoutFree, OpSpec, OpSpecError};
 
-/// The op spec and its layout-free inputs, when the group is exactly a library operator.
-pub fn spec(g: &Graph, group: &Group) -> Option<(String, Vec<String>)> {
+/// A library operator with the inputs the model has constant (`packed`), said explicitly: an
+/// empty list prints `layout_free=none` for an operator with a constant weight, never the
+/// default.
+pub fn op(name: &str, params: &[(&str, i64)], packed: &[&str]) -> Result<OpSpec, OpSpecError> {
+    let packed = packed.iter().map(|p| p.to_string()).collect();
+    OpSpec::new(name, params, LayoutFree::Inputs(packed))
+}
+
+/// The op spec, when the group is exactly a library operator (an error when its values are
+/// not the operator's: out of its parameters' ranges).
+pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
     let a = &g.nodes[group.anchor?];
     let members: Vec<&Node> = group.members.iter().map(|&m| &g.nodes[m]).collect();
     let x = g.shape(a.input(0)?)?;
@@ -28,15 +42,18 @@ pub fn spec(g: &Graph, group: &Group) -> Option<(String, Vec<String>)> {
             let w = g.shape(a.input(1)?)?;
             let (win, groups) = (window(a, w[2], w[3])?, a.int("group").unwrap_or(1));
             let (n, c, h, wd, f) = (x[0], x[1], x[2], x[3], w[0]);
-            let (b, r) = (i64::from(bias), i64::from(relu));
-            let spec = if groups == 1 {
-                format!("conv2d_nchw(n={n},c={c},h={h},w={wd},f={f},{win},bias={b},relu={r})")
+            let mut params = vec![("n", n), ("c", c), ("h", h), ("w", wd)];
+            let name = if groups == 1 {
+                params.push(("f", f));
+                "conv2d_nchw"
             } else if groups == c && f == c {
-                format!("depthwise_conv2d_nchw(n={n},c={c},h={h},w={wd},{win},bias={b},relu={r})")
+                "depthwise_conv2d_nchw"
             } else {
                 return None;
             };
-            Some((spec, vec!["kernel".into()]))
+            params.extend(win);
+            params.extend([("bias", i64::from(bias)), ("relu", i64::from(relu))]);
+            Some(op(name, &params, &["kernel"]))
         }
         "Gemm" => {
             let plain = a.int("transA").unwrap_or(0) == 0
@@ -52,15 +69,14 @@ pub fn spec(g: &Graph, group: &Group) -> Option<(String, Vec<String>)> {
             if !plain || members.len() > usize::from(relu) || !constant_weight {
                 return None;
             }
-            let spec = format!(
-                "dense(m={},n={},k={},bias={},relu={})",
-                x[0],
-                out[1],
-                x[1],
-                i64::from(bias),
-                i64::from(relu)
-            );
-            Some((spec, vec!["weight".into()]))
+            let params = [
+                ("m", x[0]),
+                ("n", out[1]),
+                ("k", x[1]),
+                ("bias", i64::from(bias)),
+                ("relu", i64::from(relu)),
+            ];
+            Some(op("dense", &params, &["weight"]))
         }
         "MatMul" => {
             let w = g.shape(a.input(1)?)?;
@@ -68,9 +84,10 @@ pub fn spec(g: &Graph, group: &Group) -> Option<(String, Vec<String>)> {
                 return None;
             }
             let rows: i64 = out[..out.len() - 1].iter().product();
-            Some((
-                format!("matmul(m={rows},n={},k={})", w[1], w[0]),
-                vec!["B".into()],
+            Some(op(
+                "matmul",
+                &[("m", rows), ("n", w[1]), ("k", w[0])],
+                &["B"],
             ))
         }
         "MaxPool" | "AveragePool" => {
@@ -84,10 +101,9 @@ pub fn spec(g: &Graph, group: &Group) -> Option<(String, Vec<String>)> {
                 return None;
             }
             let name = if max { "max_pool2d" } else { "avg_pool2d" };
-            Some((
-                format!("{name}(n={},c={},h={},w={},{win})", x[0], x[1], x[2], x[3]),
-                vec![],
-            ))
+            let mut params = vec![("n", x[0]), ("c", x[1]), ("h", x[2]), ("w", x[3])];
+            params.extend(win);
+            Some(op(name, &params, &[]))
         }
         "Softmax" => {
             let r = x.len() as i64;
@@ -96,15 +112,15 @@ pub fn spec(g: &Graph, group: &Group) -> Option<(String, Vec<String>)> {
                 return None;
             }
             let rows: i64 = x[..x.len() - 1].iter().product();
-            Some((format!("softmax(m={rows},n={})", x[x.len() - 1]), vec![]))
+            Some(op("softmax", &[("m", rows), ("n", x[x.len() - 1])], &[]))
         }
         _ => None,
     }
 }
 
-/// `kh=..,kw=..,stride=..,pad=..,dilation=..` when the window is the library's: symmetric pads,
+/// `kh`, `kw`, `stride`, `pad`, `dilation` when the window is the library's: symmetric pads,
 /// one stride and one dilation for both dimensions.
-fn window(n: &Node, kh: i64, kw: i64) -> Option<String> {
+fn window(n: &Node, kh: i64, kw: i64) -> Option<[(&'static str, i64); 5]> {
     let one = |v: Option<Vec<i64>>, default: i64| -> Option<i64> {
         match v {
             None => Some(default),
@@ -115,7 +131,40 @@ fn window(n: &Node, kh: i64, kw: i64) -> Option<String> {
     let stride = one(n.ints("strides"), 1)?;
     let pad = one(n.ints("pads"), 0)?;
     let dilation = one(n.ints("dilations"), 1)?;
-    Some(format!(
-        "kh={kh},kw={kw},stride={stride},pad={pad},dilation={dilation}"
-    ))
+    Some([
+        ("kh", kh),
+        ("kw", kw),
+        ("stride", stride),
+        ("pad", pad),
+        ("dilation", dilation),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library form says which inputs are packed, whatever the operator's default.
+    #[test]
+    fn library_forms_say_their_layout_free_inputs() {
+        let mm = [("m", 4), ("n", 8), ("k", 16)];
+        let activation = op("matmul", &mm, &[]).unwrap();
+        assert_eq!(
+            activation.to_string(),
+            "matmul(m=4,n=8,k=16,layout_free=none)"
+        );
+        assert!(activation.options().is_empty());
+        let weight = op("matmul", &mm, &["B"]).unwrap();
+        assert_eq!(weight.to_string(), "matmul(m=4,n=8,k=16,layout_free=B)");
+        assert_ne!(activation.task().unwrap().key, weight.task().unwrap().key);
+        let pool = [("n", 1), ("c", 2), ("h", 4), ("w", 4)];
+        assert_eq!(
+            op("max_pool2d", &pool, &[]).unwrap().to_string(),
+            "max_pool2d(n=1,c=2,h=4,w=4)"
+        );
+        let e = op("softmax", &[("m", 0), ("n", 4)], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("out of range"), "{e}");
+    }
 }

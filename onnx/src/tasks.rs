@@ -7,20 +7,26 @@ use crate::fuse;
 use crate::graph::Graph;
 use crate::{library, workload};
 use serde::Serialize;
+use tunehub_engine::ops::OpSpec;
 use tunehub_engine::task::{Task, WorkloadOptions};
 
-/// One task of a network.
+/// One task of a network. Serialised (`tunehub tasks --json`) with its library form as the
+/// canonical op spec under `op_spec`, which pasted back gives the same workload.
 #[derive(Debug, Clone, Serialize)]
 pub struct NetTask {
     /// For people: the operators it covers and its output shape, e.g.
     /// `Conv+BatchNormalization+Relu -> [1,64,56,56]`.
     pub label: String,
-    /// The library operator it is, when one fits exactly (then the task is submitted as it).
-    pub op_spec: Option<String>,
+    /// The library operator it is, when one fits exactly (then the task is submitted as it),
+    /// with the model's constant weights as its layout-free inputs, explicitly
+    /// (`layout_free=none` when the operator's weight is not constant in the model).
+    #[serde(rename = "op_spec")]
+    pub spec: Option<OpSpec>,
     /// The computation in tunehub's text form (its first line a comment: the label); the
-    /// workload itself when there is no `op_spec`.
+    /// workload itself when there is no `spec`.
     pub expr: String,
-    /// Inputs that are constant weights: packed once, outside the timed kernel.
+    /// Inputs that are constant weights: packed once, outside the timed kernel (for a library
+    /// operator, its spec's).
     pub layout_free: Vec<String>,
     pub workload_key: String,
     /// How often it occurs in the network.
@@ -29,23 +35,51 @@ pub struct NetTask {
     pub flops: u64,
     /// The ONNX nodes it covers, every occurrence.
     pub nodes: Vec<String>,
+    /// `spec`'s canonical string.
+    /// Kept for callers outside the engine until they take OpSpec.
+    #[serde(skip)]
+    pub op_spec: Option<String>,
 }
 
 impl NetTask {
-    pub fn options(&self) -> WorkloadOptions {
-        WorkloadOptions {
-            layout_free: self.layout_free.clone(),
+    /// A task of `spec` (a library operator) or of the text form `expr` with `layout_free`;
+    /// the rest is filled in as the extraction counts occurrences.
+    fn draft(spec: Option<OpSpec>, expr: String, layout_free: Vec<String>) -> NetTask {
+        let layout_free = spec
+            .as_ref()
+            .map_or(layout_free, |s| s.options().layout_free);
+        NetTask {
+            label: String::new(),
+            op_spec: spec.as_ref().map(OpSpec::to_string),
+            spec,
+            expr,
+            layout_free,
+            workload_key: String::new(),
+            weight: 1,
+            flops: 0,
+            nodes: vec![],
         }
     }
 
-    /// The engine's task: its op spec or text form, with the layout-free inputs.
+    pub fn options(&self) -> WorkloadOptions {
+        match &self.spec {
+            Some(spec) => spec.options(),
+            None => WorkloadOptions {
+                layout_free: self.layout_free.clone(),
+            },
+        }
+    }
+
+    /// The engine's task: its op spec (described canonically) or its text form, with the
+    /// layout-free inputs.
     pub fn task(&self) -> Result<Task, String> {
-        let dag = match &self.op_spec {
-            Some(spec) => tunehub_engine::ops::build_op(spec).map_err(|e| e.to_string())?,
-            None => tunehub_engine::text::parse(&self.expr).map_err(|e| e.to_string())?,
-        };
-        let desc = self.op_spec.clone().unwrap_or_else(|| self.expr.clone());
-        Task::new(dag, desc).with_options(&self.options())
+        match &self.spec {
+            Some(spec) => spec.task().map_err(|e| e.to_string()),
+            None => {
+                let dag = tunehub_engine::text::parse(&self.expr).map_err(|e| e.to_string())?;
+                Task::new(dag, self.expr.clone()).with_options(&self.options())
+            }
+        }
     }
 }
 
@@ -106,27 +140,14 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
     for group in fuse::groups(g, &classes) {
         let generated = workload::generate(g, &group)?;
         let first = &g.nodes[group.nodes().next().expect("a group has a node")];
-        let library = library::spec(g, &group);
-        let (op_spec, layout_free) = match library {
-            Some((spec, lf)) => (Some(spec), lf),
-            None => (None, generated.layout_free),
+        let invalid = |e: String, expr: &str| {
+            ImportError::node(first, format!("its workload is invalid ({e}):\n{expr}"))
         };
-        let draft = NetTask {
-            label: String::new(),
-            op_spec,
-            expr: generated.expr,
-            layout_free,
-            workload_key: String::new(),
-            weight: 1,
-            flops: 0,
-            nodes: vec![],
-        };
-        let task = draft.task().map_err(|e| {
-            ImportError::node(
-                first,
-                format!("its workload is invalid ({e}):\n{}", draft.expr),
-            )
-        })?;
+        let spec = library::spec(g, &group)
+            .transpose()
+            .map_err(|e| invalid(e.to_string(), &generated.expr))?;
+        let draft = NetTask::draft(spec, generated.expr, generated.layout_free);
+        let task = draft.task().map_err(|e| invalid(e, &draft.expr))?;
         let nodes: Vec<String> = group.nodes().map(|i| g.nodes[i].name.clone()).collect();
         if let Some(t) = tasks.iter_mut().find(|t| t.workload_key == task.key) {
             t.weight += 1;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
+use tunehub_engine::ops::{LayoutFree, OpSpec};
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::target::Target;
 use tunehub_onnx::builder::ModelBuilder;
@@ -66,16 +67,22 @@ fn resnet18_is_its_layer_table() {
         "{}",
         stem.expr
     );
+    // Its library form, canonical: what `tunehub tasks --json` prints, and pasted back the
+    // same workload.
+    let canonical = "conv2d_nchw(n=1,c=3,h=224,w=224,f=64,kh=7,kw=7,stride=2,pad=3,bias=1,relu=1,layout_free=kernel)";
+    let spec = stem.spec.as_ref().unwrap();
+    assert_eq!(spec.to_string(), canonical);
+    assert_eq!(stem.op_spec.as_deref(), Some(canonical));
+    assert_eq!(serde_json::to_value(stem).unwrap()["op_spec"], canonical);
     assert_eq!(
-        stem.op_spec.as_deref(),
-        Some(
-            "conv2d_nchw(n=1,c=3,h=224,w=224,f=64,kh=7,kw=7,stride=2,pad=3,dilation=1,bias=1,relu=1)"
-        )
+        OpSpec::parse(canonical).unwrap().task().unwrap().key,
+        stem.workload_key
     );
     assert_eq!(stem.layout_free, ["kernel"]);
     // The residual add is no library operator: the text form.
     let res = l.tasks.iter().find(|t| t.label.contains("Add")).unwrap();
-    assert_eq!(res.op_spec, None);
+    assert_eq!((&res.spec, &res.op_spec), (&None, &None));
+    assert!(serde_json::to_value(res).unwrap()["op_spec"].is_null());
     assert!(res.expr.contains("+ T[i1,i2,i3]"), "{}", res.expr);
     assert_eq!(res.layout_free, ["W"]);
     // FLOPs: 2 * 64 * 3 * 7 * 7 per output point, plus the bias and relu.
@@ -264,8 +271,18 @@ fn every_generated_workload_matches_the_reference() {
     for (i, t) in l.tasks.iter().chain(&rest.tasks).enumerate() {
         let task = t.task().unwrap();
         assert_eq!(task.key, t.workload_key);
+        // A library form says its layout-free inputs (the model's, not the default), prints
+        // canonically and reads back as the same workload.
+        if let Some(spec) = &t.spec {
+            assert_ne!(*spec.layout_free(), LayoutFree::Default, "{spec}");
+            assert_eq!(spec.options(), t.options());
+            let back = OpSpec::parse(&spec.to_string()).unwrap();
+            assert_eq!(&back, spec);
+            assert_eq!(back.task().unwrap().key, t.workload_key);
+            assert_eq!(task.desc, spec.to_string());
+        }
         // A library operator's text form is checked too (it is what the listing shows).
-        let text = t.op_spec.as_ref().map(|_| {
+        let text = t.spec.as_ref().map(|_| {
             let dag = tunehub_engine::text::parse(&t.expr).unwrap();
             tunehub_engine::task::Task::new(dag, t.expr.clone())
         });

@@ -62,7 +62,10 @@ fn layout_and_names_agree() {
 #[test]
 fn values_alone_equal_the_named_extraction() {
     let dag =
-        ops::build_op("conv2d_nchw(n=1,c=8,h=14,w=14,f=8,kh=3,kw=3,pad=1,bias=1,relu=1)").unwrap();
+        ops::OpSpec::parse("conv2d_nchw(n=1,c=8,h=14,w=14,f=8,kh=3,kw=3,pad=1,bias=1,relu=1)")
+            .unwrap()
+            .dag()
+            .unwrap();
     let mut s = RandomSampler::new(&dag, &Target::detect(), 5);
     for _ in 0..50 {
         let f = lowered(&dag, &s.sample());

@@ -3,7 +3,7 @@
 //! makes from the registered definition and the one in an exported file are the same.
 
 use super::AnsorError;
-use crate::ops::{OpDef, parse_op_spec};
+use crate::ops::{LayoutFree, OpDef, OpSpec};
 use crate::task::{Task, WorkloadOptions};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -40,10 +40,14 @@ impl AnsorWorkload {
     /// From a stored workload's description (an op spec) and options; refused for the
     /// operators without a TE twin and for descriptions that are not op specs (the text form).
     pub fn from_op_spec(spec: &str, options: &WorkloadOptions) -> Result<Self, AnsorError> {
-        let (clean, legacy) = WorkloadOptions::split_op_spec(spec);
-        let (op, params) = parse_op_spec(&clean).map_err(|e| {
-            AnsorError::Unsupported(format!("'{spec}' is not a library operator ({e})"))
-        })?;
+        // A stored description without `layout_free=` meant none; typed options, when there
+        // are any, are the stored truth.
+        let parsed = OpSpec::parse(spec)
+            .map_err(|e| {
+                AnsorError::Unsupported(format!("'{spec}' is not a library operator ({e})"))
+            })?
+            .unpacked_by_default();
+        let op = parsed.op();
         if !OPERATORS.contains(&op.name) {
             return Err(AnsorError::Unsupported(format!(
                 "{} has no one-to-one TE definition (exported: {})",
@@ -52,13 +56,13 @@ impl AnsorWorkload {
             )));
         }
         let layout_free = if options.is_empty() {
-            legacy.layout_free
+            parsed.options().layout_free
         } else {
             options.layout_free.clone()
         };
         Ok(AnsorWorkload {
             op,
-            params,
+            params: parsed.params().clone(),
             layout_free,
         })
     }
@@ -122,15 +126,18 @@ impl AnsorWorkload {
                 items.len() - 1
             )));
         }
-        let mut spec = vec![];
+        let mut values = vec![];
         for (p, x) in op.params.iter().zip(&items[1..]) {
             let n = x
                 .as_i64()
                 .ok_or_else(|| bad(format!("{} must be an integer, got {x}", p.name)))?;
-            spec.push(format!("{}={n}", p.name));
+            values.push((p.name, n));
         }
-        let (op, params) = parse_op_spec(&format!("{}({})", op.name, spec.join(",")))
-            .map_err(|e| bad(e.to_string()))?;
+        // Checked as a typed spec's parameters; the layout-free names are checked by `task`.
+        let params = OpSpec::new(op.name, &values, LayoutFree::Default)
+            .map_err(|e| bad(e.to_string()))?
+            .params()
+            .clone();
         let lf = items[want - 1]
             .as_str()
             .ok_or_else(|| bad("the last argument (layout_free) must be a string".into()))?;
