@@ -123,7 +123,7 @@ struct Shape {
 }
 
 pub async fn run(a: RangeArgs) -> Result<()> {
-    let req_range = workload::range_from_spec(&a.range, a.trials);
+    let req_range = workload::range_from_spec(&a.range, a.trials)?;
     let parsed = range::parse(&req_range.spec)?;
     let held: Vec<Vec<i64>> = a
         .held_out

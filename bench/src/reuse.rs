@@ -305,12 +305,14 @@ impl Db {
     ) -> Result<Vec<Curves>> {
         let tasks = specs
             .iter()
-            .map(|s| pb::TaskSpec {
-                workload: Some(workload::from_op_spec(s)),
-                trials,
-                weight: 1.0,
+            .map(|s| {
+                Ok(pb::TaskSpec {
+                    workload: Some(workload::from_op_spec(s)?),
+                    trials,
+                    weight: 1.0,
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let req = pb::SubmitRequest {
             tasks,
             target: "local".into(),
@@ -359,7 +361,7 @@ impl Db {
         for ((rounds, t), spec) in curves.into_iter().zip(&j.tasks).zip(specs) {
             let (trials, kernels) = self.per_trial(&t.workload_key, t.flops).await?;
             // The task as the server made it of the submitted workload.
-            let task = tunehub_server::workload::task_of(&workload::from_op_spec(spec))
+            let task = tunehub_server::workload::task_of(&workload::from_op_spec(spec)?)
                 .context("an op spec is a task")?
                 .map_err(anyhow::Error::msg)?;
             if task.key != t.workload_key {
@@ -481,8 +483,9 @@ async fn zero_shot(a: &ReuseArgs) -> Result<(String, serde_json::Value)> {
         db.tune(f.tuned, a.trials, 64, 1, None).await?;
         let mut zero = vec![];
         for s in f.held_out {
+            let w = workload::from_op_spec(s)?;
             let ask = |measure_transfer| pb::BestRequest {
-                workload: Some(workload::from_op_spec(s)),
+                workload: Some(w.clone()),
                 target: "local".into(),
                 allow_transfer: true,
                 measure_transfer,

@@ -20,10 +20,9 @@ pub struct NetTask {
     /// The library operator it is, when one fits exactly (then the task is submitted as it),
     /// with the model's constant weights as its layout-free inputs, explicitly
     /// (`layout_free=none` when the operator's weight is not constant in the model).
-    #[serde(rename = "op_spec")]
-    pub spec: Option<OpSpec>,
+    pub op_spec: Option<OpSpec>,
     /// The computation in tunehub's text form (its first line a comment: the label); the
-    /// workload itself when there is no `spec`.
+    /// workload itself when there is no `op_spec`.
     pub expr: String,
     /// Inputs that are constant weights: packed once, outside the timed kernel (for a library
     /// operator, its spec's).
@@ -35,10 +34,6 @@ pub struct NetTask {
     pub flops: u64,
     /// The ONNX nodes it covers, every occurrence.
     pub nodes: Vec<String>,
-    /// `spec`'s canonical string.
-    /// Kept for callers outside the engine until they take OpSpec.
-    #[serde(skip)]
-    pub op_spec: Option<String>,
 }
 
 impl NetTask {
@@ -50,8 +45,7 @@ impl NetTask {
             .map_or(layout_free, |s| s.options().layout_free);
         NetTask {
             label: String::new(),
-            op_spec: spec.as_ref().map(OpSpec::to_string),
-            spec,
+            op_spec: spec,
             expr,
             layout_free,
             workload_key: String::new(),
@@ -62,7 +56,7 @@ impl NetTask {
     }
 
     pub fn options(&self) -> WorkloadOptions {
-        match &self.spec {
+        match &self.op_spec {
             Some(spec) => spec.options(),
             None => WorkloadOptions {
                 layout_free: self.layout_free.clone(),
@@ -73,7 +67,7 @@ impl NetTask {
     /// The engine's task: its op spec (described canonically) or its text form, with the
     /// layout-free inputs.
     pub fn task(&self) -> Result<Task, String> {
-        match &self.spec {
+        match &self.op_spec {
             Some(spec) => spec.task().map_err(|e| e.to_string()),
             None => {
                 let dag = tunehub_engine::text::parse(&self.expr).map_err(|e| e.to_string())?;

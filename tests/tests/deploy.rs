@@ -7,7 +7,7 @@
 
 use clap::{CommandFactory, Parser};
 use serde::Deserialize;
-use serde_yaml::Value;
+use yaml_serde::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,7 +28,7 @@ fn read(rel: &str) -> String {
 /// Every document of a YAML file, merge keys (`<<: *anchor`) applied.
 fn yaml_docs(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap();
-    serde_yaml::Deserializer::from_str(&text)
+    yaml_serde::Deserializer::from_str(&text)
         .map(|d| {
             let mut v = Value::deserialize(d)
                 .unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()));

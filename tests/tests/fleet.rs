@@ -316,7 +316,7 @@ async fn workers_measure_a_layout_free_task_under_its_own_key() {
     let mut c = server.client().await;
     let key = wait_workers(&mut c, 2).await;
 
-    let lf = workload::from_op_spec("matmul(16,32,16,layout_free=B)");
+    let lf = workload::from_op_spec("matmul(16,32,16,layout_free=B)").unwrap();
     let wkey = Task::new(ops::matmul(16, 32, 16).unwrap(), "")
         .with_layout_free(&["B"])
         .unwrap()

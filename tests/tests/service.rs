@@ -856,7 +856,7 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
     let db = sqlite_path(dir.path(), "lf.db");
     let server = Server::start(&db, "s1", &[]);
     let mut c = server.client().await;
-    let lf = workload::from_op_spec("matmul(16,16,16,layout_free=B)");
+    let lf = workload::from_op_spec("matmul(16,16,16,layout_free=B)").unwrap();
     let key = Task::new(ops::matmul(16, 16, 16).unwrap(), "")
         .with_layout_free(&["B"])
         .unwrap()

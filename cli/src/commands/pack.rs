@@ -54,8 +54,8 @@ pub async fn run(args: PackArgs) -> Result<ExitCode> {
     let mut workloads: Vec<pb::Workload> = specs
         .iter()
         .map(|s| workload::from_op_spec(s))
-        .chain(args.expr.iter().map(|e| workload::from_expr(e)))
-        .collect();
+        .chain(args.expr.iter().map(|e| Ok(workload::from_expr(e))))
+        .collect::<Result<_, _>>()?;
     for m in models {
         let list = model::load_with(m, &args.model)?;
         model::warn_skipped(&list);

@@ -86,7 +86,7 @@ pub struct QueryArgs {
 
 fn workload_of(a: &QueryArgs) -> Result<pb::Workload> {
     match (&a.op_spec, &a.expr, &a.key) {
-        (Some(s), None, None) => Ok(workload::from_op_spec(s)),
+        (Some(s), None, None) => Ok(workload::from_op_spec(s)?),
         (None, Some(e), None) => Ok(workload::from_expr(e)),
         (None, None, Some(k)) => Ok(workload::from_key(k)),
         _ => Err(UsageError(
@@ -148,7 +148,7 @@ async fn answer(args: &QueryArgs, c: &mut Clients) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(spec) = &args.range {
-        let r = workload::range_from_spec(spec, 0);
+        let r = workload::range_from_spec(spec, 0)?;
         let resp = c
             .query
             .range(pb::RangeRequest {

@@ -93,7 +93,7 @@ pub async fn run(args: SubmitArgs) -> Result<ExitCode> {
     {
         [] => None,
         [one] if args.op_specs.len() == 1 && args.expr.is_empty() && args.weights.is_empty() => {
-            Some(workload::range_from_spec(one, args.trials))
+            Some(workload::range_from_spec(one, args.trials)?)
         }
         _ => {
             return Err(UsageError(
@@ -119,12 +119,12 @@ pub async fn run(args: SubmitArgs) -> Result<ExitCode> {
         crate::model::warn_skipped(&list);
         model_tasks.extend(crate::model::task_specs(&list, args.trials));
     }
-    // `layout_free=B` inside an op spec becomes the workload's typed option here.
+    // Each op spec parsed here, once, and sent in its canonical form.
     let workloads: Vec<pb::Workload> = specs
         .iter()
         .map(|s| workload::from_op_spec(s))
-        .chain(args.expr.iter().map(|e| workload::from_expr(e)))
-        .collect();
+        .chain(args.expr.iter().map(|e| Ok(workload::from_expr(e))))
+        .collect::<Result<_, _>>()?;
     if workloads.is_empty() && model_tasks.is_empty() && range.is_none() {
         return Err(UsageError("give at least one OP_SPEC or --expr".into()).into());
     }

@@ -13,10 +13,5 @@ pub fn layout_free(o: Option<&pb::WorkloadOptions>) -> Vec<String> {
     o.map(|o| o.layout_free.clone()).unwrap_or_default()
 }
 
-/// A description with its options, for people: `matmul(8,8,8) [layout_free=B]`.
-pub fn label(description: &str, options: Option<&pb::WorkloadOptions>) -> String {
-    match options.filter(|o| !o.layout_free.is_empty()) {
-        Some(o) => format!("{description} [layout_free={}]", o.layout_free.join("+")),
-        None => description.to_string(),
-    }
-}
+/// A description with its options, as it can be pasted back (the service's own rule).
+pub use tunehub_server::workload::label;

@@ -13,8 +13,9 @@ use crate::records::{Neighbor, RangeRow, RecordStore, Representative, Workload, 
 use crate::workload;
 use serde_json::{Value, json};
 use tonic::Status;
+use tunehub_engine::ops::{LayoutFree, OpSpec};
 use tunehub_engine::task::{Task, WorkloadOptions};
-use tunehub_engine::transfer::{self, ShapeRange, range};
+use tunehub_engine::transfer::{self, ShapeRange};
 use tunehub_proto::v1 as pb;
 
 /// `Transfer.ranked_by` of an answer a range's dispatch table chose.
@@ -45,33 +46,48 @@ fn check_options(o: Option<&pb::WorkloadOptions>) -> Result<WorkloadOptions, Sta
     Ok(workload::options_from_pb(o))
 }
 
-/// The parsed range of a request's spec; INVALID_ARGUMENT naming what is wrong.
-fn parse_spec(spec: &str) -> Result<ShapeRange, Status> {
+/// The parsed range of a request's spec and typed options, and its resolved options (the
+/// operator's constant weight packed by default, as for an op spec); INVALID_ARGUMENT naming
+/// what is wrong.
+fn parse_range(
+    spec: &str,
+    options: Option<&pb::WorkloadOptions>,
+) -> Result<(ShapeRange, WorkloadOptions), Status> {
     check_len("range.spec", spec, MAX_OP_SPEC)?;
-    range::parse(spec).map_err(|e| Status::invalid_argument(format!("range: {e}")))
+    let typed = check_options(options)?;
+    let range = ShapeRange::parse(spec)
+        .and_then(|r| r.with_options(&typed))
+        .map_err(|e| Status::invalid_argument(format!("range: {e}")))?;
+    let options = range.options();
+    Ok((range, options))
 }
 
 /// Checks `SubmitRequest.range` (the tasks' own checks follow, as for any task).
 pub(super) fn submitted_range(r: &pb::ShapeRange) -> Result<Submitted, Status> {
-    let range = parse_spec(&r.spec)?;
-    let options = check_options(r.options.as_ref())?;
+    let (range, options) = parse_range(&r.spec, r.options.as_ref())?;
     if r.trials == 0 {
         return Err(Status::invalid_argument(
             "range.trials (per representative shape) must be at least 1",
         ));
     }
     let reps = range.representatives();
+    // Each representative's op spec in its canonical form, its options written in it.
     let tasks = reps
         .iter()
-        .map(|v| pb::TaskSpec {
-            workload: Some(pb::Workload {
-                kind: Some(pb::workload::Kind::OpSpec(range.spec_at(v))),
-                options: workload::options_to_pb(&options),
-            }),
-            trials: r.trials,
-            weight: 1.0,
+        .map(|v| {
+            let spec = range
+                .op_spec_at(v)
+                .map_err(|e| Status::invalid_argument(format!("range: {e}")))?;
+            Ok(pb::TaskSpec {
+                workload: Some(pb::Workload {
+                    kind: Some(pb::workload::Kind::OpSpec(spec.to_string())),
+                    options: None,
+                }),
+                trials: r.trials,
+                weight: 1.0,
+            })
         })
-        .collect();
+        .collect::<Result<_, Status>>()?;
     Ok(Submitted {
         range,
         reps,
@@ -116,12 +132,21 @@ fn row_of(
     }
 }
 
-/// A representative's task: its shape's DAG with the range's options.
+/// A representative's op spec: its shape with the range's resolved options.
+fn rep_spec(range: &ShapeRange, values: &[i64], options: &WorkloadOptions) -> Result<OpSpec, String> {
+    let layout_free = LayoutFree::Inputs(options.layout_free.clone());
+    range
+        .op_spec_at(values)
+        .map_err(|e| e.to_string())?
+        .with_layout_free(layout_free)
+        .map_err(|e| e.to_string())
+}
+
+/// A representative's task: its shape's DAG with the range's options, described canonically.
 fn rep_task(range: &ShapeRange, values: &[i64], options: &WorkloadOptions) -> Result<Task, String> {
-    let dag = range.dag_at(values).map_err(|e| e.to_string())?;
-    Task::new(dag, range.spec_at(values))
-        .with_options(options)
-        .map_err(|e| format!("layout_free: {e}"))
+    rep_spec(range, values, options)?
+        .task()
+        .map_err(|e| e.to_string())
 }
 
 pub(super) fn range_ref(r: &RangeRow) -> pb::ShapeRangeRef {
@@ -158,7 +183,7 @@ impl Api {
             if !same_options(&row.options, &task.options()) {
                 continue;
             }
-            let range = match range::parse(&row.spec) {
+            let range = match ShapeRange::parse(&row.spec) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(range = %row.id, "stored range unreadable: {e}");
@@ -231,8 +256,7 @@ impl Api {
         &self,
         r: &pb::RangeRequest,
     ) -> Result<pb::RangeResponse, Status> {
-        let range = parse_spec(&r.spec)?;
-        let options = check_options(r.options.as_ref())?;
+        let (range, options) = parse_range(&r.spec, r.options.as_ref())?;
         let target = self.query_target(&r.target).await?;
         let id = range_id(&range.spec(), &options, &target);
         let row = self
@@ -279,7 +303,8 @@ impl Api {
                     .collect(),
                 values: rep.values.clone(),
                 workload_key: rep.workload_key.clone(),
-                description: range.spec_at(&rep.values),
+                description: rep_spec(&range, &rep.values, &options)
+                    .map_or_else(|_| range.spec_at(&rep.values), |s| s.to_string()),
                 record_id: entry
                     .best
                     .as_ref()
@@ -357,7 +382,7 @@ pub fn parse_range_line(v: &Value) -> Result<ImportedRange, String> {
             WorkloadOptions { layout_free }
         }
     };
-    let range = range::parse(&spec).map_err(|e| format!("range.spec: {e}"))?;
+    let range = ShapeRange::parse(&spec).map_err(|e| format!("range.spec: {e}"))?;
     let want = range_id(&range.spec(), &options, &target_key);
     if id != want {
         return Err(format!(
@@ -409,7 +434,7 @@ mod tests {
     #[test]
     fn a_range_line_goes_out_and_back() {
         let spec = "matmul(m=4..64,n=8,k=8)";
-        let range = range::parse(spec).unwrap();
+        let range = ShapeRange::parse(spec).unwrap();
         let options = WorkloadOptions {
             layout_free: vec!["B".into()],
         };

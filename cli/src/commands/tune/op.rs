@@ -18,7 +18,7 @@ use tunehub_proto::v1 as pb;
 /// database is opened, so it creates no file.
 fn build_workload(w: &WorkloadArgs) -> Result<pb::Workload, UsageError> {
     let workload = match (&w.op_spec, &w.expr) {
-        (Some(spec), None) => workload::from_op_spec(spec),
+        (Some(spec), None) => workload::from_op_spec(spec)?,
         (None, Some(src)) => workload::from_expr(src),
         // clap's argument group admits exactly one of the two.
         _ => return Err(UsageError("give exactly one of OP_SPEC and --expr".into())),

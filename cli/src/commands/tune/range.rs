@@ -10,13 +10,12 @@ use crate::usage::{UsageError, emit, status_error};
 use crate::workload;
 use anyhow::{Result, bail};
 use std::process::ExitCode;
-use tunehub_engine::transfer::range::{self, MAX_REPRESENTATIVES};
+use tunehub_engine::transfer::range::MAX_REPRESENTATIVES;
 use tunehub_proto::v1 as pb;
 
 pub async fn run(args: &TuneArgs, spec: &str) -> Result<ExitCode> {
-    // Checked before the database is touched (the server checks it again, in full).
-    let req_range = workload::range_from_spec(spec, args.trials);
-    range::parse(&req_range.spec).map_err(|e| UsageError(e.to_string()))?;
+    // Parsed before the database is touched (the service checks it again, in full).
+    let req_range = workload::range_from_spec(spec, args.trials)?;
     if args.print_source || args.out_c.is_some() {
         return Err(UsageError(
             "--print-source and --out-c take one shape; a range's shapes are answered by \
