@@ -88,6 +88,15 @@ def start_server(directory: Path, *extra: str, scheme: str = "http") -> Server:
     return Server(proc, line.removeprefix("listening on "), TOKEN, scheme)
 
 
+@pytest.fixture(autouse=True)
+def no_client_settings(monkeypatch, tmp_path_factory):
+    """No test reads the developer's settings: `Client()` resolves its server, token and CA
+    from the environment and ~/.config/tunehub/config.toml (tunehub.config)."""
+    for var in ("TUNEHUB_SERVER", "TUNEHUB_TOKEN", "TUNEHUB_CA_CERT", "TUNEHUB_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     s = start_server(tmp_path_factory.mktemp("server"))

@@ -2,21 +2,30 @@
 
 Methods return the protobuf messages of proto/tunehub/v1/tunehub.proto (`tunehub.pb`) as they
 are; a refused or failed call raises `TunehubError` with its gRPC status code and message.
+Names are the command line's: schedulers "gradient" and "round-robin", job states "queued",
+"running", "done", "failed", "cancelled", the target "local".
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar, Union, cast
 from urllib.parse import urlsplit
 
 import grpc
 
+from . import config as cfg
 from . import workloads as wl
 from ._proto import tunehub_pb2 as pb
 from ._proto import tunehub_pb2_grpc as rpc
 from .errors import TunehubError
+
+_T = TypeVar("_T")
+PathLike = Union[str, "os.PathLike[str]"]
 
 # Messages up to this size are accepted from the server (exports, packs, kernel sources), as
 # the Rust client does.
@@ -24,11 +33,31 @@ MAX_RECEIVE_BYTES = 64 << 20
 # Lines per message of an import stream, as `tunehub records import` sends them.
 IMPORT_CHUNK_LINES = 256
 
-_SCHEDULERS = {
+# The command line's names (`tunehub submit --scheduler`); "" is the server's default
+# (gradient, as the command line's).
+SCHEDULERS: dict[str, pb.SchedulerKind] = {
     "": pb.SCHEDULER_KIND_UNSPECIFIED,
-    "round_robin": pb.SCHEDULER_KIND_ROUND_ROBIN,
+    "round-robin": pb.SCHEDULER_KIND_ROUND_ROBIN,
     "gradient": pb.SCHEDULER_KIND_GRADIENT,
 }
+# Spellings of earlier releases, accepted with a DeprecationWarning for one more release.
+_OLD_SCHEDULERS = {"round_robin": "round-robin"}
+
+# Job states by the command line's names (`tunehub jobs --state`, its listings).
+STATES: dict[str, pb.JobState] = {
+    "queued": pb.JOB_STATE_QUEUED,
+    "running": pb.JOB_STATE_RUNNING,
+    "done": pb.JOB_STATE_DONE,
+    "failed": pb.JOB_STATE_FAILED,
+    "cancelled": pb.JOB_STATE_CANCELLED,
+}
+
+
+def state_name(state: pb.Job | int) -> str:
+    """A job's state (or a `pb.JOB_STATE_*` value) as the command line names it: "queued",
+    "running", "done", "failed", "cancelled" ("unknown" for anything else)."""
+    value = state.state if isinstance(state, pb.Job) else state
+    return next((name for name, v in STATES.items() if v == value), "unknown")
 
 
 class Client:
@@ -38,16 +67,26 @@ class Client:
     `ca_cert`: a PEM file's path or the PEM bytes). `token`: sent as `authorization: Bearer
     <token>` on every call. `timeout`: seconds allowed per call (None: no limit; `watch` takes
     its own).
+
+    Each of `url`, `token` and `ca_cert` left out (None) is taken as the command line takes it
+    (`tunehub.config`): from TUNEHUB_SERVER, TUNEHUB_TOKEN, TUNEHUB_CA_CERT, else from the
+    `[client]` table of the configuration file (`config`, else TUNEHUB_CONFIG, else
+    `~/.config/tunehub/config.toml` if it exists), else the default: `http://127.0.0.1:50051`
+    with no token. So `Client()` reaches the server `tunehub jobs` reaches. `token=""` sends
+    no token whatever the environment says. `self.config` holds what was resolved.
     """
 
     def __init__(
         self,
-        url: str = "http://127.0.0.1:50051",
+        url: str | None = None,
         token: str | None = None,
-        ca_cert: str | os.PathLike | bytes | None = None,
+        ca_cert: PathLike | bytes | None = None,
         *,
         timeout: float | None = None,
+        config: PathLike | None = None,
     ):
+        resolved = cfg.resolve(url, token, ca_cert, config=config)
+        url = resolved.server
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(
@@ -58,41 +97,52 @@ class Client:
         options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
         if parts.scheme == "https":
             roots = None
-            if ca_cert is not None:
-                roots = ca_cert if isinstance(ca_cert, bytes) else Path(ca_cert).read_bytes()
+            ca = resolved.ca_cert
+            if ca is not None:
+                roots = ca if isinstance(ca, bytes) else Path(ca).read_bytes()
             creds = grpc.ssl_channel_credentials(root_certificates=roots)
             self._channel = grpc.secure_channel(parts.netloc, creds, options=options)
         else:
+            # Given here with a plain URL it is a mistake; from the environment or the file it
+            # is there for https URLs, and left unused as the command line leaves it.
             if ca_cert is not None:
                 raise ValueError("ca_cert is for an https:// URL")
             self._channel = grpc.insecure_channel(parts.netloc, options=options)
+        self.config = resolved
         self.url = url
         self.timeout = timeout
-        self._metadata = [("authorization", f"Bearer {token}")] if token else []
-        self._jobs = rpc.JobsStub(self._channel)
-        self._query = rpc.QueryStub(self._channel)
-        self._records = rpc.RecordsStub(self._channel)
-        self._workers = rpc.WorkersStub(self._channel)
+        tok = resolved.token
+        self._metadata: list[tuple[str, str]] = [("authorization", f"Bearer {tok}")] if tok else []
+        # The generated stubs are untyped (grpcio-tools writes no .pyi for them).
+        self._jobs: Any = rpc.JobsStub(self._channel)
+        self._query: Any = rpc.QueryStub(self._channel)
+        self._records: Any = rpc.RecordsStub(self._channel)
+        self._workers: Any = rpc.WorkersStub(self._channel)
         self.records = Records(self)
 
     def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     # --- Jobs -------------------------------------------------------------------------------
 
     def submit(
         self,
-        tasks=None,
+        tasks: wl.Tasks | None = None,
         *,
         trials: int | None = None,
         target: str | None = None,
-        measure: pb.MeasureOptions | dict | None = None,
+        measure: pb.MeasureOptions | Mapping[str, Any] | None = None,
         batch_size: int = 0,
         seed: int = 0,
         scheduler: str | int = "",
@@ -106,9 +156,10 @@ class Client:
 
         `tasks`: one or a list of workloads (op specs, text forms, `pb.Workload`s: each gets
         `trials` candidates and `weight`) or `pb.TaskSpec`s (taken as they are). `measure`:
-        a `pb.MeasureOptions` or a dict of its fields. `scheduler`: "round_robin", "gradient",
-        or "" for the server's default. `priority`: -10..10; a pool's queued jobs start highest
-        first, and jobs sharing a pool get its workers in proportion to 2^(priority/5).
+        a `pb.MeasureOptions` or a dict of its fields. `scheduler`: "gradient", "round-robin"
+        (the command line's names), or "" for the server's default (gradient). `priority`:
+        -10..10; a pool's queued jobs start highest first, and jobs sharing a pool get its
+        workers in proportion to 2^(priority/5).
 
         `target`: "local" (the default: the server's own machine) or a target key. `targets`:
         several target keys instead (exclusive with `target`): one job per target, in one group;
@@ -121,14 +172,6 @@ class Client:
         `job.range` names the range; afterwards `best` answers any shape of it and
         `range_table` shows which representative serves which shapes.
         """
-        if isinstance(measure, dict):
-            measure = pb.MeasureOptions(**measure)
-        if isinstance(scheduler, str):
-            if scheduler not in _SCHEDULERS:
-                raise ValueError(f"scheduler {scheduler!r}: one of {sorted(_SCHEDULERS)}")
-            scheduler = _SCHEDULERS[scheduler]
-        if isinstance(targets, str):
-            raise ValueError(f"targets={targets!r}: a list of target keys (one target: target=)")
         if range is not None:
             # The server refuses a range beside tasks too; said here before anything is sent.
             if tasks is not None:
@@ -138,35 +181,120 @@ class Client:
             raise ValueError("submit needs tasks, or a range")
         else:
             shape_range, task_specs = None, wl.tasks(tasks, trials, weight)
-        req = pb.SubmitRequest(
-            tasks=task_specs,
+        req = self._job_request(
+            target, targets, measure, batch_size, seed, scheduler, name, priority
+        )
+        req.tasks.extend(task_specs)
+        if shape_range is not None:
+            req.range.CopyFrom(shape_range)
+        return self._unary(self._jobs.Submit, req, "Jobs.Submit", pb.SubmitResponse).job
+
+    def submit_model(
+        self,
+        model: PathLike | bytes,
+        *,
+        trials: int,
+        batch: int | None = None,
+        shapes: Mapping[str, Sequence[int] | str] | Iterable[str] | None = None,
+        strict: bool = False,
+        target: str | None = None,
+        targets: Sequence[str] = (),
+        measure: pb.MeasureOptions | Mapping[str, Any] | None = None,
+        batch_size: int = 0,
+        seed: int = 0,
+        scheduler: str | int = "",
+        name: str = "",
+        priority: int = 0,
+    ) -> pb.Job:
+        """Queues the tasks of an ONNX model as one job and returns it, as `tunehub submit
+        MODEL.onnx` does: the server extracts the tasks (the same workloads, weighted by how
+        often each occurs) and each gets `trials` candidates. The other arguments are
+        `submit`'s.
+
+        `model`: the model file's path, or its bytes (weights inside the file: external data
+        files cannot be sent). `batch`: the value of every input's dynamic first dimension
+        (`--model-batch`). `shapes`: whole input shapes (`--shape`), as `{"input": [1, 3, 224,
+        224]}`, `{"input": "1x3x224x224"}` or `["input=1x3x224x224"]`. `strict`: an
+        unsupported operator is an error instead of a skipped node; without it each skipped
+        node is reported as a `UserWarning`, as the command line warns on stderr.
+
+        A bad model (unreadable, a dynamic dimension without a value, with `strict` an
+        unsupported operator, no task at all, larger than the server takes) raises
+        TunehubError INVALID_ARGUMENT saying what and where; nothing is stored.
+        """
+        if isinstance(model, (bytes, bytearray, memoryview)):
+            onnx = bytes(model)
+        elif isinstance(model, (str, os.PathLike)):
+            onnx = Path(model).read_bytes()
+        else:
+            raise TypeError(f"a model is a file's path or its bytes, not {type(model).__name__}")
+        source = pb.ModelSource(
+            onnx=onnx,
+            batch=batch,
+            shapes=_input_shapes(shapes),
+            strict=strict,
+            trials_per_task=trials,
+        )
+        job = self._job_request(
+            target, targets, measure, batch_size, seed, scheduler, name, priority
+        )
+        req = pb.SubmitModelRequest(model=source, job=job)
+        resp = self._unary(self._jobs.SubmitModel, req, "Jobs.SubmitModel", pb.SubmitModelResponse)
+        for s in resp.skipped:
+            warnings.warn(
+                f"node '{s.node}' ({s.op}) skipped, not tuned nor in the estimate: {s.reason}",
+                UserWarning,
+                stacklevel=2,
+            )
+        return resp.job
+
+    def _job_request(
+        self,
+        target: str | None,
+        targets: Sequence[str],
+        measure: pb.MeasureOptions | Mapping[str, Any] | None,
+        batch_size: int,
+        seed: int,
+        scheduler: str | int,
+        name: str,
+        priority: int,
+    ) -> pb.SubmitRequest:
+        # A job's settings, checked as far as the client can before anything is sent.
+        if isinstance(measure, Mapping):
+            measure = pb.MeasureOptions(**measure)
+        if isinstance(targets, str):
+            raise ValueError(f"targets={targets!r}: a list of target keys (one target: target=)")
+        return pb.SubmitRequest(
             target=("" if targets else "local") if target is None else target,
             measure=measure,
             batch_size=batch_size,
             seed=seed,
-            scheduler=scheduler,
+            scheduler=_scheduler(scheduler),
             name=name,
             priority=priority,
             targets=list(targets),
-            range=shape_range,
-        )
-        return self._unary(self._jobs.Submit, req, "Jobs.Submit").job
-
-    def get(self, job_id: str) -> pb.Job:
-        return self._unary(self._jobs.Get, pb.GetJobRequest(id=_job_id(job_id)), "Jobs.Get")
-
-    def jobs(self, states: Sequence[int] = (), limit: int = 0, group: str = "") -> list[pb.Job]:
-        """Jobs, newest first; only those in `states` (`pb.JOB_STATE_*`) when given, only those
-        of a multi-target submission's `group` when given."""
-        req = pb.ListJobsRequest(states=list(states), limit=limit, group=group)
-        return list(self._unary(self._jobs.List, req, "Jobs.List").jobs)
-
-    def cancel(self, job_id: str) -> pb.Job:
-        return self._unary(
-            self._jobs.Cancel, pb.CancelJobRequest(id=_job_id(job_id)), "Jobs.Cancel"
         )
 
-    def watch(self, job_id, timeout: float | None = None) -> Iterator[pb.JobEvent]:
+    def get(self, job_id: str | pb.Job) -> pb.Job:
+        req = pb.GetJobRequest(id=_job_id(job_id))
+        return self._unary(self._jobs.Get, req, "Jobs.Get", pb.Job)
+
+    def jobs(
+        self, states: Sequence[str | int] = (), limit: int = 0, group: str = ""
+    ) -> list[pb.Job]:
+        """Jobs, newest first; only those in `states` when given (the command line's names,
+        "queued", "running", "done", "failed", "cancelled", or `pb.JOB_STATE_*` values), only
+        those of a multi-target submission's `group` when given."""
+        if isinstance(states, str):
+            states = [states]
+        req = pb.ListJobsRequest(states=[_state(s) for s in states], limit=limit, group=group)
+        return list(self._unary(self._jobs.List, req, "Jobs.List", pb.ListJobsResponse).jobs)
+
+    def cancel(self, job_id: str | pb.Job) -> pb.Job:
+        req = pb.CancelJobRequest(id=_job_id(job_id))
+        return self._unary(self._jobs.Cancel, req, "Jobs.Cancel", pb.Job)
+
+    def watch(self, job_id: str | pb.Job, timeout: float | None = None) -> Iterator[pb.JobEvent]:
         """The job's progress events (`pb.JobEvent`): a snapshot first, then rounds, new bests,
         errors and estimates as they happen; the last one is `done` (`event.HasField("done")`),
         after which the iterator ends. `timeout`: seconds for the whole watch."""
@@ -186,7 +314,7 @@ class Client:
             grpc.StatusCode.UNAVAILABLE, "the watch stream ended before the job did", "Jobs.Watch"
         )
 
-    def wait(self, job_id, timeout: float | None = None) -> pb.Job:
+    def wait(self, job_id: str | pb.Job, timeout: float | None = None) -> pb.Job:
         """Watches the job to its end and returns it as it ended (done, failed or cancelled)."""
         for ev in self.watch(job_id, timeout=timeout):
             if ev.WhichOneof("event") == "done":
@@ -197,7 +325,7 @@ class Client:
 
     def best(
         self,
-        workload,
+        workload: wl.WorkloadLike,
         target: str = "local",
         *,
         with_source: bool = False,
@@ -215,11 +343,11 @@ class Client:
             symbol_prefix=symbol_prefix,
             omit_kernel=omit_kernel,
         )
-        return self._unary(self._query.Best, req, "Query.Best")
+        return self._unary(self._query.Best, req, "Query.Best", pb.BestResponse)
 
     def best_batch(
         self,
-        workloads,
+        workloads: wl.Workloads,
         target: str = "local",
         *,
         with_source: bool = False,
@@ -237,11 +365,12 @@ class Client:
             symbol_prefix=symbol_prefix,
             omit_kernel=omit_kernel,
         )
-        return list(self._unary(self._query.BestBatch, req, "Query.BestBatch").results)
+        resp = self._unary(self._query.BestBatch, req, "Query.BestBatch", pb.BestBatchResponse)
+        return list(resp.results)
 
     def top_k(
         self,
-        workload,
+        workload: wl.WorkloadLike,
         target: str = "local",
         k: int = 0,
         *,
@@ -256,10 +385,11 @@ class Client:
             symbol_prefix=symbol_prefix,
             omit_kernel=omit_kernel,
         )
-        return self._unary(self._query.TopK, req, "Query.TopK")
+        return self._unary(self._query.TopK, req, "Query.TopK", pb.TopKResponse)
 
     def list_tuned(self) -> pb.ListTunedResponse:
-        return self._unary(self._query.ListTuned, pb.ListTunedRequest(), "Query.ListTuned")
+        req = pb.ListTunedRequest()
+        return self._unary(self._query.ListTuned, req, "Query.ListTuned", pb.ListTunedResponse)
 
     def range_table(
         self, spec: str, target: str = "local", *, layout_free: Sequence[str] = ()
@@ -270,16 +400,16 @@ class Client:
         `best` (marked `transfer`, with `range` set)."""
         options = pb.WorkloadOptions(layout_free=list(layout_free)) if layout_free else None
         req = pb.RangeRequest(spec=spec, target=target, options=options)
-        return self._unary(self._query.Range, req, "Query.Range")
+        return self._unary(self._query.Range, req, "Query.Range", pb.RangeResponse)
 
     def pack(
         self,
-        workloads,
+        workloads: wl.Workloads,
         target: str = "local",
         *,
         name: str = "",
         symbol_prefix: str = "",
-        out_dir: str | os.PathLike | None = None,
+        out_dir: PathLike | None = None,
     ) -> pb.PackResponse:
         """A kernel pack of the workloads' best kernels. With `out_dir`, also writes
         `<name>.c`, `<name>.h` and `manifest.json` there (the directory is created). A
@@ -288,16 +418,17 @@ class Client:
         req = pb.PackRequest(
             workloads=wl.workloads(workloads), target=target, name=name, symbol_prefix=symbol_prefix
         )
-        resp = self._unary(self._query.Pack, req, "Query.Pack")
+        resp = self._unary(self._query.Pack, req, "Query.Pack", pb.PackResponse)
         if out_dir is not None:
             write_pack(resp, out_dir)
         return resp
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def _unary(self, method, req, name: str):
+    def _unary(self, method: Callable[..., Any], req: Any, name: str, out: type[_T]) -> _T:
+        # `out`: the method's response type, for the type checker (the stubs are untyped).
         try:
-            return method(req, metadata=self._metadata, timeout=self.timeout)
+            return cast(_T, method(req, metadata=self._metadata, timeout=self.timeout))
         except grpc.RpcError as e:
             raise TunehubError.from_rpc(e, name) from None
 
@@ -311,7 +442,7 @@ class Records:
 
     def export(
         self,
-        path: str | os.PathLike | None = None,
+        path: PathLike | None = None,
         *,
         workload_key: str = "",
         target_key: str = "",
@@ -341,7 +472,7 @@ class Records:
         except grpc.RpcError as e:
             raise TunehubError.from_rpc(e, "Records.Export") from None
 
-    def import_(self, source: str | os.PathLike | Iterable[str]) -> pb.ImportResponse:
+    def import_(self, source: PathLike | Iterable[str]) -> pb.ImportResponse:
         """Imports records, all or nothing: `source` is a file's path (str or PathLike) or an
         iterable of lines (without newlines). Every line is sent, blank ones included, so the
         server's line numbers in an error are the file's."""
@@ -356,12 +487,13 @@ class Records:
         )
         c = self._client
         try:
-            return c._records.Import(chunks, metadata=c._metadata, timeout=c.timeout)
+            resp = c._records.Import(chunks, metadata=c._metadata, timeout=c.timeout)
+            return cast(pb.ImportResponse, resp)
         except grpc.RpcError as e:
             raise TunehubError.from_rpc(e, "Records.Import") from None
 
 
-def write_pack(pack: pb.PackResponse, out_dir: str | os.PathLike) -> dict[str, Path]:
+def write_pack(pack: pb.PackResponse, out_dir: PathLike) -> dict[str, Path]:
     """Writes a pack's three files into `out_dir`; their paths by kind ("source", "header",
     "manifest")."""
     d = Path(out_dir)
@@ -378,6 +510,61 @@ def write_pack(pack: pb.PackResponse, out_dir: str | os.PathLike) -> dict[str, P
     return paths
 
 
-def _job_id(job) -> str:
+def _job_id(job: str | pb.Job) -> str:
     # A Job message (as `submit` returns it) or its id.
     return job.id if isinstance(job, pb.Job) else job
+
+
+def _scheduler(s: str | int) -> pb.SchedulerKind:
+    if not isinstance(s, str):
+        return cast(pb.SchedulerKind, s)
+    if s in _OLD_SCHEDULERS:
+        new = _OLD_SCHEDULERS[s]
+        warnings.warn(
+            f"scheduler {s!r} is now {new!r}, as the command line names it; {s!r} will be "
+            "refused in a later release",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        s = new
+    if s not in SCHEDULERS:
+        raise ValueError(f"scheduler {s!r}: one of {sorted(SCHEDULERS)}")
+    return SCHEDULERS[s]
+
+
+def _state(s: str | int) -> pb.JobState:
+    if not isinstance(s, str):
+        return cast(pb.JobState, s)
+    if s not in STATES:
+        raise ValueError(f"job state {s!r}: one of {', '.join(STATES)}")
+    return STATES[s]
+
+
+def _input_shapes(
+    shapes: Mapping[str, Sequence[int] | str] | Iterable[str] | None,
+) -> list[pb.InputShape]:
+    # `{"x": [1, 3, 8, 8]}`, `{"x": "1x3x8x8"}` or the command line's `["x=1x3x8x8"]`.
+    if shapes is None:
+        return []
+    if isinstance(shapes, str):
+        shapes = [shapes]
+    items: list[tuple[str, Sequence[int] | str]] = []
+    if isinstance(shapes, Mapping):
+        items = list(shapes.items())
+    else:
+        for arg in shapes:
+            name, sep, text = arg.partition("=")
+            if not sep or not name:
+                raise ValueError(f"shape {arg!r}: expected NAME=D0xD1x...")
+            items.append((name, text))
+    out = []
+    for name, given in items:
+        if isinstance(given, str):
+            try:
+                dims = [int(d) for d in given.split("x")]
+            except ValueError:
+                raise ValueError(f"shape of {name!r}: {given!r} is not D0xD1x...") from None
+        else:
+            dims = [int(d) for d in given]
+        out.append(pb.InputShape(name=name, dims=dims))
+    return out

@@ -31,18 +31,25 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+from ._proto import tunehub_pb2 as pb
 from .errors import KernelBuildError
 
 __all__ = ["build", "CompiledKernel", "PackedWeight", "aligned_empty"]
 
-_DTYPES = {"float32": np.float32}
+_DTYPES: dict[str, type[np.float32]] = {"float32": np.float32}
+# A numpy array of any dtype (checked when called).
+Array = npt.NDArray[Any]
 
 
-def aligned_empty(shape: Sequence[int], alignment: int = 64, dtype=np.float32) -> np.ndarray:
+def aligned_empty(
+    shape: Sequence[int], alignment: int = 64, dtype: npt.DTypeLike = np.float32
+) -> Array:
     """An uninitialised C-contiguous array whose data starts on an `alignment`-byte boundary
     (over-allocated bytes, viewed from the first aligned one)."""
     dtype = np.dtype(dtype)
@@ -50,10 +57,11 @@ def aligned_empty(shape: Sequence[int], alignment: int = 64, dtype=np.float32) -
     nbytes = math.prod(shape) * dtype.itemsize
     raw = np.empty(nbytes + alignment, dtype=np.uint8)
     offset = (-raw.ctypes.data) % alignment
-    return raw[offset : offset + nbytes].view(dtype).reshape(tuple(shape))
+    out: Array = raw[offset : offset + nbytes].view(dtype).reshape(tuple(shape))
+    return out
 
 
-def build(kernel, cc: str | None = None) -> "CompiledKernel":
+def build(kernel: pb.Kernel, cc: str | None = None) -> CompiledKernel:
     """Compiles `kernel` (a `pb.Kernel`) and returns it as a callable (see the module's doc).
 
     `cc`: the compiler command to use instead of `kernel.compiler` (e.g. "clang"); either may
@@ -90,7 +98,7 @@ class PackedWeight:
     """A weight already in the packed layout of one kernel's argument (`CompiledKernel.pack`):
     pass it in the weight's place to skip packing on each call."""
 
-    def __init__(self, symbol: str, name: str, data: np.ndarray):
+    def __init__(self, symbol: str, name: str, data: Array):
         self.symbol = symbol
         self.name = name
         self.data = data
@@ -102,7 +110,7 @@ class CompiledKernel:
     Attributes: `symbol`, `kernel` (the message it was built from), `inputs` and `outputs`
     (its KernelArgs, in call order), `library` (the loaded ctypes library)."""
 
-    def __init__(self, kernel, library: ctypes.CDLL):
+    def __init__(self, kernel: pb.Kernel, library: ctypes.CDLL):
         self.kernel = kernel
         self.symbol = kernel.symbol
         self.library = library
@@ -123,7 +131,7 @@ class CompiledKernel:
     @property
     def threads(self) -> int:
         """The thread count the kernel was measured with."""
-        return self.kernel.threads
+        return int(self.kernel.threads)
 
     def set_num_threads(self, n: int) -> None:
         """Threads of the kernel's parallel loops for later calls (`<symbol>_set_num_threads`)."""
@@ -135,7 +143,7 @@ class CompiledKernel:
             raise ValueError(f"thread count {n}: at least 1")
         self._set_threads(int(n))
 
-    def pack(self, name: str, array: np.ndarray) -> PackedWeight:
+    def pack(self, name: str, array: Array) -> PackedWeight:
         """Packs the weight argument `name` once (its pack function, into an aligned buffer)."""
         arg = next((a for a in self.inputs if a.name == name), None)
         if arg is None or name not in self._packers:
@@ -146,7 +154,11 @@ class CompiledKernel:
         self._packers[name](src.ctypes.data, dst.ctypes.data)
         return PackedWeight(self.symbol, name, dst)
 
-    def __call__(self, *arrays, out=None):
+    def __call__(
+        self,
+        *arrays: Array | PackedWeight,
+        out: Array | Sequence[Array] | None = None,
+    ) -> Array | tuple[Array, ...]:
         if len(arrays) != len(self.inputs):
             names = ", ".join(a.name for a in self.inputs)
             raise TypeError(
@@ -155,7 +167,7 @@ class CompiledKernel:
         given = dict(zip((a.name for a in self.inputs), arrays, strict=True))
         outs = self._outputs(out)
         # Kept alive until the call returns: the pointers below point into them.
-        buffers = []
+        buffers: list[Array] = []
         for a in self.kernel.args:
             if a.role == "output":
                 buffers.append(outs[a.name][1])
@@ -178,7 +190,7 @@ class CompiledKernel:
             results.append(user)
         return results[0] if len(results) == 1 else tuple(results)
 
-    def _outputs(self, out) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def _outputs(self, out: Array | Sequence[Array] | None) -> dict[str, tuple[Array, Array]]:
         # Per output: (the array returned, the buffer the kernel writes).
         if out is None:
             return {
@@ -186,15 +198,13 @@ class CompiledKernel:
                 for a in self.outputs
                 for buf in [aligned_empty(tuple(a.shape), a.alignment, _arg_dtype(a))]
             }
-        if isinstance(out, np.ndarray):
-            out = (out,)
-        out = tuple(out)
-        if len(out) != len(self.outputs):
+        given = (out,) if isinstance(out, np.ndarray) else tuple(out)
+        if len(given) != len(self.outputs):
             raise TypeError(
-                f"{self.symbol} has {len(self.outputs)} outputs, `out` gives {len(out)}"
+                f"{self.symbol} has {len(self.outputs)} outputs, `out` gives {len(given)}"
             )
         pairs = {}
-        for a, arr in zip(self.outputs, out, strict=True):
+        for a, arr in zip(self.outputs, given, strict=True):
             self._check(a, arr)
             if not arr.flags.writeable:
                 raise ValueError(f"{a.name}: the output array is read-only")
@@ -204,7 +214,7 @@ class CompiledKernel:
             )
         return pairs
 
-    def _ready(self, arg, array) -> np.ndarray:
+    def _ready(self, arg: pb.KernelArg, array: Array) -> Array:
         """`array` checked, as a C-contiguous aligned array (itself, or an aligned copy)."""
         self._check(arg, array)
         if self._usable(arg, array):
@@ -214,7 +224,7 @@ class CompiledKernel:
         return copy
 
     @staticmethod
-    def _check(arg, array) -> None:
+    def _check(arg: pb.KernelArg, array: object) -> None:
         if not isinstance(array, np.ndarray):
             raise TypeError(f"{arg.name}: a numpy array is expected, not {type(array).__name__}")
         want = np.dtype(_arg_dtype(arg))
@@ -226,28 +236,30 @@ class CompiledKernel:
             )
 
     @staticmethod
-    def _usable(arg, array: np.ndarray) -> bool:
-        return array.flags.c_contiguous and array.ctypes.data % max(arg.alignment, 1) == 0
+    def _usable(arg: pb.KernelArg, array: Array) -> bool:
+        return bool(array.flags.c_contiguous) and array.ctypes.data % max(arg.alignment, 1) == 0
 
-    def _function(self, name: str, argtypes):
+    def _function(self, name: str, argtypes: list[Any]) -> Callable[..., None]:
         try:
             f = getattr(self.library, name)
         except AttributeError:
             raise ValueError(f"the kernel's library has no function {name!r}") from None
         f.argtypes = argtypes
         f.restype = None
-        return f
+        fn: Callable[..., None] = f
+        return fn
 
 
-def _arg_dtype(arg):
+def _arg_dtype(arg: pb.KernelArg) -> type[np.float32]:
     dtype = arg.dtype or "float32"
     if dtype not in _DTYPES:
         raise ValueError(f"argument {arg.name}: dtype {dtype!r} is not supported (float32 only)")
     return _DTYPES[dtype]
 
 
-def _row_major(shape) -> list[int]:
-    strides, n = [], 1
+def _row_major(shape: Sequence[int]) -> list[int]:
+    strides: list[int] = []
+    n = 1
     for d in reversed(list(shape)):
         strides.append(n)
         n *= d

@@ -1,4 +1,4 @@
-//! The Jobs service: submit, get, list, cancel, watch.
+//! The Jobs service: submit, get, list, cancel, watch (submitting a model: `model`).
 
 use super::{Api, internal};
 use crate::auth::Principal;
@@ -78,7 +78,10 @@ pub fn measure_options(m: Option<&pb::MeasureOptions>) -> Result<MeasureOptions,
 impl Api {
     /// The targets of a submission: `target`, or each of `targets` (distinct, every unknown
     /// key named in one NOT_FOUND).
-    async fn submit_targets(&self, req: &pb::SubmitRequest) -> Result<Vec<Target>, Status> {
+    pub(super) async fn submit_targets(
+        &self,
+        req: &pb::SubmitRequest,
+    ) -> Result<Vec<Target>, Status> {
         if req.targets.is_empty() {
             return Ok(vec![self.measure_target(&req.target).await?]);
         }
@@ -376,6 +379,22 @@ impl Jobs for Api {
             job: jobs.first().cloned(),
             jobs,
         }))
+    }
+
+    async fn submit_model(
+        &self,
+        req: Request<pb::SubmitModelRequest>,
+    ) -> Result<Response<pb::SubmitModelResponse>, Status> {
+        if self.ctx.shutting_down() {
+            return Err(Status::unavailable(
+                "this server is shutting down and takes no new jobs: submit to another server \
+                 of the same database, or again once it is back",
+            ));
+        }
+        let owner = Principal::of(&req).name;
+        // Owned: the model's bytes move to the extraction rather than being copied.
+        let resp = self.submit_model_job(req.into_inner(), &owner).await?;
+        Ok(Response::new(resp))
     }
 
     async fn get(&self, req: Request<pb::GetJobRequest>) -> Result<Response<pb::Job>, Status> {

@@ -127,6 +127,56 @@ class SubmitResponse(_message.Message):
     jobs: _containers.RepeatedCompositeFieldContainer[Job]
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
 
+class SubmitModelRequest(_message.Message):
+    __slots__ = ("model", "job")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    model: ModelSource
+    job: SubmitRequest
+    def __init__(self, model: _Optional[_Union[ModelSource, _Mapping]] = ..., job: _Optional[_Union[SubmitRequest, _Mapping]] = ...) -> None: ...
+
+class ModelSource(_message.Message):
+    __slots__ = ("onnx", "batch", "shapes", "strict", "trials_per_task")
+    ONNX_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    SHAPES_FIELD_NUMBER: _ClassVar[int]
+    STRICT_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    onnx: bytes
+    batch: int
+    shapes: _containers.RepeatedCompositeFieldContainer[InputShape]
+    strict: bool
+    trials_per_task: int
+    def __init__(self, onnx: _Optional[bytes] = ..., batch: _Optional[int] = ..., shapes: _Optional[_Iterable[_Union[InputShape, _Mapping]]] = ..., strict: _Optional[bool] = ..., trials_per_task: _Optional[int] = ...) -> None: ...
+
+class InputShape(_message.Message):
+    __slots__ = ("name", "dims")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DIMS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    dims: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., dims: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SubmitModelResponse(_message.Message):
+    __slots__ = ("job", "jobs", "skipped")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    skipped: _containers.RepeatedCompositeFieldContainer[SkippedNode]
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., skipped: _Optional[_Iterable[_Union[SkippedNode, _Mapping]]] = ...) -> None: ...
+
+class SkippedNode(_message.Message):
+    __slots__ = ("node", "op", "reason")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    op: str
+    reason: str
+    def __init__(self, node: _Optional[str] = ..., op: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class TaskProgress(_message.Message):
     __slots__ = ("index", "workload_key", "description", "options", "flops", "weight", "trials", "trials_done", "ok", "errors", "new_records", "best_seconds", "best_gflops", "best_record_id", "last_error", "exhausted", "error_counts", "dropped", "share")
     class ErrorCountsEntry(_message.Message):

@@ -62,6 +62,11 @@ class JobsStub:
                 request_serializer=tunehub_dot_v1_dot_tunehub__pb2.WatchRequest.SerializeToString,
                 response_deserializer=tunehub_dot_v1_dot_tunehub__pb2.JobEvent.FromString,
                 _registered_method=True)
+        self.SubmitModel = channel.unary_unary(
+                '/tunehub.v1.Jobs/SubmitModel',
+                request_serializer=tunehub_dot_v1_dot_tunehub__pb2.SubmitModelRequest.SerializeToString,
+                response_deserializer=tunehub_dot_v1_dot_tunehub__pb2.SubmitModelResponse.FromString,
+                _registered_method=True)
 
 
 class JobsServicer:
@@ -107,6 +112,18 @@ class JobsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitModel(self, request, context):
+        """Queues the tasks of an ONNX model, extracted by the server as `tunehub submit MODEL.onnx`
+        extracts them on the client's side: the same workloads (keys), weights and trials. For
+        clients without an ONNX parser (the Python client). Bad input is INVALID_ARGUMENT naming
+        what was wrong (see ModelSource) and stores nothing; the job itself is checked as by
+        Submit. A separate method rather than a field of SubmitRequest: a server without it
+        answers UNIMPLEMENTED instead of ignoring the model.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -134,6 +151,11 @@ def add_JobsServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=tunehub_dot_v1_dot_tunehub__pb2.WatchRequest.FromString,
                     response_serializer=tunehub_dot_v1_dot_tunehub__pb2.JobEvent.SerializeToString,
+            ),
+            'SubmitModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitModel,
+                    request_deserializer=tunehub_dot_v1_dot_tunehub__pb2.SubmitModelRequest.FromString,
+                    response_serializer=tunehub_dot_v1_dot_tunehub__pb2.SubmitModelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -274,6 +296,33 @@ class Jobs:
             '/tunehub.v1.Jobs/Watch',
             tunehub_dot_v1_dot_tunehub__pb2.WatchRequest.SerializeToString,
             tunehub_dot_v1_dot_tunehub__pb2.JobEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tunehub.v1.Jobs/SubmitModel',
+            tunehub_dot_v1_dot_tunehub__pb2.SubmitModelRequest.SerializeToString,
+            tunehub_dot_v1_dot_tunehub__pb2.SubmitModelResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,320 @@
+//! `Jobs.SubmitModel`: an ONNX model sent whole, its tasks extracted by the server. The same
+//! model submitted by `tunehub submit MODEL.onnx` (extracted by the command line) and through
+//! SubmitModel gives the same tasks: workload keys, descriptions, options, weights, budgets.
+//! Bad models are refused at the door as INVALID_ARGUMENT naming what was wrong, nothing stored.
+//!
+//! The two submissions go to two servers, each with its own database, so that the second one's
+//! workloads cannot be the first one's rows read back.
+
+use std::path::Path;
+use std::process::Command;
+use tonic::Code;
+use tunehub_onnx::builder::ModelBuilder;
+use tunehub_onnx::nets;
+use tunehub_proto::v1 as pb;
+use tunehub_server::client::Clients;
+use tunehub_tests::{Server, TOKEN, binaries, code_of, quick, sqlite_path};
+
+/// `tunehub submit MODEL --trials 2 ARGS...` against `server`; the job's id.
+fn cli_submit(server: &Server, model: &Path, args: &[&str]) -> String {
+    let out = Command::new(binaries::tunehub())
+        .arg("submit")
+        .arg(model)
+        .args(["--trials", "2", "--name", "m"])
+        .args(args)
+        .env("TUNEHUB_SERVER", server.url())
+        .env("TUNEHUB_TOKEN", TOKEN)
+        .env_remove("TUNEHUB_CONFIG")
+        .output()
+        .expect("tunehub runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+fn model_req(
+    onnx: Vec<u8>,
+    batch: Option<i64>,
+    shapes: &[(&str, &[i64])],
+) -> pb::SubmitModelRequest {
+    pb::SubmitModelRequest {
+        model: Some(pb::ModelSource {
+            onnx,
+            batch,
+            shapes: shapes
+                .iter()
+                .map(|(name, dims)| pb::InputShape {
+                    name: name.to_string(),
+                    dims: dims.to_vec(),
+                })
+                .collect(),
+            strict: false,
+            trials_per_task: 2,
+        }),
+        job: Some(pb::SubmitRequest {
+            target: "local".into(),
+            measure: Some(quick()),
+            name: "m".into(),
+            ..Default::default()
+        }),
+    }
+}
+
+/// What must agree between the two ways, per task.
+#[derive(Debug, PartialEq)]
+struct TaskView {
+    key: String,
+    description: String,
+    layout_free: Vec<String>,
+    weight: f64,
+    trials: u32,
+    flops: u64,
+}
+
+fn tasks_of(job: &pb::Job) -> Vec<TaskView> {
+    job.tasks
+        .iter()
+        .map(|t| TaskView {
+            key: t.workload_key.clone(),
+            description: t.description.clone(),
+            layout_free: t
+                .options
+                .as_ref()
+                .map(|o| o.layout_free.clone())
+                .unwrap_or_default(),
+            weight: t.weight,
+            trials: t.trials,
+            flops: t.flops,
+        })
+        .collect()
+}
+
+/// A model, the command line's flags for it, and the request's batch and shapes.
+struct Case {
+    name: &'static str,
+    onnx: Vec<u8>,
+    flags: &'static [&'static str],
+    batch: Option<i64>,
+    shapes: &'static [(&'static str, &'static [i64])],
+}
+
+fn case(
+    name: &'static str,
+    onnx: Vec<u8>,
+    flags: &'static [&'static str],
+    batch: Option<i64>,
+    shapes: &'static [(&'static str, &'static [i64])],
+) -> Case {
+    Case {
+        name,
+        onnx,
+        flags,
+        batch,
+        shapes,
+    }
+}
+
+async fn cancel(c: &mut Clients, id: &str) {
+    // Only their task lists matter here: no need to tune them.
+    c.jobs
+        .cancel(pb::CancelJobRequest { id: id.into() })
+        .await
+        .unwrap();
+}
+
+/// A small network with a dynamic batch dimension: two convolutions of one shape (one task of
+/// weight 2), a pooling.
+fn dynamic_model() -> Vec<u8> {
+    let mut b = ModelBuilder::new();
+    let x = b.input("x", &[None, Some(4), Some(6), Some(6)]);
+    let y = b.conv_bn(&x, 4, 4, 3, 1, 1, 1, true);
+    let y = b.conv_bn(&y, 4, 4, 3, 1, 1, 1, true);
+    let g = b.node("GlobalAveragePool", &[&y], vec![]);
+    b.output(&g);
+    b.encode()
+}
+
+#[tokio::test]
+async fn a_model_submitted_whole_is_the_command_lines_task_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let by_cli = Server::start(&sqlite_path(dir.path(), "cli.db"), "cli", &[]);
+    let by_api = Server::start(&sqlite_path(dir.path(), "api.db"), "api", &[]);
+    let (mut cli, mut api) = (by_cli.client().await, by_api.client().await);
+
+    let cases = [
+        // Text forms and library operators, packed weights, epilogues, glue.
+        case("tiny", nets::tiny(), &[], None, &[]),
+        case("tiny_rest", nets::tiny_rest(), &[], None, &[]),
+        case(
+            "mobilenet_v2_block",
+            nets::mobilenet_v2_block(),
+            &[],
+            None,
+            &[],
+        ),
+        case(
+            "batch",
+            dynamic_model(),
+            &["--model-batch", "2"],
+            Some(2),
+            &[],
+        ),
+        case(
+            "shape",
+            dynamic_model(),
+            &["--shape", "x=3x4x6x6"],
+            None,
+            &[("x", &[3, 4, 6, 6])],
+        ),
+    ];
+    for Case {
+        name,
+        onnx,
+        flags,
+        batch,
+        shapes,
+    } in cases
+    {
+        let path = dir.path().join(format!("{name}.onnx"));
+        std::fs::write(&path, &onnx).unwrap();
+        let id = cli_submit(&by_cli, &path, flags);
+        let from_cli = tunehub_tests::get(&mut cli, &id).await;
+        cancel(&mut cli, &id).await;
+
+        let resp = api
+            .jobs
+            .submit_model(model_req(onnx, batch, shapes))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .into_inner();
+        let job = resp.job.expect("the job");
+        cancel(&mut api, &job.id).await;
+        assert_eq!(resp.jobs.len(), 1, "{name}");
+        assert!(resp.skipped.is_empty(), "{name}: {:?}", resp.skipped);
+        assert!(!job.tasks.is_empty(), "{name}");
+        assert_eq!(tasks_of(&job), tasks_of(&from_cli), "{name}");
+        assert_eq!(job.name, "m", "{name}");
+        if name == "batch" || name == "shape" {
+            // Two occurrences of one convolution: its weight is 2.
+            assert_eq!(job.tasks[0].weight, 2.0, "{name}");
+        }
+    }
+    // The two dynamic cases fixed the batch differently: other workloads.
+    let jobs = api
+        .jobs
+        .list(pb::ListJobsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs;
+    assert_eq!(jobs.len(), 5);
+    assert_ne!(jobs[0].tasks[0].workload_key, jobs[1].tasks[0].workload_key);
+}
+
+#[tokio::test]
+async fn bad_models_are_refused_at_the_door_and_store_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // 200 KB messages: models up to 200000 - 64 KiB bytes.
+    let server = Server::start(
+        &sqlite_path(dir.path(), "bad.db"),
+        "bad",
+        &["--max-message-bytes", "200000"],
+    );
+    let mut c = server.client().await;
+    let limit = 200_000 - (64 << 10);
+    let refused = |r: Result<tonic::Response<pb::SubmitModelResponse>, tonic::Status>,
+                   want: &[&str]| {
+        let (code, msg) = code_of(r);
+        assert_eq!(code, Code::InvalidArgument, "{msg}");
+        for w in want {
+            assert!(msg.contains(w), "{w:?} not in {msg:?}");
+        }
+    };
+
+    // Over the model limit, within the message limit: refused by its size, unparsed (these
+    // bytes are no model at all).
+    let big = vec![0x08u8; limit + 1];
+    let r = c.jobs.submit_model(model_req(big, None, &[])).await;
+    refused(
+        r,
+        &[
+            &format!("the model is {} bytes", limit + 1),
+            &format!("up to {limit} bytes"),
+        ],
+    );
+    let r = c
+        .jobs
+        .submit_model(model_req(b"not a model".to_vec(), None, &[]))
+        .await;
+    refused(r, &["not a valid ONNX model"]);
+    let r = c.jobs.submit_model(model_req(vec![], None, &[])).await;
+    refused(r, &["model.onnx is empty"]);
+    let r = c
+        .jobs
+        .submit_model(pb::SubmitModelRequest {
+            model: None,
+            ..model_req(vec![], None, &[])
+        })
+        .await;
+    refused(r, &["no model"]);
+
+    // A dynamic dimension without a value; a shape for an input the model lacks.
+    let r = c
+        .jobs
+        .submit_model(model_req(dynamic_model(), None, &[]))
+        .await;
+    refused(r, &["input 'x' dimension 0 is dynamic", "model.batch"]);
+    let r = c
+        .jobs
+        .submit_model(model_req(dynamic_model(), None, &[("y", &[1, 4, 6, 6])]))
+        .await;
+    refused(r, &["model.shapes 'y'", "no such input"]);
+
+    // An unsupported operator: an error under strict, naming the node; alone, no task.
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 8]);
+    let s = b.node("Sin", &[&x], vec![]);
+    let sin = b.last_node().to_string();
+    b.output(&s);
+    let only_sin = b.encode();
+    let mut strict = model_req(only_sin.clone(), None, &[]);
+    strict.model.as_mut().unwrap().strict = true;
+    let r = c.jobs.submit_model(strict).await;
+    refused(r, &[&format!("node '{sin}' (Sin): unsupported operator")]);
+    let r = c.jobs.submit_model(model_req(only_sin, None, &[])).await;
+    refused(r, &["yields no task", &format!("node '{sin}'")]);
+
+    // The model gives the tasks: a request with its own is a contradiction.
+    let mut with_tasks = model_req(nets::tiny(), None, &[]);
+    with_tasks.job.as_mut().unwrap().tasks = vec![tunehub_tests::task("matmul(4,4,4)", 1)];
+    let r = c.jobs.submit_model(with_tasks).await;
+    refused(r, &["job.tasks and job.range must be empty"]);
+    // The job's settings are checked as Submit checks them.
+    let mut bad_priority = model_req(nets::tiny(), None, &[]);
+    bad_priority.job.as_mut().unwrap().priority = 11;
+    let r = c.jobs.submit_model(bad_priority).await;
+    refused(r, &["priority 11"]);
+    // Checked before the model is parsed: an unknown target is said first, whatever the bytes.
+    let mut unknown_target = model_req(b"not a model".to_vec(), None, &[]);
+    unknown_target.job.as_mut().unwrap().target = "nope-target".into();
+    let (code, msg) = code_of(c.jobs.submit_model(unknown_target).await);
+    assert_eq!(code, Code::NotFound, "{msg}");
+    assert!(msg.contains("'nope-target'"), "{msg}");
+
+    let jobs = c
+        .jobs
+        .list(pb::ListJobsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs;
+    assert!(jobs.is_empty(), "{jobs:?}");
+}
