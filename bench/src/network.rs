@@ -4,7 +4,6 @@
 //! SVG of each, and the peer's latency beside it when given (`bench/onnx_peer.py` measures ONNX
 //! Runtime on the same model and thread count).
 
-use tunehub_engine::search::DEFAULT_POPULATION;
 use crate::plot::{Panel, svg_with};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -16,6 +15,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 use tunehub::embedded::{Embedded, EmbeddedOptions};
 use tunehub::workload;
+use tunehub_engine::search::DEFAULT_POPULATION;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_onnx::InputShapes;
 use tunehub_proto::v1 as pb;

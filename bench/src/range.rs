@@ -6,7 +6,6 @@
 //! GFLOP/s as a share of the shape's own tuned best (median, minimum, spread), and the range's
 //! total trials against those of tuning the held-out shapes, and every shape of the range.
 
-use tunehub_engine::search::DEFAULT_POPULATION;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::json;
@@ -20,6 +19,7 @@ use tunehub::embedded::{Embedded, EmbeddedOptions};
 use tunehub::workload;
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
 use tunehub_engine::schedule::Schedule;
+use tunehub_engine::search::DEFAULT_POPULATION;
 use tunehub_engine::target::Target;
 use tunehub_engine::transfer::range;
 use tunehub_proto::v1 as pb;

@@ -30,7 +30,6 @@
 //!
 //! `tunehub-bench reuse [--trials 200] [--part zero-shot,warm-start] [--seeds 0,1,2]`
 
-use tunehub_engine::search::DEFAULT_POPULATION;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use serde_json::json;
@@ -42,6 +41,7 @@ use std::time::Instant;
 use tunehub_engine::measure::{MeasureOptions, Measurer};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::DEFAULT_BATCH;
+use tunehub_engine::search::DEFAULT_POPULATION;
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;

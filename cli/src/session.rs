@@ -12,9 +12,10 @@ use tunehub_engine::target::Target;
 #[derive(Debug, Clone, Default, Args)]
 pub struct ServiceArgs {
     /// Use this database (a SQLite file, or a URL) through a service embedded in this command,
-    /// instead of a server: what `tunehub tune` stored there. Reading commands need it to exist.
-    /// Its `local` target is this machine as detected.
-    #[arg(long, value_name = "PATH_OR_URL", conflicts_with_all = ["server", "token", "ca_cert"])]
+    /// instead of a server (it wins over --server and TUNEHUB_SERVER): what `tunehub tune`
+    /// stored there. Reading commands need it to exist. Its `local` target is this machine as
+    /// detected.
+    #[arg(long, value_name = "PATH_OR_URL")]
     pub db: Option<String>,
 
     #[command(flatten)]

@@ -105,9 +105,11 @@ mod tests {
         };
         assert_eq!(s, "matmul(m=64,n=64,k=64,layout_free=B)");
         assert!(from_op_spec("matmul(64,64)").is_err());
-        assert!(range_from_spec("matmul(m=1..64,n=8,k=8)", 4)
-            .unwrap()
-            .spec
-            .contains("layout_free=B"));
+        assert!(
+            range_from_spec("matmul(m=1..64,n=8,k=8)", 4)
+                .unwrap()
+                .spec
+                .contains("layout_free=B")
+        );
     }
 }

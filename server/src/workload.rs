@@ -101,10 +101,16 @@ mod tests {
         let plain = Task::new(tunehub_engine::ops::matmul(8, 8, 8).unwrap(), "x").key;
         assert_eq!(key_of(&op("matmul(8,8,8)", &[])), packed);
         assert_eq!(key_of(&op("matmul(8,8,8)", &["B"])), packed);
-        assert_eq!(key_of(&op("matmul(m=8,n=8,k=8,layout_free=B)", &[])), packed);
+        assert_eq!(
+            key_of(&op("matmul(m=8,n=8,k=8,layout_free=B)", &[])),
+            packed
+        );
         assert_eq!(key_of(&op("matmul(8,8,8,layout_free=none)", &[])), plain);
         let t = task_of(&op(" matmul(8,8,8) ", &[])).unwrap().unwrap();
-        assert_eq!(t.desc, "matmul(m=8,n=8,k=8,layout_free=B)", "canonical, pasteable");
+        assert_eq!(
+            t.desc, "matmul(m=8,n=8,k=8,layout_free=B)",
+            "canonical, pasteable"
+        );
         // What the spec says and the typed options contradict is refused, naming both.
         let e = task_of(&op("matmul(8,8,8,layout_free=none)", &["B"]))
             .unwrap()
@@ -128,6 +134,9 @@ mod tests {
             label("matmul(m=8,n=8,k=8,layout_free=B)", o.as_ref()),
             "matmul(m=8,n=8,k=8,layout_free=B)"
         );
-        assert_eq!(label("C[i] = A[i]", o.as_ref()), "C[i] = A[i] [layout_free=B]");
+        assert_eq!(
+            label("C[i] = A[i]", o.as_ref()),
+            "C[i] = A[i] [layout_free=B]"
+        );
     }
 }

@@ -7,12 +7,12 @@
 
 use clap::{CommandFactory, Parser};
 use serde::Deserialize;
-use yaml_serde::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use tunehub::Cli;
 use tunehub_tests::binaries;
+use yaml_serde::Value;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

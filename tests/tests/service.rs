@@ -930,7 +930,8 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
     let (code, msg) = code_of(c.query.best(best(wrong)).await);
     assert_eq!(code, Code::InvalidArgument, "{msg}");
 
-    // The CLI: `query` and `best` (the database read directly) find it through the sugar.
+    // The CLI: `query`, of the server or of the database file (`--db`), finds it through the
+    // sugar.
     let cli = |args: &[&str]| {
         let out = std::process::Command::new(tunehub_tests::binaries::tunehub())
             .args(args)
@@ -952,11 +953,11 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
     assert_eq!(q["layout_free"], serde_json::json!(["B"]));
     assert_eq!(q["best"]["record_id"], rec.record_id.as_str());
     let b = cli(&[
-        "best",
+        "query",
         "matmul(16,16,16,layout_free=B)",
         "--db",
         &db,
-        "--target-key",
+        "--target",
         &j.target_key,
         "--json",
     ]);

@@ -9,10 +9,10 @@
 use std::path::Path;
 use std::process::Command;
 use tonic::Code;
+use tunehub::client::Clients;
 use tunehub_onnx::builder::ModelBuilder;
 use tunehub_onnx::nets;
 use tunehub_proto::v1 as pb;
-use tunehub_server::client::Clients;
 use tunehub_tests::{Server, TOKEN, binaries, code_of, quick, sqlite_path};
 
 /// `tunehub submit MODEL --trials 2 ARGS...` against `server`; the job's id.

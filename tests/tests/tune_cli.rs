@@ -81,9 +81,10 @@ async fn tune_stores_every_record_and_reports_the_best() {
     assert_eq!(store.count(&wk, &tk).await.unwrap().total, 10);
     store.close().await;
 
-    // `best` reads back the same record; the text form of the same operator shares it.
+    // `query --db` reads back the same record, offline; the text form of the same operator
+    // shares it.
     let out = tunehub(&[
-        "best",
+        "query",
         "--expr",
         "C[i,j] += A[i,k] * B[k,j] where i<32, j<48, k<16",
         "--db",
@@ -124,10 +125,10 @@ fn the_best_kernel_source_is_written_and_compiles() {
         .unwrap();
     assert!(st.success(), "the written kernel does not compile");
 
-    // `best` writes the same kernel from the stored record.
+    // `query --db` writes the same kernel from the stored record.
     let again = dir.path().join("again.c");
     let out = tunehub(&[
-        "best",
+        "query",
         "softmax(4,40)",
         "--db",
         db.to_str().unwrap(),

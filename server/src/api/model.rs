@@ -7,8 +7,8 @@
 //! naming the input, node or reason; nothing is stored unless the job is.
 
 use super::Api;
-use super::jobs::{MAX_BATCH, MAX_PRIORITY, MIN_PRIORITY, measure_options};
-use super::limits::{MAX_KEY, MAX_NAME, check_len};
+use super::jobs::{MAX_PRIORITY, MIN_PRIORITY, measure_options};
+use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
 use tokio::sync::Semaphore;
 use tonic::Status;
 use tunehub_onnx::{ImportError, InputShapes, TaskList};

@@ -133,7 +133,11 @@ fn row_of(
 }
 
 /// A representative's op spec: its shape with the range's resolved options.
-fn rep_spec(range: &ShapeRange, values: &[i64], options: &WorkloadOptions) -> Result<OpSpec, String> {
+fn rep_spec(
+    range: &ShapeRange,
+    values: &[i64],
+    options: &WorkloadOptions,
+) -> Result<OpSpec, String> {
     let layout_free = LayoutFree::Inputs(options.layout_free.clone());
     range
         .op_spec_at(values)
