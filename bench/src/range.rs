@@ -21,7 +21,7 @@ use tunehub_engine::measure::{ErrorCode, MeasureOptions, Measurer};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::DEFAULT_POPULATION;
 use tunehub_engine::target::Target;
-use tunehub_engine::transfer::range;
+use tunehub_engine::transfer::ShapeRange;
 use tunehub_proto::v1 as pb;
 use tunehub_server::config::Limits;
 
@@ -124,7 +124,7 @@ struct Shape {
 
 pub async fn run(a: RangeArgs) -> Result<()> {
     let req_range = workload::range_from_spec(&a.range, a.trials)?;
-    let parsed = range::parse(&req_range.spec)?;
+    let parsed = ShapeRange::parse(&req_range.spec)?;
     let held: Vec<Vec<i64>> = a
         .held_out
         .iter()

@@ -18,9 +18,10 @@ use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
 use tunehub_costmodel::dataset::{DatasetRecord, read_records, write_records};
 use tunehub_engine::measure::{ErrorCode, Measurer};
+use tunehub_engine::ops::split_layout_free;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
-use tunehub_engine::task::{Task, split_layout_free};
+use tunehub_engine::task::Task;
 
 #[derive(clap::Args)]
 pub struct RemeasureArgs {

@@ -797,10 +797,9 @@ mod tests {
     #[test]
     fn the_packed_weights_are_the_command_lines() {
         for (name, spec, weight) in WORKLOADS {
-            let want = match ops::parse_op_spec(spec) {
-                Ok((op, _)) => ops::constant_weight(op.name),
-                Err(_) => None,
-            };
+            let want = ops::OpSpec::parse(spec)
+                .ok()
+                .and_then(|s| ops::constant_weight(s.name()));
             assert_eq!(*weight, want, "{name}");
             assert!(build(spec).is_ok(), "{name}");
         }

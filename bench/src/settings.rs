@@ -20,9 +20,10 @@ use std::path::PathBuf;
 use tunehub_costmodel::dataset::read_records;
 use tunehub_engine::measure::{MeasureOptions, Measurer};
 use tunehub_engine::ops;
+use tunehub_engine::ops::split_layout_free;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
-use tunehub_engine::task::{Task, split_layout_free};
+use tunehub_engine::task::Task;
 
 #[derive(clap::Args)]
 pub struct SettingsArgs {

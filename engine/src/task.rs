@@ -3,8 +3,6 @@
 
 use crate::ir::ComputeDag;
 use crate::lower::LowerOptions;
-use crate::ops::spec::LAYOUT_FREE;
-use crate::ops::syntax;
 use crate::reference;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -25,16 +23,6 @@ impl WorkloadOptions {
     /// No option set: the task is its DAG alone.
     pub fn is_empty(&self) -> bool {
         self.layout_free.is_empty()
-    }
-
-    /// The op-spec sugar of the command line, converted at the door:
-    /// `matmul(512,512,512,layout_free=B)` -> (`matmul(512,512,512)`, layout_free `["B"]`); the
-    /// names as written (`none` too), no default applied (see [`split_layout_free`]).
-    /// [`OpSpec`](crate::ops::OpSpec) reads the sugar, resolved, with the spec.
-    /// Kept for callers outside the engine until they take OpSpec.
-    pub fn split_op_spec(spec: &str) -> (String, WorkloadOptions) {
-        let (clean, layout_free) = split_layout_free(spec);
-        (clean, WorkloadOptions { layout_free })
     }
 }
 
@@ -63,18 +51,6 @@ impl Task {
             layout_free: vec![],
             reference: OnceLock::new(),
         }
-    }
-
-    /// A task described by `desc`, with the layout-free inputs its op spec names
-    /// (`matmul(512,512,512,layout_free=B)`; none when it names none: descriptions written
-    /// before the default); `dag` is built from the spec without them.
-    /// [`OpSpec::task`](crate::ops::OpSpec::task) parses once and builds the DAG itself.
-    /// Kept for callers outside the engine until they take OpSpec.
-    pub fn from_desc(dag: ComputeDag, desc: impl Into<String>) -> Result<Task, String> {
-        let desc = desc.into();
-        let names = split_layout_free(&desc).1;
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        Task::new(dag, desc).with_layout_free(&refs)
     }
 
     /// The task with `options` applied (their names checked against the DAG's inputs).
@@ -145,79 +121,9 @@ impl Task {
     }
 }
 
-/// Splits a `layout_free=X+Y` (or `layout_free=X`) argument off an op spec: the spec without
-/// it, and the named inputs as written. `matmul(512,512,512,layout_free=B)` ->
-/// (`matmul(512,512,512)`, `["B"]`). Anything that is not a well-formed call (a text form, a
-/// malformed spec) goes on as it was written, for its parser to refuse, rather than be
-/// repaired here. The call is split by the op specs' own tokenizer (`ops::syntax`).
-/// Kept for callers outside the engine until they take OpSpec.
-pub fn split_layout_free(spec: &str) -> (String, Vec<String>) {
-    let unchanged = || (spec.to_string(), vec![]);
-    let Ok(call) = syntax::split_call(spec) else {
-        return unchanged();
-    };
-    let Some((open, close)) = call.parens else {
-        return unchanged();
-    };
-    let mut names = vec![];
-    let mut kept = vec![];
-    for a in &call.args {
-        if a.key == Some(LAYOUT_FREE) {
-            names.extend(a.value.split('+').map(|n| n.trim().to_string()));
-        } else {
-            kept.push(a.raw);
-        }
-    }
-    if names.is_empty() {
-        return unchanged();
-    }
-    (
-        format!(
-            "{}({}){}",
-            &spec[..open],
-            kept.join(","),
-            &spec[close + 1..]
-        ),
-        names,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn layout_free_is_split_off_an_op_spec() {
-        assert_eq!(
-            split_layout_free("matmul(512, 512, 512, layout_free=B)"),
-            ("matmul(512, 512, 512)".to_string(), vec!["B".to_string()])
-        );
-        assert_eq!(
-            split_layout_free("dense(n=1,layout_free=W+bias,k=4)"),
-            (
-                "dense(n=1,k=4)".to_string(),
-                vec!["W".to_string(), "bias".to_string()]
-            )
-        );
-        assert_eq!(split_layout_free("relu"), ("relu".to_string(), vec![]));
-        // A malformed call is not repaired: the parser refuses it as written.
-        for bad in [
-            "matmul(64,64,64",
-            "matmul(64,64,64,)",
-            "matmul(8,8,8,layout_free=B",
-            "matmul(8,8,8,layout_free=B,)",
-        ] {
-            assert_eq!(split_layout_free(bad), (bad.to_string(), vec![]), "{bad}");
-        }
-        // Names as written: `none` is the caller's to read.
-        assert_eq!(
-            split_layout_free(" matmul(8,8,8,layout_free=none) "),
-            (" matmul(8,8,8) ".to_string(), vec!["none".to_string()])
-        );
-        // A text form is no call: left as it is.
-        let text = "Y[i] = relu(X[i]) where i<4";
-        assert_eq!(split_layout_free(text), (text.to_string(), vec![]));
-    }
 
     #[test]
     fn layout_free_names_inputs_and_changes_the_key() {
@@ -233,8 +139,9 @@ mod tests {
     #[test]
     fn options_rebuild_the_same_task() {
         let dag = crate::ops::matmul(8, 8, 8).unwrap();
-        let (clean, opts) = WorkloadOptions::split_op_spec("matmul(8,8,8,layout_free=B)");
-        assert_eq!(clean, "matmul(8,8,8)");
+        let opts = WorkloadOptions {
+            layout_free: vec!["B".into()],
+        };
         let t = Task::new(dag.clone(), "m").with_options(&opts).unwrap();
         // The key stays what `with_layout_free` gives: stored records keep matching.
         let by_names = Task::new(dag.clone(), "m")

@@ -4,8 +4,8 @@
 //!
 //! # Layout
 //!
-//! - `mod.rs`: the registry ([`OPS`], [`OpDef`], [`find_op`], [`constant_weight`]) and the
-//!   string functions kept for callers outside the engine ([`parse_op_spec`], [`build_op`]).
+//! - `mod.rs`: the registry ([`OPS`], [`OpDef`], [`find_op`], [`constant_weight`]) and
+//!   [`build_op`], the DAG of a spec.
 //! - `builder.rs`: [`DagBuilder`], how every operator writes its DAG.
 //! - `window.rs`: the sliding [`Window`] of convolutions and pools.
 //! - the operators by family, re-exported here: `matmul.rs` ([`matmul()`], [`batch_matmul`],
@@ -14,9 +14,11 @@
 //!   ([`elementwise()`]).
 //! - [`syntax`]: the one tokenizer of `name(arg, key=value, ...)`, shared with shape ranges.
 //! - [`spec`]: [`OpSpec`], parsed once, printed canonically, built into a DAG or a task.
+//! - [`described`]: descriptions stored before `OpSpec` (the sugar, no default), read.
 
 mod builder;
 mod conv;
+pub mod described;
 mod elementwise;
 mod matmul;
 mod pool;
@@ -27,6 +29,7 @@ mod window;
 
 pub use builder::DagBuilder;
 pub use conv::{conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw};
+pub use described::split_layout_free;
 pub use elementwise::elementwise;
 pub use matmul::{batch_matmul, dense, matmul};
 pub use pool::{PoolKind, pool2d};
@@ -347,32 +350,10 @@ impl OpDef {
     }
 }
 
-/// The operator and its parameters of a spec without options, e.g. `matmul(512, 512, 512)`:
-/// `layout_free=` is refused as an unknown parameter, as it was before [`OpSpec`], so that an
-/// API that takes its options typed does not drop it silently.
-/// Kept for callers outside the engine until they take OpSpec.
-pub fn parse_op_spec(
-    spec: &str,
-) -> Result<(&'static OpDef, BTreeMap<&'static str, i64>), OpSpecError> {
-    let s = OpSpec::parse(spec)?;
-    if *s.layout_free() != LayoutFree::Default {
-        return Err(OpSpecError::Param {
-            op: s.name().into(),
-            msg: format!(
-                "unknown parameter 'layout_free' (parameters: {})",
-                s.op().param_names()
-            ),
-        });
-    }
-    let op = s.op();
-    Ok((op, s.into_params()))
-}
-
-/// Parses a spec without options (as [`parse_op_spec`]) and builds its DAG.
-/// Kept for callers outside the engine until they take OpSpec.
+/// The DAG of an op spec (its layout options, which do not change the DAG, aside): for callers
+/// that want the computation only, through the one parser ([`OpSpec::parse`]).
 pub fn build_op(spec: &str) -> Result<ComputeDag, OpSpecError> {
-    let (op, params) = parse_op_spec(spec)?;
-    Ok(op.build(&params)?)
+    Ok(OpSpec::parse(spec)?.dag()?)
 }
 
 #[cfg(test)]
@@ -430,29 +411,16 @@ mod tests {
         assert_eq!(constant_weight("nosuch"), None);
     }
 
-    /// The string functions kept for callers outside the engine refuse `layout_free=` as they
-    /// did (the API relies on it to refuse the sugar), and otherwise agree with `OpSpec`.
+    /// The DAG of a spec is `OpSpec`'s, its layout aside.
     #[test]
-    fn the_kept_string_functions_refuse_options_as_before() {
-        let e = build_op("matmul(8,8,8,layout_free=B)")
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            e,
-            "matmul: unknown parameter 'layout_free' (parameters: m, n, k)"
-        );
-        assert!(parse_op_spec("matmul(8,8,8,layout_free=none)").is_err());
-        let (op, params) = parse_op_spec(" matmul( 8, n=8, k=8 ) ").unwrap();
-        let s = OpSpec::parse("matmul(8,8,8)").unwrap();
-        assert_eq!((op.name, &params), (s.name(), s.params()));
-        assert_eq!(
-            build_op("softmax(4,8)").unwrap().workload_key(),
-            OpSpec::parse("softmax(4,8)")
-                .unwrap()
-                .dag()
-                .unwrap()
-                .workload_key()
-        );
+    fn build_op_is_the_spec_dag() {
+        for spec in ["softmax(4,8)", "matmul(8,8,8,layout_free=none)"] {
+            assert_eq!(
+                build_op(spec).unwrap().workload_key(),
+                OpSpec::parse(spec).unwrap().dag().unwrap().workload_key()
+            );
+        }
+        assert!(build_op("matmul(8,8)").is_err());
     }
 
     /// A small valid spec of `op`: every required parameter 4 (a window of 3 fits).

@@ -314,10 +314,6 @@ impl OpSpec {
         self.params.get(name).copied()
     }
 
-    pub(crate) fn into_params(self) -> BTreeMap<&'static str, i64> {
-        self.params
-    }
-
     /// The layout-free inputs as written (`Default` when the text did not say).
     pub fn layout_free(&self) -> &LayoutFree {
         &self.layout_free
@@ -732,7 +728,7 @@ mod tests {
             "batch_matmul(b=12,m=128,n=128,k=64)",
             "softmax(m=128,n=1000)",
         ] {
-            let (clean, _) = crate::task::split_layout_free(desc);
+            let (clean, _) = crate::ops::described::split_layout_free(desc);
             let old = Task::from_desc(ops::build_op(&clean).unwrap(), desc).unwrap();
             let new = spec(desc).unpacked_by_default().task().unwrap();
             assert_eq!(

@@ -1,6 +1,6 @@
 //! The one tokenizer of the `name(arg, key=value, ...)` syntax: op specs ([`super::spec`]),
 //! shape ranges (`transfer::range`) and the `layout_free=` sugar kept for callers outside the
-//! engine (`task::split_layout_free`) are all split by it. It splits, it does not interpret:
+//! engine (`ops::described::split_layout_free`) are all split by it. It splits, it does not interpret:
 //! what the names and values mean is each caller's.
 
 /// A call split into its parts.

@@ -29,7 +29,7 @@
 //! neighbouring points (a tie goes to the smaller).
 
 use crate::ir::{ComputeDag, DagError};
-use crate::ops::spec::{LAYOUT_FREE, lookup};
+use crate::ops::spec::lookup;
 use crate::ops::{LayoutFree, MAX_PARAM, OpDef, OpSpec, syntax};
 use crate::task::WorkloadOptions;
 use std::collections::BTreeMap;
@@ -149,21 +149,9 @@ fn extents_of(op: &OpDef) -> Vec<&'static str> {
         .collect()
 }
 
-/// Parses `spec` as [`ShapeRange::parse`] does, refusing `layout_free=` as an unknown
-/// parameter as it did before ranges took options: the API takes a range's options typed, and
-/// must not drop one written in the spec silently.
-/// Kept for callers outside the engine until they take OpSpec.
+/// The range `spec` names ([`ShapeRange::parse`]).
 pub fn parse(spec: &str) -> Result<ShapeRange, RangeError> {
-    let range = ShapeRange::parse(spec)?;
-    if *range.layout_free() != LayoutFree::Default {
-        let op = range.low.op();
-        return Err(RangeError::Op(format!(
-            "{}: unknown parameter '{LAYOUT_FREE}' (parameters: {})",
-            op.name,
-            op.param_names()
-        )));
-    }
-    Ok(range)
+    ShapeRange::parse(spec)
 }
 
 impl ShapeRange {
