@@ -12,14 +12,15 @@
 //! missing outside tool: a skip, or a failure under CI=true), `pg` (a fresh database on the
 //! PostgreSQL test cluster). The tests, in `tests/`:
 //! `service.rs` (the API and the command line's clients), `tune_cli.rs` (`tunehub tune` and
-//! `best`), `fleet.rs` (workers: kill -9, quarantine, restart, aarch64 under qemu),
+//! `query --db`), `fleet.rs` (workers: kill -9, quarantine, restart, aarch64 under qemu),
 //! `operations.rs` (metrics, JSON logs, SIGTERM), `roles.rs` (tokens with roles),
 //! `postgres.rs` (the same on PostgreSQL, two servers on one database), `replicas.rs` (two
 //! replicas sharing the fleet: pools owned, workers redirected, kill -9), `pg_restart.rs` (jobs
 //! across a restart of a cluster of its own), `multi_target.rs` (one submission, a job per
 //! target), `deploy.rs` (deploy/ against the binaries and CI), `ansor.rs` (records to and
 //! from TVM auto_scheduler logs), `ranges.rs` (shape ranges: tuned, answered,
-//! listed, carried), `python_client.rs` (clients/python's pytest suite against the server).
+//! listed, carried), `python_client.rs` (clients/python's pytest suite against the server), `submit_model.rs`
+//! (a model submitted as a file to `Jobs.SubmitModel` and as the CLI's tasks: the same job).
 
 pub mod binaries;
 pub mod certs;

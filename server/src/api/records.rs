@@ -1,5 +1,5 @@
 //! The Records service: every record out and in as JSON lines (format in the .proto and in
-//! README.md, "Record files"). Import is all or nothing: each line is checked, in order, before
+//! docs/cli.md, "Record files"). Import is all or nothing: each line is checked, in order, before
 //! anything is stored.
 
 use super::{Api, internal};

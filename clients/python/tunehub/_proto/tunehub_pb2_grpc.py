@@ -646,7 +646,7 @@ class RecordsStub:
     """---------------------------------------------------------------------------------------------
     Records as JSON lines
 
-    One JSON object per line, four kinds (docs in README.md, "Record files"):
+    One JSON object per line, four kinds (docs in docs/cli.md, "Record files"):
     {"workload": {"key": K, "description": D, "dag": {...}, "flops": F, "layout_free": [N...]}}
     {"target": {"key": K, "target": {...}}}
     {"range": {"id": R, "spec": S, "layout_free": [N...], "target": K_target,
@@ -682,7 +682,7 @@ class RecordsServicer:
     """---------------------------------------------------------------------------------------------
     Records as JSON lines
 
-    One JSON object per line, four kinds (docs in README.md, "Record files"):
+    One JSON object per line, four kinds (docs in docs/cli.md, "Record files"):
     {"workload": {"key": K, "description": D, "dag": {...}, "flops": F, "layout_free": [N...]}}
     {"target": {"key": K, "target": {...}}}
     {"range": {"id": R, "spec": S, "layout_free": [N...], "target": K_target,
@@ -737,7 +737,7 @@ class Records:
     """---------------------------------------------------------------------------------------------
     Records as JSON lines
 
-    One JSON object per line, four kinds (docs in README.md, "Record files"):
+    One JSON object per line, four kinds (docs in docs/cli.md, "Record files"):
     {"workload": {"key": K, "description": D, "dag": {...}, "flops": F, "layout_free": [N...]}}
     {"target": {"key": K, "target": {...}}}
     {"range": {"id": R, "spec": S, "layout_free": [N...], "target": K_target,
