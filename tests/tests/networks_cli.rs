@@ -80,8 +80,18 @@ fn tasks_lists_a_resnet18_and_bad_models_exit_2() {
         "Conv+BatchNormalization+Relu -> [1,64,112,112]"
     );
     assert_eq!(tasks[0]["nodes"].as_array().unwrap().len(), 3);
+    // Each library task's op spec is canonical, says its layout, and pasted back is the same
+    // workload.
+    let spec = tasks[0]["op_spec"].as_str().unwrap();
+    assert!(spec.ends_with(",layout_free=kernel)"), "{spec}");
+    let pasted = tunehub_engine::ops::OpSpec::parse(spec)
+        .unwrap()
+        .task()
+        .unwrap();
+    assert_eq!(pasted.key, tasks[0]["workload_key"].as_str().unwrap());
     let text = stdout_ok(&tunehub(&["tasks", resnet, "--shape", "input=1x3x224x224"]));
     assert!(text.contains("18 tasks, 23 operators"), "{text}");
+    assert!(text.contains(spec), "the printed op spec: {text}");
     assert!(
         text.contains("Conv+BatchNormalization+Add+Relu -> [1,64,56,56]"),
         "{text}"

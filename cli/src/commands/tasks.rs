@@ -62,6 +62,11 @@ pub fn run(args: TasksArgs) -> Result<ExitCode> {
                 t.label,
                 t.nodes.join(", ")
             );
+            // The workload as `tune`, `query` and `submit` take it: a library operator's
+            // canonical op spec, its layout in it (a text form is in --json's `expr`).
+            if let Some(spec) = &t.op_spec {
+                let _ = writeln!(out, "{:<43} {spec}", "");
+            }
         }
         let _ = writeln!(
             out,
