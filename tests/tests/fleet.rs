@@ -359,7 +359,7 @@ async fn workers_measure_a_layout_free_task_under_its_own_key() {
             .all(|r| r.workload_key == wkey && r.worker.starts_with("w-")),
         "{top:?}"
     );
-    let (_, plain) = records(&mut c, "matmul(16,32,16)", &key).await;
+    let (_, plain) = records(&mut c, "matmul(16,32,16,layout_free=none)", &key).await;
     assert!(plain.is_empty(), "{plain:?}");
 }
 

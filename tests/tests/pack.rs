@@ -175,7 +175,8 @@ async fn a_pack_builds_into_a_library_whose_kernels_match_the_reference() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("matmul(7,7,7)") && err.contains("matmul(9,9,9)"),
+        err.contains("matmul(m=7,n=7,k=7,layout_free=B)")
+            && err.contains("matmul(m=9,n=9,k=9,layout_free=B)"),
         "{err}"
     );
     assert!(!err.contains("workload 0 "), "{err}");
