@@ -3,8 +3,9 @@
 //!
 //! # Layout
 //!
-//! - `search`: the search on the workload set (best GFLOP/s, time split, random
-//!   baseline, curves, the dataset `records.jsonl`).
+//! - `search`: the search on the workload set, each (workload, seed) a job on the
+//!   embedded service (best GFLOP/s, time split, random baseline, curves, the dataset
+//!   `records.jsonl`).
 //! - `compare`: several `search` runs' trials to one common level (model against random model).
 //! - `remeasure`: a dataset's fastest records per workload measured again, for the cost model's
 //!   evaluation.

@@ -94,6 +94,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         priority: 0,
         targets: vec![],
         range: None,
+        cost_model: String::new(),
     };
     let start = Instant::now();
     let mut done: HashMap<u32, u32> = HashMap::new();

@@ -100,6 +100,7 @@ fn request(
         name: "tunehub-bench range".into(),
         priority: 0,
         targets: vec![],
+        cost_model: String::new(),
     }
 }
 

@@ -6,13 +6,45 @@
 //! the curves as SVG and everything as JSON.
 //!
 //! `cargo run -p tunehub-bench -- search [--workloads matmul512,conv2d] [--trials 200]
-//! [--seeds 0,1,2] [--model xgb|random]`
+//! [--seeds 0,1,2] [--model xgb|random] [--db FILE]`
 //! (the dev profile builds every crate it runs with opt-level 2; a release build would compile
 //! XGBoost's C++ a second time).
 //!
+//! # The product's path
+//!
+//! Each (workload, seed) is tuned as one job on the embedded service (`tunehub::embedded`, as
+//! `tunehub tune` runs it): submitted through the API with `tunehub tune`'s defaults (batch,
+//! population, measurement, the packed weight), run by the server's job driver, followed
+//! through Watch. So every figure here is the product's: its cost model start (saved,
+//! transferred or cold), warm start and resume, its stored records. By default each job gets a
+//! fresh SQLite file, so seeds stay independent and a tuning is a user's first `tunehub tune`
+//! (cold model, no records); `--db FILE` shares one database across the runs (and with
+//! `tunehub --db FILE`), so the saved model, warm starts and the records of earlier runs apply.
+//! What the bench reads of a job:
+//!
+//! - per round, the search, model and measurement times: the task's sums in its progress
+//!   (`TaskProgress.rounds`, `search_s`, ...), a round's the difference of two Round events;
+//! - every measured record, for `records.jsonl`, the per-trial curve and the final pick:
+//!   `Records.Export` of the (workload, target) after the job, those stored since it was
+//!   submitted, in the order they were stored (the batches' order);
+//! - `--model random`: the job's `cost_model = "random"` (no model, Ansor's `RandomModel`);
+//! - `--pretrain`: the model trained here is saved into the job's database as the target's
+//!   model before the job, so the driver starts from it as a server starts a job from the
+//!   model it saved; with `--pretrain-other-target`, saved under another target (this one
+//!   with `--pretrain-threads` cores), which the driver then transfers (`Job.model`).
+//!
+//! The random baseline, OpenBLAS, the roofs and the final re-measurement of the finalists run
+//! here, outside the tuning, on this machine.
+//!
+//! Seeds: bench seed `s` is the job's seed `s` (so `--seeds 3` is `tunehub tune --seed 3`),
+//! but 0, which a submission reads as "choose one", is sent as `u64::MAX` (`job_seed`). The
+//! driver derives the search's seed from the job's (`seed + task + claim * 2^32`), so no seed
+//! replays a run of the bench before it used the service (which searched with seed `s`).
+//!
 //! Models across targets (issue 29.6): records of one target (`search --threads 2 --out A`),
-//! then `search --threads 1 --pretrain A/records.jsonl --pretrain-other-target`: each seed
-//! tuned from a cold model and from the model of the other target's records, side by side.
+//! then `search --threads 1 --pretrain A/records.jsonl --pretrain-other-target
+//! --pretrain-threads 2`: each seed tuned from a cold model and from the model of the other
+//! target's records, side by side.
 //!
 //! Check the machine is quiet first (`../shared/tools/machine-check`): a neighbour on one core
 //! halves 2-thread figures.
@@ -26,16 +58,24 @@ use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
+use tokio_stream::StreamExt;
+use tunehub::embedded::{Embedded, EmbeddedOptions};
+use tunehub::usage::status_error;
+use tunehub::workload;
 use tunehub_costmodel::dataset::{DatasetRecord, write_records};
-use tunehub_engine::measure::{MeasureOptions, Measurer};
+use tunehub_engine::measure::{ErrorCode, MeasureOptions, MeasureResult, Measurer};
 use tunehub_engine::ops;
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::schedule::Schedule;
-use tunehub_engine::search::{
-    CostModel, DEFAULT_BATCH, RandomModel, SchedulerKind, SearchParams, TuneOptions, tune,
-};
+use tunehub_engine::search::{DEFAULT_BATCH, DEFAULT_POPULATION};
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_engine::task::Task;
+use tunehub_proto::v1 as pb;
+use tunehub_server::api::records::{Line, parse_line};
+use tunehub_server::config::Limits;
+use tunehub_server::jobs::start_model::MODEL_KIND;
+use tunehub_server::jobs::store::JobStore;
+use tunehub_server::records::{RecordStore, SqlStore};
 
 /// The issues' workload set: (short name, op spec or text form, its constant weight, packed
 /// unless `--no-layout-free`, as `tunehub tune` packs `ops::constant_weight`). The spec
@@ -140,6 +180,10 @@ pub struct TuningMeasureArgs {
     /// Tuning measurement: minimum ms per repeat.
     #[arg(long, default_value_t = MeasureOptions::default().min_repeat_ms)]
     min_repeat_ms: u32,
+    /// Tuning measurement: the noise guard's threshold (0 turns it off: for smoke runs on a
+    /// busy machine, where every reading would be flagged noisy and none kept).
+    #[arg(long, default_value_t = MeasureOptions::default().noise_threshold)]
+    noise_threshold: f64,
 }
 
 impl TuningMeasureArgs {
@@ -148,7 +192,20 @@ impl TuningMeasureArgs {
             number: self.number,
             repeat: self.repeat,
             min_repeat_ms: self.min_repeat_ms,
+            noise_threshold: self.noise_threshold,
             ..MeasureOptions::default()
+        }
+    }
+
+    /// The same options as a submission's (unset fields: the service's defaults, which are
+    /// `MeasureOptions::default()`).
+    pub fn to_proto(&self) -> pb::MeasureOptions {
+        pb::MeasureOptions {
+            number: Some(self.number),
+            repeat: Some(self.repeat),
+            min_repeat_ms: Some(self.min_repeat_ms),
+            noise_threshold: Some(self.noise_threshold),
+            ..pb::MeasureOptions::default()
         }
     }
 }
@@ -160,16 +217,14 @@ pub struct SearchArgs {
     workloads: String,
     /// Trials per workload.
     #[arg(long, default_value_t = 200)]
-    trials: usize,
-    #[arg(long, default_value_t = DEFAULT_BATCH)]
-    batch: usize,
-    /// Evolutionary population per round.
-    #[arg(long, default_value_t = 2048)]
+    trials: u32,
+    #[arg(long, default_value_t = DEFAULT_BATCH as u32)]
+    batch: u32,
+    /// Evolutionary population per round (the service's `--population`).
+    #[arg(long, default_value_t = DEFAULT_POPULATION)]
     population: usize,
-    #[arg(long, default_value_t = 4)]
-    generations: usize,
     /// Cost model: xgb (XGBoost, Ansor's pack-sum objective) or random (the search without a
-    /// model).
+    /// model): the job's `cost_model`.
     #[arg(long, default_value = "xgb")]
     model: String,
     /// Random schedules measured as the baseline (0: none).
@@ -179,7 +234,8 @@ pub struct SearchArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Seeds, comma-separated: each workload is tuned once per seed and its worst seed is the
-    /// figure of the closing table (the issue's stability rule).
+    /// figure of the closing table (the issue's stability rule). Seed s is the job's seed s,
+    /// except 0, sent as 18446744073709551615 (a job's seed 0 means "choose one").
     #[arg(long, alias = "seed", value_delimiter = ',', default_value = "0")]
     seeds: Vec<u64>,
     #[command(flatten)]
@@ -198,46 +254,53 @@ pub struct SearchArgs {
     /// Print the memory roofs, and each workload's own, then stop (nothing is tuned).
     #[arg(long)]
     roofs_only: bool,
+    /// One database (a SQLite file, created if missing) for every job of the run, as
+    /// `tunehub tune --db FILE` keeps one: each job then starts from the model the previous one
+    /// saved, warm from tuned workloads of its structure, and never measures a schedule of the
+    /// workload twice. Default: a fresh database per (workload, seed), deleted afterwards.
+    #[arg(long, value_name = "FILE", conflicts_with = "pretrain_other_target")]
+    db: Option<PathBuf>,
     /// Start the XGBoost model from one trained on the records of this dataset's other
-    /// workloads (measured on this target), as the server starts a job from the model it saved
-    /// for the job's target: then the first round is ranked by the model too. The tuned
-    /// workload's own records are left out.
+    /// workloads (measured on this target), saved as the target's model in the job's database
+    /// before the job, as a server starts a job from the model it saved for the job's target:
+    /// then the first round is ranked by the model too. The tuned workload's own records are
+    /// left out.
     #[arg(long)]
     pretrain: Option<PathBuf>,
     /// The --pretrain dataset was measured on another target (models across targets, issue
     /// 29.6: e.g. the records of a `--threads 2` run, evaluated with `--threads 1`): the tuned
-    /// workload's own records in it are kept (none is this target's), and each seed is tuned
-    /// twice, from a cold model and from the transferred one, compared by the trials each took
-    /// to reach 90% of the cold run's final best.
+    /// workload's own records in it are kept (none is this target's), the model is saved under
+    /// the other target (see --pretrain-threads), so that the job starts from it as from the
+    /// nearest target's, and each seed is tuned twice, from a cold model and from the
+    /// transferred one, compared by the trials each took to reach 90% of the cold run's final
+    /// best. Each run on its own fresh database (not with --db).
     #[arg(long, requires = "pretrain")]
     pretrain_other_target: bool,
+    /// The other target of --pretrain-other-target: this machine with this many cores (default:
+    /// all of its cores if --threads chose fewer, else twice --threads).
+    #[arg(long, requires = "pretrain_other_target")]
+    pretrain_threads: Option<usize>,
     /// Where the SVG, the JSON and the measured records (`records.jsonl`, the cost model's
     /// dataset format: `cargo run -p tunehub-costmodel --example ranking -- FILE`) go.
     #[arg(long, default_value = "bench-out")]
     out: PathBuf,
 }
 
-fn make_model(name: &str, seed: u64) -> Result<Box<dyn CostModel>> {
-    match name {
-        "random" => Ok(Box::new(RandomModel::new(seed))),
-        "xgb" => Ok(Box::new(tunehub_costmodel::XgbModel::new(
-            tunehub_costmodel::XgbParams {
-                seed,
-                ..tunehub_costmodel::XgbParams::default()
-            },
-        ))),
-        _ => bail!("unknown model {name:?} (random, xgb)"),
-    }
+/// The job seed of bench seed `s`: `s` itself, but 0, which a submission reads as "choose one",
+/// is `u64::MAX` (no other bench seed maps there, and a run stays reproducible).
+pub fn job_seed(s: u64) -> u64 {
+    if s == 0 { u64::MAX } else { s }
 }
 
-/// An XGBoost model trained on every task of `tasks` but `exclude`, saved and loaded back: what
-/// the server hands a new job on a target it has tuned other workloads on (or, `exclude` none,
-/// on a target with no model of its own: the nearest other target's).
+/// An XGBoost model trained on every task of `tasks` but `exclude`, as bytes (its own
+/// serialisation, what the server saves), and the samples it was trained on: what the server
+/// hands a new job on a target it has tuned other workloads on (or, `exclude` none, on a target
+/// with no model of its own: the nearest other target's).
 fn pretrained_model(
     tasks: &[tunehub_costmodel::samples::TaskSamples],
     exclude: Option<&str>,
     seed: u64,
-) -> Result<Box<dyn CostModel>> {
+) -> Result<(Vec<u8>, u64)> {
     let exclude = exclude.unwrap_or("");
     let mut m = tunehub_costmodel::XgbModel::new(tunehub_costmodel::XgbParams {
         seed,
@@ -258,7 +321,33 @@ fn pretrained_model(
         "(model pretrained on {n} kernels of {} {whose})",
         tasks.iter().filter(|t| t.key != exclude).count()
     );
-    Ok(Box::new(tunehub_costmodel::XgbModel::load(&m.save()?)?))
+    Ok((m.save()?, n as u64))
+}
+
+/// A model to save into a job's database before the job: its bytes, the samples it was
+/// trained on, and the target it is saved under.
+struct SavedModel {
+    bytes: Vec<u8>,
+    trained_on: u64,
+    target: Target,
+}
+
+/// Saves `m` as the cost model of its target in the database `db` (created if missing), as
+/// the job driver saves a finished job's model: the next job on its target starts from it, a
+/// job on another target transfers it if it has none of its own.
+async fn save_model(db: &str, m: &SavedModel) -> Result<()> {
+    let jobs = JobStore::new(
+        SqlStore::open(db)
+            .await
+            .with_context(|| format!("opening {db}"))?,
+    );
+    let key = m.target.key();
+    let json = serde_json::to_string(&m.target)?;
+    jobs.records().put_target(&key, &json).await?;
+    jobs.save_cost_model(&key, MODEL_KIND, &m.bytes, m.trained_on)
+        .await?;
+    jobs.records().pool().close().await;
+    Ok(())
 }
 
 /// Ansor's final re-measurement: more runs, several repeats, on a settled kernel.
@@ -339,6 +428,22 @@ fn trials_to_reach(curve: &[(usize, f64)], frac: f64) -> Option<usize> {
         .map(|&(t, _)| t)
 }
 
+/// Best GFLOP/s so far after each trial of `measured` (in the order measured); failed and
+/// noisy trials count as 0.
+fn best_so_far(task: &Task, measured: &[(Schedule, MeasureResult)]) -> Vec<(usize, f64)> {
+    let mut curve: Vec<(usize, f64)> = Vec::with_capacity(measured.len());
+    for (_, x) in measured {
+        let prev = curve.last().map_or(0.0, |p| p.1);
+        let g = if x.is_ok() && !x.noisy {
+            task.gflops(x.mean_cost())
+        } else {
+            0.0
+        };
+        curve.push((curve.len() + 1, prev.max(g)));
+    }
+    curve
+}
+
 /// One seed's tuning of one workload.
 struct SeedRun {
     seed: u64,
@@ -359,6 +464,257 @@ struct Row {
     spec: String,
     runs: Vec<SeedRun>,
     roof: Option<Roof>,
+}
+
+/// A task's sums as its progress shows them (`TaskProgress`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Sums {
+    rounds: u32,
+    errors: u32,
+    search_s: f64,
+    model_s: f64,
+    measure_s: f64,
+    build_s: f64,
+    run_s: f64,
+}
+
+impl Sums {
+    fn of(t: &pb::TaskProgress) -> Sums {
+        Sums {
+            rounds: t.rounds,
+            errors: t.errors,
+            search_s: t.search_s,
+            model_s: t.model_s,
+            measure_s: t.measure_s,
+            build_s: t.build_s,
+            run_s: t.run_s,
+        }
+    }
+}
+
+/// The rounds since the previous line: `first..=last` (one round unless a watcher saw several
+/// at once), the trials and best after them, the times and errors they took.
+#[derive(Debug, Clone, PartialEq)]
+struct RoundLine {
+    first: u32,
+    last: u32,
+    trials: u32,
+    best_gflops: f64,
+    took: Sums,
+}
+
+impl RoundLine {
+    fn print(&self) {
+        let rounds = if self.first == self.last {
+            format!("round {:>2}", self.last)
+        } else {
+            format!("rounds {}-{}", self.first, self.last)
+        };
+        let t = &self.took;
+        println!(
+            "  {rounds}: {:>4} trials, best {:>7.1} GFLOP/s, search {:.2} s (model {:.2} s), measure {:.1} s, {} errors",
+            self.trials, self.best_gflops, t.search_s, t.model_s, t.measure_s, t.errors
+        );
+    }
+}
+
+/// Per-round lines from a task's cumulative progress (the job's Round events, then its end): a
+/// round's figures are the difference between two progress reports. The driver stores a
+/// batch's records, then the task's row with the round's times: a watcher that read between
+/// the two sees the trials before the round, which then goes into the next line.
+#[derive(Default)]
+struct RoundLog {
+    seen: Sums,
+}
+
+impl RoundLog {
+    /// The line for the rounds `t` adds, if it adds any.
+    fn update(&mut self, t: &pb::TaskProgress) -> Option<RoundLine> {
+        if t.rounds <= self.seen.rounds {
+            return None;
+        }
+        let (now, was) = (Sums::of(t), self.seen);
+        self.seen = now;
+        Some(RoundLine {
+            first: was.rounds + 1,
+            last: now.rounds,
+            trials: t.trials_done,
+            best_gflops: t.best_gflops.unwrap_or(0.0),
+            took: Sums {
+                rounds: now.rounds - was.rounds,
+                errors: now.errors.saturating_sub(was.errors),
+                search_s: now.search_s - was.search_s,
+                model_s: now.model_s - was.model_s,
+                measure_s: now.measure_s - was.measure_s,
+                build_s: now.build_s - was.build_s,
+                run_s: now.run_s - was.run_s,
+            },
+        })
+    }
+}
+
+/// One job of the bench, ended.
+struct JobRun {
+    job: pb::Job,
+    /// Seconds from the submission to the job's end.
+    wall_s: f64,
+    lines: Vec<RoundLine>,
+    /// Every record the job stored, in the order its batches proposed them.
+    measured: Vec<(Schedule, MeasureResult)>,
+}
+
+/// Tunes `w` as one job on an embedded service on the database `db` (measuring on `target`):
+/// submitted, run and followed as `tunehub tune` does; each round printed as it is stored.
+async fn run_job(
+    a: &SearchArgs,
+    target: &Target,
+    db: &str,
+    w: pb::Workload,
+    name: &str,
+    seed: u64,
+) -> Result<JobRun> {
+    let mut service = Embedded::start(EmbeddedOptions {
+        population: a.population,
+        limits: Limits {
+            max_trials_per_job: a.trials.max(Limits::default().max_trials_per_job),
+            max_tasks_per_job: 1,
+            ..Limits::default()
+        },
+        ..EmbeddedOptions::new(db, target.clone())
+    })
+    .await?;
+    let req = pb::SubmitRequest {
+        tasks: vec![pb::TaskSpec {
+            workload: Some(w),
+            trials: a.trials,
+            weight: 1.0,
+        }],
+        target: "local".into(),
+        measure: Some(a.measure.to_proto()),
+        batch_size: a.batch,
+        seed: job_seed(seed),
+        scheduler: pb::SchedulerKind::Gradient as i32,
+        name: format!("tunehub-bench search {name} seed {seed}"),
+        cost_model: a.model.clone(),
+        ..Default::default()
+    };
+    let mut log = RoundLog::default();
+    let mut lines = vec![];
+    let t0 = Instant::now();
+    let job = service
+        .run(req, |e| {
+            if let pb::job_event::Event::Round(t) = e
+                && let Some(line) = log.update(&t)
+            {
+                line.print();
+                lines.push(line);
+            }
+            ControlFlow::Continue(())
+        })
+        .await?;
+    let wall_s = t0.elapsed().as_secs_f64();
+    if job.state != pb::JobState::Done as i32 {
+        bail!("the job ended {:?}: {}", job.state(), job.error);
+    }
+    let task = job.tasks.first().context("the job has no task")?;
+    // The rounds the last event did not show (a watcher sees rounds merged, never the end
+    // missed).
+    if let Some(line) = log.update(task) {
+        line.print();
+        lines.push(line);
+    }
+    let measured = job_records(&mut service, &job, task).await?;
+    service.shutdown().await?;
+    Ok(JobRun {
+        job,
+        wall_s,
+        lines,
+        measured,
+    })
+}
+
+/// The records job `job` stored for its task `t`, in the order its batches proposed them:
+/// `Records.Export` of the task's (workload, target), oldest first (a batch's records in the
+/// order they were stored, see `SqlStore::export_records`), those stored since the job was
+/// submitted (a shared database holds earlier runs' too).
+async fn job_records(
+    service: &mut Embedded,
+    job: &pb::Job,
+    t: &pb::TaskProgress,
+) -> Result<Vec<(Schedule, MeasureResult)>> {
+    let mut lines = service
+        .clients
+        .records
+        .export(pb::ExportRequest {
+            workload_key: t.workload_key.clone(),
+            target_key: job.target_key.clone(),
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner();
+    let mut out = vec![];
+    while let Some(msg) = lines.next().await {
+        for line in msg.map_err(status_error)?.lines {
+            let Line::Record(r) = parse_line(&line).map_err(anyhow::Error::msg)? else {
+                continue;
+            };
+            if r.created_at.is_some_and(|at| at < job.created_at_ms) {
+                continue;
+            }
+            let schedule = Schedule::from_json(&r.steps_json)?;
+            let result = MeasureResult {
+                costs: r.costs,
+                error: ErrorCode::from_code(r.error_code).unwrap_or(ErrorCode::UnknownError),
+                error_msg: r.error_msg,
+                build_s: r.build_s,
+                run_s: r.run_s,
+                noisy: r.noisy,
+            };
+            out.push((schedule, result));
+        }
+    }
+    if out.len() != t.new_records as usize {
+        println!(
+            "  (read back {} records; the job stored {} new: another writer on the database?)",
+            out.len(),
+            t.new_records
+        );
+    }
+    Ok(out)
+}
+
+/// Where a run's jobs are stored.
+enum Db {
+    /// A fresh database per job, in a directory deleted afterwards.
+    Fresh,
+    /// One database for every job (`--db`).
+    Shared(PathBuf),
+}
+
+impl Db {
+    /// The database of the next job: its path, and the directory to keep until it ends.
+    fn next(&self) -> Result<(String, Option<tempfile::TempDir>)> {
+        match self {
+            Db::Fresh => {
+                let dir = tempfile::tempdir()?;
+                let path = dir.path().join("search.db");
+                Ok((path.to_string_lossy().into_owned(), Some(dir)))
+            }
+            Db::Shared(p) => Ok((p.to_string_lossy().into_owned(), None)),
+        }
+    }
+}
+
+/// A workload of the set as the API takes it: the op spec with its constant weight packed
+/// (unless `no_layout_free`), as `tunehub tune` sends it, or the text form.
+fn api_workload(spec: &str, no_layout_free: bool) -> pb::Workload {
+    if spec.contains('[') {
+        workload::from_expr(spec)
+    } else if no_layout_free {
+        workload::from_op_spec(&format!("{},layout_free=none)", spec.trim_end_matches(')')))
+    } else {
+        workload::from_op_spec(spec)
+    }
 }
 
 pub fn run(a: SearchArgs) -> Result<()> {
@@ -386,11 +742,18 @@ pub fn run(a: SearchArgs) -> Result<()> {
     if a.seeds.is_empty() {
         bail!("--seeds names no seed");
     }
+    if !matches!(a.model.as_str(), "xgb" | "random") {
+        bail!("unknown model {:?} (random, xgb)", a.model);
+    }
     if a.layout_free {
         println!("(--layout-free is the default now; --no-layout-free turns it off)");
     }
+    let db = match &a.db {
+        Some(p) => Db::Shared(p.clone()),
+        None => Db::Fresh,
+    };
     println!(
-        "target {} ({}, {} threads), model {}, {} trials per workload, batch {}, population {}, seeds {:?}",
+        "target {} ({}, {} threads), model {}, {} trials per workload, batch {}, population {}, seeds {:?}; each a job on the embedded service, {}",
         target.key(),
         target.cpu_model,
         target.cores,
@@ -398,7 +761,11 @@ pub fn run(a: SearchArgs) -> Result<()> {
         a.trials,
         a.batch,
         a.population,
-        a.seeds
+        a.seeds,
+        match &a.db {
+            Some(p) => format!("all on {}", p.display()),
+            None => "each on a fresh database".into(),
+        }
     );
     let roofs = match Prober::new(&target).and_then(|p| Ok((Roofs::measure(&target, &p)?, p))) {
         Ok(r) => {
@@ -430,6 +797,30 @@ pub fn run(a: SearchArgs) -> Result<()> {
         }
         None => None,
     };
+    // The target a --pretrain-other-target model is saved under.
+    let donor = a.pretrain_other_target.then(|| {
+        let all = Target::detect().cores;
+        let cores = a.pretrain_threads.unwrap_or(if target.cores != all {
+            all
+        } else {
+            target.cores * 2
+        });
+        target.clone().with_overrides(&TargetOverrides {
+            cores: Some(cores),
+            ..TargetOverrides::default()
+        })
+    });
+    if let Some(d) = &donor {
+        if d.key() == target.key() {
+            bail!("--pretrain-threads names this target's own core count");
+        }
+        println!(
+            "(the pretrained model is saved under target {} ({} threads))",
+            d.key(),
+            d.cores
+        );
+    }
+    let rt = crate::runtime()?;
     std::fs::create_dir_all(&a.out)?;
     let mut panels = vec![];
     let mut report = vec![];
@@ -490,40 +881,48 @@ pub fn run(a: SearchArgs) -> Result<()> {
             rows.push(row);
             continue;
         }
+        let w = api_workload(spec, a.no_layout_free);
+        let one = Tuning {
+            a: &a,
+            rt: &rt,
+            db: &db,
+            target: &target,
+            task: &task,
+            workload: &w,
+            desc: &desc,
+            name,
+        };
         for (k, &seed) in a.seeds.iter().enumerate() {
             if a.seeds.len() > 1 {
                 println!("  -- seed {seed}");
             }
             let first = k == 0;
-            let cold = if a.pretrain_other_target {
-                println!("  (cold model)");
-                let cold = tune_one(
-                    &a,
-                    &target,
-                    &task,
-                    &desc,
-                    name,
-                    seed,
-                    first,
-                    None,
-                    &mut records,
-                    &mut panels,
-                    &mut report,
-                )?;
-                println!("  (model transferred from the other target's records)");
-                cold
-            } else {
-                None
+            // The model a job starts from, saved into its database first.
+            let model = |target: &Target, exclude: Option<&str>| -> Result<Option<SavedModel>> {
+                let Some(tasks) = &pretrain else {
+                    return Ok(None);
+                };
+                let (bytes, trained_on) = pretrained_model(tasks, exclude, seed)?;
+                Ok(Some(SavedModel {
+                    bytes,
+                    trained_on,
+                    target: target.clone(),
+                }))
             };
-            let Some(r) = tune_one(
-                &a,
-                &target,
-                &task,
-                &desc,
-                name,
+            let (cold, start) = match &donor {
+                Some(donor) => {
+                    println!("  (cold model)");
+                    let cold =
+                        one.tune(seed, first, None, &mut records, &mut panels, &mut report)?;
+                    println!("  (model transferred from the other target's records)");
+                    (cold, model(donor, None)?)
+                }
+                None => (None, model(&target, Some(&desc))?),
+            };
+            let Some(r) = one.tune(
                 seed,
-                first && !a.pretrain_other_target,
-                pretrain.as_deref(),
+                first && donor.is_none(),
+                start,
                 &mut records,
                 &mut panels,
                 &mut report,
@@ -636,157 +1035,160 @@ pub fn run(a: SearchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Tunes `task` with one seed and prints its figures; the random baseline and OpenBLAS only
-/// on the `first` seed (they do not depend on the search's seed much, and cost a tuning's
-/// measurements).
-#[allow(clippy::too_many_arguments)]
-fn tune_one(
-    a: &SearchArgs,
-    target: &Target,
-    task: &Arc<Task>,
-    desc: &str,
-    name: &str,
-    seed: u64,
-    first: bool,
-    pretrain: Option<&[tunehub_costmodel::samples::TaskSamples]>,
-    records: &mut Vec<DatasetRecord>,
-    panels: &mut Vec<plot::Panel>,
-    report: &mut Vec<serde_json::Value>,
-) -> Result<Option<SeedRun>> {
-    let tune_opts = a.measure.options();
-    let mut measurer = Measurer::new(target, tune_opts.clone());
-    let mut model = match pretrain {
-        Some(tasks) => {
-            let exclude = (!a.pretrain_other_target).then_some(desc);
-            pretrained_model(tasks, exclude, seed)?
-        }
-        None => make_model(&a.model, seed)?,
-    };
-    let opts = TuneOptions {
-        trials: a.trials,
-        batch: a.batch,
-        params: SearchParams {
-            population: a.population,
-            generations: a.generations,
-            ..SearchParams::default()
-        },
-        scheduler: SchedulerKind::Gradient,
-        seed,
-    };
-    let (mut search_s, mut measure_s, mut build_s, mut run_s) = (0.0, 0.0, 0.0, 0.0);
-    let mut curve = vec![];
-    // Best so far after every trial, in the order the search proposed them.
-    let mut trial_curve: Vec<(usize, f64)> = vec![];
-    let mut rounds = vec![];
-    // Every correct, quiet measurement of the run, for the final pick.
-    let mut measured: Vec<(Schedule, f64)> = vec![];
-    let t0 = Instant::now();
-    let searches = tune(
-        &[(task.clone(), 1.0)],
-        &mut measurer,
-        model.as_mut(),
-        &opts,
-        |round| {
-            let (r, results) = (&round.report, &round.results);
-            for (sch, x) in round.batch.iter().zip(results) {
-                records.push(DatasetRecord::new(desc, sch, x));
-                if x.is_ok() && !x.noisy {
-                    measured.push((sch.clone(), x.mean_cost()));
-                }
-            }
-            for x in results {
-                let prev = trial_curve.last().map_or(0.0, |p| p.1);
-                let g = if x.is_ok() && !x.noisy {
-                    task.gflops(x.mean_cost())
-                } else {
-                    0.0
-                };
-                trial_curve.push((trial_curve.len() + 1, prev.max(g)));
-            }
-            search_s += r.search_s;
-            measure_s += r.measure_s;
-            build_s += r.build_s;
-            run_s += r.run_s;
-            let g = r.best_cost.map_or(0.0, |c| task.gflops(c));
-            println!(
-                "  round {:>2}: {:>4} trials, best {:>7.1} GFLOP/s, search {:.2} s (model {:.2} s), measure {:.1} s, {} errors",
-                r.round, r.total_trials, g, r.search_s, r.model_s, r.measure_s, r.errors
-            );
-            curve.push((r.total_trials, g));
-            rounds.push(json!({"trials": r.total_trials, "best_gflops": g, "search_s": r.search_s, "model_s": r.model_s, "measure_s": r.measure_s}));
-            ControlFlow::Continue(())
-        },
-    )?;
-    let wall = t0.elapsed().as_secs_f64();
-    let s = &searches[0];
-    let mut fin = Measurer::new(target, final_opts());
-    let Some((best, best_g)) = pick_and_remeasure(&mut fin, task, measured) else {
-        println!("  no valid kernel found");
-        return Ok(None);
-    };
+/// What the tunings of one workload share.
+struct Tuning<'a> {
+    a: &'a SearchArgs,
+    rt: &'a tokio::runtime::Runtime,
+    db: &'a Db,
+    target: &'a Target,
+    /// The workload as built here (for the re-measurements and the random baseline): the
+    /// job's task, which the server builds from `workload`.
+    task: &'a Arc<Task>,
+    workload: &'a pb::Workload,
+    /// Its name in the dataset.
+    desc: &'a str,
+    name: &'a str,
+}
 
-    let random_g = if first && a.random_trials > 0 {
-        let mut sampler = RandomSampler::new(&task.dag, target, seed ^ 0xbe7c);
-        let cands: Vec<Schedule> = (0..a.random_trials).map(|_| sampler.sample()).collect();
-        let rs = measurer.measure(task, &cands);
-        for (sch, x) in cands.iter().zip(&rs) {
-            records.push(DatasetRecord::new(desc, sch, x));
+impl Tuning<'_> {
+    /// Tunes the workload with one seed as a job (its database holding `start` as a saved
+    /// model first) and prints its figures; the random baseline and OpenBLAS only on the
+    /// `first` seed (they do not depend on the search's seed much, and cost a tuning's
+    /// measurements).
+    fn tune(
+        &self,
+        seed: u64,
+        first: bool,
+        start: Option<SavedModel>,
+        records: &mut Vec<DatasetRecord>,
+        panels: &mut Vec<plot::Panel>,
+        report: &mut Vec<serde_json::Value>,
+    ) -> Result<Option<SeedRun>> {
+        let (a, target, task, name) = (self.a, self.target, self.task, self.name);
+        let (db, _dir) = self.db.next()?;
+        let run = self.rt.block_on(async {
+            if let Some(m) = &start {
+                save_model(&db, m).await?;
+            }
+            run_job(a, target, &db, self.workload.clone(), name, seed).await
+        })?;
+        let (job, wall) = (&run.job, run.wall_s);
+        let t = job.tasks.first().context("the job has no task")?;
+        if t.workload_key != task.key {
+            bail!(
+                "the job's workload {} is not the bench's {} ({name})",
+                t.workload_key,
+                task.key
+            );
         }
-        let ok = cands.iter().zip(&rs).filter(|(_, x)| x.is_ok() && !x.noisy);
-        let measured = ok.map(|(c, x)| (c.clone(), x.mean_cost())).collect();
-        pick_and_remeasure(&mut fin, task, measured).map(|(_, g)| g)
-    } else {
-        None
-    };
-    let blas_g = if first && !a.no_blas && name.starts_with("matmul") {
-        blas::sgemm_gflops(task, target, &final_opts())
-    } else {
-        None
-    };
-    println!(
-        "  best {best_g:.1} GFLOP/s (re-measured: fastest of the {FINALISTS} best read, best of {REMEASURES}), tuning wall {wall:.1} s = search {search_s:.1} s + measure {measure_s:.1} s (build {build_s:.1} s, run {run_s:.1} s summed per candidate); search per round {:.2} s; rejected {}",
-        search_s / s.stats.rounds.max(1) as f64,
-        s.stats.rejected
-    );
-    let to_90 = trials_to_reach(&trial_curve, 0.9);
-    if let Some(n) = to_90 {
-        println!("  trials to reach 90% of the run's final best: {n}");
-    }
-    if let Some(g) = random_g {
         println!(
-            "  best of {} random schedules: {g:.1} GFLOP/s (picked and re-measured alike)",
-            a.random_trials
+            "  job {} (seed {}), model {}, {} rounds stored",
+            job.id, job.seed, job.model, t.rounds
         );
+        for (sch, x) in &run.measured {
+            records.push(DatasetRecord::new(self.desc, sch, x));
+        }
+        // Every correct, quiet measurement of the run, for the final pick.
+        let measured: Vec<(Schedule, f64)> = run
+            .measured
+            .iter()
+            .filter(|(_, x)| x.is_ok() && !x.noisy)
+            .map(|(s, x)| (s.clone(), x.mean_cost()))
+            .collect();
+        // Best so far after every trial, in the order the search proposed them.
+        let trial_curve = best_so_far(task, &run.measured);
+        let curve: Vec<(usize, f64)> = run
+            .lines
+            .iter()
+            .map(|l| (l.trials as usize, l.best_gflops))
+            .collect();
+        let rounds: Vec<serde_json::Value> = run
+            .lines
+            .iter()
+            .map(|l| {
+                json!({"round": l.last, "rounds": l.took.rounds, "trials": l.trials,
+                    "best_gflops": l.best_gflops, "search_s": l.took.search_s,
+                    "model_s": l.took.model_s, "measure_s": l.took.measure_s})
+            })
+            .collect();
+
+        let mut fin = Measurer::new(target, final_opts());
+        let Some((best, best_g)) = pick_and_remeasure(&mut fin, task, measured) else {
+            println!("  no valid kernel found");
+            return Ok(None);
+        };
+        let random_g = if first && a.random_trials > 0 {
+            let mut measurer = Measurer::new(target, a.measure.options());
+            let mut sampler = RandomSampler::new(&task.dag, target, seed ^ 0xbe7c);
+            let cands: Vec<Schedule> = (0..a.random_trials).map(|_| sampler.sample()).collect();
+            let rs = measurer.measure(task, &cands);
+            for (sch, x) in cands.iter().zip(&rs) {
+                records.push(DatasetRecord::new(self.desc, sch, x));
+            }
+            let ok = cands.iter().zip(&rs).filter(|(_, x)| x.is_ok() && !x.noisy);
+            let measured = ok.map(|(c, x)| (c.clone(), x.mean_cost())).collect();
+            pick_and_remeasure(&mut fin, task, measured).map(|(_, g)| g)
+        } else {
+            None
+        };
+        let blas_g = if first && !a.no_blas && name.starts_with("matmul") {
+            blas::sgemm_gflops(task, target, &final_opts())
+        } else {
+            None
+        };
+        println!(
+            "  best {best_g:.1} GFLOP/s (re-measured: fastest of the {FINALISTS} best read, best of {REMEASURES}), tuning wall {wall:.1} s = search {:.1} s + measure {:.1} s (build {:.1} s, run {:.1} s summed per candidate); search per round {:.2} s",
+            t.search_s,
+            t.measure_s,
+            t.build_s,
+            t.run_s,
+            t.search_s / f64::from(t.rounds.max(1)),
+        );
+        let to_90 = trials_to_reach(&trial_curve, 0.9);
+        if let Some(n) = to_90 {
+            println!("  trials to reach 90% of the run's final best: {n}");
+        }
+        if let Some(g) = random_g {
+            println!(
+                "  best of {} random schedules: {g:.1} GFLOP/s (picked and re-measured alike)",
+                a.random_trials
+            );
+        }
+        if let Some((core, g)) = &blas_g {
+            println!("  OpenBLAS sgemm ({core}): {g:.1} GFLOP/s");
+        }
+        let mut refs = vec![];
+        if let Some(g) = random_g {
+            refs.push((format!("random x{}", a.random_trials), g));
+        }
+        if let Some((core, g)) = &blas_g {
+            refs.push((format!("OpenBLAS {core}"), *g));
+        }
+        panels.push(plot::Panel {
+            title: format!("{name} seed {seed} (best {best_g:.1})"),
+            curve,
+            refs,
+        });
+        report.push(json!({
+            "workload": name, "spec": task.desc, "seed": seed, "best_gflops": best_g, "wall_s": wall,
+            "search_s": t.search_s, "model_s": t.model_s, "measure_s": t.measure_s,
+            "build_s": t.build_s, "run_s": t.run_s,
+            "rounds": rounds, "random_best_gflops": random_g, "trials_to_90pct": to_90,
+            "trial_curve": trial_curve.iter().map(|p| p.1).collect::<Vec<f64>>(),
+            "blas": blas_g.map(|(c, g)| json!({"core": c, "gflops": g})),
+            "best_schedule": best.to_json_value(),
+            "job": {"id": job.id, "seed": job.seed, "model": job.model,
+                "cost_model": job.cost_model, "rounds": t.rounds, "trials_done": t.trials_done,
+                "new_records": t.new_records, "dropped": t.dropped,
+                "db": self.a.db.as_ref().map(|p| p.display().to_string())},
+        }));
+        Ok(Some(SeedRun {
+            seed,
+            gflops: best_g,
+            wall_s: wall,
+            curve: trial_curve,
+        }))
     }
-    if let Some((core, g)) = &blas_g {
-        println!("  OpenBLAS sgemm ({core}): {g:.1} GFLOP/s");
-    }
-    let mut refs = vec![];
-    if let Some(g) = random_g {
-        refs.push((format!("random x{}", a.random_trials), g));
-    }
-    if let Some((core, g)) = &blas_g {
-        refs.push((format!("OpenBLAS {core}"), *g));
-    }
-    panels.push(plot::Panel {
-        title: format!("{name} seed {seed} (best {best_g:.1})"),
-        curve: curve.clone(),
-        refs,
-    });
-    report.push(json!({
-        "workload": name, "spec": task.desc, "seed": seed, "best_gflops": best_g, "wall_s": wall,
-        "search_s": search_s, "measure_s": measure_s, "build_s": build_s, "run_s": run_s,
-        "rounds": rounds, "random_best_gflops": random_g, "trials_to_90pct": to_90,
-        "trial_curve": trial_curve.iter().map(|p| p.1).collect::<Vec<f64>>(),
-        "blas": blas_g.map(|(c, g)| json!({"core": c, "gflops": g})),
-        "best_schedule": best.to_json_value(),
-    }));
-    Ok(Some(SeedRun {
-        seed,
-        gflops: best_g,
-        wall_s: wall,
-        curve: trial_curve,
-    }))
 }
 
 #[cfg(test)]
@@ -803,5 +1205,112 @@ mod tests {
             assert_eq!(*weight, want, "{name}");
             assert!(build(spec).is_ok(), "{name}");
         }
+    }
+
+    /// The job's workload (as the server builds it from the API's) is the task the bench
+    /// re-measures, packed or not: the job's schedules apply to it.
+    #[test]
+    fn the_jobs_workload_is_the_benchs_task() {
+        for (name, spec, weight) in WORKLOADS {
+            for no_layout_free in [false, true] {
+                let w = api_workload(spec, no_layout_free);
+                let theirs = tunehub_server::workload::task_of(&w)
+                    .expect("a workload")
+                    .expect("a valid workload");
+                let dag = build(spec).unwrap();
+                let ours = match weight.filter(|_| !no_layout_free) {
+                    Some(w) => Task::new(dag, *spec).with_layout_free(&[w]).unwrap(),
+                    None => Task::new(dag, *spec),
+                };
+                assert_eq!(
+                    theirs.key, ours.key,
+                    "{name}, no_layout_free {no_layout_free}"
+                );
+            }
+        }
+    }
+
+    /// Bench seeds are job seeds, but 0 (the service's "choose one"): none collide.
+    #[test]
+    fn every_seed_is_a_fixed_job_seed() {
+        assert_eq!(job_seed(1), 1);
+        assert_eq!(job_seed(42), 42);
+        assert_ne!(job_seed(0), 0);
+        assert!((1..1000).all(|s| job_seed(s) != job_seed(0)));
+    }
+
+    fn progress(rounds: u32, trials: u32, search_s: f64, errors: u32) -> pb::TaskProgress {
+        pb::TaskProgress {
+            rounds,
+            trials_done: trials,
+            errors,
+            search_s,
+            model_s: search_s / 2.0,
+            measure_s: 2.0 * search_s,
+            best_gflops: Some(f64::from(trials)),
+            ..Default::default()
+        }
+    }
+
+    /// A round's line is the difference of two progress reports; a report whose round's
+    /// times are not stored yet adds no line, and the next one covers both rounds.
+    #[test]
+    fn round_lines_are_differences_of_the_sums() {
+        let mut log = RoundLog::default();
+        assert_eq!(log.update(&progress(0, 0, 0.0, 0)), None);
+        let l = log.update(&progress(1, 64, 1.0, 3)).unwrap();
+        assert_eq!((l.first, l.last, l.trials, l.took.errors), (1, 1, 64, 3));
+        assert_eq!((l.took.search_s, l.took.measure_s), (1.0, 2.0));
+        // Trials of round 2 stored, its times not yet.
+        assert_eq!(log.update(&progress(1, 128, 1.0, 5)), None);
+        let l = log.update(&progress(3, 192, 4.0, 6)).unwrap();
+        assert_eq!((l.first, l.last, l.trials, l.took.rounds), (2, 3, 192, 2));
+        assert_eq!(
+            (l.took.search_s, l.took.model_s, l.took.errors),
+            (3.0, 1.5, 3)
+        );
+        assert_eq!(log.update(&progress(3, 192, 4.0, 6)), None, "seen already");
+    }
+
+    /// The per-trial curve: failed and noisy trials read 0, the best so far carries on.
+    #[test]
+    fn the_per_trial_curve_is_the_best_so_far() {
+        let task = Task::new(build("matmul(8,8,8)").unwrap(), "matmul(8,8,8)");
+        let ok = |s: f64, noisy: bool| MeasureResult {
+            costs: vec![s],
+            error: ErrorCode::NoError,
+            error_msg: String::new(),
+            build_s: 0.0,
+            run_s: 0.0,
+            noisy,
+        };
+        let failed = MeasureResult {
+            costs: vec![],
+            error: ErrorCode::CompileError,
+            ..ok(0.0, false)
+        };
+        let s = Schedule::default();
+        let g = |x: f64| task.gflops(x);
+        let curve = best_so_far(
+            &task,
+            &[
+                (s.clone(), failed),
+                (s.clone(), ok(2e-6, false)),
+                (s.clone(), ok(1e-7, true)),
+                (s.clone(), ok(1e-6, false)),
+                (s.clone(), ok(3e-6, false)),
+            ],
+        );
+        assert_eq!(
+            curve,
+            [
+                (1, 0.0),
+                (2, g(2e-6)),
+                (3, g(2e-6)),
+                (4, g(1e-6)),
+                (5, g(1e-6))
+            ]
+        );
+        assert_eq!(trials_to_reach(&curve, 0.9), Some(4));
     }
 }

@@ -47,6 +47,7 @@ pub fn submit_req(tasks: Vec<pb::TaskSpec>, batch: u32) -> pb::SubmitRequest {
         priority: 0,
         targets: vec![],
         range: None,
+        cost_model: String::new(),
     }
 }
 

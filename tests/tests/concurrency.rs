@@ -32,6 +32,7 @@ fn job(spec: &str, trials: u32, target: &str, priority: i32) -> pb::SubmitReques
         priority,
         targets: vec![],
         range: None,
+        cost_model: String::new(),
     }
 }
 

@@ -71,6 +71,7 @@ fn job_req(spec: &str, trials: u32, batch: u32, target: &str) -> pb::SubmitReque
         priority: 0,
         targets: vec![],
         range: None,
+        cost_model: String::new(),
     }
 }
 

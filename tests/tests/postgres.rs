@@ -128,6 +128,7 @@ async fn concurrent_claims_take_each_job_once() {
                 tasks: vec![("w".into(), 1.0, 1)],
                 priority: 0,
                 group: String::new(),
+                cost_model: Default::default(),
                 range: None,
             })
             .await

@@ -298,6 +298,14 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
             "at most 2",
         ),
         (
+            pb::SubmitRequest {
+                cost_model: "gbdt".into(),
+                ..submit_req(vec![task("matmul(4,4,4)", 1)], 0)
+            },
+            Code::InvalidArgument,
+            "unknown cost_model 'gbdt'",
+        ),
+        (
             submit_req(vec![], 0),
             Code::InvalidArgument,
             "at least one task",

@@ -162,6 +162,7 @@ pub async fn run(args: SubmitArgs) -> Result<ExitCode> {
         scheduler: args.scheduler.to_proto() as i32,
         name: args.name.clone(),
         priority: args.priority,
+        cost_model: String::new(),
     };
     let mut c = connect_with(&args.client).await?;
     let resp = c.jobs.submit(req).await.map_err(status_error)?.into_inner();

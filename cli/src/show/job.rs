@@ -54,6 +54,12 @@ pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
         "last_error": t.last_error,
         "exhausted": t.exhausted,
         "share": t.share,
+        "rounds": t.rounds,
+        "search_s": t.search_s,
+        "model_s": t.model_s,
+        "measure_s": t.measure_s,
+        "build_s": t.build_s,
+        "run_s": t.run_s,
     })
 }
 
@@ -89,6 +95,7 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
         "owner": j.owner,
         "priority": j.priority,
         "model": j.model,
+        "cost_model": j.cost_model,
         "group": j.group,
         "waiting": j.waiting,
         "tasks": j.tasks.iter().map(task_json).collect::<Vec<_>>(),

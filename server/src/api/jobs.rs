@@ -3,6 +3,7 @@
 use super::{Api, internal};
 use crate::auth::Principal;
 use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
+use crate::jobs::start_model::CostModelChoice;
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
 use std::pin::Pin;
@@ -208,6 +209,8 @@ impl Api {
             )));
         }
         let measure = measure_options(req.measure.as_ref())?;
+        let cost_model =
+            CostModelChoice::parse(&req.cost_model).map_err(Status::invalid_argument)?;
         // Unspecified: Ansor's gradient scheduler, which weighs the tasks (the proto says so).
         let scheduler = match pb::SchedulerKind::try_from(req.scheduler) {
             Ok(pb::SchedulerKind::RoundRobin) => "round_robin",
@@ -275,6 +278,7 @@ impl Api {
                 owner: owner.to_string(),
                 priority: req.priority,
                 group: group.clone(),
+                cost_model,
                 tasks: rows.clone(),
                 range: range.as_ref().map(|r| r.row(&target.key(), &rep_tasks)),
             })

@@ -272,6 +272,7 @@ impl Api {
             owner: job.owner.clone(),
             priority: job.priority,
             model: job.model_start.clone(),
+            cost_model: job.cost_model.as_str().to_string(),
             group: job.group.clone(),
             range: self
                 .store()
@@ -345,6 +346,12 @@ fn task_progress(
         error_counts: errors.into_iter().collect(),
         dropped: t.dropped,
         share: None,
+        rounds: t.times.rounds,
+        search_s: t.times.search_s,
+        model_s: t.times.model_s,
+        measure_s: t.times.measure_s,
+        build_s: t.times.build_s,
+        run_s: t.times.run_s,
     }
 }
 

@@ -3,11 +3,13 @@
 //! architecture first, then vector width, then cores), which then learns online from this
 //! target's measurements and is saved under it; otherwise a fresh one. A saved model that does
 //! not load (another feature layout, a damaged row) is passed over, never fatal: a model is
-//! only a ranking aid.
+//! only a ranking aid. A job submitted with `cost_model = "random"` ranks with no model at all
+//! (`CostModelChoice::Random`, `job_model`): a baseline.
 
-use super::store::JobStore;
+use super::store::{JobRow, JobStore};
 use crate::records::RecordStore;
 use tunehub_costmodel::{XgbModel, XgbParams};
+use tunehub_engine::search::{CostModel, RandomModel};
 use tunehub_engine::target::Target;
 use tunehub_engine::transfer::target_distance;
 
@@ -18,8 +20,12 @@ pub const MODEL_KIND: &str = "xgb-packsum";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModelStart {
     Saved,
-    Transferred { from: String },
+    Transferred {
+        from: String,
+    },
     Cold,
+    /// The job asked for no model (`CostModelChoice::Random`).
+    Random,
 }
 
 impl std::fmt::Display for ModelStart {
@@ -28,6 +34,64 @@ impl std::fmt::Display for ModelStart {
             ModelStart::Saved => f.write_str("saved"),
             ModelStart::Transferred { from } => write!(f, "transferred from {from}"),
             ModelStart::Cold => f.write_str("cold"),
+            ModelStart::Random => f.write_str("random"),
+        }
+    }
+}
+
+/// The cost model a job's search ranks candidates with (`SubmitRequest.cost_model`, stored in
+/// `jobs.cost_model`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CostModelChoice {
+    /// XGBoost (Ansor's pack-sum objective), started from the target's saved model
+    /// (`start_model`), learning from every batch, saved at the job's end.
+    #[default]
+    Learned,
+    /// No model: uniform random scores (Ansor's `RandomModel`), so the evolutionary search
+    /// keeps what it samples at random; a baseline for the learned model. Nothing is saved.
+    Random,
+}
+
+impl CostModelChoice {
+    /// The names a submission may give.
+    pub const NAMES: &str = "\"\" or \"xgb\" (the learned model), \"random\" (none)";
+
+    /// A submission's (or a stored row's) name: "" and "xgb" are the learned model.
+    pub fn parse(name: &str) -> Result<CostModelChoice, String> {
+        match name {
+            "" | "xgb" => Ok(CostModelChoice::Learned),
+            "random" => Ok(CostModelChoice::Random),
+            // A long name is not echoed back whole.
+            _ if name.len() > 64 => Err(format!(
+                "unknown cost_model ({} bytes): {}",
+                name.len(),
+                Self::NAMES
+            )),
+            _ => Err(format!("unknown cost_model '{name}': {}", Self::NAMES)),
+        }
+    }
+
+    /// As stored and shown (`Job.cost_model`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CostModelChoice::Learned => "xgb",
+            CostModelChoice::Random => "random",
+        }
+    }
+}
+
+/// The model job `job` ranks with and where it came from: none for a random-model job, else
+/// `start_model`'s.
+pub async fn job_model(
+    jobs: &JobStore,
+    target: &Target,
+    job: &JobRow,
+) -> (Box<dyn CostModel>, ModelStart) {
+    match job.cost_model {
+        CostModelChoice::Random => (Box::new(RandomModel::new(job.seed)), ModelStart::Random),
+        CostModelChoice::Learned => {
+            let (m, start) = start_model(jobs, target, job.seed).await;
+            (Box::new(m), start)
         }
     }
 }
@@ -87,4 +151,28 @@ pub async fn start_model(jobs: &JobStore, target: &Target, seed: u64) -> (XgbMod
         ..XgbParams::default()
     });
     (fresh, ModelStart::Cold)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A submission names the learned model ("" by default), or none; anything else is
+    /// refused, a long name without echoing it whole.
+    #[test]
+    fn cost_model_names() {
+        for (name, want) in [
+            ("", CostModelChoice::Learned),
+            ("xgb", CostModelChoice::Learned),
+            ("random", CostModelChoice::Random),
+        ] {
+            assert_eq!(CostModelChoice::parse(name), Ok(want), "{name:?}");
+            assert_eq!(CostModelChoice::parse(want.as_str()), Ok(want));
+        }
+        let e = CostModelChoice::parse("XGB").unwrap_err();
+        assert!(e.contains("unknown cost_model 'XGB'"), "{e}");
+        let long = "x".repeat(10_000);
+        let e = CostModelChoice::parse(&long).unwrap_err();
+        assert!(e.len() < 200 && e.contains("10000 bytes"), "{e}");
+    }
 }

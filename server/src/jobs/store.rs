@@ -1,4 +1,5 @@
-//! Jobs, tasks and their measured records in the database (tables of `migrations/0002`).
+//! Jobs, tasks and their measured records in the database (tables of `migrations/0002`; a
+//! task's tuning times and a job's cost model: `0012`).
 //!
 //! Claiming is one statement: `UPDATE jobs ... WHERE id = (SELECT ... LIMIT 1 [FOR UPDATE SKIP
 //! LOCKED]) RETURNING id`. On PostgreSQL the row lock makes two servers pick different jobs; on
@@ -6,6 +7,7 @@
 //! the job runs and checked in the transaction that stores each batch, so that a server that
 //! lost its lease (it stalled past it and another took over) stores nothing more for the job.
 
+use super::start_model::CostModelChoice;
 use crate::records::{
     Backend, CommitOutcome, CountDeltas, NewRecord, RangeRow, SqlStore, StoreError, commit_on,
     now_ms, put_range_on,
@@ -14,6 +16,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use std::collections::BTreeMap;
 use tunehub_engine::measure::MeasureOptions;
+use tunehub_engine::search::RoundReport;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum JobState {
@@ -82,6 +85,8 @@ pub struct JobRow {
     pub model_start: String,
     /// The submission's group (one job per target of `SubmitRequest.targets`); '' alone.
     pub group: String,
+    /// The cost model its search ranks with (`SubmitRequest.cost_model`).
+    pub cost_model: CostModelChoice,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +98,38 @@ pub struct TaskRow {
     pub exhausted: bool,
     pub last_error: String,
     pub dropped: u32,
+    /// Where its tuning time went, summed over its stored rounds.
+    pub times: TaskTimes,
+}
+
+/// Where tuning time went, summed over rounds: the engine's `RoundReport` timings of each
+/// stored round of a task (`TaskProgress.rounds`, `search_s`, ...).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TaskTimes {
+    pub rounds: u32,
+    /// Wall seconds of the search (sketches, evolution, the cost model).
+    pub search_s: f64,
+    /// Of `search_s`, the cost model's (predict and update).
+    pub model_s: f64,
+    /// Wall seconds of the measurement.
+    pub measure_s: f64,
+    /// Compile and run seconds summed per candidate (builds overlap: more than wall time).
+    pub build_s: f64,
+    pub run_s: f64,
+}
+
+impl TaskTimes {
+    /// One round's.
+    pub fn of_round(r: &RoundReport) -> TaskTimes {
+        TaskTimes {
+            rounds: 1,
+            search_s: r.search_s,
+            model_s: r.model_s,
+            measure_s: r.measure_s,
+            build_s: r.build_s,
+            run_s: r.run_s,
+        }
+    }
 }
 
 /// What a job measured for one task, from `job_records`.
@@ -119,6 +156,7 @@ pub struct NewJob {
     pub priority: i32,
     /// The group id shared by the jobs of one multi-target submission; '' for none.
     pub group: String,
+    pub cost_model: CostModelChoice,
     /// (workload key, weight, trials); the workloads must be stored already.
     pub tasks: Vec<(String, f64, u32)>,
     /// The shape range the job tunes (its tasks are the range's representatives): stored, or
@@ -147,7 +185,8 @@ pub enum Lease {
 }
 
 const JOB_COLUMNS: &str = "id, name, state, target_key, seed, batch_size, scheduler, measure_json, error, \
-     claimed_by, lease_until, claims, created_at, updated_at, owner, priority, model_start, group_id";
+     claimed_by, lease_until, claims, created_at, updated_at, owner, priority, model_start, group_id, \
+     cost_model";
 
 fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
     let id: String = row.try_get(0)?;
@@ -157,6 +196,7 @@ fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
         msg,
     };
     let measure_json: String = row.try_get(7)?;
+    let cost_model: String = row.try_get(18)?;
     Ok(JobRow {
         name: row.try_get(1)?,
         state: JobState::parse(&state).ok_or_else(|| corrupt(format!("state '{state}'")))?,
@@ -177,6 +217,8 @@ fn job_from_row(row: &AnyRow) -> Result<JobRow, StoreError> {
         priority: row.try_get::<i64, _>(15)? as i32,
         model_start: row.try_get(16)?,
         group: row.try_get(17)?,
+        cost_model: CostModelChoice::parse(&cost_model)
+            .map_err(|e| corrupt(format!("cost_model: {e}")))?,
         id,
     })
 }
@@ -213,7 +255,7 @@ impl JobStore {
             let measure_json =
                 serde_json::to_string(&job.measure).expect("measure options serialize");
             sqlx::query(&format!(
-                "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10, '', $11)"
+                "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, 'queued', $3, $4, $5, $6, $7, '', NULL, NULL, 0, $8, $8, $9, $10, '', $11, $12)"
             ))
             .bind(&id)
             .bind(&job.name)
@@ -226,6 +268,7 @@ impl JobStore {
             .bind(&job.owner)
             .bind(i64::from(job.priority))
             .bind(&job.group)
+            .bind(job.cost_model.as_str())
             .execute(&mut *tx)
             .await?;
             for (idx, (workload, weight, trials)) in job.tasks.iter().enumerate() {
@@ -306,8 +349,8 @@ impl JobStore {
 
     pub async fn tasks(&self, job_id: &str) -> Result<Vec<TaskRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT idx, workload_key, weight, trials, exhausted, last_error, dropped FROM tasks \
-             WHERE job_id = $1 ORDER BY idx",
+            "SELECT idx, workload_key, weight, trials, exhausted, last_error, dropped, rounds, \
+             search_s, model_s, measure_s, build_s, run_s FROM tasks WHERE job_id = $1 ORDER BY idx",
         )
         .bind(job_id)
         .fetch_all(self.db.pool())
@@ -322,6 +365,14 @@ impl JobStore {
                     exhausted: r.try_get::<i64, _>(4)? != 0,
                     last_error: r.try_get(5)?,
                     dropped: r.try_get::<i64, _>(6)? as u32,
+                    times: TaskTimes {
+                        rounds: r.try_get::<i64, _>(7)? as u32,
+                        search_s: r.try_get(8)?,
+                        model_s: r.try_get(9)?,
+                        measure_s: r.try_get(10)?,
+                        build_s: r.try_get(11)?,
+                        run_s: r.try_get(12)?,
+                    },
                 })
             })
             .collect()
@@ -558,7 +609,8 @@ impl JobStore {
         Ok(Some(outcomes))
     }
 
-    /// Updates a task's search status after a round.
+    /// Updates a task's search status after a round, adding the round's `times` to the task's
+    /// (`TaskTimes::default()`: a round that stored nothing).
     pub async fn update_task(
         &self,
         job_id: &str,
@@ -566,14 +618,23 @@ impl JobStore {
         exhausted: bool,
         last_error: Option<&str>,
         dropped: u32,
+        times: &TaskTimes,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE tasks SET exhausted = $1, last_error = COALESCE($2, last_error), dropped = dropped + $3 \
-             WHERE job_id = $4 AND idx = $5",
+            "UPDATE tasks SET exhausted = $1, last_error = COALESCE($2, last_error), dropped = dropped + $3, \
+             rounds = rounds + $4, search_s = search_s + $5, model_s = model_s + $6, \
+             measure_s = measure_s + $7, build_s = build_s + $8, run_s = run_s + $9 \
+             WHERE job_id = $10 AND idx = $11",
         )
         .bind(i32::from(exhausted))
         .bind(last_error)
         .bind(i64::from(dropped))
+        .bind(i64::from(times.rounds))
+        .bind(times.search_s)
+        .bind(times.model_s)
+        .bind(times.measure_s)
+        .bind(times.build_s)
+        .bind(times.run_s)
         .bind(job_id)
         .bind(i64::from(idx))
         .execute(self.db.pool())
@@ -712,6 +773,7 @@ mod tests {
             owner: "o".into(),
             priority,
             group: String::new(),
+            cost_model: CostModelChoice::Learned,
             range: None,
             tasks: vec![],
         };
@@ -760,6 +822,7 @@ mod tests {
                 owner: "o".into(),
                 priority: 0,
                 group: String::new(),
+                cost_model: CostModelChoice::Learned,
                 range: None,
                 tasks: vec![],
             }])
@@ -833,5 +896,114 @@ mod tests {
             jobs.cost_model("t").await.unwrap(),
             Some(("xgb".to_string(), vec![1, 2], 20))
         );
+    }
+
+    /// A task's round timings add up in the tasks table, round after round (an exhausted
+    /// round adds none), and a job's cost model reads back as submitted; a row from before
+    /// migration 12 (its default '') is the learned model.
+    #[tokio::test]
+    async fn task_times_add_up_and_the_cost_model_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = SqlStore::open(dir.path().join("t.db").to_str().unwrap())
+            .await
+            .unwrap();
+        db.put_target("t", "{}").await.unwrap();
+        db.put_workload(
+            "w",
+            "matmul(4,4,4)",
+            "{}",
+            128,
+            &tunehub_engine::task::WorkloadOptions::default(),
+        )
+        .await
+        .unwrap();
+        let jobs = JobStore::new(db);
+        let new = |cost_model| NewJob {
+            name: "j".into(),
+            target_key: "t".into(),
+            seed: 1,
+            batch_size: 2,
+            scheduler: "gradient".into(),
+            measure: MeasureOptions::default(),
+            owner: "o".into(),
+            priority: 0,
+            group: String::new(),
+            cost_model,
+            range: None,
+            tasks: vec![("w".into(), 1.0, 8)],
+        };
+        let ids = jobs
+            .create_all(&[new(CostModelChoice::Random), new(CostModelChoice::Learned)])
+            .await
+            .unwrap();
+        let random = jobs.get(&ids[0]).await.unwrap().unwrap();
+        assert_eq!(random.cost_model, CostModelChoice::Random);
+        let learned = jobs.get(&ids[1]).await.unwrap().unwrap();
+        assert_eq!(learned.cost_model, CostModelChoice::Learned);
+        let fresh = jobs.tasks(&ids[0]).await.unwrap();
+        assert_eq!(
+            fresh[0].times,
+            TaskTimes::default(),
+            "a new task has no time"
+        );
+
+        let report = |k: f64| RoundReport {
+            search_s: 1.5 * k,
+            model_s: 0.25 * k,
+            measure_s: 2.0 * k,
+            build_s: 3.0 * k,
+            run_s: 0.5 * k,
+            ..RoundReport::default()
+        };
+        jobs.update_task(
+            &ids[0],
+            0,
+            false,
+            None,
+            0,
+            &TaskTimes::of_round(&report(1.0)),
+        )
+        .await
+        .unwrap();
+        jobs.update_task(
+            &ids[0],
+            0,
+            false,
+            Some("e"),
+            1,
+            &TaskTimes::of_round(&report(2.0)),
+        )
+        .await
+        .unwrap();
+        jobs.update_task(&ids[0], 0, true, None, 0, &TaskTimes::default())
+            .await
+            .unwrap();
+        let t = &jobs.tasks(&ids[0]).await.unwrap()[0];
+        assert_eq!(
+            t.times,
+            TaskTimes {
+                rounds: 2,
+                search_s: 4.5,
+                model_s: 0.75,
+                measure_s: 6.0,
+                build_s: 9.0,
+                run_s: 1.5,
+            }
+        );
+        assert!(t.exhausted);
+        assert_eq!((t.last_error.as_str(), t.dropped), ("e", 1));
+        assert_eq!(
+            jobs.tasks(&ids[1]).await.unwrap()[0].times,
+            TaskTimes::default(),
+            "the other job's task is untouched"
+        );
+
+        sqlx::query("UPDATE jobs SET cost_model = '' WHERE id = $1")
+            .bind(&ids[1])
+            .execute(jobs.db.pool())
+            .await
+            .unwrap();
+        let old = jobs.get(&ids[1]).await.unwrap().unwrap();
+        assert_eq!(old.cost_model, CostModelChoice::Learned);
     }
 }

@@ -791,3 +791,29 @@ async fn the_neighbour_index_is_forgotten_only_for_a_new_tuned_workload() {
     let near = s.nearest(&mm(96, 64, 64), T, 10).await.unwrap();
     assert_eq!(near.len(), 2, "{near:?}");
 }
+
+/// Records stored in one millisecond (a job's batch) export in the order they were stored, not
+/// by id: a job's records read back in its batches' order.
+#[tokio::test]
+async fn records_of_one_millisecond_export_in_the_order_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = new_store(&dir).await;
+    let at = |r: NewRecord, ms: i64| NewRecord {
+        created_at: Some(ms),
+        ..r
+    };
+    let scheds = [7, 3, 9, 1, 5, 8, 2];
+    for (k, sched) in scheds.into_iter().enumerate() {
+        s.commit(&at(ok(sched, 1.0 + k as f64), 1_000))
+            .await
+            .unwrap();
+    }
+    s.commit(&at(ok(4, 0.5), 999)).await.unwrap();
+    let out = s.export_records(Some(W), Some(T)).await.unwrap();
+    let order: Vec<&str> = out.iter().map(|r| r.steps_json.as_str()).collect();
+    let mut want = vec!["[[\"SP\",4]]".to_string()];
+    want.extend(scheds.iter().map(|k| format!("[[\"SP\",{k}]]")));
+    assert_eq!(order, want, "oldest first, then as stored");
+    let ids: Vec<&str> = out[1..].iter().map(|r| r.id.as_str()).collect();
+    assert!(!ids.is_sorted(), "the ids alone would give another order");
+}

@@ -6,19 +6,29 @@ use super::ranges::put_range_on;
 use super::rows::{RECORD_COLUMNS, record_from_row};
 use super::structure::structure_columns;
 use super::workload::layout_free_json;
-use super::{CommitOutcome, NewRecord, RangeRow, Record, SqlStore, StoreError, Workload, now_ms};
+use super::{
+    Backend, CommitOutcome, NewRecord, RangeRow, Record, SqlStore, StoreError, Workload, now_ms,
+};
 
 impl SqlStore {
     /// Records in export order (oldest first), optionally of one workload and/or one target.
+    /// Records of one millisecond (a job's batch is stored in a few) come in the order they
+    /// were stored on SQLite (its rowid), so a job's records read back in the order its
+    /// batches proposed them (the benchmark's per-trial curve); PostgreSQL keeps no insertion
+    /// order, so there they come by id.
     pub async fn export_records(
         &self,
         workload_key: Option<&str>,
         target_key: Option<&str>,
     ) -> Result<Vec<Record>, StoreError> {
+        let then = match self.backend() {
+            Backend::Sqlite => "r.rowid",
+            Backend::Postgres => "r.id",
+        };
         let sql = format!(
             "SELECT {RECORD_COLUMNS} FROM records r \
              WHERE ($1 = '' OR r.workload_key = $1) AND ($2 = '' OR r.target_key = $2) \
-             ORDER BY r.created_at ASC, r.id ASC"
+             ORDER BY r.created_at ASC, {then} ASC"
         );
         let rows = sqlx::query(&sql)
             .bind(workload_key.unwrap_or(""))

@@ -4,7 +4,7 @@
 use super::holder;
 use super::retry::until_back;
 use crate::jobs::result_check::{check_result, check_speed};
-use crate::jobs::store::{JobRow, TaskRow};
+use crate::jobs::store::{JobRow, TaskRow, TaskTimes};
 use crate::jobs::{JobContext, JobError};
 use crate::records::{self, NewRecord};
 use tunehub_engine::measure::{ErrorCode, MeasureResult};
@@ -20,6 +20,8 @@ pub(super) struct Batch {
     /// Results not stored: possible casualties of a cancel, or measurements the records table
     /// would refuse (proposed again on a later claim).
     dropped: u32,
+    /// The round's timings, added to the task's with its progress.
+    times: TaskTimes,
 }
 
 impl Batch {
@@ -38,6 +40,7 @@ impl Batch {
             new: vec![],
             kept: vec![],
             dropped: 0,
+            times: TaskTimes::of_round(&round.report),
         };
         for (k, (s, r)) in round.batch.iter().zip(&round.results).enumerate() {
             if cancelled && maybe_interrupt_casualty(r) {
@@ -72,8 +75,9 @@ impl Batch {
     }
 
     /// Stores the batch as task `row` of `job`: one transaction with the claim check, then the
-    /// counters, the cache and the task's progress. `false`: the lease was lost and nothing
-    /// was stored (another server runs the job now).
+    /// counters, the cache and the task's progress (its last error, drops and the round's
+    /// timings). `false`: the lease was lost and nothing was stored (another server runs the
+    /// job now).
     pub async fn store(
         self,
         ctx: &JobContext,
@@ -106,7 +110,14 @@ impl Batch {
             .find(|r| !r.is_ok())
             .map(|r| format!("{}: {}", r.error.name(), one_line(&r.error_msg)));
         until_back(ctx, &job.id, "updating the task", || {
-            jobs.update_task(&job.id, row.idx, false, last_error.as_deref(), self.dropped)
+            jobs.update_task(
+                &job.id,
+                row.idx,
+                false,
+                last_error.as_deref(),
+                self.dropped,
+                &self.times,
+            )
         })
         .await?;
         Ok(true)

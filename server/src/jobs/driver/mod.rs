@@ -10,7 +10,9 @@
 //! twice (a task's progress is its rows in `job_records`); a task with no record on its target
 //! starts warm instead, its first candidates the adapted best schedules of the nearest tuned
 //! workloads of its structure (`warm_start`). A target with no saved cost model starts from
-//! the nearest other target's (`start_model`).
+//! the nearest other target's (`start_model`); a job submitted with the random model ranks
+//! with none (`job_model`). Each stored round's timings (the engine's `RoundReport`) are added
+//! to its task's row with the task's progress, so a job shows where its time went.
 //!
 //! Layout: `tasks` (the tuner rebuilt from the job's tasks), `heartbeat` (the lease kept alive),
 //! `metered` (the measurer in the metrics), `batch` (a round's results stored), `retry` (the
@@ -22,8 +24,8 @@ mod metered;
 mod retry;
 mod tasks;
 
-use super::start_model::{MODEL_KIND, start_model};
-use super::store::{Holder, JobRow, JobState, Lease, TaskRow};
+use super::start_model::{MODEL_KIND, job_model};
+use super::store::{Holder, JobRow, JobState, Lease, TaskRow, TaskTimes};
 use super::{JobContext, JobError};
 use batch::Batch;
 use heartbeat::{Heartbeat, LeaseState};
@@ -110,8 +112,9 @@ async fn drive(
     }
     let (tuner, rows) = tasks::tuner(ctx, job, target).await?;
     // The XGBoost model, warm-started from the one saved for this target, else from the
-    // nearest other target's (`start_model`); the job says which.
-    let (model, start) = start_model(&ctx.jobs, target, job.seed).await;
+    // nearest other target's (`start_model`), or none for a random-model job; the job says
+    // which.
+    let (model, start) = job_model(&ctx.jobs, target, job).await;
     tracing::info!(model = %start, "cost model");
     ctx.jobs
         .set_model_start(&job.id, &start.to_string())
@@ -131,7 +134,7 @@ async fn drive(
     }
     let mut parts = Parts {
         tuner,
-        model: Box::new(model),
+        model,
         measurer,
     };
     loop {
@@ -150,7 +153,7 @@ async fn drive(
         parts = p;
         if round.exhausted() {
             ctx.jobs
-                .update_task(&job.id, row.idx, true, None, 0)
+                .update_task(&job.id, row.idx, true, None, 0, &TaskTimes::default())
                 .await?;
             ctx.changed();
             continue;
