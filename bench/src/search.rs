@@ -64,7 +64,7 @@ use tunehub::usage::status_error;
 use tunehub::workload;
 use tunehub_costmodel::dataset::{DatasetRecord, write_records};
 use tunehub_engine::measure::{ErrorCode, MeasureOptions, MeasureResult, Measurer};
-use tunehub_engine::ops;
+use tunehub_engine::ops::{self, LayoutFree, OpSpec};
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::{DEFAULT_BATCH, DEFAULT_POPULATION};
@@ -707,13 +707,14 @@ impl Db {
 
 /// A workload of the set as the API takes it: the op spec with its constant weight packed
 /// (unless `no_layout_free`), as `tunehub tune` sends it, or the text form.
-fn api_workload(spec: &str, no_layout_free: bool) -> pb::Workload {
+fn api_workload(spec: &str, no_layout_free: bool) -> Result<pb::Workload> {
     if spec.contains('[') {
-        workload::from_expr(spec)
+        Ok(workload::from_expr(spec))
     } else if no_layout_free {
-        workload::from_op_spec(&format!("{},layout_free=none)", spec.trim_end_matches(')')))
+        let spec = OpSpec::parse(spec)?.with_layout_free(LayoutFree::none())?;
+        Ok(workload::of_spec(&spec))
     } else {
-        workload::from_op_spec(spec)
+        Ok(workload::from_op_spec(spec)?)
     }
 }
 
@@ -881,7 +882,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
             rows.push(row);
             continue;
         }
-        let w = api_workload(spec, a.no_layout_free);
+        let w = api_workload(spec, a.no_layout_free)?;
         let one = Tuning {
             a: &a,
             rt: &rt,
@@ -1213,7 +1214,7 @@ mod tests {
     fn the_jobs_workload_is_the_benchs_task() {
         for (name, spec, weight) in WORKLOADS {
             for no_layout_free in [false, true] {
-                let w = api_workload(spec, no_layout_free);
+                let w = api_workload(spec, no_layout_free).unwrap();
                 let theirs = tunehub_server::workload::task_of(&w)
                     .expect("a workload")
                     .expect("a valid workload");

@@ -78,7 +78,7 @@ class TaskSpec(_message.Message):
     def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., trials: _Optional[int] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name", "priority", "targets", "range")
+    __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name", "priority", "targets", "range", "cost_model")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
     MEASURE_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +89,7 @@ class SubmitRequest(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
+    COST_MODEL_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskSpec]
     target: str
     measure: MeasureOptions
@@ -99,7 +100,8 @@ class SubmitRequest(_message.Message):
     priority: int
     targets: _containers.RepeatedScalarFieldContainer[str]
     range: ShapeRange
-    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., target: _Optional[str] = ..., measure: _Optional[_Union[MeasureOptions, _Mapping]] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., targets: _Optional[_Iterable[str]] = ..., range: _Optional[_Union[ShapeRange, _Mapping]] = ...) -> None: ...
+    cost_model: str
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskSpec, _Mapping]]] = ..., target: _Optional[str] = ..., measure: _Optional[_Union[MeasureOptions, _Mapping]] = ..., batch_size: _Optional[int] = ..., seed: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., name: _Optional[str] = ..., priority: _Optional[int] = ..., targets: _Optional[_Iterable[str]] = ..., range: _Optional[_Union[ShapeRange, _Mapping]] = ..., cost_model: _Optional[str] = ...) -> None: ...
 
 class ShapeRange(_message.Message):
     __slots__ = ("spec", "options", "trials")
@@ -178,7 +180,7 @@ class SkippedNode(_message.Message):
     def __init__(self, node: _Optional[str] = ..., op: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class TaskProgress(_message.Message):
-    __slots__ = ("index", "workload_key", "description", "options", "flops", "weight", "trials", "trials_done", "ok", "errors", "new_records", "best_seconds", "best_gflops", "best_record_id", "last_error", "exhausted", "error_counts", "dropped", "share")
+    __slots__ = ("index", "workload_key", "description", "options", "flops", "weight", "trials", "trials_done", "ok", "errors", "new_records", "best_seconds", "best_gflops", "best_record_id", "last_error", "exhausted", "error_counts", "dropped", "share", "rounds", "search_s", "model_s", "measure_s", "build_s", "run_s")
     class ErrorCountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +207,12 @@ class TaskProgress(_message.Message):
     ERROR_COUNTS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_S_FIELD_NUMBER: _ClassVar[int]
+    MODEL_S_FIELD_NUMBER: _ClassVar[int]
+    MEASURE_S_FIELD_NUMBER: _ClassVar[int]
+    BUILD_S_FIELD_NUMBER: _ClassVar[int]
+    RUN_S_FIELD_NUMBER: _ClassVar[int]
     index: int
     workload_key: str
     description: str
@@ -224,7 +232,13 @@ class TaskProgress(_message.Message):
     error_counts: _containers.ScalarMap[str, int]
     dropped: int
     share: float
-    def __init__(self, index: _Optional[int] = ..., workload_key: _Optional[str] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., flops: _Optional[int] = ..., weight: _Optional[float] = ..., trials: _Optional[int] = ..., trials_done: _Optional[int] = ..., ok: _Optional[int] = ..., errors: _Optional[int] = ..., new_records: _Optional[int] = ..., best_seconds: _Optional[float] = ..., best_gflops: _Optional[float] = ..., best_record_id: _Optional[str] = ..., last_error: _Optional[str] = ..., exhausted: _Optional[bool] = ..., error_counts: _Optional[_Mapping[str, int]] = ..., dropped: _Optional[int] = ..., share: _Optional[float] = ...) -> None: ...
+    rounds: int
+    search_s: float
+    model_s: float
+    measure_s: float
+    build_s: float
+    run_s: float
+    def __init__(self, index: _Optional[int] = ..., workload_key: _Optional[str] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., flops: _Optional[int] = ..., weight: _Optional[float] = ..., trials: _Optional[int] = ..., trials_done: _Optional[int] = ..., ok: _Optional[int] = ..., errors: _Optional[int] = ..., new_records: _Optional[int] = ..., best_seconds: _Optional[float] = ..., best_gflops: _Optional[float] = ..., best_record_id: _Optional[str] = ..., last_error: _Optional[str] = ..., exhausted: _Optional[bool] = ..., error_counts: _Optional[_Mapping[str, int]] = ..., dropped: _Optional[int] = ..., share: _Optional[float] = ..., rounds: _Optional[int] = ..., search_s: _Optional[float] = ..., model_s: _Optional[float] = ..., measure_s: _Optional[float] = ..., build_s: _Optional[float] = ..., run_s: _Optional[float] = ...) -> None: ...
 
 class Estimate(_message.Message):
     __slots__ = ("seconds", "missing")
@@ -235,7 +249,7 @@ class Estimate(_message.Message):
     def __init__(self, seconds: _Optional[float] = ..., missing: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority", "model", "group", "range")
+    __slots__ = ("id", "name", "state", "target_key", "seed", "batch_size", "scheduler", "tasks", "created_at_ms", "updated_at_ms", "error", "claimed_by", "claims", "waiting", "estimate", "owner", "priority", "model", "group", "range", "cost_model")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -256,6 +270,7 @@ class Job(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     RANGE_FIELD_NUMBER: _ClassVar[int]
+    COST_MODEL_FIELD_NUMBER: _ClassVar[int]
     id: str
     name: str
     state: JobState
@@ -276,7 +291,8 @@ class Job(_message.Message):
     model: str
     group: str
     range: ShapeRangeRef
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ..., model: _Optional[str] = ..., group: _Optional[str] = ..., range: _Optional[_Union[ShapeRangeRef, _Mapping]] = ...) -> None: ...
+    cost_model: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., target_key: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., scheduler: _Optional[_Union[SchedulerKind, str]] = ..., tasks: _Optional[_Iterable[_Union[TaskProgress, _Mapping]]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., error: _Optional[str] = ..., claimed_by: _Optional[str] = ..., claims: _Optional[int] = ..., waiting: _Optional[str] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., owner: _Optional[str] = ..., priority: _Optional[int] = ..., model: _Optional[str] = ..., group: _Optional[str] = ..., range: _Optional[_Union[ShapeRangeRef, _Mapping]] = ..., cost_model: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("id",)
