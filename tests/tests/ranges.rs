@@ -68,9 +68,9 @@ async fn tune_and_answer(c: &mut Clients) -> pb::RangeResponse {
     assert_eq!(
         descs,
         [
-            "matmul(m=8,n=16,k=16)",
-            "matmul(m=16,n=16,k=16)",
-            "matmul(m=64,n=16,k=16)"
+            "matmul(m=8,n=16,k=16,layout_free=B)",
+            "matmul(m=16,n=16,k=16,layout_free=B)",
+            "matmul(m=64,n=16,k=16,layout_free=B)"
         ]
     );
     let done = wait_final(c, &job.id, Duration::from_secs(300)).await;

@@ -143,11 +143,14 @@ async fn submit_watch_and_query_end_to_end() {
         .query
         .best_batch(pb::BestBatchRequest {
             workloads: vec![
+                // The op spec's constant weight is packed by default: the text form says so.
                 pb::Workload {
                     kind: Some(pb::workload::Kind::Expr(
                         "C[i,j] += A[i,k] * B[k,j] where i<32, j<32, k<32".into(),
                     )),
-                    options: None,
+                    options: Some(pb::WorkloadOptions {
+                        layout_free: vec!["B".into()],
+                    }),
                 },
                 op("matmul(8,8,8)"),
             ],
@@ -699,8 +702,12 @@ async fn the_cli_commands_are_clients_of_the_server() {
             .unwrap()
             .contains("void tunehub_matmul_")
     );
+    // Listed canonically, its layout said: what is printed can be pasted back.
     let out = ok(&run(&["query", "--list"]));
-    assert!(out.contains("matmul(16,16,16)"), "{out}");
+    assert!(
+        out.contains("matmul(m=16,n=16,k=16,layout_free=B)"),
+        "{out}"
+    );
 
     let file = dir.path().join("records.jsonl");
     ok(&run(&["records", "export", "-o", file.to_str().unwrap()]));
@@ -920,16 +927,26 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
     assert_eq!(top.records.len() as u32, j.tasks[0].ok);
     assert!(top.records.iter().all(|r| r.workload_key == key));
     // The plain matmul is another workload, with no record.
-    let (code, msg) = code_of(c.query.best(best(op("matmul(16,16,16)"))).await);
-    assert_eq!(code, Code::NotFound, "{msg}");
-    // The sugar is the command line's: the API takes options typed.
     let (code, msg) = code_of(
         c.query
-            .best(best(op("matmul(16,16,16,layout_free=B)")))
+            .best(best(op("matmul(16,16,16,layout_free=none)")))
             .await,
     );
+    assert_eq!(code, Code::NotFound, "{msg}");
+    // One default for every client: the API packs the constant weight of a spec that says
+    // nothing, and reads the spec's own `layout_free=`.
+    for spec in ["matmul(16,16,16)", "matmul(m=16,n=16,k=16,layout_free=B)"] {
+        let r = c.query.best(best(op(spec))).await.unwrap().into_inner();
+        assert_eq!(r.record.unwrap().record_id, rec.record_id, "{spec}");
+    }
+    // The spec and the typed options contradicting each other: refused, naming it.
+    let mut both = op("matmul(16,16,16,layout_free=none)");
+    both.options = Some(pb::WorkloadOptions {
+        layout_free: vec!["B".into()],
+    });
+    let (code, msg) = code_of(c.query.best(best(both)).await);
     assert_eq!(code, Code::InvalidArgument, "{msg}");
-    assert!(msg.contains("options.layout_free"), "{msg}");
+    assert!(msg.contains("layout_free"), "{msg}");
     // A key with other options than its own is a contradiction.
     let mut wrong = workload::from_key(&key);
     wrong.options = Some(pb::WorkloadOptions {

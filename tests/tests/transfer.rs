@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 use tonic::Code;
-use tunehub_engine::ops;
+use tunehub_engine::ops::OpSpec;
 use tunehub_engine::schedule::Schedule;
-use tunehub_engine::task::Task;
 use tunehub_proto::v1 as pb;
 use tunehub_tests::{
     Server, TOKEN, binaries, op, sqlite_path, submit, submit_req, task, tune_done, wait_final,
@@ -30,8 +29,12 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
     let server = Server::start(&db, "s1", &[]);
     let mut c = server.client().await;
     tune_done(&mut c, "matmul(16,16,16)", 3).await;
-    let source_key = Task::new(ops::matmul(16, 16, 16).unwrap(), "").key;
-    let asked = Task::new(ops::matmul(24, 16, 16).unwrap(), "");
+    let source_key = OpSpec::parse("matmul(16,16,16)")
+        .unwrap()
+        .task()
+        .unwrap()
+        .key;
+    let asked = OpSpec::parse("matmul(24,16,16)").unwrap().task().unwrap();
 
     // Not asked for: NOT_FOUND, as before.
     let e = c
@@ -148,7 +151,7 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
         .unwrap();
     let seeded = tunehub_engine::transfer::adapt(
         &Schedule::from_json(&source_best.steps_json).unwrap(),
-        &ops::matmul(16, 16, 16).unwrap(),
+        &tunehub_engine::ops::matmul(16, 16, 16).unwrap(),
         &asked.dag,
     )
     .unwrap()
@@ -245,7 +248,11 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
         .unwrap()
         .into_inner();
     let t = nearer.transfer.unwrap();
-    let near_key = Task::new(ops::matmul(32, 16, 14).unwrap(), "").key;
+    let near_key = OpSpec::parse("matmul(32,16,14)")
+        .unwrap()
+        .task()
+        .unwrap()
+        .key;
     assert!(
         t.source_workload_key == near_key || t.ranked_by == "cost model",
         "the kept answer was given: {t:?}"
@@ -331,7 +338,11 @@ async fn a_transferred_answer_queues_one_tuning_of_its_workload() {
             .into_inner();
         assert!(r.transfer.is_some());
     }
-    let asked = Task::new(ops::matmul(24, 16, 16).unwrap(), "").key;
+    let asked = OpSpec::parse("matmul(24,16,16)")
+        .unwrap()
+        .task()
+        .unwrap()
+        .key;
     let jobs = c
         .jobs
         .list(pb::ListJobsRequest::default())

@@ -21,7 +21,8 @@ QUICK = dict(
     timeout_s=10.0,
     noise_threshold=0.0,
 )
-PLAIN = "matmul(16,16,16)"
+# The API packs an operator's constant weight unless told: `layout_free=none` keeps B as given.
+PLAIN = "matmul(16,16,16,layout_free=none)"
 # The same matmul with B a layout-free weight: its kernel reads B packed.
 PACKED = op("matmul(16,16,16)", layout_free=["B"])
 UNTUNED = "matmul(3,5,7)"
@@ -91,6 +92,15 @@ def test_best_kernel_builds_and_matches_numpy(client, tuned, workload):
     if k.set_num_threads:
         f.set_num_threads(1)
         np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_the_default_layout_is_the_apis(client, tuned):
+    # A spec that says nothing is the packed workload, as `tunehub query 'matmul(16,16,16)'`
+    # asks for it: every client gets one default.
+    default = client.best("matmul(16,16,16)")
+    assert default.found
+    assert default.record.workload_key == client.best(PACKED).record.workload_key
+    assert default.description == "matmul(m=16,n=16,k=16,layout_free=B)"
 
 
 def test_best_batch_marks_the_missing(client, tuned):

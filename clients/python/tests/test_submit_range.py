@@ -22,7 +22,10 @@ def client(server):
 def test_a_range_is_tuned_and_answers_its_shapes(client):
     job = client.submit(range=RANGE, trials=2, batch_size=2, measure=QUICK)
     assert job.range.spec == RANGE and job.range.id.startswith("rg-"), job
-    assert [t.description for t in job.tasks] == ["matmul(m=2,n=4,k=4)", "matmul(m=4,n=4,k=4)"]
+    assert [t.description for t in job.tasks] == [
+        "matmul(m=2,n=4,k=4,layout_free=B)",
+        "matmul(m=4,n=4,k=4,layout_free=B)",
+    ]
     ended = client.wait(job, timeout=300)
     assert ended.state == pb.JOB_STATE_DONE, ended
     assert all(t.trials_done == 2 for t in ended.tasks), ended
