@@ -50,16 +50,20 @@ impl Embedded {
         req: pb::SubmitRequest,
         on_event: impl FnMut(pb::job_event::Event) -> ControlFlow<()>,
     ) -> Result<pb::Job> {
-        let job = self
-            .clients
+        let job = self.submit(req).await?;
+        self.run_job(&job.id, on_event).await
+    }
+
+    /// Submits `req` (to be run here with `run_job`): the job as submitted.
+    pub async fn submit(&mut self, req: pb::SubmitRequest) -> Result<pb::Job> {
+        self.clients
             .jobs
             .submit(req)
             .await
             .map_err(status_error)?
             .into_inner()
             .job
-            .context("the service returned no job")?;
-        self.run_job(&job.id, on_event).await
+            .context("the service returned no job")
     }
 
     /// Runs the submitted job `id` here to its end, as `run` does.

@@ -138,7 +138,8 @@ async fn a_range_is_tuned_answered_listed_and_carried_by_export() {
     let mut c = server.client().await;
     let table = tune_and_answer(&mut c).await;
 
-    // The command line's dispatch table (the job above packed nothing: `layout_free=none`).
+    // The command line's dispatch table: the same range (its weight packed by the API's
+    // default, whichever client asks), and the unpacked one is another, never tuned.
     let tunehub = |args: &[&str]| {
         std::process::Command::new(binaries::tunehub())
             .args(args)
@@ -146,7 +147,14 @@ async fn a_range_is_tuned_answered_listed_and_carried_by_export() {
             .output()
             .unwrap()
     };
-    let spec_cli = "matmul(m=8..64,n=16,k=16,layout_free=none)";
+    let unpacked = "matmul(m=8..64,n=16,k=16,layout_free=none)";
+    let out = tunehub(&["query", "--range", unpacked, "--server", &server.url()]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "not found is the caller's: {out:?}"
+    );
+    let spec_cli = "matmul(m=8..64,n=16,k=16)";
     let out = tunehub(&[
         "query",
         "--range",

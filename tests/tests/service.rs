@@ -718,7 +718,9 @@ async fn the_cli_commands_are_clients_of_the_server() {
     // Bad input: one line, status 2.
     let out = run(&["submit", "matmul(16,16)", "--trials", "3"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid argument"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("missing parameter 'k'"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     // A wrong token: refused.
     let out = std::process::Command::new(binaries::tunehub())
         .args(["jobs", "--server", &url, "--token", "nope"])

@@ -95,16 +95,11 @@ async fn a_shape_never_tuned_is_answered_from_its_nearest_tuned_neighbour() {
     assert!(batch[0].found && batch[0].transfer.is_some());
     assert!(batch[1].found && batch[1].transfer.is_none());
 
-    // The command line (the job above was submitted unpacked, hence `layout_free=none`):
+    // The command line, asking as the API was asked (one default layout for every client):
     // `--transfer` prints the transfer; without it, exit 2.
     let cli = |extra: &[&str]| {
         std::process::Command::new(binaries::tunehub())
-            .args([
-                "query",
-                "matmul(24,16,16,layout_free=none)",
-                "--server",
-                &server.url(),
-            ])
+            .args(["query", "matmul(24,16,16)", "--server", &server.url()])
             .args(extra)
             .env("TUNEHUB_TOKEN", TOKEN)
             .output()

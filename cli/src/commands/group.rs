@@ -2,7 +2,7 @@
 //! list, watch (a line per target as its job progresses) and cancel each of its jobs.
 
 use crate::client::Clients;
-use crate::show::job::{event_json, job_summary, state_name};
+use crate::show::job::{best_gflops, event_json, job_summary, state_name, trials};
 use crate::usage::{UsageError, emit, status_error};
 use anyhow::{Result, bail};
 use std::process::ExitCode;
@@ -37,13 +37,8 @@ pub async fn jobs_of(c: &mut Clients, group: &str) -> Result<Vec<pb::Job>> {
 
 /// One target's progress, one line.
 pub fn target_line(j: &pb::Job) -> String {
-    let done: u32 = j.tasks.iter().map(|t| t.trials_done).sum();
-    let total: u32 = j.tasks.iter().map(|t| t.trials).sum();
-    let best = j
-        .tasks
-        .iter()
-        .filter_map(|t| t.best_gflops)
-        .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
+    let (done, total) = trials(j);
+    let best = best_gflops(j);
     let waiting = if j.waiting.is_empty() {
         String::new()
     } else {

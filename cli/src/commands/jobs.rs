@@ -1,7 +1,7 @@
 //! `tunehub jobs`: a server's jobs, newest first.
 
 use crate::client::{ClientArgs, connect_with};
-use crate::show::job::{job_json, parse_state, state_name};
+use crate::show::job::{best_gflops, job_json, parse_state, state_name, trials};
 use crate::show::workload::{label, short};
 use crate::usage::{emit, status_error};
 use anyhow::Result;
@@ -62,13 +62,8 @@ pub async fn run(args: JobsArgs) -> Result<ExitCode> {
             "JOB", "STATE", "PRI", "TARGET (SERVER)", "TRIALS", "BEST GF/s"
         );
         for j in &jobs {
-            let done: u32 = j.tasks.iter().map(|t| t.trials_done).sum();
-            let total: u32 = j.tasks.iter().map(|t| t.trials).sum();
-            let best = j
-                .tasks
-                .iter()
-                .filter_map(|t| t.best_gflops)
-                .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
+            let (done, total) = trials(j);
+            let best = best_gflops(j);
             let tasks: Vec<String> = j
                 .tasks
                 .iter()

@@ -34,6 +34,22 @@ pub fn parse_state(s: &str) -> Result<pb::JobState> {
     })
 }
 
+/// A job's trials done and asked for, over its tasks.
+pub fn trials(j: &pb::Job) -> (u32, u32) {
+    (
+        j.tasks.iter().map(|t| t.trials_done).sum(),
+        j.tasks.iter().map(|t| t.trials).sum(),
+    )
+}
+
+/// The fastest of a job's tasks' bests, in GFLOP/s.
+pub fn best_gflops(j: &pb::Job) -> Option<f64> {
+    j.tasks
+        .iter()
+        .filter_map(|t| t.best_gflops)
+        .reduce(f64::max)
+}
+
 pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
     json!({
         "index": t.index,

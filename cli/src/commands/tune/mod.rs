@@ -11,9 +11,8 @@ use crate::args::{
     DEFAULT_TRIALS, DbArgs, MAX_TRIALS, MeasureArgs, ModelArgs, SchedulerArg, WorkloadArgs,
 };
 use crate::embedded::{Embedded, EmbeddedOptions, cancel_on_interrupt};
-use crate::usage::status_error;
 use crate::workload;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, value_parser};
 use indicatif::ProgressBar;
 use std::ops::ControlFlow;
@@ -111,15 +110,7 @@ async fn run_job(
     bar: &ProgressBar,
     mut on_event: impl FnMut(&ProgressBar, pb::job_event::Event),
 ) -> Result<pb::Job> {
-    let job = service
-        .clients
-        .jobs
-        .submit(req)
-        .await
-        .map_err(status_error)?
-        .into_inner()
-        .job
-        .context("the service returned no job")?;
+    let job = service.submit(req).await?;
     tracing::info!(job = %job.id, tasks = job.tasks.len(), seed = job.seed, "tuning");
     cancel_on_interrupt(service.clients.clone(), job.id.clone());
     let end = service
