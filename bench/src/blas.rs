@@ -45,7 +45,7 @@ pub fn sgemm_gflops(task: &Task, target: &Target, opts: &MeasureOptions) -> Opti
         }
         // The best of a few measurements, as for our kernels (see `search::remeasure`).
         let mut g = 0.0f64;
-        for _ in 0..crate::search::REMEASURES {
+        for _ in 0..crate::finalists::REMEASURES {
             let r = measure_batch(
                 &builder,
                 &mut runner,

@@ -29,7 +29,7 @@
 //!   second) of a kernel that calls them; `cprobe`: their C probes, compiled as kernels are.
 //! - `blas`: OpenBLAS's `cblas_sgemm` through our harness, the yardstick of the matmul rows.
 //! - `plot`: the SVG of the search curves.
-//! - `embedded`: the in-process server the tuning benchmarks run on.
+//! - `finalists`: the final re-measurement of a tuning's fastest kernels (Ansor's).
 //! - `stalls`: the machine's own tail for a fixed amount of work on one thread, printed beside
 //!   the zero-shot answers' percentiles.
 //! - `procs`: what `query` and `dispatch` share: the release binaries, a child `tunehub
@@ -43,6 +43,7 @@ mod blas;
 mod compare;
 mod cprobe;
 mod dispatch;
+mod finalists;
 mod mathroof;
 mod network;
 mod plot;

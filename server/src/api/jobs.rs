@@ -3,7 +3,7 @@
 use super::{Api, internal};
 use crate::auth::Principal;
 use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
-use crate::jobs::start_model::CostModelChoice;
+use crate::jobs::cost_model::CostModelChoice;
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
 use std::pin::Pin;

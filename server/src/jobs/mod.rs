@@ -1,5 +1,5 @@
 //! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), the cost model it
-//! starts from (`start_model`), what a measurement must be to be stored (`result_check`), a
+//! ranks with (`cost_model`) and starts from (`start_model`), what a measurement must be to be stored (`result_check`), a
 //! priority's weight (`priority`), why a job waits (`waiting`), and
 //! the loop that claims queued jobs and runs them: pools at the same time, and on each device
 //! pool up to `jobs_per_pool` jobs at once (highest priority claimed first), which share its
@@ -7,6 +7,7 @@
 //! server's own machine runs one job at a time (`MeasureBackend::exclusive`), and every local
 //! batch holds its timing lock besides.
 
+pub mod cost_model;
 pub mod driver;
 pub mod priority;
 pub mod result_check;

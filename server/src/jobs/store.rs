@@ -7,7 +7,7 @@
 //! the job runs and checked in the transaction that stores each batch, so that a server that
 //! lost its lease (it stalled past it and another took over) stores nothing more for the job.
 
-use super::start_model::CostModelChoice;
+use super::cost_model::CostModelChoice;
 use crate::records::{
     Backend, CommitOutcome, CountDeltas, NewRecord, RangeRow, SqlStore, StoreError, commit_on,
     now_ms, put_range_on,
