@@ -287,10 +287,10 @@ pub struct SearchArgs {
     out: PathBuf,
 }
 
-/// The job seed of bench seed `s`: `s` itself, but 0, which a submission reads as "choose one",
-/// is `u64::MAX` (no other bench seed maps there, and a run stays reproducible).
+/// The job seed of bench seed `s`: `tunehub tune --seed s`'s (0, which a submission reads as
+/// "choose one", is `u64::MAX`).
 pub fn job_seed(s: u64) -> u64 {
-    if s == 0 { u64::MAX } else { s }
+    tunehub::args::run_seed(Some(s))
 }
 
 /// An XGBoost model trained on every task of `tasks` but `exclude`, as bytes (its own

@@ -162,12 +162,28 @@ impl SchedulerArg {
     }
 }
 
-/// The seed of a run: given, or from the clock; never 0, which the API reads as "choose one".
+/// The job seed of a run: the one given, or one from the clock. Never 0, which the API reads as
+/// "choose one": a given 0 is `u64::MAX`, a seed of its own (so `--seed 0` and `--seed 1` are
+/// two runs, and the benchmarks' seed 0 is `tunehub tune --seed 0`).
 pub fn run_seed(seed: Option<u64>) -> u64 {
-    let seed = seed.unwrap_or_else(|| {
-        SystemTime::now()
+    match seed {
+        Some(0) => u64::MAX,
+        Some(s) => s,
+        None => SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    });
-    seed.max(1)
+            .map_or(1, |d| d.as_nanos() as u64)
+            .max(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_is_never_the_apis_choose_one() {
+        assert_eq!(run_seed(Some(0)), u64::MAX);
+        assert_eq!(run_seed(Some(7)), 7);
+        assert_ne!(run_seed(None), 0);
+    }
 }

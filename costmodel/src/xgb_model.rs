@@ -475,7 +475,8 @@ impl XgbModel {
             ("min_child_weight", p.min_child_weight.to_string()),
             ("max_bin", p.max_bin.to_string()),
             ("nthread", p.nthread.to_string()),
-            ("seed", p.seed.to_string()),
+            // XGBoost reads its seed as a signed 64-bit integer: a job's seed is any u64.
+            ("seed", (p.seed & i64::MAX as u64).to_string()),
             // Scores are sums over stores: no constant per store.
             ("base_score", "0".into()),
         ] {
@@ -755,6 +756,20 @@ mod tests {
 
     fn refs(samples: &[Sample]) -> Vec<&[[f32; N_FEATURES]]> {
         samples.iter().map(|s| s.stores.as_slice()).collect()
+    }
+
+    /// Any job seed trains (XGBoost's own seed is a signed 64-bit integer).
+    #[test]
+    fn every_seed_trains() {
+        for seed in [0, 1, u64::MAX, 1 << 63] {
+            let mut m = XgbModel::new(XgbParams {
+                seed,
+                rounds: 2,
+                ..XgbParams::default()
+            });
+            m.add_samples("synthetic", synthetic(50, 1));
+            m.retrain().unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
     }
 
     #[test]
