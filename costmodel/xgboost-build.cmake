@@ -16,10 +16,12 @@ endif()
 set(CMAKE_C_FLAGS_RELWITHDEBINFO "-O${xgb_opt} -DNDEBUG" CACHE STRING "")
 set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O${xgb_opt} -DNDEBUG" CACHE STRING "")
 
-# Compile the sources in batches of 8 (XGBoost's CMakeLists marks the files that must stay
-# alone): its heavy headers are parsed once per batch instead of once per file. With no -g
-# as well, the library took 297 s of CPU on the 2-core machine (ARCHITECTURE.md).
+# Compile the sources in batches (XGBoost's CMakeLists marks the files that must stay alone):
+# its heavy headers are parsed once per batch instead of once per file. Batches of 32 instead
+# of CMake's 8 took 15% less CPU (332 -> 280 s, docs/experiments/2026-12-02-first-run.md);
+# at 64 two of XGBoost's files declare the same name and the batch does not compile.
 set(CMAKE_UNITY_BUILD ON CACHE BOOL "")
+set(CMAKE_UNITY_BUILD_BATCH_SIZE 32 CACHE STRING "")
 
 # A static library, linked into the binaries: `target/*/tunehub` runs without a library
 # path, and a copied binary needs no libxgboost.so beside it.
