@@ -16,6 +16,7 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tunehub_engine::package::DEFAULT_PREFIX;
 use tunehub_proto::v1 as pb;
 
 #[derive(Debug, Clone, Args)]
@@ -49,8 +50,8 @@ pub struct QueryArgs {
     #[arg(long, value_name = "FILE")]
     pub out_h: Option<PathBuf>,
 
-    /// The start of the kernel's C symbol [default: tunehub_].
-    #[arg(long, value_name = "PREFIX", default_value = "")]
+    /// The start of the kernel's C symbol.
+    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_PREFIX)]
     pub prefix: String,
 
     /// The K fastest records instead of the best one.
