@@ -110,9 +110,11 @@ fn main() -> Result<()> {
     // `RUST_LOG=tunehub_engine=info`), on stderr; none otherwise, so the figures stay alone.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    // Colours at a terminal only: a benchmark's log is often redirected to a file.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().cmd {
         Cmd::Search(a) => search::run(a),

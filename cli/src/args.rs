@@ -43,11 +43,10 @@ pub struct ModelArgs {
 pub struct WorkloadArgs {
     /// A library operator with its parameters, e.g. `matmul(512,512,512)` (`tunehub ops`
     /// lists them); the operator's constant weight is packed by default, `layout_free=B` names
-    /// the packed inputs, `layout_free=none` packs none. `tunehub tune` also takes an ONNX
-    /// model file (MODEL.onnx): its tasks, extracted here (the server gets the task list, not
-    /// the model); and a shape range (one or two extents as lo..hi,
-    /// `dense(m=16..512,n=768,k=768)`): its representative shapes tuned as one job, --trials
-    /// each, and its dispatch table printed.
+    /// the packed inputs, `layout_free=none` packs none. Or an ONNX model file (MODEL.onnx):
+    /// its tasks, extracted here (the server gets the task list, not the model); or a shape
+    /// range (one or two extents as lo..hi, `dense(m=16..512,n=768,k=768)`): its
+    /// representative shapes tuned as one job, --trials each, and its dispatch table printed.
     #[arg(value_name = "OP_SPEC")]
     pub op_spec: Option<String>,
 

@@ -4,6 +4,7 @@
 
 use clap::Parser;
 use clap::error::ErrorKind;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 use tunehub::Cli;
@@ -55,6 +56,13 @@ fn clap_exit(e: &clap::Error) -> ExitCode {
     ExitCode::from(USAGE_EXIT)
 }
 
+/// Colours for a person at a terminal only: a log file or a collector's pipe gets plain text
+/// (tracing-subscriber colours whatever the output is). NO_COLOR, when set and not empty, turns
+/// them off at a terminal too, as tracing-subscriber's own default does.
+fn colour() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 /// Logs go to stderr (stdout carries results); `-v` raises tunehub's own level, `RUST_LOG`
 /// replaces the whole filter. JSON lines carry the fields of the spans they were logged in (the
 /// job's and task's ids) in `spans`.
@@ -72,7 +80,8 @@ fn init_tracing(verbose: u8, format: LogFormat) {
     });
     let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(colour());
     match format {
         LogFormat::Text => fmt.init(),
         LogFormat::Json => fmt

@@ -20,7 +20,9 @@
 //! target), `deploy.rs` (deploy/ against the binaries and CI), `ansor.rs` (records to and
 //! from TVM auto_scheduler logs), `ranges.rs` (shape ranges: tuned, answered,
 //! listed, carried), `python_client.rs` (clients/python's pytest suite against the server), `submit_model.rs`
-//! (a model submitted as a file to `Jobs.SubmitModel` and as the CLI's tasks: the same job).
+//! (a model submitted as a file to `Jobs.SubmitModel` and as the CLI's tasks: the same job),
+//! `first_contact.rs` (a URL without a scheme, TLS on one side only, an unknown CA: one line
+//! naming the fix; logs in files and pipes without colour codes).
 
 pub mod binaries;
 pub mod certs;

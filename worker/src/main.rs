@@ -7,20 +7,21 @@
 //! its lease alive; a lost connection or a restarted server means reconnecting with backoff
 //! and registering again as the same device, trying the servers of `--server` in turn; a
 //! server replica that does not own the device's pool sends it to the one that does; a refused
-//! token (UNAUTHENTICATED) is final: one line on stderr ("error: ...") and exit status 1.
+//! token (UNAUTHENTICATED) is final: one line on stderr ("error: ...") and exit status 1; so is
+//! a server certificate of a CA the worker does not trust, exit status 2 (`fatal`).
 //! SIGTERM or Ctrl-C: the piece in hand is finished and reported, then the worker exits.
 //!
 //! # Layout
 //!
 //! Small on purpose (engine + proto + tonic, no database, no cost model): `task_state` (what is
-//! kept per task across its pieces), `servers` (the addresses it registers with), and this
-//! file, in order:
+//! kept per task across its pieces), `servers` (the addresses it registers with), `fatal` (what
+//! no retry mends: it stops the worker), and this file, in order:
 //!
 //! - `Args`, `target_of`: flags, and the device description they override.
 //! - `connect`, `Bearer`: the gRPC channel (TLS for `https://`) with the token on every call.
-//! - `register`, `Refused`, `register_with_backoff`: a `Session` (server, worker id, heartbeat
-//!   period), following a redirect to the replica owning the pool; a refused token is the one
-//!   final error (no retry mends it).
+//! - `register`, `register_with_backoff`: a `Session` (server, worker id, heartbeat period),
+//!   following a redirect to the replica owning the pool; a refused token or an unknown CA is
+//!   final (no retry mends them).
 //! - `measure_piece`: a piece's candidates built and run with the engine's `LocalBuilder` and
 //!   `LocalRunner`, checked against the reference computed from the piece's DAG; the task's
 //!   state (`new_state`) kept for its next pieces.
@@ -50,8 +51,10 @@ use tunehub_engine::task::{Task, WorkloadOptions};
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_client::WorkersClient;
 
+mod fatal;
 mod servers;
 mod task_state;
+use fatal::{Fatal, refused_status};
 use task_state::{TaskKey, TaskStates};
 
 #[derive(Debug, Parser)]
@@ -243,56 +246,21 @@ async fn register_following(
     }
 }
 
-/// The server refused this worker's token: final, as no retry can mend it (a network error or
-/// a restarting server is retried instead).
-#[derive(Debug, PartialEq)]
-struct Refused {
-    server: String,
-    message: String,
-}
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the server {} refused the token (UNAUTHENTICATED: {}); give the right one with \
-             --token or TUNEHUB_TOKEN",
-            self.server,
-            self.message.trim()
-        )
-    }
-}
-
-impl std::error::Error for Refused {}
-
-/// `Some` when the server refused the token.
-fn refused_status(server: &str, s: &Status) -> Option<Refused> {
-    (s.code() == Code::Unauthenticated).then(|| Refused {
-        server: server.to_string(),
-        message: s.message().to_string(),
-    })
-}
-
-/// The same, of an error that may be a gRPC status.
-fn refused(server: &str, e: &anyhow::Error) -> Option<Refused> {
-    refused_status(server, e.downcast_ref::<Status>()?)
-}
-
 /// Registers, trying `first` (where the last server sent this device), then each server of
 /// `--server` in turn, following a redirect to the replica owning the pool; the whole round
 /// retried with jittered exponential backoff (servers may be down or restarting, a pool's
 /// lease running out; the jitter keeps a fleet that lost its server from coming back in
-/// step). `Ok(None)` when stopped first. A refused token is final.
+/// step). `Ok(None)` when stopped first. A refused token or an unknown CA is final.
 async fn register_with_backoff(
     a: &Args,
     target: &Target,
     device_id: &str,
     stop: &AtomicBool,
     mut first: Option<String>,
-) -> Result<Option<Session>, Refused> {
+) -> Result<Option<Session>, Fatal> {
     /// Why a round of registrations got no session.
     enum Miss {
-        Refused(Refused),
+        Final(Fatal),
         NoServer,
     }
     let round = || {
@@ -307,8 +275,8 @@ async fn register_with_backoff(
                     Ok(Some(s)) => return Ok(s),
                     Ok(None) => {}
                     Err(e) => {
-                        if let Some(r) = refused(server, &e) {
-                            return Err(Miss::Refused(r));
+                        if let Some(f) = fatal::of_error(server, &e) {
+                            return Err(Miss::Final(f));
                         }
                         tracing::warn!("cannot register with {server}: {e:#}");
                     }
@@ -329,7 +297,7 @@ async fn register_with_backoff(
         .await
     {
         Ok(s) => Ok(Some(s)),
-        Err(Miss::Refused(r)) => Err(r),
+        Err(Miss::Final(f)) => Err(f),
         Err(Miss::NoServer) => Ok(None),
     }
 }
@@ -494,17 +462,25 @@ async fn main() -> Result<ExitCode> {
                 .instrument(span)
                 .await?;
         }
-        Ok::<(), Refused>(())
+        Ok::<(), Fatal>(())
     }
     .instrument(tracing::info_span!("worker", device_id = %device_id))
     .await;
-    if let Err(refused) = ended {
-        // One line (no backtrace), and a failed status: no retry mends a wrong token.
-        eprintln!("error: {refused}");
-        return Ok(ExitCode::FAILURE);
+    if let Err(fatal) = ended {
+        // One line (no backtrace), and a failed status: no retry mends it.
+        eprintln!("error: {fatal}");
+        return Ok(ExitCode::from(fatal.exit_status()));
     }
     tracing::info!("worker stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Colours for a person at a terminal only: a journal, a log file or a collector's pipe gets
+/// plain text (tracing-subscriber colours whatever the output is). NO_COLOR, when set and not
+/// empty, turns them off at a terminal too, as tracing-subscriber's own default does.
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Logs on stderr, as text or JSON lines; lines carry the device, the worker id once
@@ -514,7 +490,8 @@ fn init_tracing(format: LogFormat) {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(colour());
     match format {
         LogFormat::Text => fmt.init(),
         LogFormat::Json => fmt
@@ -537,7 +514,7 @@ async fn session(
     mut s: Session,
     lease: &Arc<Mutex<String>>,
     stop: &AtomicBool,
-) -> Result<Option<String>, Refused> {
+) -> Result<Option<String>, Fatal> {
     let moved: Arc<Mutex<Option<String>>> = Arc::default();
     let heartbeat = {
         let (mut c, id, lease, every, server, to) = (
@@ -625,7 +602,7 @@ async fn measure_and_report(
     s: &mut Session,
     lease: &Arc<Mutex<String>>,
     piece: pb::WorkPiece,
-) -> Result<bool, Refused> {
+) -> Result<bool, Fatal> {
     *lease.lock().unwrap_or_else(|p| p.into_inner()) = piece.lease_id.clone();
     let n = piece.steps_json.len();
     tracing::info!(candidates = n, "measuring a piece");
@@ -707,27 +684,28 @@ impl Drop for AbortOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
+    /// A flag's default is said once: by clap, from its default value, or in its help text
+    /// when the worker decides it (the host's cores); never both, never an empty one.
     #[test]
-    fn only_a_refused_token_is_final() {
-        let url = "http://127.0.0.1:1";
-        let e: anyhow::Error = Status::unauthenticated("bad token").into();
-        let r = refused(url, &e).expect("final");
-        let line = r.to_string();
-        assert!(
-            !line.contains('\n') && line.contains("UNAUTHENTICATED: bad token"),
-            "{line}"
-        );
-        assert!(line.contains("--token"), "says what to do: {line}");
-        // What a restart or a network fault gives is retried with backoff.
-        for s in [
-            Status::unavailable("connection refused"),
-            Status::not_found("unknown worker"),
-            Status::internal("database"),
-        ] {
-            assert_eq!(refused(url, &s.into()), None);
+    fn each_default_is_said_once() {
+        let cmd = Args::command();
+        cmd.clone().debug_assert();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let defaults = arg.get_default_values();
+            assert!(
+                defaults.is_empty()
+                    || arg.is_hide_default_value_set()
+                    || !help.contains("[default:"),
+                "--{id}: a default in its help and another from clap"
+            );
+            assert!(
+                defaults.iter().all(|d| !d.is_empty()),
+                "--{id}: an empty default"
+            );
         }
-        let io = anyhow::anyhow!("transport error").context("connecting");
-        assert_eq!(refused(url, &io), None);
     }
 }

@@ -38,7 +38,12 @@ pub async fn jobs_of(c: &mut Clients, group: &str) -> Result<Vec<pb::Job>> {
 /// One target's progress, one line.
 pub fn target_line(j: &pb::Job) -> String {
     let (done, total) = trials(j);
-    let best = best_gflops(j);
+    // Several tasks have no one best: the fastest task's, said so.
+    let best = match (best_gflops(j), j.tasks.len()) {
+        (None, _) => "-".to_string(),
+        (Some(g), 0 | 1) => format!("{g:.2} GFLOP/s"),
+        (Some(g), n) => format!("{g:.2} GFLOP/s (the fastest of {n} tasks)"),
+    };
     let waiting = if j.waiting.is_empty() {
         String::new()
     } else {
@@ -49,7 +54,7 @@ pub fn target_line(j: &pb::Job) -> String {
         j.target_key,
         j.id,
         state_name(j.state),
-        best.map_or("-".into(), |g| format!("{g:.2} GFLOP/s")),
+        best,
     )
 }
 

@@ -1,7 +1,7 @@
 //! `tunehub jobs`: a server's jobs, newest first.
 
 use crate::client::{ClientArgs, connect_with};
-use crate::show::job::{best_gflops, job_json, parse_state, state_name, trials};
+use crate::show::job::{best_gflops_cell, job_json, parse_state, state_name, trials};
 use crate::show::workload::{label, short};
 use crate::usage::{emit, status_error};
 use anyhow::Result;
@@ -58,12 +58,11 @@ pub async fn run(args: JobsArgs) -> Result<ExitCode> {
     } else {
         let _ = writeln!(
             out,
-            "{:<20} {:<9} {:>3} {:<28} {:>13} {:>10}  TASKS",
+            "{:<20} {:<9} {:>3} {:<28} {:>13} {:>12}  TASKS",
             "JOB", "STATE", "PRI", "TARGET (SERVER)", "TRIALS", "BEST GF/s"
         );
         for j in &jobs {
             let (done, total) = trials(j);
-            let best = best_gflops(j);
             let tasks: Vec<String> = j
                 .tasks
                 .iter()
@@ -77,13 +76,13 @@ pub async fn run(args: JobsArgs) -> Result<ExitCode> {
             };
             let _ = writeln!(
                 out,
-                "{:<20} {:<9} {:>3} {:<28} {:>13} {:>10}  {}",
+                "{:<20} {:<9} {:>3} {:<28} {:>13} {:>12}  {}",
                 j.id,
                 state_name(j.state),
                 j.priority,
                 format!("{}{server}", j.target_key),
                 format!("{done}/{total}"),
-                best.map_or("-".into(), |g| format!("{g:.2}")),
+                best_gflops_cell(j),
                 tasks.join(", ")
             );
             if !j.group.is_empty() {

@@ -293,6 +293,33 @@ mod tests {
         );
     }
 
+    /// A flag's default is said once: by clap, from the flag's default value, or in its help
+    /// text when the value is decided elsewhere (the service, the clock); never both, and never
+    /// an empty `[default: ]`.
+    #[test]
+    fn each_default_is_said_once() {
+        fn walk(cmd: &clap::Command, path: &str) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                let defaults = arg.get_default_values();
+                let shown = !defaults.is_empty() && !arg.is_hide_default_value_set();
+                assert!(
+                    !(shown && help.contains("[default:")),
+                    "{path} --{id}: a default in its help and another from clap"
+                );
+                assert!(
+                    defaults.iter().all(|d| !d.is_empty()),
+                    "{path} --{id}: an empty default"
+                );
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        walk(&Cli::command(), "tunehub");
+    }
+
     #[test]
     fn every_flag_has_help() {
         fn walk(cmd: &clap::Command) {

@@ -10,7 +10,12 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tunehub_engine::package::DEFAULT_PREFIX;
 use tunehub_proto::v1 as pb;
+
+/// The pack's name when none is given: the service's own default for a request without one
+/// (the Python client's), said here so that `--help` shows it.
+pub const DEFAULT_PACK_NAME: &str = "tunehub_pack";
 
 #[derive(Debug, Clone, Args)]
 pub struct PackArgs {
@@ -31,12 +36,12 @@ pub struct PackArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
 
-    /// The pack's name: NAME.c, NAME.h (a C identifier) [default: tunehub_pack].
-    #[arg(long, value_name = "NAME", default_value = "")]
+    /// The pack's name: NAME.c, NAME.h (a C identifier).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_PACK_NAME)]
     pub name: String,
 
-    /// The start of every kernel's C symbol [default: tunehub_].
-    #[arg(long, value_name = "PREFIX", default_value = "")]
+    /// The start of every kernel's C symbol.
+    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_PREFIX)]
     pub prefix: String,
 
     #[command(flatten)]

@@ -4,7 +4,9 @@
 use crate::client::Clients;
 use crate::session::{ServiceArgs, Session};
 use crate::show::range::{range_json, range_text};
-use crate::show::record::{kernel_json, record_json, record_text, transfer_json};
+use crate::show::record::{kernel_json, record_json, record_text, transfer_json, transfer_text};
+use crate::show::table::{Align, Table};
+use crate::show::time::time_text;
 use crate::show::workload::{label, layout_free, short};
 use crate::usage::{UsageError, emit, status_error};
 use crate::workload;
@@ -14,6 +16,7 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tunehub_engine::package::DEFAULT_PREFIX;
 use tunehub_proto::v1 as pb;
 
 #[derive(Debug, Clone, Args)]
@@ -47,8 +50,8 @@ pub struct QueryArgs {
     #[arg(long, value_name = "FILE")]
     pub out_h: Option<PathBuf>,
 
-    /// The start of the kernel's C symbol [default: tunehub_].
-    #[arg(long, value_name = "PREFIX", default_value = "")]
+    /// The start of the kernel's C symbol.
+    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_PREFIX)]
     pub prefix: String,
 
     /// The K fastest records instead of the best one.
@@ -122,27 +125,33 @@ async fn answer(args: &QueryArgs, c: &mut Clients) -> Result<ExitCode> {
             });
             let _ = writeln!(out, "{v}");
         } else {
-            let _ = writeln!(out, "TARGET{:34} TRIALS", "");
+            // Columns as wide as their cells: workload and target keys are longer than
+            // their headers.
+            let mut targets = Table::new(&[("TARGET", Align::Left), ("TRIALS", Align::Right)]);
             for t in &r.targets {
-                let _ = writeln!(out, "{:<40} {:>6}", t.key, t.trials);
+                targets.row(vec![t.key.clone(), t.trials.to_string()]);
             }
-            let _ = writeln!(
-                out,
-                "\nWORKLOAD{:10} {:<32} {:>6} {:>6} {:>10}  DESCRIPTION",
-                "", "TARGET", "TRIALS", "OK", "BEST GF/s"
-            );
+            let mut workloads = Table::new(&[
+                ("WORKLOAD", Align::Left),
+                ("TARGET", Align::Left),
+                ("TRIALS", Align::Right),
+                ("OK", Align::Right),
+                ("BEST GF/s", Align::Right),
+                ("DESCRIPTION", Align::Left),
+            ]);
             for w in &r.workloads {
-                let _ = writeln!(
-                    out,
-                    "{:<18} {:<32} {:>6} {:>6} {:>10}  {}",
-                    w.workload_key,
-                    w.target_key,
-                    w.trials,
-                    w.ok,
+                workloads.row(vec![
+                    w.workload_key.clone(),
+                    w.target_key.clone(),
+                    w.trials.to_string(),
+                    w.ok.to_string(),
                     w.best_gflops.map_or("-".into(), |g| format!("{g:.2}")),
-                    short(&label(&w.description, w.options.as_ref()))
-                );
+                    short(&label(&w.description, w.options.as_ref())).to_string(),
+                ]);
             }
+            out.push_str(&targets.text());
+            out.push('\n');
+            out.push_str(&workloads.text());
         }
         emit(&out)?;
         return Ok(ExitCode::SUCCESS);
@@ -192,8 +201,8 @@ async fn answer(args: &QueryArgs, c: &mut Clients) -> Result<ExitCode> {
             } else {
                 let _ = writeln!(
                     out,
-                    "{:.4} ms  {:>8.2} GFLOP/s  {}  {}",
-                    rec.seconds * 1e3,
+                    "{:>10}  {:>8.2} GFLOP/s  {}  {}",
+                    time_text(rec.seconds),
                     rec.gflops,
                     rec.record_id,
                     rec.steps_json
@@ -274,15 +283,7 @@ async fn answer(args: &QueryArgs, c: &mut Clients) -> Result<ExitCode> {
             let _ = writeln!(t, "range     {} ({}): no record of its own", g.spec, g.id);
         }
         if let Some(tr) = &r.transfer {
-            let _ = writeln!(
-                t,
-                "transfer  from {} ({}), record {}, distance {:.2}: predicted {:.4} ms, not measured",
-                tr.source_workload_key,
-                short(&tr.source_description),
-                tr.source_record_id,
-                tr.distance,
-                tr.predicted_seconds * 1e3
-            );
+            let _ = writeln!(t, "transfer  {}", transfer_text(tr));
         }
         t.push_str(&record_text(rec));
         if let Some(k) = kernel {

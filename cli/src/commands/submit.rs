@@ -51,8 +51,8 @@ pub struct SubmitArgs {
     pub seed: Option<u64>,
 
     /// A name for listings.
-    #[arg(long, value_name = "TEXT", default_value = "")]
-    pub name: String,
+    #[arg(long, value_name = "TEXT")]
+    pub name: Option<String>,
 
     /// How the job's rounds are shared among its tasks.
     #[arg(long, value_enum, default_value_t = SchedulerArg::Gradient)]
@@ -160,7 +160,7 @@ pub async fn run(args: SubmitArgs) -> Result<ExitCode> {
         batch_size: args.batch.unwrap_or(0),
         seed: args.seed.unwrap_or(0),
         scheduler: args.scheduler.to_proto() as i32,
-        name: args.name.clone(),
+        name: args.name.clone().unwrap_or_default(),
         priority: args.priority,
         cost_model: String::new(),
     };

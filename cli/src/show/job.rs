@@ -1,5 +1,6 @@
 //! Jobs as people and scripts read them: states, progress, events, the summary at the end.
 
+use super::time::time_text;
 use super::workload::{label, layout_free, short};
 use crate::usage::{UsageError, one_line};
 use anyhow::Result;
@@ -50,6 +51,17 @@ pub fn best_gflops(j: &pb::Job) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// A job's best for a listing's column: its task's best GFLOP/s; with several tasks, the
+/// fastest task's, labelled `max` (a model's tasks differ in kind and size: no one of them is
+/// the job's best).
+pub fn best_gflops_cell(j: &pb::Job) -> String {
+    match (best_gflops(j), j.tasks.len()) {
+        (None, _) => "-".into(),
+        (Some(g), 0 | 1) => format!("{g:.2}"),
+        (Some(g), _) => format!("max {g:.2}"),
+    }
+}
+
 pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
     json!({
         "index": t.index,
@@ -86,13 +98,13 @@ pub fn estimate_json(e: Option<&pb::Estimate>) -> serde_json::Value {
     )
 }
 
-/// The end-to-end estimate for people: `12.3456 ms (2 tasks without a best, not counted)`.
+/// The end-to-end estimate for people: `12.35 ms (2 tasks without a best, not counted)`.
 pub fn estimate_text(e: &pb::Estimate) -> String {
     let missing = match e.missing {
         0 => String::new(),
         n => format!(" ({n} tasks without a best, not counted)"),
     };
-    format!("{:.4} ms{missing}", e.seconds * 1e3)
+    format!("{}{missing}", time_text(e.seconds))
 }
 
 pub fn job_json(j: &pb::Job) -> serde_json::Value {
@@ -146,8 +158,8 @@ pub fn job_summary(j: &pb::Job) -> String {
     for task in &j.tasks {
         let best = task.best_gflops.map_or("no successful record".into(), |g| {
             format!(
-                "best {:.4} ms  {g:.2} GFLOP/s",
-                task.best_seconds.unwrap_or(f64::NAN) * 1e3
+                "best {}  {g:.2} GFLOP/s",
+                time_text(task.best_seconds.unwrap_or(f64::NAN))
             )
         });
         let weight = if task.weight == 1.0 {
@@ -183,4 +195,52 @@ pub fn job_summary(j: &pb::Job) -> String {
         let _ = writeln!(t, "error     {}", one_line(&j.error));
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(index: u32, seconds: f64, gflops: f64) -> pb::TaskProgress {
+        pb::TaskProgress {
+            index,
+            description: "matmul(m=2,n=2,k=2)".into(),
+            weight: 1.0,
+            trials: 4,
+            trials_done: 4,
+            ok: 4,
+            best_seconds: Some(seconds),
+            best_gflops: Some(gflops),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_jobs_best_is_labelled_when_it_is_its_fastest_tasks() {
+        let mut j = pb::Job {
+            tasks: vec![task(0, 29e-9, 0.55)],
+            ..Default::default()
+        };
+        assert_eq!(best_gflops_cell(&j), "0.55");
+        j.tasks.push(task(1, 1e-6, 2.25));
+        assert_eq!(best_gflops_cell(&j), "max 2.25");
+        j.tasks.iter_mut().for_each(|t| t.best_gflops = None);
+        assert_eq!(best_gflops_cell(&j), "-");
+    }
+
+    #[test]
+    fn the_summary_shows_a_nanosecond_kernels_digits() {
+        let j = pb::Job {
+            id: "j-1".into(),
+            tasks: vec![task(0, 29e-9, 0.55)],
+            ..Default::default()
+        };
+        let s = job_summary(&j);
+        assert!(s.contains("best 29.00 ns  0.55 GFLOP/s"), "{s}");
+        let e = pb::Estimate {
+            seconds: 1.5e-4,
+            missing: 0,
+        };
+        assert_eq!(estimate_text(&e), "150.0 µs");
+    }
 }

@@ -4,4 +4,6 @@
 pub mod job;
 pub mod range;
 pub mod record;
+pub mod table;
+pub mod time;
 pub mod workload;

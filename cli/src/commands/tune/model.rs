@@ -7,6 +7,7 @@ use crate::args::run_seed;
 use crate::model;
 use crate::progress::{TrialsDone, progress_bar};
 use crate::show::job::estimate_text;
+use crate::show::time::time_text;
 use crate::usage::emit;
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -111,8 +112,8 @@ impl Summary<'_> {
         for (i, (task, p)) in l.tasks.iter().zip(&j.tasks).enumerate() {
             let best = match (p.best_seconds, p.best_gflops) {
                 (Some(s), Some(g)) => format!(
-                    "best {:.4} ms  {g:.2} GFLOP/s  {:.1}%",
-                    s * 1e3,
+                    "best {}  {g:.2} GFLOP/s  {:.1}%",
+                    time_text(s),
                     p.share.unwrap_or(0.0) * 100.0
                 ),
                 _ => "no successful kernel".into(),

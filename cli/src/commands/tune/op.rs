@@ -4,6 +4,7 @@ use super::{TuneArgs, embedded, run_job};
 use crate::args::{WorkloadArgs, run_seed};
 use crate::progress::{best_message, progress_bar};
 use crate::show::record::record_json;
+use crate::show::time::time_text;
 use crate::show::workload::{label, short};
 use crate::usage::{UsageError, emit, status_error};
 use crate::workload;
@@ -301,8 +302,8 @@ impl TuneSummary<'_> {
             };
             let _ = writeln!(
                 t,
-                "best      {:.4} ms  {:.2} GFLOP/s  (record {}, {when})",
-                cost * 1e3,
+                "best      {}  {:.2} GFLOP/s  (record {}, {when})",
+                time_text(cost),
                 gflops(self.task.flops, cost),
                 b.record_id
             );

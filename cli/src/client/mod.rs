@@ -1,16 +1,22 @@
 //! Reaching a tunehub service: the settings (flags, environment, the config file's `[client]`
 //! table), one channel with the four service clients, and the token on every call. The
-//! Python client reads the same settings in the same order.
+//! Python client reads the same settings in the same order. `mismatch`: a connection that
+//! fails for TLS on one side only or an unknown CA, told as such.
+
+mod mismatch;
 
 use crate::usage::UsageError;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use clap::Args;
+use mismatch::Mismatch;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Request, Status};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 use tunehub_proto::v1::jobs_client::JobsClient;
 use tunehub_proto::v1::query_client::QueryClient;
 use tunehub_proto::v1::records_client::RecordsClient;
@@ -26,8 +32,8 @@ const MAX_MESSAGE: usize = 64 << 20;
 /// How the client commands reach a server.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ClientArgs {
-    /// The server's URL: http://HOST:PORT, or https://HOST:PORT for TLS
-    /// [default: http://127.0.0.1:50051].
+    /// The server's URL: http://HOST:PORT, or https://HOST:PORT for TLS; HOST:PORT alone is
+    /// http:// [default: http://127.0.0.1:50051].
     #[arg(long, value_name = "URL", env = "TUNEHUB_SERVER")]
     pub server: Option<String>,
 
@@ -176,21 +182,38 @@ impl Clients {
     }
 }
 
-/// Connects to the service `cfg` names. A URL or token that cannot be used is bad input; a
-/// service that does not answer is a failure naming the URL.
+/// The URL a client dials: `--server` as given, `http://` added when it has no scheme
+/// (`127.0.0.1:50051`, as `tunehub server` prints its address). Another scheme is bad input.
+pub fn server_url(given: &str) -> Result<String, UsageError> {
+    match given.split_once("://") {
+        None => Ok(format!("http://{given}")),
+        Some(("http" | "https", _)) => Ok(given.to_string()),
+        Some(_) => Err(UsageError(format!(
+            "bad server URL '{given}' (expected http://HOST:PORT, https://HOST:PORT or HOST:PORT)"
+        ))),
+    }
+}
+
+/// Connects to the service `cfg` names, and checks that it answers (the health service: no
+/// token needed). A URL, token or CA file that cannot be used, or TLS on one side only, is bad
+/// input with the fix in its one line; a service that does not answer is a failure naming the
+/// URL.
 pub async fn connect(cfg: &ClientConfig) -> Result<Clients> {
+    let url = server_url(&cfg.server)?;
     let bad_url = || {
         UsageError(format!(
-            "bad server URL '{}' (expected http://HOST:PORT or https://HOST:PORT)",
-            cfg.server
+            "bad server URL '{url}' (expected http://HOST:PORT or https://HOST:PORT)"
         ))
     };
-    // Without a scheme the URL would parse and the connection fail later, for another reason.
-    if !cfg.server.starts_with("http://") && !cfg.server.starts_with("https://") {
-        return Err(bad_url().into());
-    }
-    let mut ep = Endpoint::from_shared(cfg.server.clone()).map_err(|_| bad_url())?;
-    if cfg.server.starts_with("https://") {
+    let mut ep = Endpoint::from_shared(url.clone()).map_err(|_| bad_url())?;
+    let tls = ep.uri().scheme_str() == Some("https");
+    // Where the connection goes, for the probe and for the fix a mismatch's message gives.
+    let host_port = {
+        let host = ep.uri().host().ok_or_else(bad_url)?;
+        let port = ep.uri().port_u16().unwrap_or(if tls { 443 } else { 80 });
+        format!("{host}:{port}")
+    };
+    if tls {
         let mut tls = ClientTlsConfig::new();
         if let Some(ca) = &cfg.ca_cert {
             let pem = std::fs::read(ca).map_err(|e| {
@@ -203,22 +226,79 @@ pub async fn connect(cfg: &ClientConfig) -> Result<Clients> {
         }
         ep = ep
             .tls_config(tls)
-            .with_context(|| format!("TLS settings for {}", cfg.server))?;
+            .with_context(|| format!("TLS settings for {url}"))?;
     }
     let token = BearerToken::new(cfg.token.as_deref())?;
-    let channel = ep
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {}", cfg.server))?;
+    let no_answer = |e: &dyn std::fmt::Display| {
+        anyhow!("cannot connect to {url} (is `tunehub server` running there?): {e}")
+    };
+    let channel = match ep.connect().await {
+        Ok(c) => c,
+        Err(e) => {
+            return Err(match mismatch::tls_mismatch(&e) {
+                Some(m) => mismatch_error(m, &url, &host_port).into(),
+                None => no_answer(&chain(e.to_string(), std::error::Error::source(&e))),
+            });
+        }
+    };
+    // Connecting sends the HTTP/2 preface without waiting for the server's: whether the server
+    // speaks HTTP/2 shows in a first call's answer. Any answer will do (even NOT_SERVING from a
+    // draining server); a status made on this side (it has a source: the transport's error)
+    // is no answer.
+    let health = HealthClient::new(channel.clone())
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await;
+    if let Err(s) = health
+        && std::error::Error::source(&s).is_some()
+    {
+        // A plain connection to a TLS server only closes: ask the server what it speaks.
+        if !tls && mismatch::speaks_tls(&host_port).await {
+            return Err(mismatch_error(Mismatch::PlainToTls, &url, &host_port).into());
+        }
+        return Err(no_answer(&chain(
+            s.message().to_string(),
+            std::error::Error::source(&s),
+        )));
+    }
     Ok(Clients::new(channel, token))
+}
+
+/// A message and the sources under it, `: `-separated, as anyhow's `{:#}` prints a chain.
+fn chain(message: String, mut next: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let mut parts = vec![message];
+    while let Some(s) = next {
+        let text = s.to_string();
+        // tonic and hyper repeat a source's message in their own.
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = s.source();
+    }
+    parts.join(": ")
+}
+
+/// The one line a mismatch gets: what the server speaks, and the fix.
+fn mismatch_error(m: Mismatch, url: &str, host_port: &str) -> UsageError {
+    UsageError(match m {
+        Mismatch::TlsToPlain => {
+            format!("the server at {url} speaks plain HTTP/2, not TLS: use http://{host_port}")
+        }
+        Mismatch::PlainToTls => format!(
+            "the server at {url} speaks TLS: use https://{host_port} (and --ca-cert FILE if a \
+             private CA signed its certificate)"
+        ),
+        Mismatch::UnknownCa => format!(
+            "the certificate of the server at {url} is signed by a CA this client does not \
+             trust: name that CA's certificate with --ca-cert FILE (or TUNEHUB_CA_CERT)"
+        ),
+    })
 }
 
 /// Connects as the command line's flags, environment and config file say.
 pub async fn connect_with(args: &ClientArgs) -> Result<Clients> {
-    let cfg = ClientConfig::resolve(args)?;
-    connect(&cfg)
-        .await
-        .with_context(|| format!("is `tunehub server` running at {}?", cfg.server))
+    connect(&ClientConfig::resolve(args)?).await
 }
 
 #[cfg(test)]
@@ -262,5 +342,26 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.0.contains("sever"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::server_url;
+
+    #[test]
+    fn a_url_without_a_scheme_is_http() {
+        assert_eq!(
+            server_url("127.0.0.1:50051").unwrap(),
+            "http://127.0.0.1:50051"
+        );
+        assert_eq!(server_url("localhost:1").unwrap(), "http://localhost:1");
+        assert_eq!(server_url("https://h:1").unwrap(), "https://h:1");
+        assert_eq!(server_url("http://h:1").unwrap(), "http://h:1");
+        let e = server_url("grpc://h:1").unwrap_err();
+        assert!(
+            e.0.contains("grpc://h:1") && e.0.contains("HOST:PORT"),
+            "{e}"
+        );
     }
 }
