@@ -6,3 +6,4 @@
 pub mod import;
 pub mod limits;
 pub mod memory;
+pub mod text;
