@@ -13,6 +13,7 @@
 //! - `client`: the settings that reach a service (flags, environment, config file) and the
 //!   connection.
 //! - `embedded`: the service inside this process, and a job run in it to its end.
+//! - `escaped`: others' text (a worker's device id) with its control characters escaped.
 //! - `workload`: workloads as the command line gives them, as the API's.
 //! - `model`: an ONNX model's tasks, extracted here.
 //! - `session`: the service a command talks to: a server, or one embedded on `--db`.
@@ -24,6 +25,7 @@ pub mod args;
 pub mod client;
 pub mod commands;
 pub mod embedded;
+pub mod escaped;
 pub mod model;
 pub mod progress;
 pub mod session;

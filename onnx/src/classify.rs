@@ -87,7 +87,19 @@ pub fn classify(g: &Graph, n: &Node) -> Class {
             GLUE.join(", ")
         ))
     };
-    check.unwrap_or_else(Class::Unsupported)
+    let class = check.unwrap_or_else(Class::Unsupported);
+    // A computing node past where shape inference stopped (an operator tract does not know, a
+    // broken node) has no shape to write a task with: listed with the reason, never dropped.
+    if matches!(class, Class::Anchor | Class::Elementwise)
+        && let Some(o) = n.outputs.first().filter(|o| !o.is_empty())
+        && g.shape(o).is_none()
+    {
+        let why = g.inference_error.as_deref().map_or(String::new(), |e| {
+            format!(" (shape inference stopped: {e})")
+        });
+        return Class::Unsupported(format!("the shape of its output '{o}' is not known{why}"));
+    }
+    class
 }
 
 fn anchor_limits(g: &Graph, n: &Node) -> Result<(), String> {

@@ -9,6 +9,18 @@ pub enum ImportError {
         path: String,
         source: std::io::Error,
     },
+    /// Past [`crate::MAX_MODEL_BYTES`], found before parsing (its metadata, else a capped
+    /// read: `/dev/zero` is not read until memory runs out).
+    #[error(
+        "{path} is {size}: an ONNX model file is at most {max} bytes (protobuf's 2 GiB limit; a \
+         larger model keeps its weights in external data files)"
+    )]
+    TooLarge {
+        path: String,
+        /// `N bytes`, or `more than N bytes` when the file does not say its length.
+        size: String,
+        max: u64,
+    },
     /// Not a decodable ModelProto: a truncated download, another file format.
     #[error("not a valid ONNX model (truncated or malformed): {0}")]
     Malformed(String),
@@ -20,6 +32,20 @@ pub enum ImportError {
         input: String,
         dim: usize,
         param: String,
+    },
+    /// An input dimension fixed at 0 or less (some exporters write 0 for a dynamic one): not
+    /// a size, and not a name to give a value to either.
+    #[error(
+        "input '{input}' dimension {dim} is {value}, not a size (a tensor with no elements, or \
+         an exporter's mark for a dynamic dimension): give it a value with --shape \
+         {input}=D0xD1x...{batch_hint}"
+    )]
+    NotASize {
+        input: String,
+        dim: usize,
+        value: i64,
+        /// ` or --batch N` for the first dimension.
+        batch_hint: &'static str,
     },
     #[error("--shape {name}: {msg}")]
     BadShape { name: String, msg: String },

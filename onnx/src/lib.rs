@@ -8,7 +8,8 @@
 //!
 //! - [`shapes`]: values for dynamic input dimensions (`--batch`, `--shape`).
 //! - [`graph`]: the nodes from the protobuf, the shapes from tract.
-//! - [`classify`]: anchor, elementwise, glue or unsupported, per operator.
+//! - [`classify`]: anchor, elementwise, glue or unsupported, per operator; [`operands`]: a
+//!   matrix product whose operand shapes do not multiply, named.
 //! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains).
 //! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
 //!   as its layout-free inputs), when one fits; [`workload`]: as text form.
@@ -23,6 +24,7 @@ pub mod fuse;
 pub mod graph;
 pub mod library;
 pub mod nets;
+pub mod operands;
 pub mod shapes;
 pub mod tasks;
 pub mod workload;
@@ -42,19 +44,55 @@ pub fn extract(bytes: &[u8], shapes: &InputShapes, strict: bool) -> Result<TaskL
     tasks::extract(&g, strict)
 }
 
+/// The largest model file read: protobuf cannot encode a message of 2 GiB or more, so no ONNX
+/// model file is larger (bigger models keep their weights in external data files). A server's
+/// `Jobs.SubmitModel` takes at most this too, and less under its message limit
+/// (`max_model_bytes` in the server's `api::model`): the file travels in one gRPC message there.
+pub const MAX_MODEL_BYTES: u64 = i32::MAX as u64;
+
 /// The tasks of a model file (external weight files are looked for beside it).
 pub fn extract_file(
     path: &Path,
     shapes: &InputShapes,
     strict: bool,
 ) -> Result<TaskList, ImportError> {
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = read_model(path)?;
     let dir = path.parent().and_then(Path::to_str);
     let g = graph::Graph::load(&bytes, shapes, dir)?;
     tasks::extract(&g, strict)
+}
+
+/// A model file's bytes, at most [`MAX_MODEL_BYTES`]: a regular file's length is looked at
+/// before reading, and anything else (a pipe, a device) is read with that cap.
+fn read_model(path: &Path) -> Result<Vec<u8>, ImportError> {
+    use std::io::Read;
+    let shown = || path.display().to_string();
+    let io = |source| ImportError::Io {
+        path: shown(),
+        source,
+    };
+    let too_large = |size: String| ImportError::TooLarge {
+        path: shown(),
+        size,
+        max: MAX_MODEL_BYTES,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_file() && meta.len() > MAX_MODEL_BYTES {
+        return Err(too_large(format!("{} bytes", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(if meta.is_file() {
+        meta.len() as usize
+    } else {
+        0
+    });
+    file.take(MAX_MODEL_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_MODEL_BYTES {
+        return Err(too_large(format!("more than {MAX_MODEL_BYTES} bytes")));
+    }
+    Ok(bytes)
 }
 
 /// Whether a command-line argument names an ONNX model rather than an operator.

@@ -87,21 +87,32 @@ impl InputShapes {
                 continue;
             }
             for (i, d) in shape.dim.iter_mut().enumerate() {
-                let param = match &d.value {
+                let fixed = match &d.value {
                     Some(Value::DimValue(v)) if *v > 0 => continue,
-                    Some(Value::DimParam(p)) => p.clone(),
-                    _ => "?".to_string(),
+                    Some(Value::DimValue(v)) => Some(*v),
+                    _ => None,
                 };
-                match self.batch {
-                    Some(b) if i == 0 => d.value = Some(Value::DimValue(b)),
-                    _ => {
-                        return Err(ImportError::DynamicDim {
-                            input: input.name.clone(),
-                            dim: i,
-                            param,
-                        });
-                    }
+                if let (Some(b), 0) = (self.batch, i) {
+                    d.value = Some(Value::DimValue(b));
+                    continue;
                 }
+                // A 0 is not dynamic: said as what it is, so that the user looks at the export.
+                return Err(match (fixed, &d.value) {
+                    (Some(value), _) => ImportError::NotASize {
+                        input: input.name.clone(),
+                        dim: i,
+                        value,
+                        batch_hint: if i == 0 { " or --batch N" } else { "" },
+                    },
+                    (None, value) => ImportError::DynamicDim {
+                        input: input.name.clone(),
+                        dim: i,
+                        param: match value {
+                            Some(Value::DimParam(p)) => p.clone(),
+                            _ => "?".into(),
+                        },
+                    },
+                });
             }
         }
         Ok(())

@@ -5,6 +5,7 @@ use crate::classify::{Class, classify};
 use crate::error::ImportError;
 use crate::fuse;
 use crate::graph::Graph;
+use crate::operands;
 use crate::{library, workload};
 use serde::Serialize;
 use tunehub_engine::ops::OpSpec;
@@ -111,6 +112,9 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
     let mut skipped = vec![];
     let mut glue = 0;
     for (n, c) in g.nodes.iter().zip(&classes) {
+        // Broken before unsupported: a product whose operands do not multiply is named as such
+        // (its output then has no shape, which would read as an unsupported node).
+        operands::check(g, n)?;
         match c {
             Class::Unsupported(reason) => {
                 if strict {
@@ -163,12 +167,15 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         });
     }
     if tasks.is_empty() {
-        let why = skipped.first().map_or(String::new(), |s| {
-            format!(
-                ": node '{}' ({}) is unsupported: {}",
-                s.node, s.op, s.reason
-            )
-        });
+        let why = skipped.first().map_or_else(
+            || ": every node moves data or computes on constants only".to_string(),
+            |s| {
+                format!(
+                    ": node '{}' ({}) is unsupported: {}",
+                    s.node, s.op, s.reason
+                )
+            },
+        );
         return Err(ImportError::NoTask(why));
     }
     Ok(TaskList {

@@ -313,3 +313,87 @@ fn check(
         );
     }
 }
+
+/// Issue 64: a matrix product whose operands do not multiply is named (node, operator, both
+/// shapes, what differs), strict or not, instead of "the model yields no task to tune"; an
+/// input dimension of 0 is said to be 0, not dynamic.
+#[test]
+fn a_broken_product_and_a_zero_dimension_are_named() {
+    let refused = |m: &[u8], shapes: &InputShapes, want: &[&str]| {
+        for strict in [false, true] {
+            let e = extract(m, shapes, strict).unwrap_err().to_string();
+            for w in want {
+                assert!(e.contains(w), "{w:?} not in {e:?} (strict: {strict})");
+            }
+        }
+    };
+    // The inner dimensions differ.
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[2, 3]);
+    let w = b.weight(&[4, 5]);
+    let y = b.node("MatMul", &[&x, &w], vec![]);
+    let mm = b.last_node().to_string();
+    b.output(&y);
+    refused(
+        &b.encode(),
+        &InputShapes::default(),
+        &[
+            &format!("node '{mm}' (MatMul): its operands 'x' [2,3] and"),
+            "[4,5] do not multiply: the first's last dimension (3) differs from the second's \
+             second-to-last (4)",
+            "check its export",
+        ],
+    );
+    // Batch dimensions that do not broadcast; then a Gemm's transposed operand.
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[2, 4, 3]);
+    let w = b.input_fixed("w", &[5, 3, 6]);
+    let y = b.node("MatMul", &[&x, &w], vec![]);
+    b.output(&y);
+    refused(
+        &b.encode(),
+        &InputShapes::default(),
+        &["batch dimensions [2] and [5] do not broadcast"],
+    );
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[2, 3]);
+    let w = b.weight(&[3, 4]);
+    let y = b.node(
+        "Gemm",
+        &[&x, &w],
+        vec![tunehub_onnx::builder::int("transB", 1)],
+    );
+    let gemm = b.last_node().to_string();
+    b.output(&y);
+    refused(
+        &b.encode(),
+        &InputShapes::default(),
+        &[&format!("node '{gemm}' (Gemm)"), "second's last (4)"],
+    );
+
+    // A dimension of 0: not dynamic, and a value for it is what fixes it.
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 0, 4]);
+    let y = b.node("Relu", &[&x], vec![]);
+    b.output(&y);
+    let m = b.encode();
+    let e = extract(&m, &InputShapes::default(), false).unwrap_err();
+    assert!(
+        matches!(e, ImportError::NotASize { ref input, dim: 1, value: 0, .. } if input == "x"),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(
+        text.contains("dimension 1 is 0, not a size") && !text.contains("dynamic ("),
+        "{text}"
+    );
+    assert!(
+        text.contains("--shape x=") && !text.contains("--batch"),
+        "{text}"
+    );
+    let fixed = InputShapes {
+        shapes: vec![("x".into(), vec![1, 2, 4])],
+        ..InputShapes::default()
+    };
+    assert_eq!(extract(&m, &fixed, true).unwrap().tasks.len(), 1);
+}

@@ -634,3 +634,51 @@ async fn a_registration_with_oversized_or_impossible_fields_is_refused() {
     }
     assert!(workers(&mut c).await.workers.is_empty());
 }
+
+/// Issue 64, item 10: a registration's strings are shown to every user (`tunehub workers`), so
+/// one holding a control character (`ESC[2J` clears the screen of whoever lists the fleet) is
+/// INVALID_ARGUMENT naming the field, in the device id or in any field of the description, and
+/// registers nothing; the same device with a printable id registers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_with_control_characters_is_refused() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
+    let server = Server::start(&db, "s1", &[]);
+    let json = faulty_worker::target_json(&[FLEET_CFLAGS]);
+    let mut model: serde_json::Value = serde_json::from_str(&json).unwrap();
+    model["cpu_model"] = serde_json::json!("fast\u{1b}[2J");
+    let mut flags = model.clone();
+    flags["cpu_model"] = serde_json::json!("cpu");
+    flags["cflags"] = serde_json::json!(["-O2", "-DX\u{7}"]);
+    let mut c = server.client().await;
+    for (device, target, want) in [
+        (
+            "dev\u{1b}[2J",
+            json.clone(),
+            "device_id holds the control character",
+        ),
+        ("dev", model.to_string(), "target_json.cpu_model holds"),
+        ("dev", flags.to_string(), "target_json.cflags[1] holds"),
+    ] {
+        let e = c
+            .workers
+            .register(pb::RegisterWorkerRequest {
+                device_id: device.into(),
+                target_json: target,
+            })
+            .await
+            .expect_err("refused");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains(want), "{e:?} should say {want:?}");
+    }
+    assert!(workers(&mut c).await.workers.is_empty());
+    c.workers
+        .register(pb::RegisterWorkerRequest {
+            device_id: "dev [2J".into(),
+            target_json: json,
+        })
+        .await
+        .expect("a printable id registers");
+    assert_eq!(workers(&mut c).await.workers.len(), 1);
+}

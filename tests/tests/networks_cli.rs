@@ -234,3 +234,52 @@ async fn a_submitted_model_is_watched_to_its_estimate() {
         "{text}"
     );
 }
+
+/// Issue 64: a model file past protobuf's 2 GiB is refused from its length, before a byte is
+/// read (a sparse file: nothing written); a MatMul whose operands do not multiply is named with
+/// its shapes, not "no task"; an input dimension of 0 is called 0, not dynamic. Each exits 2
+/// with one line saying what to do.
+#[test]
+fn an_oversized_file_a_broken_product_and_a_zero_dimension_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.onnx");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len(tunehub_onnx::MAX_MODEL_BYTES + 1).unwrap();
+    drop(f);
+    bad_input(
+        &tunehub(&["tasks", huge.to_str().unwrap()]),
+        &[
+            &format!("is {} bytes", tunehub_onnx::MAX_MODEL_BYTES + 1),
+            &format!("at most {} bytes", tunehub_onnx::MAX_MODEL_BYTES),
+            "external data",
+        ],
+    );
+
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[2, 3]);
+    let w = b.weight(&[4, 5]);
+    let y = b.node("MatMul", &[&x, &w], vec![]);
+    let mm = b.last_node().to_string();
+    let r = b.node("Relu", &[&y], vec![]);
+    b.output(&r);
+    let m = write(dir.path(), "mismatch.onnx", &b.encode());
+    bad_input(
+        &tunehub(&["tasks", m.to_str().unwrap()]),
+        &[
+            &format!("node '{mm}' (MatMul)"),
+            "'x' [2,3]",
+            "[4,5] do not multiply",
+            "last dimension (3) differs from the second's second-to-last (4)",
+        ],
+    );
+
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 0]);
+    let r = b.node("Relu", &[&x], vec![]);
+    b.output(&r);
+    let m = write(dir.path(), "zero.onnx", &b.encode());
+    bad_input(
+        &tunehub(&["tasks", m.to_str().unwrap()]),
+        &["input 'x' dimension 1 is 0, not a size", "--shape x="],
+    );
+}

@@ -1176,3 +1176,72 @@ async fn untrusted_input_is_refused_at_the_door() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("not found"), "{stderr}");
 }
+
+/// Issue 64, item 7: a workload inside the DAG's 2^40-points limit whose tensors could never be
+/// allocated (`matmul(1048576,1048576,1)`: a 4 TiB output) is INVALID_ARGUMENT at the door with
+/// its size and the limit, as a task, as a range's representative and for a measurement on
+/// demand; nothing is stored (it used to become a job "done" at 0 trials, with no reason).
+#[tokio::test]
+async fn a_workload_too_large_to_measure_is_refused_with_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "large.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut c = server.client().await;
+    let huge = "matmul(1048576,1048576,1)";
+
+    let (code, msg) = code_of(
+        c.jobs
+            .submit(submit_req(vec![task("matmul(8,8,8)", 1), task(huge, 1)], 0))
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    for want in [
+        "task 1 (matmul(m=1048576,n=1048576,k=1",
+        "4.0 TiB",
+        "4.0 GiB",
+    ] {
+        assert!(msg.contains(want), "{want:?} not in {msg:?}");
+    }
+
+    // A range whose largest shapes are too large: the first such representative is named.
+    let range = pb::SubmitRequest {
+        range: Some(pb::ShapeRange {
+            spec: "matmul(m=1..1048576,n=1048576,k=1)".into(),
+            options: None,
+            trials: 1,
+        }),
+        ..submit_req(vec![], 0)
+    };
+    let (code, msg) = code_of(c.jobs.submit(range).await);
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(
+        msg.contains("n=1048576,k=1") && msg.contains("more than the 4.0 GiB"),
+        "{msg}"
+    );
+
+    // Measuring on demand is a measurement too.
+    let (code, msg) = code_of(
+        c.query
+            .best(pb::BestRequest {
+                workload: Some(op(huge)),
+                target: "local".into(),
+                allow_transfer: true,
+                measure_transfer: true,
+                ..Default::default()
+            })
+            .await,
+    );
+    assert_eq!(code, Code::InvalidArgument, "{msg}");
+    assert!(
+        msg.contains("measure_transfer") && msg.contains("4.0 TiB"),
+        "{msg}"
+    );
+
+    for table in ["workloads", "jobs", "tasks", "shape_ranges", "records"] {
+        assert_eq!(
+            count(&db, &format!("SELECT COUNT(*) FROM {table}")).await,
+            0,
+            "{table}"
+        );
+    }
+}

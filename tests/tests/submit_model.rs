@@ -318,3 +318,74 @@ async fn bad_models_are_refused_at_the_door_and_store_nothing() {
         .jobs;
     assert!(jobs.is_empty(), "{jobs:?}");
 }
+
+/// Issue 64: a model's task too large to measure is refused naming the task and its node with
+/// its size; a MatMul whose operands do not multiply is named with their shapes; an input
+/// dimension of 0 is called 0. Nothing is stored.
+#[tokio::test]
+async fn a_task_too_large_or_broken_is_refused_naming_its_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&sqlite_path(dir.path(), "large.db"), "large", &[]);
+    let mut c = server.client().await;
+    let refused = |r: Result<tonic::Response<pb::SubmitModelResponse>, tonic::Status>,
+                   want: &[&str]| {
+        let (code, msg) = code_of(r);
+        assert_eq!(code, Code::InvalidArgument, "{msg}");
+        for w in want {
+            assert!(msg.contains(w), "{w:?} not in {msg:?}");
+        }
+    };
+
+    // An outer product of two inputs: 2^40 outputs, 4 TiB.
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1 << 20, 1]);
+    let y = b.input_fixed("y", &[1, 1 << 20]);
+    let p = b.node("MatMul", &[&x, &y], vec![]);
+    let mm = b.last_node().to_string();
+    b.output(&p);
+    let r = c.jobs.submit_model(model_req(b.encode(), None, &[])).await;
+    refused(
+        r,
+        &[
+            "the model's task 0 (MatMul -> [1048576,1048576]",
+            &format!("node '{mm}'"),
+            "4.0 TiB",
+            "model.batch",
+        ],
+    );
+
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[2, 3]);
+    let w = b.weight(&[4, 5]);
+    let p = b.node("MatMul", &[&x, &w], vec![]);
+    let mm = b.last_node().to_string();
+    b.output(&p);
+    let r = c.jobs.submit_model(model_req(b.encode(), None, &[])).await;
+    refused(
+        r,
+        &[
+            &format!("node '{mm}' (MatMul)"),
+            "[2,3]",
+            "[4,5] do not multiply",
+        ],
+    );
+
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 0, 4]);
+    let s = b.node("Relu", &[&x], vec![]);
+    b.output(&s);
+    let r = c.jobs.submit_model(model_req(b.encode(), None, &[])).await;
+    refused(
+        r,
+        &["input 'x' dimension 1 is 0, not a size", "model.shapes"],
+    );
+
+    let jobs = c
+        .jobs
+        .list(pb::ListJobsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs;
+    assert!(jobs.is_empty(), "{jobs:?}");
+}

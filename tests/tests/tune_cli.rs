@@ -182,3 +182,39 @@ fn bad_input_exits_2_with_one_line_and_stores_nothing() {
         assert!(!db.exists(), "{args:?} created the database");
     }
 }
+
+/// Issue 64, item 7: `tune` of a workload too large to measure (a 4 TiB output, inside the
+/// DAG's size limit) is the embedded service's INVALID_ARGUMENT: exit 2, one line with the size
+/// and the limit, no workload or job stored. It used to run a job to 0 trials and exit 1 with
+/// "found no candidate that is not already recorded".
+#[tokio::test]
+async fn a_workload_too_large_to_measure_exits_2_with_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("large.db");
+    let out = tunehub(&[
+        "tune",
+        "matmul(1048576,1048576,1)",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert!(
+        err.starts_with("error: invalid argument: ")
+            && err.contains("4.0 TiB")
+            && err.contains("4.0 GiB"),
+        "{err}"
+    );
+    if db.exists() {
+        let store = SqlStore::open(db.to_str().unwrap()).await.unwrap();
+        for table in ["workloads", "jobs"] {
+            let n: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            assert_eq!(n, 0, "{table}");
+        }
+        store.close().await;
+    }
+}

@@ -1,6 +1,7 @@
 //! `tunehub workers`: the fleet as the server sees it.
 
 use crate::client::{ClientArgs, connect_with};
+use crate::escaped::escaped;
 use crate::usage::{emit, status_error};
 use anyhow::Result;
 use clap::Args;
@@ -52,17 +53,25 @@ pub async fn run(args: WorkersArgs) -> Result<ExitCode> {
                 "{:.1}s ago",
                 (now - w.last_heartbeat_ms).max(0) as f64 / 1e3
             );
+            // Every string the server sends is shown escaped: the device id and a quarantine
+            // reason (a report's error message) are a worker's own words.
             let _ = writeln!(
                 out,
                 "{:<14} {:<34} {:<12} {:>9} {:>9} {:>7}  {}",
-                w.id, w.target_key, w.status, ago, w.measured, w.errors, w.device_id
+                escaped(&w.id),
+                escaped(&w.target_key),
+                escaped(&w.status),
+                ago,
+                w.measured,
+                w.errors,
+                escaped(&w.device_id)
             );
             if !w.quarantine_reason.is_empty() {
-                let _ = writeln!(out, "  quarantined: {}", w.quarantine_reason);
+                let _ = writeln!(out, "  quarantined: {}", escaped(&w.quarantine_reason));
             }
         }
         for (key, n) in &list.queued {
-            let _ = writeln!(out, "{n} piece(s) waiting for a worker of {key}");
+            let _ = writeln!(out, "{n} piece(s) waiting for a worker of {}", escaped(key));
         }
     }
     emit(&out)?;

@@ -3,6 +3,7 @@
 use super::{Api, internal};
 use crate::auth::Principal;
 use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
+use crate::checks::memory::check_workload_bytes;
 use crate::jobs::cost_model::CostModelChoice;
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
@@ -169,6 +170,13 @@ impl Api {
                 .resolve_workload(t.workload.as_ref())
                 .await
                 .map_err(|s| Status::new(s.code(), format!("task {i}: {}", s.message())))?;
+            // Before anything is stored: a job of it would end at 0 trials, every run failing.
+            check_workload_bytes(&task).map_err(|e| {
+                Status::invalid_argument(format!(
+                    "task {i} ({}): {e}: give smaller sizes",
+                    task.desc.lines().next().unwrap_or("")
+                ))
+            })?;
             if t.trials == 0 {
                 return Err(Status::invalid_argument(format!(
                     "task {i}: trials must be at least 1"

@@ -9,6 +9,7 @@
 use super::Api;
 use super::jobs::{MAX_PRIORITY, MIN_PRIORITY, measure_options};
 use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
+use crate::checks::memory::check_workload_bytes;
 use tokio::sync::Semaphore;
 use tonic::Status;
 use tunehub_onnx::{ImportError, InputShapes, TaskList};
@@ -27,9 +28,14 @@ pub const MAX_SHAPE_DIMS: usize = 32;
 /// the model's size in memory, so a burst of submissions waits here rather than piling up.
 static EXTRACTING: Semaphore = Semaphore::const_new(2);
 
-/// The largest model a server with this message limit takes: the request carries the rest.
+/// The largest model a server with this message limit takes: the request carries the rest, and
+/// no model is larger than protobuf allows, whatever the limit (`tunehub_onnx::MAX_MODEL_BYTES`,
+/// which the command line reads model files up to).
 pub fn max_model_bytes(max_message_bytes: usize) -> usize {
-    max_message_bytes.saturating_sub(MODEL_REQUEST_HEADROOM)
+    let max = usize::try_from(tunehub_onnx::MAX_MODEL_BYTES).unwrap_or(usize::MAX);
+    max_message_bytes
+        .saturating_sub(MODEL_REQUEST_HEADROOM)
+        .min(max)
 }
 
 /// The request's input shapes and batch, checked as the command line checks its flags.
@@ -84,6 +90,14 @@ pub fn import_status(e: ImportError) -> Status {
             "the model's input '{input}' dimension {dim} is dynamic ('{param}'): give it a value \
              with model.batch (the first dimension) or model.shapes ({input}=D0xD1x...)"
         ),
+        ImportError::NotASize {
+            input, dim, value, ..
+        } => format!(
+            "the model's input '{input}' dimension {dim} is {value}, not a size (a tensor with \
+             no elements, or an exporter's mark for a dynamic dimension): give it a value with \
+             model.shapes ({input}=D0xD1x...){}",
+            if dim == 0 { " or model.batch" } else { "" }
+        ),
         ImportError::BadShape { name, msg } => format!("model.shapes '{name}': {msg}"),
         e => format!("the model: {e}"),
     };
@@ -101,6 +115,31 @@ pub fn task_specs(list: &TaskList, trials: u32) -> Vec<pb::TaskSpec> {
             weight: f64::from(t.weight),
         })
         .collect()
+}
+
+/// Each task's memory (`checks::memory`), refused naming the task by its label and nodes:
+/// `submit_job` would name it only by its index and workload.
+fn check_task_sizes(list: &TaskList) -> Result<(), Status> {
+    for (i, t) in list.tasks.iter().enumerate() {
+        let task = t
+            .task()
+            .map_err(|e| Status::internal(format!("task {i} ({}): {e}", t.label)))?;
+        check_workload_bytes(&task).map_err(|e| {
+            let more = t.nodes.len().saturating_sub(1);
+            let others = if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            Status::invalid_argument(format!(
+                "the model's task {i} ({}, node '{}'{others}): {e}: give a smaller model.batch \
+                 or model.shapes",
+                t.label,
+                t.nodes.first().map_or("", String::as_str)
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 /// Extracts the model's tasks off the async threads (parsing and shape inference are blocking
@@ -186,6 +225,7 @@ impl Api {
         self.check_job_settings(&job).await?;
         let bytes = model.onnx.len();
         let list = extract(model.onnx, shapes, model.strict).await?;
+        check_task_sizes(&list)?;
         let submit = pb::SubmitRequest {
             tasks: task_specs(&list, model.trials_per_task),
             ..job
@@ -290,6 +330,11 @@ mod tests {
     fn the_request_leaves_room_for_the_model() {
         assert_eq!(max_model_bytes(16 << 20), (16 << 20) - (64 << 10));
         assert_eq!(max_model_bytes(1000), 0, "a tiny limit refuses every model");
+        assert_eq!(
+            max_model_bytes(usize::MAX) as u64,
+            tunehub_onnx::MAX_MODEL_BYTES,
+            "no model is larger than protobuf allows"
+        );
     }
 
     #[tokio::test]

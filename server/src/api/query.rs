@@ -5,6 +5,7 @@ use super::kernel::{KernelOf, kernel_to_pb};
 use super::{Api, gflops, internal, schedule_record};
 use crate::answer_cache::{Kept, NoRecordAnswer};
 use crate::auth::{Principal, Role};
+use crate::checks::memory::check_workload_bytes;
 use crate::records::RecordStore;
 use crate::workload;
 use std::sync::Arc;
@@ -171,6 +172,12 @@ impl Api {
             )));
         }
         let task = Arc::new(self.resolve_workload(workload).await?);
+        check_workload_bytes(&task).map_err(|e| {
+            Status::invalid_argument(format!(
+                "measure_transfer: the workload cannot be measured: {e}; ask without \
+                 measure_transfer"
+            ))
+        })?;
         let cached = self
             .ctx
             .cache

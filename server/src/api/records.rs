@@ -161,7 +161,7 @@ pub fn parse_line(line: &str) -> Result<Line, String> {
         )?;
         let target: Target = serde_json::from_value(field(t, &["target"])?.clone())
             .map_err(|e| format!("target.target: {e}"))?;
-        check_target(&target)?;
+        check_target("target.target", &target)?;
         if target.key() != key {
             return Err(format!("target.target has key {}, not {key}", target.key()));
         }

@@ -30,6 +30,10 @@ impl Api {
         if self.ctx.backend.target_for(target_key).is_none() {
             return;
         }
+        // Its job would be refused at the door (too large to measure): the answer stands alone.
+        if crate::checks::memory::check_workload_bytes(task).is_err() {
+            return;
+        }
         let pair = (task.key.clone(), target_key.to_string());
         {
             let mut queued = self

@@ -4,6 +4,7 @@
 //! compilers), so it is trusted no more than a report from an unknown machine.
 //! `docs/validation.md` explains the bounds.
 
+use super::text::check_json_printable;
 use crate::jobs::result_check::check_speed;
 use crate::records::NewRecord;
 use tunehub_engine::ir::ComputeDag;
@@ -30,15 +31,15 @@ pub const MAX_CORES: usize = 1 << 16;
 /// A timestamp may be ahead of this server's clock by this much (clock skew), not more.
 pub const MAX_CLOCK_AHEAD_MS: i64 = 86_400_000;
 
-/// A target line's own checks beyond its key.
-pub fn check_target(t: &Target) -> Result<(), String> {
+/// A target description's own checks beyond its key, `what` naming it in the message (an
+/// import's `target.target`, a registration's `target_json`): its core count, and no control
+/// character in any of its strings (stored and shown to every user, `checks::text`).
+pub fn check_target(what: &str, t: &Target) -> Result<(), String> {
     if !(1..=MAX_CORES).contains(&t.cores) {
-        return Err(format!(
-            "target.target.cores is {}; 1 to {MAX_CORES}",
-            t.cores
-        ));
+        return Err(format!("{what}.cores is {}; 1 to {MAX_CORES}", t.cores));
     }
-    Ok(())
+    let json = serde_json::to_value(t).expect("a target serializes");
+    check_json_printable(what, &json)
 }
 
 /// A record against its workload's DAG and FLOPs and its target: the steps replay, and no
@@ -138,6 +139,10 @@ mod tests {
             ..record(r#"[["SP",99,0,64,[8],1]]"#, vec![])
         };
         assert_eq!(check_record(&invalid, &dag, flops, &t), Ok(()));
-        assert!(check_target(&target(0, &[])).is_err());
+        assert!(check_target("t", &target(0, &[])).is_err());
+        let mut shown = target(2, &[]);
+        shown.cpu_model = "fast\x1b[2J".into();
+        let e = check_target("target_json", &shown).unwrap_err();
+        assert!(e.starts_with("target_json.cpu_model holds"), "{e}");
     }
 }

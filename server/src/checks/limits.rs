@@ -18,6 +18,12 @@ pub const MAX_EXPR: usize = 64 << 10;
 /// A layout-free input's name, and how many a workload names.
 pub const MAX_INPUT_NAME: usize = 64;
 pub const MAX_LAYOUT_FREE: usize = 64;
+/// The memory a workload's measurement allocates (`checks::memory`): inputs, outputs,
+/// intermediates and packed weights. Targets do not describe their memory, so one bound for
+/// all: 4 GiB is past every network layer tunehub tunes (hundreds of MiB at batch 64) yet
+/// allocatable on a small device; a larger workload is refused rather than queued as a job
+/// that can never run a candidate.
+pub const MAX_WORKLOAD_BYTES: u64 = 4 << 30;
 
 /// INVALID_ARGUMENT when `value` is longer than `max` bytes.
 pub fn check_len(what: &str, value: &str, max: usize) -> Result<(), Status> {

@@ -8,6 +8,7 @@ use super::registry::{Fleet, FleetError};
 use super::report::check_report;
 use crate::checks::import::check_target;
 use crate::checks::limits::{MAX_KEY, check_len};
+use crate::checks::text::check_printable;
 use crate::records::{RecordStore, SqlStore};
 use crate::status::internal;
 use crate::workload;
@@ -51,10 +52,11 @@ impl Workers for WorkersService {
             return Err(Status::invalid_argument("device_id is empty"));
         }
         check_len("device_id", &req.device_id, MAX_KEY)?;
+        check_printable("device_id", &req.device_id).map_err(Status::invalid_argument)?;
         check_len("target_json", &req.target_json, MAX_TARGET_JSON)?;
         let target: Target = serde_json::from_str(&req.target_json)
             .map_err(|e| Status::invalid_argument(format!("target_json: {e}")))?;
-        check_target(&target).map_err(|e| Status::invalid_argument(format!("target_json: {e}")))?;
+        check_target("target_json", &target).map_err(Status::invalid_argument)?;
         let key = target.key();
         let heartbeat_ms = self.fleet.cfg.heartbeat.as_millis() as u32;
         if let Some(owners) = &self.owners {
