@@ -1,6 +1,6 @@
 //! The Jobs service: submit, get, list, cancel, watch (submitting a model: `model`).
 
-use super::{Api, internal};
+use super::{Api, store_status};
 use crate::auth::Principal;
 use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
 use crate::checks::memory::check_workload_bytes;
@@ -243,7 +243,7 @@ impl Api {
             store
                 .put_target(&target.key(), &target_json)
                 .await
-                .map_err(internal)?;
+                .map_err(store_status)?;
         }
         let mut rows = vec![];
         for (task, weight, trials) in &tasks {
@@ -257,7 +257,7 @@ impl Api {
                     &task.options(),
                 )
                 .await
-                .map_err(internal)?;
+                .map_err(store_status)?;
             rows.push((task.key.clone(), *weight, *trials));
         }
         // One job per target; several share a group id.
@@ -296,7 +296,7 @@ impl Api {
             .jobs
             .create_all(&new_jobs)
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         tracing::info!(job_ids = ?ids, group = %group, tasks = tasks.len(), total, "job queued");
         self.ctx.changed();
         let mut out = vec![];
@@ -313,7 +313,7 @@ impl Api {
             .jobs
             .get(id)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .ok_or_else(|| Status::not_found(format!("no job '{id}'")))?;
         self.job_proto(&job).await
     }
@@ -441,7 +441,7 @@ impl Jobs for Api {
             .jobs
             .list(&states, &r.group, limit)
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         let mut jobs = vec![];
         for j in &rows {
             jobs.push(self.job_proto(j).await?);
@@ -471,7 +471,7 @@ impl Jobs for Api {
             .jobs
             .cancel(id)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .ok_or_else(|| Status::not_found(format!("no job '{id}'")))?;
         self.ctx.changed();
         Ok(Response::new(self.job_proto(&job).await?))

@@ -5,7 +5,7 @@
 //! immutable, so an entry never goes stale, and a compiler asking again gets the same text
 //! without a code generation or a database read.
 
-use super::{Api, internal};
+use super::{Api, store_status};
 use crate::records::RecordStore;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -76,7 +76,7 @@ impl Api {
             .store()
             .target_json(of.target_key)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .ok_or_else(|| {
                 Status::internal(format!("target {} has no description", of.target_key))
             })?;
@@ -96,7 +96,7 @@ impl Api {
             .store()
             .workload(&task.key)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .and_then(|w| w.description)
             .unwrap_or_else(|| task.desc.clone());
         let provenance = Provenance {

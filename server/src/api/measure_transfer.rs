@@ -5,7 +5,7 @@
 //! measured through jobs) and while a job measures here: kernels are never timed two at once.
 
 use super::transfer::{BY_DISTANCE, BY_MODEL};
-use super::{Api, internal};
+use super::{Api, store_status};
 use crate::jobs::result_check::{check_result, check_speed};
 use crate::records::{self, NewRecord, RecordStore};
 use std::sync::Arc;
@@ -27,7 +27,7 @@ impl Api {
             .jobs
             .running_on(&target_key, "")
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
         {
             return Err(Status::failed_precondition(format!(
                 "job {job} is measuring on this machine (kernels are never timed two at once): \
@@ -66,7 +66,7 @@ impl Api {
         store
             .put_target(&target_key, &target_json)
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         let dag_json = serde_json::to_string(&task.dag).expect("a DAG serializes");
         store
             .put_workload(
@@ -77,7 +77,7 @@ impl Api {
                 &task.options(),
             )
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         let mut stored = 0;
         for (s, r) in schedules.iter().zip(&results) {
             if let Err(why) =
@@ -86,7 +86,7 @@ impl Api {
                 tracing::warn!("measurement dropped, not stored: {why}");
                 continue;
             }
-            let steps = records::canonical_steps(&s.to_json()).map_err(internal)?;
+            let steps = records::canonical_steps(&s.to_json()).map_err(store_status)?;
             let rec = NewRecord::from_measure(
                 &task.key,
                 &target_key,
@@ -94,7 +94,7 @@ impl Api {
                 r,
                 Some(self.ctx.instance.as_str()),
             );
-            store.commit(&rec).await.map_err(internal)?;
+            store.commit(&rec).await.map_err(store_status)?;
             stored += 1;
         }
         self.ctx.cache.invalidate(&task.key, &target_key);

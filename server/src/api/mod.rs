@@ -30,7 +30,7 @@ use crate::jobs::JobContext;
 use crate::jobs::store::{JobRow, JobState, TaskStats};
 use crate::jobs::waiting::{PoolView, pool_waiting};
 use crate::records::{Record, RecordStore, SqlStore, now_ms};
-pub(crate) use crate::status::internal;
+pub(crate) use crate::status::store_status;
 use crate::workload;
 use std::collections::BTreeMap;
 use tonic::Status;
@@ -108,7 +108,7 @@ impl Api {
             .store()
             .workload(key)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .ok_or_else(|| Status::not_found(format!("unknown workload key '{key}'")))?;
         // The key names the options already; others given beside it are a contradiction.
         let mut asked = workload::options_from_pb(w.options.as_ref()).layout_free;
@@ -136,7 +136,7 @@ impl Api {
         if let Some(target) = self.ctx.backend.target_for(t) {
             return Ok(target);
         }
-        let known = self.store().target_json(t).await.map_err(internal)?;
+        let known = self.store().target_json(t).await.map_err(store_status)?;
         // A fleet's target with no device online now: the job waits for one.
         if let Some(json) = known
             .as_deref()
@@ -170,7 +170,7 @@ impl Api {
             .cache
             .target_known(self.store(), t)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
         {
             Ok(t.to_string())
         } else {
@@ -196,7 +196,7 @@ impl Api {
             .jobs
             .running_jobs(&job.target_key, &job.id)
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         Ok(pool_waiting(&PoolView {
             target_key: &job.target_key,
             running: job.state == JobState::Running,
@@ -217,7 +217,7 @@ impl Api {
         let owner = OwnerStore::new(self.store().clone())
             .live_owner(key, now_ms())
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         Ok(owner.map(|(owner, address)| {
             format!(
                 "the workers of target {key} are served by server replica {owner} ({address}), \
@@ -229,15 +229,15 @@ impl Api {
     /// A job as the API shows it, with each task's progress and best record.
     pub async fn job_proto(&self, job: &JobRow) -> Result<pb::Job, Status> {
         let jobs = &self.ctx.jobs;
-        let tasks = jobs.tasks(&job.id).await.map_err(internal)?;
-        let stats = jobs.task_stats(&job.id).await.map_err(internal)?;
+        let tasks = jobs.tasks(&job.id).await.map_err(store_status)?;
+        let stats = jobs.task_stats(&job.id).await.map_err(store_status)?;
         let mut out = vec![];
         for t in tasks {
             let w = self
                 .store()
                 .workload(&t.workload_key)
                 .await
-                .map_err(internal)?;
+                .map_err(store_status)?;
             let (desc, flops, options) = w.map_or((String::new(), 0, None), |w| {
                 let options = workload::options_to_pb(&w.options);
                 (w.description.unwrap_or_default(), w.flops, options)
@@ -248,7 +248,7 @@ impl Api {
                 .cache
                 .best(self.store(), &t.workload_key, &job.target_key)
                 .await
-                .map_err(internal)?;
+                .map_err(store_status)?;
             let mut progress = task_progress(&t, &s, desc, flops, best.as_ref());
             progress.options = options;
             out.push(progress);
@@ -278,7 +278,7 @@ impl Api {
                 .store()
                 .range_of_job(&job.id)
                 .await
-                .map_err(internal)?
+                .map_err(store_status)?
                 .as_ref()
                 .map(range::range_ref),
             waiting: self.waiting(job).await?,

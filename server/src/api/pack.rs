@@ -7,7 +7,7 @@
 
 use super::Api;
 use super::kernel::{KernelOf, kernel_to_pb};
-use crate::status::internal;
+use crate::status::store_status;
 use std::collections::HashSet;
 use tonic::Status;
 use tunehub_engine::package;
@@ -58,7 +58,7 @@ impl Api {
                 .cache
                 .entry(self.store(), &task.key, &target)
                 .await
-                .map_err(internal)?;
+                .map_err(store_status)?;
             match &entry.best {
                 Some(best) => found.push((task, best.clone())),
                 None => missing.push(format!(

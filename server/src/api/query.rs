@@ -2,7 +2,7 @@
 //! front of the database.
 
 use super::kernel::{KernelOf, kernel_to_pb};
-use super::{Api, gflops, internal, schedule_record};
+use super::{Api, gflops, schedule_record, store_status};
 use crate::answer_cache::{Kept, NoRecordAnswer};
 use crate::auth::{Principal, Role};
 use crate::checks::memory::check_workload_bytes;
@@ -99,7 +99,7 @@ impl Api {
             .cache
             .entry(self.store(), &task.key, target_key)
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         let mut resp = pb::BestResponse {
             found: cached.best.is_some(),
             record: None,
@@ -183,7 +183,7 @@ impl Api {
             .cache
             .entry(self.store(), &task.key, target)
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         if cached.best.is_none() {
             self.measure_transferred(&task).await?;
         }
@@ -222,7 +222,7 @@ impl Query for Api {
                 .store()
                 .targets_of(&key)
                 .await
-                .map_err(internal)?
+                .map_err(store_status)?
                 .into_iter()
                 .filter(|(t, _)| *t != target)
                 .map(|(t, n)| format!("{t} ({n})"))
@@ -277,7 +277,7 @@ impl Query for Api {
             .store()
             .top_k(&task.key, &target, k)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .iter()
             .map(|r| schedule_record(r, flops))
             .collect();
@@ -319,7 +319,7 @@ impl Query for Api {
         let targets = store
             .targets()
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .into_iter()
             .map(|(key, target_json, trials)| pb::TargetInfo {
                 key,
@@ -330,7 +330,7 @@ impl Query for Api {
         let workloads = store
             .tuned()
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .into_iter()
             .map(|p| pb::TunedWorkload {
                 best_gflops: p.best_cost.map(|c| gflops(p.flops, c)),

@@ -7,7 +7,7 @@
 //! the engine's (`tunehub_engine::transfer::range`).
 
 use super::transfer::{Candidate, Transferred, answer};
-use super::{Api, gflops, internal};
+use super::{Api, gflops, store_status};
 use crate::checks::limits::{MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len};
 use crate::records::{Neighbor, RangeRow, RecordStore, Representative, Workload, range_id};
 use crate::workload;
@@ -182,7 +182,7 @@ impl Api {
             .store()
             .ranges_of_structure(&structure, target_key)
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         for row in rows {
             if !same_options(&row.options, &task.options()) {
                 continue;
@@ -225,8 +225,8 @@ impl Api {
                     .cache
                     .best(self.store(), key, target_key)
                     .await
-                    .map_err(internal)?;
-                let workload = self.store().workload(key).await.map_err(internal)?;
+                    .map_err(store_status)?;
+                let workload = self.store().workload(key).await.map_err(store_status)?;
                 let (Some(best), Some(workload)) = (best, workload) else {
                     continue;
                 };
@@ -267,7 +267,7 @@ impl Api {
             .store()
             .range(&id)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .ok_or_else(|| {
                 Status::not_found(format!(
                     "no shape range {} on target {target}: submit a job for it \
@@ -288,7 +288,7 @@ impl Api {
                 .cache
                 .entry(self.store(), &rep.workload_key, &target)
                 .await
-                .map_err(internal)?;
+                .map_err(store_status)?;
             let flops = match range.dag_at(&rep.values) {
                 Ok(d) => d.flop_count(),
                 Err(_) => 0,
@@ -319,7 +319,7 @@ impl Api {
                 records_total: entry.counts.total,
             });
         }
-        let job_ids = self.store().range_jobs(&id).await.map_err(internal)?;
+        let job_ids = self.store().range_jobs(&id).await.map_err(store_status)?;
         Ok(pb::RangeResponse {
             range: Some(range_ref(&row)),
             target_key: target,

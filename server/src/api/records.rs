@@ -2,7 +2,7 @@
 //! docs/cli.md, "Record files"). Import is all or nothing: each line is checked, in order, before
 //! anything is stored.
 
-use super::{Api, internal};
+use super::{Api, store_status};
 use crate::checks::import::{
     MAX_CLOCK_AHEAD_MS, MAX_COST_S, MAX_COSTS, MAX_ERROR_MSG, MAX_LINE_BYTES, MAX_PHASE_S,
     MAX_WORKER, check_record, check_target,
@@ -307,7 +307,7 @@ impl Records for Api {
         let records = store
             .export_records(w.as_deref(), t.as_deref())
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         // Definitions first: each workload and target before any record that uses it.
         let mut lines = vec![];
         let mut seen = HashSet::new();
@@ -316,7 +316,7 @@ impl Records for Api {
                 let wl = store
                     .workload(&rec.workload_key)
                     .await
-                    .map_err(internal)?
+                    .map_err(store_status)?
                     .ok_or_else(|| {
                         Status::internal(format!("workload {} missing", rec.workload_key))
                     })?;
@@ -326,7 +326,7 @@ impl Records for Api {
                 let json = store
                     .target_json(&rec.target_key)
                     .await
-                    .map_err(internal)?
+                    .map_err(store_status)?
                     .ok_or_else(|| {
                         Status::internal(format!("target {} missing", rec.target_key))
                     })?;
@@ -337,7 +337,7 @@ impl Records for Api {
         let ranges: Vec<_> = store
             .export_ranges(t.as_deref())
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .into_iter()
             .filter(|r| {
                 w.as_ref()
@@ -349,7 +349,7 @@ impl Records for Api {
                 let json = store
                     .target_json(&r.target_key)
                     .await
-                    .map_err(internal)?
+                    .map_err(store_status)?
                     .ok_or_else(|| Status::internal(format!("target {} missing", r.target_key)))?;
                 lines.push(target_line(&r.target_key, &json));
             }
@@ -427,13 +427,13 @@ impl Records for Api {
         }
         let mut db_w = HashMap::new();
         for key in need_w {
-            if let Some(w) = store.workload(&key).await.map_err(internal)? {
+            if let Some(w) = store.workload(&key).await.map_err(store_status)? {
                 db_w.insert(key, w.to_task().map_err(Status::internal)?);
             }
         }
         let mut db_t = HashMap::new();
         for key in need_t {
-            if let Some(json) = store.target_json(&key).await.map_err(internal)? {
+            if let Some(json) = store.target_json(&key).await.map_err(store_status)? {
                 let t: Target = serde_json::from_str(&json)
                     .map_err(|e| Status::internal(format!("stored target {key}: {e}")))?;
                 db_t.insert(key, t);
@@ -444,7 +444,7 @@ impl Records for Api {
         let (new, known) = store
             .import(&workloads, &targets, &ranges, &records)
             .await
-            .map_err(internal)?;
+            .map_err(store_status)?;
         self.ctx.cache.clear();
         Ok(Response::new(pb::ImportResponse {
             records_new: new,

@@ -6,7 +6,7 @@
 //! never measured: the answer is marked `transfer` (with `ranked_by`), its record id is empty
 //! and its time is the source record's GFLOP/s applied to this workload's FLOPs.
 
-use super::{Api, gflops, internal};
+use super::{Api, gflops, store_status};
 use crate::records::{Neighbor, Record};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -53,7 +53,7 @@ impl Api {
             .store()
             .nearest_with_records(task, target_key, NEIGHBOURS, TOP_PER_NEIGHBOUR)
             .await
-            .map_err(internal)?
+            .map_err(store_status)?
             .into_iter()
             .unzip();
         // Adapting replays and lowers every schedule: off the async threads.

@@ -10,7 +10,7 @@ use crate::checks::import::check_target;
 use crate::checks::limits::{MAX_KEY, check_len};
 use crate::checks::text::check_printable;
 use crate::records::{RecordStore, SqlStore};
-use crate::status::internal;
+use crate::status::store_status;
 use crate::workload;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -76,7 +76,10 @@ impl Workers for WorkersService {
         }
         // Stored so that jobs can name the key (and wait for it) while no worker is online.
         let json = serde_json::to_string(&target).expect("a target serializes");
-        self.store.put_target(&key, &json).await.map_err(internal)?;
+        self.store
+            .put_target(&key, &json)
+            .await
+            .map_err(store_status)?;
         let (worker_id, target_key) = self.fleet.register(&req.device_id, target, json);
         Ok(Response::new(pb::RegisterWorkerResponse {
             worker_id,

@@ -29,10 +29,13 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// Whether the database could not be reached or dropped the connection (PostgreSQL
-    /// restarting, a network cut): worth retrying once it is back, never a reason to fail a
-    /// job. SQLSTATE class 08 is a connection exception, class 57P an operator intervention
-    /// (admin shutdown, crash shutdown, cannot connect now).
+    /// Whether the database is out of reach or cannot do its work for now: worth retrying once
+    /// it is back, never a reason to fail a job, and UNAVAILABLE to a client (`status`).
+    /// PostgreSQL: SQLSTATE class 08 (connection exception), 57P (admin shutdown, crash
+    /// shutdown, cannot connect now), 53 (disk full, out of memory, too many connections) and
+    /// 58 (I/O error). SQLite (`sqlite_transient`): busy or locked (another process holds the
+    /// write lock past the busy timeout: an operator's `sqlite3`, a backup), read-only, I/O
+    /// error, disk full, cannot open.
     pub fn is_unavailable(&self) -> bool {
         match self {
             StoreError::Db(e) => match e {
@@ -40,12 +43,30 @@ impl StoreError {
                 | sqlx::Error::PoolTimedOut
                 | sqlx::Error::PoolClosed
                 | sqlx::Error::WorkerCrashed => true,
-                sqlx::Error::Database(d) => d
-                    .code()
-                    .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+                sqlx::Error::Database(d) => {
+                    if let Some(lite) = d.try_downcast_ref::<sqlx::sqlite::SqliteError>() {
+                        return sqlite_transient(lite);
+                    }
+                    d.code().is_some_and(|c| {
+                        ["08", "57P", "53", "58"]
+                            .iter()
+                            .any(|class| c.starts_with(class))
+                    })
+                }
                 _ => false,
             },
             _ => false,
         }
     }
+}
+
+/// SQLite's primary result codes (the low byte of an extended code) that pass with time or an
+/// operator's fix: BUSY 5, LOCKED 6, READONLY 8, IOERR 10, FULL 13, CANTOPEN 14.
+fn sqlite_transient(e: &sqlx::sqlite::SqliteError) -> bool {
+    use sqlx::error::DatabaseError;
+    let primary = e
+        .code()
+        .and_then(|c| c.parse::<i32>().ok())
+        .map(|c| c & 0xff);
+    matches!(primary, Some(5 | 6 | 8 | 10 | 13 | 14))
 }

@@ -817,3 +817,25 @@ async fn records_of_one_millisecond_export_in_the_order_stored() {
     let ids: Vec<&str> = out[1..].iter().map(|r| r.id.as_str()).collect();
     assert!(!ids.is_sorted(), "the ids alone would give another order");
 }
+
+#[tokio::test]
+async fn a_locked_database_is_unavailable_a_broken_constraint_is_not() {
+    use sqlx::{Connection, Executor, SqliteConnection};
+    let dir = tempfile::tempdir().unwrap();
+    let store = new_store(&dir).await;
+    // Another process's write lock (an operator's sqlite3, a backup) ...
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let mut holder = SqliteConnection::connect(&url).await.unwrap();
+    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    // ... met by one of the store's connections (through the Any driver, as in the server),
+    // without waiting for it.
+    let mut conn = store.pool().acquire().await.unwrap();
+    conn.execute("PRAGMA busy_timeout = 0").await.unwrap();
+    let insert = "INSERT INTO targets (key, target_json, created_at) VALUES ('t9', '{}', 0)";
+    let busy = conn.execute(insert).await.unwrap_err();
+    assert!(StoreError::Db(busy).is_unavailable());
+    holder.execute("ROLLBACK").await.unwrap();
+    conn.execute(insert).await.unwrap();
+    let duplicate = conn.execute(insert).await.unwrap_err();
+    assert!(!StoreError::Db(duplicate).is_unavailable());
+}
