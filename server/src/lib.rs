@@ -15,7 +15,9 @@
 //! - `answer_cache`: answers by range or transfer, for workloads with no record of their own.
 //! - `metrics`: Prometheus metrics and their HTTP endpoint.
 //! - `auth`: bearer-token checking of gRPC calls.
-//! - `status`: store failures as gRPC statuses.
+//! - `status`: store failures as gRPC statuses (UNAVAILABLE while the database is out of reach).
+//! - `health`: the health service following the database's probes.
+//! - `undecodable`: a message that does not decode is INVALID_ARGUMENT, not INTERNAL.
 //! - `server`: assembling and running the server (services, job runner, shutdown).
 //! - `embedded`: the service inside one process (`tunehub tune`, `--db`, the benchmarks).
 //! - `config`: the service's flags, environment and TOML file resolved into its configuration.
@@ -28,10 +30,12 @@ pub mod checks;
 pub mod config;
 pub mod embedded;
 pub mod fleet;
+mod health;
 pub mod interchange;
 pub mod jobs;
 pub mod metrics;
 pub mod records;
 pub mod server;
 mod status;
+mod undecodable;
 pub mod workload;

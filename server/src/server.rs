@@ -61,6 +61,8 @@ pub struct RunningServer {
     pub metrics_addr: Option<SocketAddr>,
     pub ctx: JobContext,
     health: tonic_health::server::HealthReporter,
+    /// Sets the health service from the database's probes (`health`).
+    health_probe: JoinHandle<()>,
     shutdown: tokio::sync::watch::Sender<bool>,
     serve: JoinHandle<Result<(), tonic::transport::Error>>,
     jobs: Option<JoinHandle<()>>,
@@ -86,6 +88,7 @@ impl RunningServer {
     /// 4. gRPC and metrics stop, the database pool is closed (SQLite checkpoints its log).
     pub async fn shutdown(self) -> Result<(), ServeError> {
         self.ctx.shut_down();
+        self.health_probe.abort();
         self.health
             .set_service_status("", tonic_health::ServingStatus::NotServing)
             .await;
@@ -252,6 +255,25 @@ async fn start_inner(
             .set_serving::<WorkersServer<crate::fleet::WorkersService>>()
             .await;
     }
+    let health_probe = {
+        use tonic::server::NamedService;
+        let mut services = vec![
+            "",
+            JobsServer::<Api>::NAME,
+            QueryServer::<Api>::NAME,
+            RecordsServer::<Api>::NAME,
+        ];
+        if fleet.is_some() {
+            services.push(WorkersServer::<crate::fleet::WorkersService>::NAME);
+        }
+        let c = ctx.clone();
+        crate::health::follow_database(
+            ctx.jobs.records().clone(),
+            health.clone(),
+            services,
+            move || c.shutting_down(),
+        )
+    };
     // Reflection in both versions: grpcurl and tonic ask v1, grpcio-reflection's Python client
     // still asks v1alpha. The descriptors carry the proto's comments (source info).
     let reflection_of = || {
@@ -270,9 +292,11 @@ async fn start_inner(
     // which admits the health check untouched (load balancers and probes have no token).
     let auth = AuthLayer::new(Auth::new(cfg.tokens.clone()), Some(Arc::clone(&metrics)))
         .with_worker_certificates(cfg.tls_worker_ca.is_some());
+    // Innermost, the decode-failure rewrite: the metrics count the code the caller gets.
     let mut builder = Server::builder()
         .layer(GrpcMetricsLayer(Arc::clone(&metrics)))
-        .layer(auth);
+        .layer(auth)
+        .layer(crate::undecodable::UndecodableLayer);
     if let Some((cert, key)) = &cfg.tls {
         let read = |p: &std::path::PathBuf| {
             std::fs::read(p).map_err(|source| ServeError::TlsFile {
@@ -373,6 +397,7 @@ async fn start_inner(
         metrics_addr,
         ctx,
         health,
+        health_probe,
         shutdown,
         serve,
         jobs,

@@ -126,6 +126,28 @@ impl Server {
         .expect("connects")
     }
 
+    /// What the server's health service answers for `service` ("" for the whole server).
+    pub async fn health(
+        &self,
+        service: &str,
+    ) -> tonic_health::pb::health_check_response::ServingStatus {
+        let mut client = tonic_health::pb::health_client::HealthClient::new(
+            tonic::transport::Channel::from_shared(self.url())
+                .unwrap()
+                .connect()
+                .await
+                .unwrap(),
+        );
+        let h = client
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        tonic_health::pb::health_check_response::ServingStatus::try_from(h.status).unwrap()
+    }
+
     /// SIGKILL: a crash, no chance to release anything.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

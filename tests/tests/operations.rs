@@ -120,33 +120,11 @@ async fn wait_worker(c: &mut Clients) -> String {
     .await
 }
 
-/// What the server's health service answers for `service` ("" for the whole server).
-async fn health(
-    server: &Server,
-    service: &str,
-) -> tonic_health::pb::health_check_response::ServingStatus {
-    let mut client = tonic_health::pb::health_client::HealthClient::new(
-        tonic::transport::Channel::from_shared(server.url())
-            .unwrap()
-            .connect()
-            .await
-            .unwrap(),
-    );
-    let h = client
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: service.into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    tonic_health::pb::health_check_response::ServingStatus::try_from(h.status).unwrap()
-}
-
 /// Waits until the server, signalled, says it is draining (health NOT_SERVING).
 async fn wait_draining(server: &Server) {
     use tonic_health::pb::health_check_response::ServingStatus;
     wait::until("the server drains", Duration::from_secs(30), async || {
-        (health(server, "").await == ServingStatus::NotServing).then_some(())
+        (server.health("").await == ServingStatus::NotServing).then_some(())
     })
     .await
 }
@@ -464,7 +442,7 @@ async fn sigterm_stores_the_batch_in_hand_hands_the_lease_back_and_a_restart_fin
     assert!(e.message().contains("shutting down"), "{e:?}");
     // The liveness probe's service (deploy/k8s) is served until the end.
     assert_eq!(
-        health(&server, "tunehub.v1.Query").await,
+        server.health("tunehub.v1.Query").await,
         tonic_health::pb::health_check_response::ServingStatus::Serving
     );
     assert_eq!(get(&mut c, &job.id).await.id, job.id);

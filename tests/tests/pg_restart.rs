@@ -1,8 +1,11 @@
 //! PostgreSQL restarted (`pg_ctl stop -m fast`, then `start`) while two jobs run: one on the
 //! server's own machine and one on a pool of `tunehub-worker` devices. The database stays down
 //! until the server's log shows each job's driver meeting the outage (so both hit it between
-//! rounds, not only by luck of timing). Both continue once the database is back and end done, with every trial's record stored once: records = trials done =
-//! `job_records` rows, each row pointing at a record of its job's (workload, target).
+//! rounds, not only by luck of timing). Meanwhile the server tells the truth: health
+//! NOT_SERVING and a Submit UNAVAILABLE (a client's retry, not INTERNAL), SERVING again once the
+//! database is back. Both jobs continue and end done, with every trial's record stored once:
+//! records = trials done = `job_records` rows, each row pointing at a record of its job's
+//! (workload, target).
 //!
 //! The test owns its cluster (initdb into a temporary directory, a port of its own, run as user
 //! postgres when the test runs as root): restarting the shared cluster of TUNEHUB_TEST_PG_URL
@@ -13,6 +16,7 @@ use sqlx::{Connection, Row};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use tonic_health::pb::health_check_response::ServingStatus;
 use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
 use tunehub_tests::{Server, Worker, quick, task, tools, wait, wait_trials};
@@ -203,6 +207,15 @@ async fn jobs_continue_across_a_postgres_restart_and_store_each_trial_once() {
         assert!(n < TRIALS, "job {id} ended before the restart");
     }
     cluster.stop();
+    let mut during = server.client().await;
+    let submit =
+        tokio::spawn(async move { during.jobs.submit(job("matmul(8,8,8)", "local")).await });
+    wait::until("health NOT_SERVING", Duration::from_secs(120), async || {
+        (server.health("").await == ServingStatus::NotServing
+            && server.health("tunehub.v1.Jobs").await == ServingStatus::NotServing)
+            .then_some(())
+    })
+    .await;
     // Each job's driver met the outage (a store retried), then the database comes back.
     wait::until(
         "both jobs meeting the outage",
@@ -219,7 +232,18 @@ async fn jobs_continue_across_a_postgres_restart_and_store_each_trial_once() {
         },
     )
     .await;
+    let refused = submit
+        .await
+        .unwrap()
+        .expect_err("a Submit while the database is down");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
     cluster.pg_ctl("start");
+    wait::until(
+        "health SERVING again",
+        Duration::from_secs(120),
+        async || (server.health("").await == ServingStatus::Serving).then_some(()),
+    )
+    .await;
 
     let mut conn = sqlx::PgConnection::connect(&cluster.url()).await.unwrap();
     for (id, (spec, _)) in ids.iter().zip(specs) {

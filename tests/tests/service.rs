@@ -1245,3 +1245,75 @@ async fn a_workload_too_large_to_measure_is_refused_with_its_size() {
         );
     }
 }
+
+/// Request bytes sent as they are, and the answer's bytes as they come.
+struct RawCodec;
+struct RawCoder;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = RawCoder;
+    type Decoder = RawCoder;
+    fn encoder(&mut self) -> RawCoder {
+        RawCoder
+    }
+    fn decoder(&mut self) -> RawCoder {
+        RawCoder
+    }
+}
+
+impl tonic::codec::Encoder for RawCoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        dst: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put_slice(dst, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        src: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        let n = bytes::Buf::remaining(src);
+        Ok(Some(bytes::Buf::copy_to_bytes(src, n).to_vec()))
+    }
+}
+
+/// A request whose bytes are not its message is the caller's mistake (INVALID_ARGUMENT, saying
+/// so), not the server's (tonic's INTERNAL); nothing is stored.
+#[tokio::test]
+async fn a_request_that_does_not_decode_is_invalid_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&sqlite_path(dir.path(), "raw.db"), "s1", &[]);
+    let mut c = server.client().await;
+    let mut grpc = tonic::client::Grpc::new(c.channel.clone());
+    // Field 1 (the tasks) as a length-delimited value longer than the message.
+    for (method, garbage) in [
+        ("/tunehub.v1.Jobs/Submit", vec![0x0a, 0xff, 0x01, 0x00]),
+        ("/tunehub.v1.Query/Best", vec![0xff, 0xff, 0xff]),
+    ] {
+        grpc.ready().await.unwrap();
+        let mut req = tonic::Request::new(garbage);
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static(method);
+        let err = grpc.unary(req, path, RawCodec).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{method}: {err:?}");
+        assert!(
+            err.message().contains("does not decode"),
+            "{method}: {}",
+            err.message()
+        );
+    }
+    let jobs = c.jobs.list(pb::ListJobsRequest::default()).await.unwrap();
+    assert!(jobs.into_inner().jobs.is_empty());
+}

@@ -99,6 +99,12 @@ impl SqlStore {
         }
     }
 
+    /// One round trip to the database (the health probe's): an error if it cannot be reached.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// The pool: the job store shares it, and tests read tables directly.
     pub fn pool(&self) -> &AnyPool {
         &self.pool
