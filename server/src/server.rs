@@ -9,6 +9,7 @@ use crate::api::Api;
 use crate::auth::{Auth, AuthLayer};
 use crate::cache::BestCache;
 use crate::config::ServerConfig;
+use crate::fleet::oversized::OversizedReportLog;
 use crate::fleet::service::REPORT_DECODE_FACTOR;
 use crate::fleet::{Fleet, FleetBackend, FleetConfig, OwnerStore, PoolOwners, WorkersService};
 use crate::jobs::store::{JobState, JobStore};
@@ -275,7 +276,8 @@ async fn start_inner(
         .with_worker_certificates(cfg.tls_worker_ca.is_some());
     let mut builder = Server::builder()
         .layer(GrpcMetricsLayer(Arc::clone(&metrics)))
-        .layer(auth);
+        .layer(auth)
+        .layer(OversizedReportLog);
     if let Some((cert, key)) = &cfg.tls {
         let read = |p: &std::path::PathBuf| {
             std::fs::read(p).map_err(|source| ServeError::TlsFile {

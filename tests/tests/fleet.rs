@@ -809,4 +809,32 @@ async fn an_oversized_report_quarantines_and_registering_again_does_not_lift_it(
     assert_eq!(l.workers.len(), 1, "the same worker: {l:?}");
     let j = get(&mut c, &job.id).await;
     assert_eq!(j.tasks[0].trials_done, 0, "nothing of it stored: {j:?}");
+
+    // Past four times the limit gRPC's decoder refuses it before the service: logged still.
+    let mut huger = FaultyWorker::register(&server, "huger", &json).await;
+    let piece = huger.pull(Duration::from_secs(60)).await;
+    let e = huger
+        .report(
+            &piece.lease_id,
+            vec![pb::MeasuredCandidate {
+                error_code: 1,
+                error_msg: "x".repeat(65 << 20),
+                costs: vec![],
+                ..measured_ok()
+            }],
+        )
+        .await
+        .expect_err("refused");
+    assert_ne!(e.code(), tonic::Code::Ok);
+    wait::until(
+        "the decoder's refusal logged",
+        Duration::from_secs(10),
+        async || {
+            let text = std::fs::read_to_string(&log).unwrap();
+            text.lines()
+                .find(|l| l.contains("report refused by gRPC's decoder") && l.contains("found"))
+                .map(drop)
+        },
+    )
+    .await;
 }
