@@ -246,6 +246,10 @@ struct Worker {
     failing_pieces: u32,
     /// Leases it let lapse since its last report.
     lapses: Lapses,
+    /// A device of its token was quarantined when this one first registered (its id): until
+    /// this one measures successfully, its first failed piece or lapsed lease quarantines it.
+    /// A token whose device is quarantined gains nothing by calling it by another device id.
+    on_notice: Option<String>,
     quarantine: Option<Quarantine>,
 }
 
@@ -471,6 +475,15 @@ impl Fleet {
                 w.lease.clone()
             }
             None => {
+                let on_notice = st
+                    .workers
+                    .iter()
+                    .find(|(_, o)| o.subject == subject && o.quarantine.is_some())
+                    .map(|(wid, _)| wid.clone());
+                if let Some(other) = &on_notice {
+                    tracing::info!(worker_id = %id, token = %subject, quarantined = %other,
+                        "a new device of a token whose device is quarantined: on notice");
+                }
                 st.workers.insert(
                     id.clone(),
                     Worker {
@@ -486,6 +499,7 @@ impl Fleet {
                         ok: 0,
                         failing_pieces: 0,
                         lapses: Lapses::default(),
+                        on_notice,
                         quarantine: None,
                     },
                 );
@@ -534,7 +548,14 @@ impl Fleet {
                 q.failed_probation(format!("probation piece lapsed ({how})"), now, &self.cfg);
                 tracing::warn!(worker_id = %l.worker, lease = %lease_id, reason = %q.reason,
                     "worker stays quarantined");
-            } else if let Some(reason) = w.lapses.lapsed(how) {
+            } else if let Some(reason) = w.lapses.lapsed(how).or_else(|| {
+                noticed(w).map(|other| {
+                    format!(
+                        "a lease lapsed without a report ({how}) before it measured anything, \
+                         and device {other} of its token is quarantined"
+                    )
+                })
+            }) {
                 tracing::warn!(worker_id = %l.worker, lease = %lease_id, %reason, "worker quarantined");
                 w.quarantine = Some(Quarantine::new(reason, now, &self.cfg));
             } else {
@@ -830,11 +851,19 @@ impl Fleet {
                 &self.cfg,
             );
             tracing::warn!(worker_id = %id, reason = %q.reason, "worker stays quarantined");
-        } else if w.failing_pieces >= self.cfg.quarantine_after || (w.ok == 0 && !vouched) {
+        } else if w.failing_pieces >= self.cfg.quarantine_after
+            || (w.ok == 0 && !vouched)
+            || noticed(w).is_some()
+        {
             let reason = if w.failing_pieces >= self.cfg.quarantine_after {
                 format!(
                     "{} pieces in a row failed on every candidate; last: {last}",
                     w.failing_pieces
+                )
+            } else if let Some(other) = noticed(w) {
+                format!(
+                    "its first piece failed on every candidate, and device {other} of its \
+                     token is quarantined; last: {last}"
                 )
             } else {
                 format!(
@@ -1040,6 +1069,11 @@ impl Fleet {
         }
         (workers, queued)
     }
+}
+
+/// The quarantined device of its token a worker is on notice for, until it measures successfully.
+fn noticed(w: &Worker) -> Option<&str> {
+    w.on_notice.as_deref().filter(|_| w.ok == 0)
 }
 
 /// Forgets that pieces failed on worker `id` (its device changed, or proved itself again): it
@@ -1419,6 +1453,40 @@ mod tests {
         assert!(measure(&f, &a, false).unwrap());
         assert_eq!(view(&f, &a).status, "quarantined");
         assert_eq!(view(&f, &b).status, "idle");
+    }
+
+    #[test]
+    fn a_new_device_id_of_a_token_with_a_quarantined_device_is_on_notice() {
+        let (f, key, t) = fleet();
+        let (good, _) = f.register("other", "good", t.clone(), "{}".into());
+        let (a, _) = f.register("s", "a", t.clone(), "{}".into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        assert_eq!(view(&f, &a).status, "quarantined");
+        // The same token, another device id: its first lapse quarantines it.
+        let (b, _) = f.register("s", "b", t.clone(), "{}".into());
+        assert_eq!(view(&f, &b).status, "idle");
+        f.pull(&b).unwrap().expect("the piece");
+        assert!(f.pull(&b).unwrap().is_none());
+        let w = view(&f, &b);
+        assert_eq!(w.status, "quarantined");
+        assert!(
+            w.quarantine_reason
+                .contains(&format!("device {a} of its token")),
+            "{}",
+            w.quarantine_reason
+        );
+        // Another token's new device is not: one lapse is not yet a habit.
+        let (c, _) = f.register("third", "c", t, "{}".into());
+        f.pull(&c).unwrap().expect("the piece");
+        assert!(
+            f.pull(&c).unwrap().is_none(),
+            "the piece goes to good first"
+        );
+        assert_eq!(view(&f, &c).status, "idle");
+        assert!(measure(&f, &good, true).unwrap());
+        assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
     }
 
     #[test]
