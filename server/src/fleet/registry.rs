@@ -447,8 +447,13 @@ impl Fleet {
         let st = &mut *guard;
         st.targets.insert(key.clone(), target);
         let now = Instant::now();
+        // A worker registering again has lost whatever it was measuring (it restarted). Lapsed
+        // first: a lapsed probation piece must not undo the probation a new description earns.
+        if let Some(l) = st.workers.get(&id).and_then(|w| w.lease.clone()) {
+            self.lapse(st, &l, Lapse::Reregistered);
+        }
         let mut changed = false;
-        let old_lease = match st.workers.get_mut(&id) {
+        match st.workers.get_mut(&id) {
             Some(w) => {
                 if w.key != key || w.target_json != target_json {
                     // Another toolchain or description: what failed may work now (a restart
@@ -472,7 +477,6 @@ impl Fleet {
                 w.target_json = target_json;
                 w.last_seen = now;
                 w.last_seen_ms = now_ms();
-                w.lease.clone()
             }
             None => {
                 let on_notice = st
@@ -503,17 +507,12 @@ impl Fleet {
                         quarantine: None,
                     },
                 );
-                None
             }
-        };
+        }
         if changed {
             // What failed on the old description may work on the new one.
             forget_failures(st, &id);
             self.queued.notify_waiters();
-        }
-        // A worker registering again has lost whatever it was measuring (it restarted).
-        if let Some(l) = old_lease {
-            self.lapse(st, &l, Lapse::Reregistered);
         }
         tracing::info!(worker_id = %id, token = %subject, device_id = %device_id, target_key = %key, "worker registered");
         (id, key)
@@ -1428,6 +1427,28 @@ mod tests {
         f.register("s", "a", t, r#"{"cc":"cc"}"#.into());
         assert_eq!(view(&f, &a).status, "quarantined");
         // The piece that failed on the old description is its probation piece.
+        assert!(measure(&f, &a, true).unwrap());
+        assert_eq!(view(&f, &a).status, "idle");
+        assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_device_mended_while_holding_its_probation_piece_gets_another_at_once() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("s", "a", t.clone(), "{}".into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        // Heartbeats keep it online until its probation piece is due.
+        let step = Duration::from_millis(100);
+        for _ in 0..f.cfg.probation.as_millis() / step.as_millis() {
+            tokio::time::advance(step).await;
+            f.heartbeat(&a, "").unwrap();
+        }
+        f.pull(&a).unwrap().expect("the probation piece");
+        // It restarts with a mended compiler while holding it: the lapse does not undo the
+        // probation its new description brings forward.
+        f.register("s", "a", t, r#"{"cc":"cc"}"#.into());
         assert!(measure(&f, &a, true).unwrap());
         assert_eq!(view(&f, &a).status, "idle");
         assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());

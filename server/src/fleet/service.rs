@@ -195,7 +195,15 @@ impl Workers for WorkersService {
         let accepted = self
             .fleet
             .report(&req.worker_id, &req.lease_id, results, req.handed_back)
-            .map_err(status)?;
+            .map_err(|e| {
+                // Refused against its lease (a count other than the piece's, a time faster
+                // than the device's peak): logged like the door's refusals.
+                if let FleetError::Invalid(why) = &e {
+                    tracing::warn!(worker_id = %req.worker_id, lease = %req.lease_id,
+                        bytes = size, "report refused: {why}");
+                }
+                status(e)
+            })?;
         Ok(Response::new(pb::ReportResponse { accepted }))
     }
 
