@@ -9,6 +9,10 @@
 
 #![allow(clippy::all, clippy::pedantic)]
 
+/// The messages' trait (sizes, encoding), for crates that use the types without depending on
+/// prost themselves: the server measures a worker's report before keeping it.
+pub use prost::Message;
+
 pub mod v1 {
     tonic::include_proto!("tunehub.v1");
 

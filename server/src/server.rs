@@ -9,6 +9,8 @@ use crate::api::Api;
 use crate::auth::{Auth, AuthLayer};
 use crate::cache::BestCache;
 use crate::config::ServerConfig;
+use crate::fleet::oversized::OversizedReportLog;
+use crate::fleet::service::REPORT_DECODE_FACTOR;
 use crate::fleet::{Fleet, FleetBackend, FleetConfig, OwnerStore, PoolOwners, WorkersService};
 use crate::jobs::store::{JobState, JobStore};
 use crate::jobs::{JobContext, MeasureBackend, run_loop};
@@ -240,8 +242,10 @@ async fn start_inner(
             fleet: Arc::clone(f),
             store: ctx.jobs.records().clone(),
             owners: owners.clone(),
+            max_report_bytes: max_of(cfg),
         })
-        .max_decoding_message_size(max_of(cfg))
+        // Past the limit a report is refused by `report` itself, logged (`service`).
+        .max_decoding_message_size(max_of(cfg).saturating_mul(REPORT_DECODE_FACTOR))
         .max_encoding_message_size(max_of(cfg))
     });
     let max = cfg.limits.max_message_bytes;
@@ -296,6 +300,7 @@ async fn start_inner(
     let mut builder = Server::builder()
         .layer(GrpcMetricsLayer(Arc::clone(&metrics)))
         .layer(auth)
+        .layer(OversizedReportLog)
         .layer(crate::undecodable::UndecodableLayer);
     if let Some((cert, key)) = &cfg.tls {
         let read = |p: &std::path::PathBuf| {

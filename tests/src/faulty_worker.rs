@@ -95,6 +95,36 @@ impl FaultyWorker {
             .unwrap_or_else(|_| panic!("worker {}: no piece within {limit:?}", self.id))
     }
 
+    /// One pull, waiting up to `wait` for a piece: a pull-only device calls it again and again
+    /// and never reports, each pull dropping the piece it holds.
+    pub async fn try_pull(&mut self, wait: Duration) -> Option<pb::WorkPiece> {
+        self.c
+            .workers
+            .pull(pb::PullRequest {
+                worker_id: self.id.clone(),
+                wait_ms: wait.as_millis() as u32,
+            })
+            .await
+            .expect("pull")
+            .into_inner()
+            .piece
+    }
+
+    /// Registers the same device (same token, same device id) again with `target_json`: its
+    /// worker id.
+    pub async fn register_again(&mut self, device: &str, target_json: &str) -> String {
+        self.c
+            .workers
+            .register(pb::RegisterWorkerRequest {
+                device_id: device.to_string(),
+                target_json: target_json.to_string(),
+            })
+            .await
+            .expect("registered")
+            .into_inner()
+            .worker_id
+    }
+
     /// Reports `results` for the piece under `lease_id`.
     pub async fn report(
         &mut self,

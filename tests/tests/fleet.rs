@@ -523,8 +523,8 @@ async fn bad_reports_are_refused_and_measured_elsewhere_and_never_fail_the_job()
 /// Issue 26, items 3 and 4: a worker whose compiler is broken, alone in its pool, is
 /// quarantined at its first failed piece; its failures are not the job's trials, the job
 /// says it waits on a quarantined worker, and `tunehub workers` counts the failures. The
-/// device restarted with a working compiler (a changed description) is lifted at once and
-/// finishes the job.
+/// device restarted with a working compiler (a changed description) gets its probation piece at
+/// once, whose success lifts the quarantine, and finishes the job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_worker_alone_is_quarantined_and_once_mended_finishes_the_job() {
     let _serial = SERIAL.lock().await;
@@ -681,4 +681,160 @@ async fn a_registration_with_control_characters_is_refused() {
         .await
         .expect("a printable id registers");
     assert_eq!(workers(&mut c).await.workers.len(), 1);
+}
+
+/// Issue 64, item 2: a device that pulls and never reports (fault injection: a pull-only client
+/// on the real gRPC API) no longer stalls a job. Each pull drops the piece it held; that piece
+/// goes to the honest real worker first, and after `LAPSES_TO_QUARANTINE` (3) lapsed leases in
+/// a row the pull-only device is quarantined, the reason in its listing and the server's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_pulls_and_never_reports_is_quarantined_and_the_job_finishes() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
+    let log = dir.path().join("server.log");
+    let server = Server::on(&db, "s1").log(&log).start();
+    let json = faulty_worker::target_json(&[FLEET_CFLAGS]);
+    let mut pull_only = FaultyWorker::register(&server, "pull-only", &json).await;
+    let key = pull_only.target_key.clone();
+    let _honest = Worker::start(&server.url(), "honest", &[FLEET_CFLAGS]);
+    let mut c = server.client().await;
+    wait_workers(&mut c, 2).await;
+
+    // Five rounds of two pieces: the pull-only device takes one or two pieces of each.
+    let spec = "matmul(16,16,16)";
+    let trials = 10;
+    let job = submit(&mut c, job_req(spec, trials, 2, &key)).await;
+    let quarantined = wait::until(
+        "the pull-only worker quarantined",
+        Duration::from_secs(180),
+        async || {
+            pull_only.try_pull(Duration::from_millis(200)).await;
+            let l = workers(&mut c).await;
+            let w = l.workers.into_iter().find(|w| w.id == pull_only.id)?;
+            (w.status == "quarantined").then_some(w)
+        },
+    )
+    .await;
+    assert!(
+        quarantined
+            .quarantine_reason
+            .contains("3 leases in a row lapsed without a report"),
+        "{quarantined:?}"
+    );
+    assert!(
+        quarantined.quarantine_reason.contains("pulled again"),
+        "{quarantined:?}"
+    );
+
+    let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_done(&j, trials);
+    let l = workers(&mut c).await;
+    let honest_id = &l
+        .workers
+        .iter()
+        .find(|w| w.device_id == "honest")
+        .unwrap()
+        .id;
+    let (stored, by) = records(&mut c, spec, &key).await;
+    assert_eq!(stored, u64::from(trials));
+    assert!(by.iter().all(|w| w == honest_id), "{by:?}");
+    let w = l.workers.iter().find(|w| w.id == pull_only.id).unwrap();
+    assert_eq!((w.status.as_str(), w.measured), ("quarantined", 0), "{l:?}");
+    // Logged, with why.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("worker quarantined") && l.contains(&pull_only.id))
+        .unwrap_or_else(|| panic!("no quarantine logged:\n{text}"));
+    assert!(line.contains("lapsed"), "{line}");
+}
+
+/// Issue 64, items 2 and 6: a report over the server's message limit (16 MiB) is refused,
+/// logged with its size, and counts against the device; and the quarantine follows the device
+/// (its token and device id): registering again with a changed description and then the
+/// original one leaves it quarantined, with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_report_quarantines_and_registering_again_does_not_lift_it() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
+    let log = dir.path().join("server.log");
+    let server = Server::on(&db, "s1").log(&log).start();
+    let json = faulty_worker::target_json(&[FLEET_CFLAGS]);
+    let mut fake = FaultyWorker::register(&server, "flaky", &json).await;
+    let key = fake.target_key.clone();
+    let mut c = server.client().await;
+    let job = submit(&mut c, job_req("matmul(16,16,16)", 2, 1, &key)).await;
+    let piece = fake.pull(Duration::from_secs(60)).await;
+    let huge = pb::MeasuredCandidate {
+        error_code: 1,
+        error_msg: "x".repeat(17 << 20),
+        costs: vec![],
+        ..measured_ok()
+    };
+    let e = fake
+        .report(&piece.lease_id, vec![huge])
+        .await
+        .expect_err("an oversized report is refused");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains("over the server's limit"), "{e:?}");
+    let l = workers(&mut c).await;
+    let before = l.workers.iter().find(|w| w.id == fake.id).unwrap().clone();
+    assert_eq!(before.status, "quarantined", "{l:?}");
+    assert!(
+        before
+            .quarantine_reason
+            .contains("report refused: the report is"),
+        "{before:?}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines().any(|l| l.contains("report refused")
+            && l.contains(&fake.id)
+            && l.contains("bytes=")
+            && l.contains(&format!("limit={}", 16 << 20))),
+        "{text}"
+    );
+
+    // Another description (the server's own, without the test's define), then the original.
+    let other = faulty_worker::target_json(&[]);
+    assert_ne!(other, json);
+    assert_eq!(fake.register_again("flaky", &other).await, fake.id);
+    assert_eq!(fake.register_again("flaky", &json).await, fake.id);
+    let l = workers(&mut c).await;
+    let after = l.workers.iter().find(|w| w.id == fake.id).unwrap();
+    assert_eq!(after.status, "quarantined", "{l:?}");
+    assert_eq!(after.quarantine_reason, before.quarantine_reason, "{l:?}");
+    assert_eq!(l.workers.len(), 1, "the same worker: {l:?}");
+    let j = get(&mut c, &job.id).await;
+    assert_eq!(j.tasks[0].trials_done, 0, "nothing of it stored: {j:?}");
+
+    // Past four times the limit gRPC's decoder refuses it before the service: logged still.
+    let mut huger = FaultyWorker::register(&server, "huger", &json).await;
+    let piece = huger.pull(Duration::from_secs(60)).await;
+    let e = huger
+        .report(
+            &piece.lease_id,
+            vec![pb::MeasuredCandidate {
+                error_code: 1,
+                error_msg: "x".repeat(65 << 20),
+                costs: vec![],
+                ..measured_ok()
+            }],
+        )
+        .await
+        .expect_err("refused");
+    assert_ne!(e.code(), tonic::Code::Ok);
+    wait::until(
+        "the decoder's refusal logged",
+        Duration::from_secs(10),
+        async || {
+            let text = std::fs::read_to_string(&log).unwrap();
+            text.lines()
+                .find(|l| l.contains("report refused by gRPC's decoder") && l.contains("found"))
+                .map(drop)
+        },
+    )
+    .await;
 }

@@ -6,7 +6,9 @@
 //! one per ready worker); `service` is the `Workers` gRPC service the workers call, and
 //! `report` the check of a worker's report at the door (a device is less trusted than the
 //! server: a bad report is refused, counted against the worker, and measured elsewhere).
-//! `owners` is which server replica owns each pool, under a database lease.
+//! `owners` is which server replica owns each pool, under a database lease. `lapses` counts
+//! the leases a worker let lapse without a report (a pull-only worker is quarantined);
+//! `oversized` logs a report gRPC's decoder refused for its size before `service` saw it.
 //!
 //! A device that dies costs seconds, never the job: its lease lapses when its heartbeats stop,
 //! the piece goes back to the queue and to another worker, and a late report under the lapsed
@@ -15,6 +17,8 @@
 
 pub mod dispatch;
 pub mod fair;
+pub mod lapses;
+pub mod oversized;
 pub mod owners;
 pub mod registry;
 pub mod report;

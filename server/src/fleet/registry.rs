@@ -13,6 +13,7 @@
 //! a pool another replica took (`drop_pool`) is forgotten here and its workers are sent on.
 
 use super::fair::{FairShare, Waiting};
+use super::lapses::{Lapse, Lapses};
 use crate::jobs::result_check::check_speed;
 use crate::metrics::TargetLabel;
 use prometheus_client::metrics::counter::Counter;
@@ -147,6 +148,9 @@ pub struct Piece {
     pub batch: Arc<BatchSlot>,
     /// Workers on which it failed entirely: it goes to another if the pool has one.
     failed_on: Vec<String>,
+    /// Workers whose lease of it lapsed (or that handed it back): it goes to another first,
+    /// else a worker that pulls again would be handed the same piece at once, for ever.
+    lapsed_on: Vec<String>,
 }
 
 impl Piece {
@@ -162,6 +166,7 @@ impl Piece {
             indices,
             batch,
             failed_on: vec![],
+            lapsed_on: vec![],
         }
     }
 }
@@ -190,17 +195,43 @@ struct Lease {
 /// or back to the queue, and is never recorded against its candidates), and the wait doubles
 /// after each failed probation so that a device that stays broken is asked ever less often.
 /// Not "at once when nothing else serves the target": a broken compiler fails in
-/// milliseconds, and that would be a busy loop. A device that registers with a changed
-/// description (another compiler, other flags) is lifted at once (`Fleet::register`).
+/// milliseconds, and that would be a busy loop.
+///
+/// It follows the device (its token's subject and device id, `worker_id`): registering again,
+/// with any description, does not lift it; only a probation piece that succeeds does. A device
+/// that registers with a changed description (another compiler, other flags) gets its
+/// probation piece at once, but once per quarantine: flipping descriptions buys nothing more.
 struct Quarantine {
     reason: String,
     /// When it may take a probation piece.
     probation_at: Instant,
     /// The wait after the next failed probation.
     next_wait: Duration,
+    /// A changed description brought the probation forward already.
+    early_probation: bool,
+}
+
+impl Quarantine {
+    fn new(reason: String, now: Instant, cfg: &FleetConfig) -> Self {
+        Quarantine {
+            reason,
+            probation_at: now + cfg.probation,
+            next_wait: cfg.probation * 2,
+            early_probation: false,
+        }
+    }
+
+    /// A probation piece failed or lapsed: the next one after a longer wait.
+    fn failed_probation(&mut self, reason: String, now: Instant, cfg: &FleetConfig) {
+        self.reason = reason;
+        self.probation_at = now + self.next_wait;
+        self.next_wait = (self.next_wait * 2).min(cfg.probation * 16);
+    }
 }
 
 struct Worker {
+    /// The name of the token it registered with: with the device id, who it is.
+    subject: String,
     device_id: String,
     key: String,
     target_json: String,
@@ -213,6 +244,12 @@ struct Worker {
     /// Successful candidates since it registered with this description: its toolchain works.
     ok: u64,
     failing_pieces: u32,
+    /// Leases it let lapse since its last report.
+    lapses: Lapses,
+    /// A device of its token was quarantined when this one first registered (its id): until
+    /// this one measures successfully, its first failed piece or lapsed lease quarantines it.
+    /// A token whose device is quarantined gains nothing by calling it by another device id.
+    on_notice: Option<String>,
     quarantine: Option<Quarantine>,
 }
 
@@ -278,10 +315,16 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A device's worker id: a function of its device id, so that a worker that reconnects (or
-/// registers with a restarted server) is the same worker.
-pub fn worker_id(device_id: &str) -> String {
-    let d = Sha256::digest(device_id.as_bytes());
+/// A device's worker id: a function of the token's subject it registers with and its device
+/// id, so that a worker that reconnects (or registers with a restarted server) is the same
+/// worker, with its quarantine; and a token cannot take over another token's device.
+pub fn worker_id(subject: &str, device_id: &str) -> String {
+    let mut h = Sha256::new();
+    // Length-prefixed: ("ab", "c") and ("a", "bc") are different devices.
+    h.update((subject.len() as u64).to_le_bytes());
+    h.update(subject.as_bytes());
+    h.update(device_id.as_bytes());
+    let d = h.finalize();
     let hex: String = d[..5].iter().map(|b| format!("{b:02x}")).collect();
     format!("w-{hex}")
 }
@@ -389,28 +432,41 @@ impl Fleet {
         Some(to)
     }
 
-    /// Registers (or re-registers) a device; gives its worker id and target key.
+    /// Registers (or re-registers) a device under token `subject`; gives its worker id and
+    /// target key. A quarantine stays (`Quarantine`).
     pub fn register(
         &self,
+        subject: &str,
         device_id: &str,
         target: Target,
         target_json: String,
     ) -> (String, String) {
-        let id = worker_id(device_id);
+        let id = worker_id(subject, device_id);
         let key = target.key();
         let mut guard = lock(&self.state);
         let st = &mut *guard;
         st.targets.insert(key.clone(), target);
         let now = Instant::now();
+        // A worker registering again has lost whatever it was measuring (it restarted). Lapsed
+        // first: a lapsed probation piece must not undo the probation a new description earns.
+        if let Some(l) = st.workers.get(&id).and_then(|w| w.lease.clone()) {
+            self.lapse(st, &l, Lapse::Reregistered);
+        }
         let mut changed = false;
-        let old_lease = match st.workers.get_mut(&id) {
+        match st.workers.get_mut(&id) {
             Some(w) => {
                 if w.key != key || w.target_json != target_json {
-                    // Another toolchain or description: a fresh start for the device (a
-                    // restart alone, with the same description, mends nothing).
-                    if let Some(q) = w.quarantine.take() {
-                        tracing::info!(worker_id = %id, was = %q.reason,
-                            "quarantine lifted: the device registered with a changed description");
+                    // Another toolchain or description: what failed may work now (a restart
+                    // alone, with the same description, mends nothing). A quarantine is not
+                    // lifted (else changing the description and back would clear it), but its
+                    // probation piece comes at once, once.
+                    if let Some(q) = &mut w.quarantine
+                        && !q.early_probation
+                    {
+                        q.early_probation = true;
+                        q.probation_at = now;
+                        tracing::info!(worker_id = %id, reason = %q.reason,
+                            "quarantined worker registered with a changed description: a probation piece now");
                     }
                     w.failing_pieces = 0;
                     w.ok = 0;
@@ -421,12 +477,21 @@ impl Fleet {
                 w.target_json = target_json;
                 w.last_seen = now;
                 w.last_seen_ms = now_ms();
-                w.lease.take()
             }
             None => {
+                let on_notice = st
+                    .workers
+                    .iter()
+                    .find(|(_, o)| o.subject == subject && o.quarantine.is_some())
+                    .map(|(wid, _)| wid.clone());
+                if let Some(other) = &on_notice {
+                    tracing::info!(worker_id = %id, token = %subject, quarantined = %other,
+                        "a new device of a token whose device is quarantined: on notice");
+                }
                 st.workers.insert(
                     id.clone(),
                     Worker {
+                        subject: subject.to_string(),
                         device_id: device_id.to_string(),
                         key: key.clone(),
                         target_json,
@@ -437,24 +502,71 @@ impl Fleet {
                         errors: 0,
                         ok: 0,
                         failing_pieces: 0,
+                        lapses: Lapses::default(),
+                        on_notice,
                         quarantine: None,
                     },
                 );
-                None
             }
-        };
+        }
         if changed {
             // What failed on the old description may work on the new one.
             forget_failures(st, &id);
             self.queued.notify_waiters();
         }
-        // A worker registering again has lost whatever it was measuring (it restarted).
-        if let Some(l) = old_lease {
-            requeue(st, &l);
-            self.queued.notify_waiters();
-        }
-        tracing::info!(worker_id = %id, device_id = %device_id, target_key = %key, "worker registered");
+        tracing::info!(worker_id = %id, token = %subject, device_id = %device_id, target_key = %key, "worker registered");
         (id, key)
+    }
+
+    /// Whether worker `id` is one the token `subject` registered: a token calls only for its
+    /// own devices. An unknown worker passes here (the call itself says it is unknown).
+    pub fn check_subject(&self, id: &str, subject: &str) -> Result<(), FleetError> {
+        match lock(&self.state).workers.get(id) {
+            Some(w) if w.subject != subject => {
+                tracing::warn!(worker_id = %id, token = %subject, registered_by = %w.subject,
+                    "call for a worker another token registered: refused");
+                Err(FleetError::UnknownWorker(id.to_string()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The lease `lease_id` lapsed without a report (`how`): its piece goes back to the front
+    /// of the queue, for another worker first, and the lapse counts against its worker, which
+    /// it may quarantine (`lapses`). A quarantined worker's lapsed lease is a failed probation.
+    fn lapse(&self, st: &mut State, lease_id: &str, how: Lapse) {
+        let Some(mut l) = st.leases.remove(lease_id) else {
+            return;
+        };
+        let now = Instant::now();
+        if let Some(w) = st.workers.get_mut(&l.worker) {
+            if w.lease.as_deref() == Some(lease_id) {
+                w.lease = None;
+            }
+            if let Some(q) = &mut w.quarantine {
+                q.failed_probation(format!("probation piece lapsed ({how})"), now, &self.cfg);
+                tracing::warn!(worker_id = %l.worker, lease = %lease_id, reason = %q.reason,
+                    "worker stays quarantined");
+            } else if let Some(reason) = w.lapses.lapsed(how).or_else(|| {
+                noticed(w).map(|other| {
+                    format!(
+                        "a lease lapsed without a report ({how}) before it measured anything, \
+                         and device {other} of its token is quarantined"
+                    )
+                })
+            }) {
+                tracing::warn!(worker_id = %l.worker, lease = %lease_id, %reason, "worker quarantined");
+                w.quarantine = Some(Quarantine::new(reason, now, &self.cfg));
+            } else {
+                tracing::info!(worker_id = %l.worker, lease = %lease_id, lapse = %how,
+                    "lease lapsed without a report: the piece goes to another worker first");
+            }
+        }
+        if !l.piece.lapsed_on.contains(&l.worker) {
+            l.piece.lapsed_on.push(l.worker.clone());
+        }
+        st.queue.push_front(l.piece);
+        self.queued.notify_waiters();
     }
 
     /// Notes a sign of life; says whether `lease_id` (when given) is still this worker's, and
@@ -481,8 +593,9 @@ impl Fleet {
     }
 
     /// The next piece for this worker, if any: of the jobs with a queued piece of its target
-    /// that did not fail on it, the one whose turn it is by the pool's fair share (`fair`),
-    /// its first such piece. A quarantined worker gets none.
+    /// that did not fail on it (nor lapse on it, while another worker could take it), the one
+    /// whose turn it is by the pool's fair share (`fair`), its first such piece. A quarantined
+    /// worker gets none but its probation pieces. A lease it still holds lapses (`lapse`).
     pub fn pull(&self, id: &str) -> Result<Option<Leased>, FleetError> {
         let mut guard = lock(&self.state);
         let st = &mut *guard;
@@ -497,24 +610,38 @@ impl Fleet {
             .ok_or_else(|| FleetError::UnknownWorker(id.to_string()))?;
         w.last_seen = now;
         w.last_seen_ms = now_ms();
+        // Pulling again while holding a lease: the worker dropped that piece (one measurement
+        // at a time per device). It lapsed: back to the queue, for another worker first.
+        if let Some(l) = w.lease.clone() {
+            self.lapse(st, &l, Lapse::RePulled);
+        }
+        let w = &st.workers[id];
         let probation = match &w.quarantine {
             Some(q) if now < q.probation_at => return Ok(None),
             Some(_) => true,
             None => false,
         };
         let key = w.key.clone();
-        // Pulling again while holding a lease: the worker dropped that piece (one measurement
-        // at a time per device), so it goes back to the queue.
-        if let Some(l) = w.lease.take() {
-            requeue(st, &l);
-            self.queued.notify_waiters();
-        }
-        // A probation piece may be one that failed on this device before: it may be mended.
+        // The pool's other workers that could take a piece this one let lapse.
+        let others: Vec<&String> = st
+            .workers
+            .iter()
+            .filter(|(wid, o)| {
+                *wid != id && o.key == key && o.quarantine.is_none() && self.online(o, now)
+            })
+            .map(|(wid, _)| wid)
+            .collect();
+        let mine = |p: &Piece| {
+            // A probation piece may be one that failed on this device before: it may be mended.
+            (probation || !p.failed_on.iter().any(|f| f == id))
+                && (!p.lapsed_on.iter().any(|f| f == id)
+                    || others.iter().all(|o| p.lapsed_on.contains(o)))
+        };
         // Per job, the first such piece in the queue; the pool's fair share picks the job.
         let mut firsts: Vec<usize> = vec![];
         for (pos, p) in st.queue.iter().enumerate() {
             if p.key == key
-                && (probation || !p.failed_on.iter().any(|f| f == id))
+                && mine(p)
                 && !firsts
                     .iter()
                     .any(|&f| st.queue[f].payload.job_id == p.payload.job_id)
@@ -582,14 +709,22 @@ impl Fleet {
     ) -> Result<bool, FleetError> {
         let mut guard = lock(&self.state);
         let st = &mut *guard;
-        let Some(lease) = self.take_lease(st, id, lease_id)? else {
+        let Some(mut lease) = self.take_lease(st, id, lease_id)? else {
             return Ok(false);
         };
         if handed_back {
+            // Another worker first: handing back and pulling again must not loop on one piece.
+            lease.piece.lapsed_on.push(id.to_string());
             st.queue.push_front(lease.piece);
             self.queued.notify_waiters();
             return Ok(true);
         }
+        // It reports: the leases it let lapse before were not a habit.
+        st.workers
+            .get_mut(id)
+            .expect("the lease's worker")
+            .lapses
+            .reported();
         let n = lease.piece.indices.len();
         if results.len() != n {
             let why = format!("{} results for a piece of {n} candidates", results.len());
@@ -635,7 +770,13 @@ impl Fleet {
         let mut guard = lock(&self.state);
         let st = &mut *guard;
         match self.take_lease(st, id, lease_id) {
-            Ok(Some(lease)) => self.piece_failed(st, id, lease.piece, Err(&why)),
+            Ok(Some(lease)) => {
+                // A refused report counts as a failed piece (below), not as a lapse.
+                if let Some(w) = st.workers.get_mut(id) {
+                    w.lapses.reported();
+                }
+                self.piece_failed(st, id, lease.piece, Err(&why));
+            }
             // A lapsed lease: the piece is elsewhere already.
             Ok(None) => {}
             Err(e) => return e,
@@ -703,15 +844,25 @@ impl Fleet {
         w.failing_pieces += 1;
         if let Some(q) = &mut w.quarantine {
             // A failed probation: wait longer for the next one.
-            q.reason = format!("probation piece failed; last: {last}");
-            q.probation_at = now + q.next_wait;
-            q.next_wait = (q.next_wait * 2).min(self.cfg.probation * 16);
+            q.failed_probation(
+                format!("probation piece failed; last: {last}"),
+                now,
+                &self.cfg,
+            );
             tracing::warn!(worker_id = %id, reason = %q.reason, "worker stays quarantined");
-        } else if w.failing_pieces >= self.cfg.quarantine_after || (w.ok == 0 && !vouched) {
+        } else if w.failing_pieces >= self.cfg.quarantine_after
+            || (w.ok == 0 && !vouched)
+            || noticed(w).is_some()
+        {
             let reason = if w.failing_pieces >= self.cfg.quarantine_after {
                 format!(
                     "{} pieces in a row failed on every candidate; last: {last}",
                     w.failing_pieces
+                )
+            } else if let Some(other) = noticed(w) {
+                format!(
+                    "its first piece failed on every candidate, and device {other} of its \
+                     token is quarantined; last: {last}"
                 )
             } else {
                 format!(
@@ -720,11 +871,7 @@ impl Fleet {
                 )
             };
             tracing::warn!(worker_id = %id, %reason, "worker quarantined");
-            w.quarantine = Some(Quarantine {
-                reason,
-                probation_at: now + self.cfg.probation,
-                next_wait: self.cfg.probation * 2,
-            });
+            w.quarantine = Some(Quarantine::new(reason, now, &self.cfg));
         }
         let trusted = w.quarantine.is_none();
         if !piece.failed_on.iter().any(|f| f == id) {
@@ -767,18 +914,22 @@ impl Fleet {
             .map(|(id, _)| id.clone())
             .collect();
         for id in &expired {
-            if let Some(l) = st.leases.get(id) {
-                tracing::warn!(lease = %id, worker_id = %l.worker, "lease expired: the piece goes back to the queue");
-                self.lease_expiries
-                    .get_or_create(&TargetLabel {
-                        target: l.piece.key.clone(),
-                    })
-                    .inc();
-            }
-            requeue(st, id);
-        }
-        if !expired.is_empty() {
-            self.queued.notify_waiters();
+            let Some(l) = st.leases.get(id) else {
+                continue;
+            };
+            let how = if now > l.hard_deadline {
+                Lapse::PastDeadline
+            } else {
+                Lapse::Silent
+            };
+            tracing::warn!(lease = %id, worker_id = %l.worker, lapse = %how,
+                "lease expired: the piece goes back to the queue");
+            self.lease_expiries
+                .get_or_create(&TargetLabel {
+                    target: l.piece.key.clone(),
+                })
+                .inc();
+            self.lapse(st, id, how);
         }
         expired.len()
     }
@@ -865,8 +1016,9 @@ impl Fleet {
                 })
                 .collect();
             return Some(format!(
-                "every online worker of target {key} is quarantined (it measures again after a \
-                 probation piece succeeds, or once it registers with a changed description): {}",
+                "every online worker of target {key} is quarantined (it measures again once a \
+                 probation piece succeeds; registering with a changed description brings it \
+                 forward): {}",
                 named.join("; ")
             ));
         }
@@ -918,6 +1070,11 @@ impl Fleet {
     }
 }
 
+/// The quarantined device of its token a worker is on notice for, until it measures successfully.
+fn noticed(w: &Worker) -> Option<&str> {
+    w.on_notice.as_deref().filter(|_| w.ok == 0)
+}
+
 /// Forgets that pieces failed on worker `id` (its device changed, or proved itself again): it
 /// may take them.
 fn forget_failures(st: &mut State, id: &str) {
@@ -927,18 +1084,6 @@ fn forget_failures(st: &mut State, id: &str) {
         .chain(st.leases.values_mut().map(|l| &mut l.piece));
     for p in pieces {
         p.failed_on.retain(|f| f != id);
-    }
-}
-
-/// Moves a lease's piece back to the front of the queue (it was first in line already).
-fn requeue(st: &mut State, lease_id: &str) {
-    if let Some(l) = st.leases.remove(lease_id) {
-        if let Some(w) = st.workers.get_mut(&l.worker)
-            && w.lease.as_deref() == Some(lease_id)
-        {
-            w.lease = None;
-        }
-        st.queue.push_front(l.piece);
     }
 }
 
@@ -991,11 +1136,18 @@ mod tests {
         )
     }
 
+    /// A piece of one candidate, `i`, of `batch`.
+    fn single(key: &str, i: usize, batch: &Arc<BatchSlot>) -> Piece {
+        let mut p = piece(key, 1, batch);
+        p.indices = vec![i];
+        p
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_shared_pool_is_served_while_held_and_a_dropped_ones_workers_are_sent_on() {
         let (f, key, t) = fleet();
         f.share_pools();
-        let (a, _) = f.register("dev-a", t.clone(), "{}".into());
+        let (a, _) = f.register("s", "dev-a", t.clone(), "{}".into());
         // Not held: no job of it is claimed here.
         assert!(!f.owns(&key) && f.ready_keys().is_empty());
         f.hold_pool(&key, Instant::now() + Duration::from_secs(1));
@@ -1025,7 +1177,7 @@ mod tests {
         assert!(matches!(f.pull(&a), Err(FleetError::UnknownWorker(_))));
         // Taken back, the pool is served again.
         f.hold_pool(&key, Instant::now() + Duration::from_secs(1));
-        let (a, _) = f.register("dev-a", t, "{}".into());
+        let (a, _) = f.register("s", "dev-a", t, "{}".into());
         assert_eq!(f.heartbeat(&a, "").unwrap().moved_to, None);
         assert_eq!(f.ready_keys(), [key]);
     }
@@ -1033,14 +1185,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn expired_lease_goes_to_another_worker_and_late_report_is_ignored() {
         let (f, key, t) = fleet();
-        let (a, _) = f.register("dev-a", t.clone(), "{}".into());
+        let (a, _) = f.register("s", "dev-a", t.clone(), "{}".into());
         let batch = BatchSlot::new(2);
         f.enqueue(vec![piece(&key, 2, &batch)]);
         let la = f.pull(&a).unwrap().expect("a gets the piece");
         assert_eq!(f.reap(), 0, "a is within its grace");
         // a stays silent past its grace (200 ms).
         tokio::time::advance(Duration::from_millis(300)).await;
-        let (b, _) = f.register("dev-b", t, "{}".into());
+        let (b, _) = f.register("s", "dev-b", t, "{}".into());
         assert_eq!(f.reap(), 1, "a went silent: its lease expires");
         let expired = f.lease_expiries.get_or_create(&TargetLabel {
             target: key.clone(),
@@ -1065,7 +1217,7 @@ mod tests {
     async fn queueing_a_piece_wakes_a_waiting_pull_at_once() {
         let (f, key, t) = fleet();
         let f = Arc::new(f);
-        let (a, _) = f.register("dev-a", t, "{}".into());
+        let (a, _) = f.register("s", "dev-a", t, "{}".into());
         let (ready, waiting) = tokio::sync::oneshot::channel();
         let waiter = {
             let (f, a) = (Arc::clone(&f), a.clone());
@@ -1103,8 +1255,8 @@ mod tests {
     #[test]
     fn failing_worker_is_quarantined_and_its_pieces_move() {
         let (f, key, t) = fleet();
-        let (bad, _) = f.register("bad", t.clone(), "{}".into());
-        let (good, _) = f.register("good", t, "{}".into());
+        let (bad, _) = f.register("s", "bad", t.clone(), "{}".into());
+        let (good, _) = f.register("s", "good", t, "{}".into());
         // good has measured: the pool's candidates can be measured, bad gets a second chance.
         let batch = BatchSlot::new(1);
         f.enqueue(vec![piece(&key, 1, &batch)]);
@@ -1140,13 +1292,13 @@ mod tests {
         );
         assert_eq!(f.ready_workers(&key), 1);
         assert_eq!(f.waiting(&key), None, "good serves the target");
-        assert_eq!(worker_id("bad"), bad, "the same device, the same id");
+        assert_eq!(worker_id("s", "bad"), bad, "the same device, the same id");
     }
 
     #[test]
     fn a_broken_worker_alone_is_quarantined_at_once_and_its_piece_waits() {
         let (f, key, t) = fleet();
-        let (bad, _) = f.register("bad", t.clone(), "{}".into());
+        let (bad, _) = f.register("s", "bad", t.clone(), "{}".into());
         let batch = BatchSlot::new(2);
         f.enqueue(vec![piece(&key, 2, &batch)]);
         assert!(measure(&f, &bad, false).unwrap());
@@ -1164,7 +1316,7 @@ mod tests {
         let why = f.waiting(&key).unwrap();
         assert!(why.contains("quarantined") && why.contains(&bad), "{why}");
         // Another device comes: it takes the piece.
-        let (good, _) = f.register("good", t, "{}".into());
+        let (good, _) = f.register("s", "good", t, "{}".into());
         assert_eq!(f.waiting(&key), None);
         assert!(measure(&f, &good, true).unwrap());
         assert!(
@@ -1179,7 +1331,7 @@ mod tests {
     #[test]
     fn a_healthy_worker_alone_records_a_piece_whose_candidates_fail() {
         let (f, key, t) = fleet();
-        let (a, _) = f.register("a", t, "{}".into());
+        let (a, _) = f.register("s", "a", t, "{}".into());
         let batch = BatchSlot::new(1);
         f.enqueue(vec![piece(&key, 1, &batch)]);
         assert!(measure(&f, &a, true).unwrap());
@@ -1198,7 +1350,7 @@ mod tests {
     async fn a_quarantined_worker_gets_probation_pieces_and_a_success_lifts_it() {
         let (f, key, t) = fleet();
         let probation = f.cfg.probation;
-        let (a, _) = f.register("a", t, "{}".into());
+        let (a, _) = f.register("s", "a", t, "{}".into());
         let batch = BatchSlot::new(1);
         f.enqueue(vec![piece(&key, 1, &batch)]);
         assert!(measure(&f, &a, false).unwrap());
@@ -1241,28 +1393,193 @@ mod tests {
     }
 
     #[test]
-    fn registering_with_a_changed_description_lifts_the_quarantine() {
+    fn a_changed_description_brings_the_probation_forward_once_and_lifts_nothing() {
         let (f, key, t) = fleet();
-        let (a, _) = f.register("a", t.clone(), r#"{"cc":"broken"}"#.into());
+        let (a, _) = f.register("s", "a", t.clone(), r#"{"cc":"broken"}"#.into());
         let batch = BatchSlot::new(1);
         f.enqueue(vec![piece(&key, 1, &batch)]);
         assert!(measure(&f, &a, false).unwrap());
         assert_eq!(view(&f, &a).status, "quarantined");
+        let reason = view(&f, &a).quarantine_reason;
         // A restart with the same description mends nothing.
-        f.register("a", t.clone(), r#"{"cc":"broken"}"#.into());
+        f.register("s", "a", t.clone(), r#"{"cc":"broken"}"#.into());
+        assert!(f.pull(&a).unwrap().is_none());
+        // A changed description, then the original: still quarantined, for the same reason.
+        f.register("s", "a", t.clone(), r#"{"cc":"cc"}"#.into());
+        f.register("s", "a", t.clone(), r#"{"cc":"broken"}"#.into());
+        let w = view(&f, &a);
+        assert_eq!((w.status, w.quarantine_reason), ("quarantined", reason));
+        // Its probation piece comes at once, once; failed, the next after the longer wait.
+        assert!(measure(&f, &a, false).unwrap());
+        f.register("s", "a", t.clone(), r#"{"cc":"other"}"#.into());
+        assert!(f.pull(&a).unwrap().is_none(), "no second early probation");
         assert_eq!(view(&f, &a).status, "quarantined");
-        f.register("a", t, r#"{"cc":"cc"}"#.into());
-        assert_eq!(view(&f, &a).status, "idle");
-        assert_eq!(f.waiting(&key), None);
-        // The piece that failed on the old description is its again.
+        assert!(batch.wait(Duration::ZERO).is_none(), "not recorded");
+    }
+
+    #[test]
+    fn a_probation_piece_after_a_changed_description_lifts_the_quarantine() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("s", "a", t.clone(), r#"{"cc":"broken"}"#.into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        f.register("s", "a", t, r#"{"cc":"cc"}"#.into());
+        assert_eq!(view(&f, &a).status, "quarantined");
+        // The piece that failed on the old description is its probation piece.
         assert!(measure(&f, &a, true).unwrap());
+        assert_eq!(view(&f, &a).status, "idle");
         assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_device_mended_while_holding_its_probation_piece_gets_another_at_once() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("s", "a", t.clone(), "{}".into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        // Heartbeats keep it online until its probation piece is due.
+        let step = Duration::from_millis(100);
+        for _ in 0..f.cfg.probation.as_millis() / step.as_millis() {
+            tokio::time::advance(step).await;
+            f.heartbeat(&a, "").unwrap();
+        }
+        f.pull(&a).unwrap().expect("the probation piece");
+        // It restarts with a mended compiler while holding it: the lapse does not undo the
+        // probation its new description brings forward.
+        f.register("s", "a", t, r#"{"cc":"cc"}"#.into());
+        assert!(measure(&f, &a, true).unwrap());
+        assert_eq!(view(&f, &a).status, "idle");
+        assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
+    }
+
+    #[test]
+    fn a_device_is_its_tokens_subject_and_its_device_id() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("board-1", "dev", t.clone(), "{}".into());
+        let (b, _) = f.register("board-2", "dev", t, "{}".into());
+        assert_ne!(
+            a, b,
+            "another token's device of the same name is another worker"
+        );
+        assert!(f.check_subject(&a, "board-1").is_ok());
+        assert!(matches!(
+            f.check_subject(&a, "board-2"),
+            Err(FleetError::UnknownWorker(_))
+        ));
+        assert_ne!(worker_id("ab", "c"), worker_id("a", "bc"));
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        assert_eq!(view(&f, &a).status, "quarantined");
+        assert_eq!(view(&f, &b).status, "idle");
+    }
+
+    #[test]
+    fn a_new_device_id_of_a_token_with_a_quarantined_device_is_on_notice() {
+        let (f, key, t) = fleet();
+        let (good, _) = f.register("other", "good", t.clone(), "{}".into());
+        let (a, _) = f.register("s", "a", t.clone(), "{}".into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![piece(&key, 1, &batch)]);
+        assert!(measure(&f, &a, false).unwrap());
+        assert_eq!(view(&f, &a).status, "quarantined");
+        // The same token, another device id: its first lapse quarantines it.
+        let (b, _) = f.register("s", "b", t.clone(), "{}".into());
+        assert_eq!(view(&f, &b).status, "idle");
+        f.pull(&b).unwrap().expect("the piece");
+        assert!(f.pull(&b).unwrap().is_none());
+        let w = view(&f, &b);
+        assert_eq!(w.status, "quarantined");
+        assert!(
+            w.quarantine_reason
+                .contains(&format!("device {a} of its token")),
+            "{}",
+            w.quarantine_reason
+        );
+        // Another token's new device is not: one lapse is not yet a habit.
+        let (c, _) = f.register("third", "c", t, "{}".into());
+        f.pull(&c).unwrap().expect("the piece");
+        assert!(
+            f.pull(&c).unwrap().is_none(),
+            "the piece goes to good first"
+        );
+        assert_eq!(view(&f, &c).status, "idle");
+        assert!(measure(&f, &good, true).unwrap());
+        assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
+    }
+
+    #[test]
+    fn a_worker_that_pulls_again_loses_the_piece_to_another_and_is_quarantined() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("s", "a", t.clone(), "{}".into());
+        let (b, _) = f.register("s", "b", t, "{}".into());
+        let batch = BatchSlot::new(3);
+        f.enqueue((0..3).map(|i| single(&key, i, &batch)).collect());
+        let first = f.pull(&a).unwrap().unwrap();
+        // a pulls again: its piece lapses, and it is not handed back to a.
+        let second = f.pull(&a).unwrap().unwrap();
+        assert_ne!(first.indices, second.indices);
+        let lb = f.pull(&b).unwrap().unwrap();
+        assert_eq!(lb.indices, first.indices, "the lapsed piece goes to b");
+        assert!(
+            f.report(&b, &lb.lease_id, vec![result(true)], false)
+                .unwrap()
+        );
+        let third = f.pull(&a).unwrap().unwrap();
+        assert_eq!(view(&f, &a).status, "busy");
+        assert!(
+            f.pull(&a).unwrap().is_none(),
+            "the third lapse quarantines a"
+        );
+        let w = view(&f, &a);
+        assert_eq!(w.status, "quarantined");
+        assert!(
+            w.quarantine_reason.contains("3 leases in a row lapsed")
+                && w.quarantine_reason.contains("pulled again"),
+            "{}",
+            w.quarantine_reason
+        );
+        // b measures the rest; nothing of a is kept.
+        let mut rest = vec![];
+        for _ in 0..2 {
+            let l = f.pull(&b).unwrap().unwrap();
+            rest.push(l.indices[0]);
+            assert!(
+                f.report(&b, &l.lease_id, vec![result(true)], false)
+                    .unwrap()
+            );
+        }
+        rest.sort();
+        let mut want = vec![second.indices[0], third.indices[0]];
+        want.sort();
+        assert_eq!(rest, want);
+        let got = batch.wait(Duration::ZERO).expect("all in");
+        assert!(got.iter().all(|(r, w)| r.is_ok() && *w == b));
+    }
+
+    #[test]
+    fn a_lone_worker_gets_its_lapsed_piece_back_and_a_report_clears_its_lapses() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("s", "a", t, "{}".into());
+        let batch = BatchSlot::new(1);
+        for _ in 0..4 {
+            f.enqueue(vec![piece(&key, 1, &batch)]);
+            // Two lapses, then a report: never three in a row.
+            f.pull(&a).unwrap().unwrap();
+            f.pull(&a)
+                .unwrap()
+                .expect("no other worker: the same piece again");
+            assert!(measure(&f, &a, true).unwrap());
+            assert_eq!(view(&f, &a).status, "idle");
+        }
     }
 
     #[test]
     fn jobs_sharing_a_pool_take_its_worker_by_priority() {
         let (f, key, t) = fleet();
-        let (a, _) = f.register("a", t, "{}".into());
+        let (a, _) = f.register("s", "a", t, "{}".into());
         let batch = BatchSlot::new(1);
         // Six pieces of job A (priority 5, weight 2) queued before six of job B (priority 0).
         f.enqueue((0..6).map(|_| job_piece(&key, "A", 5, 1, &batch)).collect());
@@ -1282,8 +1599,8 @@ mod tests {
     #[test]
     fn a_piece_that_failed_on_a_worker_does_not_hold_back_another_job() {
         let (f, key, t) = fleet();
-        let (a, _) = f.register("a", t.clone(), "{}".into());
-        let (b, _) = f.register("b", t, "{}".into());
+        let (a, _) = f.register("s", "a", t.clone(), "{}".into());
+        let (b, _) = f.register("s", "b", t, "{}".into());
         // Both measured once: a failure is then more likely the candidates' than the devices'.
         let warm = BatchSlot::new(1);
         f.enqueue(vec![piece(&key, 1, &warm), piece(&key, 1, &warm)]);
@@ -1303,8 +1620,8 @@ mod tests {
     #[test]
     fn a_refused_report_keeps_nothing_and_counts_against_the_worker() {
         let (f, key, t) = fleet();
-        let (a, _) = f.register("a", t.clone(), "{}".into());
-        let (b, _) = f.register("b", t, "{}".into());
+        let (a, _) = f.register("s", "a", t.clone(), "{}".into());
+        let (b, _) = f.register("s", "b", t, "{}".into());
         let batch = BatchSlot::new(2);
         f.enqueue(vec![piece(&key, 2, &batch)]);
         let l = f.pull(&a).unwrap().unwrap();
@@ -1349,7 +1666,7 @@ mod tests {
                 cands in prop::collection::vec(any_candidate(), 0..5),
             ) {
                 let (f, key, t) = fleet();
-                let (a, _) = f.register("a", t, "{}".into());
+                let (a, _) = f.register("s", "a", t, "{}".into());
                 let batch = BatchSlot::new(n);
                 f.enqueue(vec![piece(&key, n, &batch)]);
                 let l = f.pull(&a).unwrap().unwrap();

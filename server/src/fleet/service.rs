@@ -6,6 +6,7 @@
 use super::owners::{Claim, PoolOwners};
 use super::registry::{Fleet, FleetError};
 use super::report::check_report;
+use crate::auth::Principal;
 use crate::checks::import::check_target;
 use crate::checks::limits::{MAX_KEY, check_len};
 use crate::checks::text::check_printable;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
 use tunehub_engine::target::Target;
+use tunehub_proto::Message;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::workers_server::Workers;
 
@@ -26,12 +28,20 @@ const MAX_TARGET_JSON: usize = 64 << 10;
 /// The longest a Pull waits for work before answering "none".
 const MAX_PULL_WAIT: Duration = Duration::from_secs(10);
 
+/// How far past the message limit gRPC's decoder lets a report through to `report`, which
+/// refuses it itself: logged with its size and worker, counted against the worker, its piece
+/// measured elsewhere. Past this gRPC refuses it before any handler (`oversized` logs that).
+pub const REPORT_DECODE_FACTOR: usize = 4;
+
 #[derive(Clone)]
 pub struct WorkersService {
     pub fleet: Arc<Fleet>,
     pub store: SqlStore,
     /// Pool ownership among replicas; `None`: every pool is this server's.
     pub owners: Option<Arc<PoolOwners>>,
+    /// The largest report kept (the server's message limit); the decoder's limit is
+    /// `REPORT_DECODE_FACTOR` times this, so that a larger one is refused here, logged.
+    pub max_report_bytes: usize,
 }
 
 fn status(e: FleetError) -> Status {
@@ -47,6 +57,8 @@ impl Workers for WorkersService {
         &self,
         req: Request<pb::RegisterWorkerRequest>,
     ) -> Result<Response<pb::RegisterWorkerResponse>, Status> {
+        // With the device id, who the worker is (its quarantine follows both).
+        let subject = Principal::of(&req).name;
         let req = req.into_inner();
         if req.device_id.trim().is_empty() {
             return Err(Status::invalid_argument("device_id is empty"));
@@ -80,7 +92,7 @@ impl Workers for WorkersService {
             .put_target(&key, &json)
             .await
             .map_err(store_status)?;
-        let (worker_id, target_key) = self.fleet.register(&req.device_id, target, json);
+        let (worker_id, target_key) = self.fleet.register(&subject, &req.device_id, target, json);
         Ok(Response::new(pb::RegisterWorkerResponse {
             worker_id,
             target_key,
@@ -93,7 +105,11 @@ impl Workers for WorkersService {
         &self,
         req: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let subject = Principal::of(&req).name;
         let req = req.into_inner();
+        self.fleet
+            .check_subject(&req.worker_id, &subject)
+            .map_err(status)?;
         let beat = self
             .fleet
             .heartbeat(&req.worker_id, &req.lease_id)
@@ -108,7 +124,11 @@ impl Workers for WorkersService {
         &self,
         req: Request<pb::PullRequest>,
     ) -> Result<Response<pb::PullResponse>, Status> {
+        let subject = Principal::of(&req).name;
         let req = req.into_inner();
+        self.fleet
+            .check_subject(&req.worker_id, &subject)
+            .map_err(status)?;
         let until =
             Instant::now() + Duration::from_millis(u64::from(req.wait_ms)).min(MAX_PULL_WAIT);
         loop {
@@ -143,12 +163,30 @@ impl Workers for WorkersService {
         &self,
         req: Request<pb::ReportRequest>,
     ) -> Result<Response<pb::ReportResponse>, Status> {
+        let subject = Principal::of(&req).name;
         let req = req.into_inner();
+        self.fleet
+            .check_subject(&req.worker_id, &subject)
+            .map_err(status)?;
+        let size = req.encoded_len();
+        if size > self.max_report_bytes {
+            let why = format!(
+                "the report is {size} bytes, over the server's limit of {} bytes",
+                self.max_report_bytes
+            );
+            tracing::warn!(worker_id = %req.worker_id, lease = %req.lease_id, bytes = size,
+                limit = self.max_report_bytes, "report refused: {why}");
+            return Err(status(self.fleet.refuse(
+                &req.worker_id,
+                &req.lease_id,
+                why,
+            )));
+        }
         // Checked before anything of it is kept: a worker's report must never fail a job.
         let results = match check_report(req.results) {
             Ok(r) => r,
             Err(why) => {
-                tracing::warn!(worker_id = %req.worker_id, lease = %req.lease_id,
+                tracing::warn!(worker_id = %req.worker_id, lease = %req.lease_id, bytes = size,
                     "report refused: {why}");
                 return Err(status(self.fleet.refuse(
                     &req.worker_id,
@@ -160,7 +198,15 @@ impl Workers for WorkersService {
         let accepted = self
             .fleet
             .report(&req.worker_id, &req.lease_id, results, req.handed_back)
-            .map_err(status)?;
+            .map_err(|e| {
+                // Refused against its lease (a count other than the piece's, a time faster
+                // than the device's peak): logged like the door's refusals.
+                if let FleetError::Invalid(why) = &e {
+                    tracing::warn!(worker_id = %req.worker_id, lease = %req.lease_id,
+                        bytes = size, "report refused: {why}");
+                }
+                status(e)
+            })?;
         Ok(Response::new(pb::ReportResponse { accepted }))
     }
 
