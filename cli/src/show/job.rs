@@ -73,6 +73,7 @@ pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
         "trials": t.trials,
         "trials_done": t.trials_done,
         "ok": t.ok,
+        "noisy": t.noisy,
         "errors": t.errors,
         "error_counts": t.error_counts,
         "new_records": t.new_records,
@@ -131,6 +132,21 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
     })
 }
 
+pub fn candidate_json(c: &pb::CandidateProgress) -> serde_json::Value {
+    json!({
+        "task_index": c.task_index,
+        "task_done": c.task_done,
+        "task_trials": c.task_trials,
+        "job_done": c.job_done,
+        "job_trials": c.job_trials,
+        "ok": c.ok,
+        "noisy": c.noisy,
+        "error": c.error,
+        "trials_per_s": c.trials_per_s,
+        "eta_s": c.eta_s,
+    })
+}
+
 pub fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
     use pb::job_event::Event;
     let (kind, body) = match &ev.event {
@@ -146,6 +162,7 @@ pub fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
             json!({"task_index": e.task_index, "errors": e.errors, "message": e.message}),
         ),
         Some(Event::Estimate(e)) => ("estimate", estimate_json(Some(e))),
+        Some(Event::Candidate(c)) => ("candidate", candidate_json(c)),
         None => ("none", serde_json::Value::Null),
     };
     json!({"job_id": ev.job_id, "at_ms": ev.at_ms, "event": kind, "data": body})

@@ -2,7 +2,7 @@
 
 use super::{TuneArgs, embedded, run_job};
 use crate::args::{WorkloadArgs, run_seed};
-use crate::progress::{best_message, progress_bar};
+use crate::progress::{best_message, candidate, progress_bar};
 use crate::show::record::record_json;
 use crate::show::time::time_text;
 use crate::show::workload::{label, short};
@@ -77,11 +77,13 @@ pub async fn run(args: &TuneArgs) -> Result<ExitCode> {
     };
     let bar = progress_bar(args.trials);
     bar.set_message(best_message(before.record.as_ref().map(|r| r.gflops)));
-    let job = run_job(&mut service, req, &bar, |bar, e| {
-        if let pb::job_event::Event::Round(t) = e {
+    let job = run_job(&mut service, req, &bar, |bar, e| match e {
+        pb::job_event::Event::Round(t) => {
             bar.set_position(u64::from(t.trials_done));
             bar.set_message(best_message(t.best_gflops));
         }
+        pb::job_event::Event::Candidate(c) => candidate(bar, u64::from(c.task_done), &c),
+        _ => {}
     })
     .await?;
     let t = job.tasks.first().context("the job has no task")?.clone();
