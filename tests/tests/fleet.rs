@@ -712,9 +712,18 @@ async fn a_noisy_run_shows_its_noisy_count_in_watch_jobs_and_metrics() {
         noisy: true,
         ..measured_ok()
     };
-    fake.report(&piece.lease_id, vec![noisy; 4])
+    fake.report(&piece.lease_id, vec![noisy.clone(); 4])
         .await
         .expect("a noisy report is accepted");
+    // No trusted time: the fastest noisy ones are measured again, one at a time, each noisy
+    // again here.
+    for _ in 0..3 {
+        let again = fake.pull(Duration::from_secs(60)).await;
+        assert_eq!(again.steps_json.len(), 1);
+        fake.report(&again.lease_id, vec![noisy.clone()])
+            .await
+            .expect("accepted");
+    }
 
     let mut candidates = vec![];
     let mut rounds = vec![];
@@ -790,4 +799,29 @@ async fn a_noisy_run_shows_its_noisy_count_in_watch_jobs_and_metrics() {
         .find(|l| l.starts_with("tunehub_measurements_noisy_total{"))
         .unwrap_or_else(|| panic!("no noisy counter: {body}"));
     assert!(line.contains(&key) && line.ends_with(" 4"), "{line}");
+
+    // The same, but a time measured again comes back clean: the task has its kernel, the
+    // three other noisy times counted as such.
+    let spec = "matmul(16,16,8)";
+    let job = submit(&mut c, job_req(spec, 4, 4, &key)).await;
+    let piece = fake.pull(Duration::from_secs(60)).await;
+    fake.report(&piece.lease_id, vec![noisy; 4])
+        .await
+        .expect("accepted");
+    let again = fake.pull(Duration::from_secs(60)).await;
+    assert_eq!(again.steps_json.len(), 1);
+    fake.report(&again.lease_id, vec![measured_ok()])
+        .await
+        .expect("accepted");
+    let done = wait_final(&mut c, &job.id, Duration::from_secs(120)).await;
+    assert_done(&done, 4);
+    let t = &done.tasks[0];
+    assert_eq!((t.ok, t.noisy, t.errors), (4, 3, 0), "{t:?}");
+    assert!(
+        t.best_seconds.is_some(),
+        "a kernel despite the noise: {t:?}"
+    );
+    let out = cli(&["watch", &job.id]);
+    assert!(out.contains("(1 ok, 3 noisy, 0 failed)"), "{out}");
+    assert!(!out.contains("--noise-threshold"), "{out}");
 }
