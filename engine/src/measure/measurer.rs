@@ -15,6 +15,10 @@ use std::sync::Arc;
 /// order): progress per candidate for whoever waits on a batch of 64 (the service's Watch).
 pub type OnResult = Arc<dyn Fn(usize, &MeasureResult) + Send + Sync>;
 
+/// Told of each candidate of a batch as its build ends (compiled, or failed to), its run still
+/// to come: progress while a batch builds.
+pub type OnBuilt = Arc<dyn Fn(usize) + Send + Sync>;
+
 /// Measures batches of one task's schedules: the job driver's seam. [`Measurer`] does it on
 /// this machine; the server's fleet backend hands the batch to remote workers.
 pub trait MeasureBatch: Send {
@@ -31,6 +35,8 @@ pub trait MeasureBatch: Send {
     /// Where to tell each result of every later batch as it is known. A measurer that does
     /// not call it tells nothing before its batch returns.
     fn set_on_result(&mut self, _on_result: OnResult) {}
+    /// Where to tell each build of every later batch as it ends; a remote measurer tells none.
+    fn set_on_built(&mut self, _on_built: OnBuilt) {}
 }
 
 impl MeasureBatch for Measurer {
@@ -45,6 +51,10 @@ impl MeasureBatch for Measurer {
     fn set_on_result(&mut self, on_result: OnResult) {
         self.on_result = Some(on_result);
     }
+
+    fn set_on_built(&mut self, on_built: OnBuilt) {
+        self.on_built = Some(on_built);
+    }
 }
 
 pub struct Measurer {
@@ -52,6 +62,7 @@ pub struct Measurer {
     builder: Box<dyn Builder>,
     runner: Box<dyn Runner>,
     on_result: Option<OnResult>,
+    on_built: Option<OnBuilt>,
 }
 
 impl Measurer {
@@ -69,6 +80,7 @@ impl Measurer {
             builder,
             runner,
             on_result: None,
+            on_built: None,
         }
     }
 
@@ -123,10 +135,16 @@ impl Measurer {
             }
         }
         let on_result = self.on_result.clone();
+        let on_built = self.on_built.clone();
         let measured = measure_batch_each(
             self.builder.as_ref(),
             self.runner.as_mut(),
             &inputs,
+            &|k| {
+                if let Some(f) = &on_built {
+                    f(idx[k]);
+                }
+            },
             &mut |k, r| {
                 if let Some(f) = &on_result {
                     f(idx[k], r);

@@ -417,19 +417,21 @@ pub fn measure_batch(
     runner: &mut dyn Runner,
     inputs: &[(BuildInput, &[Vec<f32>])],
 ) -> Vec<MeasureResult> {
-    measure_batch_each(builder, runner, inputs, &mut |_, _| {})
+    measure_batch_each(builder, runner, inputs, &|_| {}, &mut |_, _| {})
 }
 
-/// [`measure_batch`], telling `each` of every input's result (its index) as soon as it is
-/// known: a build error once the builds are done, a run as it ends.
+/// [`measure_batch`], telling `built` of every input (its index) as its build ends, and `each`
+/// of its result as soon as it is known: a build error once the builds are done, a run as it
+/// ends.
 pub fn measure_batch_each(
     builder: &dyn Builder,
     runner: &mut dyn Runner,
     inputs: &[(BuildInput, &[Vec<f32>])],
+    built: &(dyn Fn(usize) + Sync),
     each: &mut dyn FnMut(usize, &MeasureResult),
 ) -> Vec<MeasureResult> {
     let build_inputs: Vec<BuildInput> = inputs.iter().map(|(b, _)| b.clone()).collect();
-    let built = builder.build(&build_inputs);
+    let built = builder.build_each(&build_inputs, built);
     let mut results: Vec<Option<MeasureResult>> = vec![None; inputs.len()];
     let mut ran_idx = Vec::new();
     let mut run_inputs = Vec::new();
