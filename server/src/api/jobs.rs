@@ -5,7 +5,7 @@ use crate::auth::Principal;
 use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
 use crate::checks::memory::check_workload_bytes;
 use crate::jobs::cost_model::CostModelChoice;
-use crate::jobs::live::Candidate;
+use crate::jobs::live::{Candidate, Stage};
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
 use std::pin::Pin;
@@ -369,16 +369,31 @@ fn trials_done(job: &pb::Job) -> u32 {
     job.tasks.iter().map(|t| t.trials_done).sum()
 }
 
-/// Sends candidate `c` unless `told` already counts it; `false` when the watcher is gone.
+/// How far a watcher's candidate events went: the count (the snapshot's, a round's, a
+/// candidate's) and the last event's `seq` (builds leave the count where it was).
+#[derive(Default)]
+struct Told {
+    done: u32,
+    seq: u64,
+}
+
+/// Sends candidate `c` unless `told` is past it; `false` when the watcher is gone.
 async fn send_candidate(
     tx: &tokio::sync::mpsc::Sender<Result<pb::JobEvent, Status>>,
     c: &Candidate,
-    told: &mut u32,
+    told: &mut Told,
 ) -> bool {
-    if c.job_done <= *told {
+    let newer = match c.stage {
+        Stage::Measured => c.job_done > told.done,
+        Stage::Built => c.job_done > told.done || (c.job_done == told.done && c.seq > told.seq),
+    };
+    if !newer {
         return true;
     }
-    *told = c.job_done;
+    *told = Told {
+        done: c.job_done,
+        seq: c.seq,
+    };
     let e = pb::JobEvent {
         job_id: c.job_id.clone(),
         at_ms: now_ms(),
@@ -389,6 +404,12 @@ async fn send_candidate(
 
 fn candidate_proto(c: &Candidate) -> pb::CandidateProgress {
     pb::CandidateProgress {
+        stage: match c.stage {
+            Stage::Built => pb::CandidateStage::Built,
+            Stage::Measured => pb::CandidateStage::Measured,
+        } as i32,
+        round_built: c.round_built,
+        round_size: c.round_size,
         task_index: c.task,
         task_done: c.task_done,
         task_trials: c.task_trials,
@@ -539,7 +560,10 @@ impl Jobs for Api {
             }
             // Candidates go out in order of their counts, none older than what was sent (the
             // round in progress told again, a broadcast already in the snapshot's counts).
-            let mut told = trials_done(&last);
+            let mut told = Told {
+                done: trials_done(&last),
+                seq: 0,
+            };
             for c in api.ctx.live.current(&id) {
                 if !send_candidate(&tx, &c, &mut told).await {
                     return;
@@ -597,7 +621,7 @@ impl Jobs for Api {
                         return;
                     }
                 }
-                told = told.max(trials_done(&now));
+                told.done = told.done.max(trials_done(&now));
                 last = now;
             }
         });

@@ -15,10 +15,26 @@ use tokio::sync::broadcast;
 /// next one: counts are totals, not increments).
 const CAPACITY: usize = 1024;
 
-/// One candidate of a job measured: the counts include it.
+/// What a candidate event tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Compiled (or failed to), its run still to come: not in the counts yet.
+    Built,
+    /// Its result is known: in the counts.
+    Measured,
+}
+
+/// One candidate of a job built or measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub job_id: String,
+    /// Rises with every event of the job on this server: orders a round's builds, which
+    /// leave the counts where they were.
+    pub seq: u64,
+    pub stage: Stage,
+    /// The round's candidates built so far, and its size.
+    pub round_built: u32,
+    pub round_size: u32,
     /// The task's index in the job.
     pub task: u32,
     /// Candidates of the task measured by this job (the stored batches, then this batch's).
@@ -94,6 +110,10 @@ mod tests {
     fn c(job: &str, done: u32) -> Candidate {
         Candidate {
             job_id: job.into(),
+            seq: u64::from(done),
+            stage: Stage::Measured,
+            round_built: 4,
+            round_size: 4,
             task: 0,
             task_done: done,
             task_trials: 4,

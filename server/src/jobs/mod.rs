@@ -160,6 +160,10 @@ impl MeasureBatch for Exclusive {
     fn set_on_result(&mut self, on_result: tunehub_engine::measure::OnResult) {
         self.inner.set_on_result(on_result);
     }
+
+    fn set_on_built(&mut self, on_built: tunehub_engine::measure::OnBuilt) {
+        self.inner.set_on_built(on_built);
+    }
 }
 
 /// What the driver and the API share.

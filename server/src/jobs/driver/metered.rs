@@ -2,7 +2,7 @@
 
 use crate::metrics::Metrics;
 use std::sync::Arc;
-use tunehub_engine::measure::{MeasureBatch, MeasureResult, OnResult};
+use tunehub_engine::measure::{MeasureBatch, MeasureResult, OnBuilt, OnResult};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
@@ -34,5 +34,9 @@ impl MeasureBatch for Metered {
 
     fn set_on_result(&mut self, on_result: OnResult) {
         self.inner.set_on_result(on_result);
+    }
+
+    fn set_on_built(&mut self, on_built: OnBuilt) {
+        self.inner.set_on_built(on_built);
     }
 }

@@ -140,6 +140,7 @@ async fn drive(
     let job_trials = rows.iter().map(|r| r.trials).sum();
     let progress = Progress::new(Arc::clone(&ctx.live), &job.id, job_trials);
     measurer.set_on_result(progress.on_result());
+    measurer.set_on_built(progress.on_built());
     let mut parts = Parts {
         tuner,
         model,
