@@ -43,10 +43,15 @@ impl TrialsDone {
     }
 }
 
-/// A candidate event on `bar`, at `pos`: the position and the rate with the time left.
+/// A candidate event on `bar`, at `pos`: the position, and the rate with the time left (or,
+/// while a round builds, how many of it are built).
 pub fn candidate(bar: &ProgressBar, pos: u64, c: &pb::CandidateProgress) {
     bar.set_position(pos);
-    bar.set_prefix(rate_text(c));
+    bar.set_prefix(if c.stage() == pb::CandidateStage::Built {
+        format!("(building {}/{})", c.round_built, c.round_size)
+    } else {
+        rate_text(c)
+    });
 }
 
 /// `(2.4/s, 0:35 left)`: the server's rate since it claimed the job, and the time left at it.

@@ -244,9 +244,10 @@ async fn submit_watch_and_query_end_to_end() {
     assert_eq!(count(&db, "SELECT COUNT(*) FROM records").await, 7);
 }
 
-/// Issue 63: a job of one round (16 trials, batches of 64) shows each candidate as it is
-/// measured, not only the round's end: at least 16 candidate events, their counts rising one
-/// by one to the total, with a rate and the time left, and the round after them.
+/// Issue 63: a job of one round (16 trials, batches of 64) shows each candidate as it is built
+/// and measured, not only the round's end: builds, then at least 16 measured candidates, their
+/// counts rising one by one to the total, with a rate and the time left, and the round after
+/// them.
 #[tokio::test]
 async fn watch_shows_each_candidate_as_it_is_measured() {
     let dir = tempfile::tempdir().unwrap();
@@ -294,7 +295,20 @@ async fn watch_shows_each_candidate_as_it_is_measured() {
     let counts: Vec<u32> = candidates.iter().map(|p| p.job_done).collect();
     assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
     assert_eq!(counts.last(), Some(&16), "{counts:?}");
-    for p in &candidates {
+    let (built, measured): (Vec<_>, Vec<_>) = candidates
+        .iter()
+        .partition(|p| p.stage() == pb::CandidateStage::Built);
+    let built: Vec<u32> = built.iter().map(|p| p.round_built).collect();
+    assert!(!built.is_empty(), "builds are told");
+    assert!(
+        built.windows(2).all(|w| w[0] < w[1]) && built.iter().all(|&b| b <= 16),
+        "{built:?}"
+    );
+    let counts: Vec<u32> = measured.iter().map(|p| p.job_done).collect();
+    assert_eq!(counts, (1..=16).collect::<Vec<_>>());
+    for p in measured {
+        assert_eq!(p.stage(), pb::CandidateStage::Measured);
+        assert_eq!(p.round_size, 16);
         assert_eq!(
             (p.task_index, p.task_trials, p.job_trials),
             (0, 16, 16),

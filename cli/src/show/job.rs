@@ -157,7 +157,15 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
 }
 
 pub fn candidate_json(c: &pb::CandidateProgress) -> serde_json::Value {
+    let stage = match c.stage() {
+        pb::CandidateStage::Built => "built",
+        pb::CandidateStage::Measured => "measured",
+        pb::CandidateStage::Unspecified => "unspecified",
+    };
     json!({
+        "stage": stage,
+        "round_built": c.round_built,
+        "round_size": c.round_size,
         "task_index": c.task_index,
         "task_done": c.task_done,
         "task_trials": c.task_trials,

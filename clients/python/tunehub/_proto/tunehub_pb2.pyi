@@ -21,6 +21,12 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATE_DONE: _ClassVar[JobState]
     JOB_STATE_FAILED: _ClassVar[JobState]
     JOB_STATE_CANCELLED: _ClassVar[JobState]
+
+class CandidateStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CANDIDATE_STAGE_UNSPECIFIED: _ClassVar[CandidateStage]
+    CANDIDATE_STAGE_BUILT: _ClassVar[CandidateStage]
+    CANDIDATE_STAGE_MEASURED: _ClassVar[CandidateStage]
 SCHEDULER_KIND_UNSPECIFIED: SchedulerKind
 SCHEDULER_KIND_ROUND_ROBIN: SchedulerKind
 SCHEDULER_KIND_GRADIENT: SchedulerKind
@@ -30,6 +36,9 @@ JOB_STATE_RUNNING: JobState
 JOB_STATE_DONE: JobState
 JOB_STATE_FAILED: JobState
 JOB_STATE_CANCELLED: JobState
+CANDIDATE_STAGE_UNSPECIFIED: CandidateStage
+CANDIDATE_STAGE_BUILT: CandidateStage
+CANDIDATE_STAGE_MEASURED: CandidateStage
 
 class Workload(_message.Message):
     __slots__ = ("op_spec", "expr", "workload_key", "options")
@@ -353,7 +362,10 @@ class JobEvent(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., at_ms: _Optional[int] = ..., snapshot: _Optional[_Union[Job, _Mapping]] = ..., round: _Optional[_Union[TaskProgress, _Mapping]] = ..., new_best: _Optional[_Union[NewBest, _Mapping]] = ..., error: _Optional[_Union[TaskError, _Mapping]] = ..., done: _Optional[_Union[Job, _Mapping]] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., candidate: _Optional[_Union[CandidateProgress, _Mapping]] = ...) -> None: ...
 
 class CandidateProgress(_message.Message):
-    __slots__ = ("task_index", "task_done", "task_trials", "job_done", "job_trials", "ok", "noisy", "error", "trials_per_s", "eta_s")
+    __slots__ = ("stage", "round_built", "round_size", "task_index", "task_done", "task_trials", "job_done", "job_trials", "ok", "noisy", "error", "trials_per_s", "eta_s")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_BUILT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_SIZE_FIELD_NUMBER: _ClassVar[int]
     TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
     TASK_DONE_FIELD_NUMBER: _ClassVar[int]
     TASK_TRIALS_FIELD_NUMBER: _ClassVar[int]
@@ -364,6 +376,9 @@ class CandidateProgress(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TRIALS_PER_S_FIELD_NUMBER: _ClassVar[int]
     ETA_S_FIELD_NUMBER: _ClassVar[int]
+    stage: CandidateStage
+    round_built: int
+    round_size: int
     task_index: int
     task_done: int
     task_trials: int
@@ -374,7 +389,7 @@ class CandidateProgress(_message.Message):
     error: str
     trials_per_s: float
     eta_s: float
-    def __init__(self, task_index: _Optional[int] = ..., task_done: _Optional[int] = ..., task_trials: _Optional[int] = ..., job_done: _Optional[int] = ..., job_trials: _Optional[int] = ..., ok: _Optional[bool] = ..., noisy: _Optional[bool] = ..., error: _Optional[str] = ..., trials_per_s: _Optional[float] = ..., eta_s: _Optional[float] = ...) -> None: ...
+    def __init__(self, stage: _Optional[_Union[CandidateStage, str]] = ..., round_built: _Optional[int] = ..., round_size: _Optional[int] = ..., task_index: _Optional[int] = ..., task_done: _Optional[int] = ..., task_trials: _Optional[int] = ..., job_done: _Optional[int] = ..., job_trials: _Optional[int] = ..., ok: _Optional[bool] = ..., noisy: _Optional[bool] = ..., error: _Optional[str] = ..., trials_per_s: _Optional[float] = ..., eta_s: _Optional[float] = ...) -> None: ...
 
 class NewBest(_message.Message):
     __slots__ = ("task_index", "record_id", "seconds", "gflops")
