@@ -155,6 +155,7 @@ async fn drive(
             if let Some(bytes) = parts.model.save_bytes() {
                 save_model(ctx, job, bytes, trained_on).await;
             }
+            warn_all_noisy(ctx, job).await;
             return Ok(Some(JobState::Done));
         };
         let row = &rows[i];
@@ -281,6 +282,25 @@ fn cut_short(
         round.results.len(),
         round.batch.len()
     )))
+}
+
+/// Logs each task of a finished job whose successes were all timed on a slowed machine: it
+/// has records but no best (best-effort: a log line never fails a job).
+async fn warn_all_noisy(ctx: &JobContext, job: &JobRow) {
+    let stats = match ctx.jobs.task_stats(&job.id).await {
+        Ok(s) => s,
+        Err(e) => return tracing::warn!("reading the job's counts: {e}"),
+    };
+    for (task, s) in stats {
+        if s.ok > 0 && s.noisy == s.ok {
+            tracing::warn!(
+                task,
+                noisy = s.noisy,
+                "every success of the task was timed while the machine was slowed: it has no \
+                 best; tune again on a quieter machine, or with a lower --noise-threshold"
+            );
+        }
+    }
 }
 
 /// A finished job's cost model, trained on `trained_on` measurements, saved for the target's
