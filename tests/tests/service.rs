@@ -61,6 +61,7 @@ async fn submit_watch_and_query_end_to_end() {
                     kinds.push("new_best")
                 }
                 Event::Error(_) => kinds.push("error"),
+                Event::Candidate(_) => kinds.push("candidate"),
                 Event::Estimate(e) => {
                     assert!(e.seconds > 0.0, "{e:?}");
                     kinds.push("estimate")
@@ -241,6 +242,85 @@ async fn submit_watch_and_query_end_to_end() {
     drop(server);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM job_records").await, 7);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM records").await, 7);
+}
+
+/// Issue 63: a job of one round (16 trials, batches of 64) shows each candidate as it is built
+/// and measured, not only the round's end: builds, then at least 16 measured candidates, their
+/// counts rising one by one to the total, with a rate and the time left, and the round after
+/// them.
+#[tokio::test]
+async fn watch_shows_each_candidate_as_it_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "candidates.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut c = server.client().await;
+    let job = submit(&mut c, submit_req(vec![task("matmul(8,8,8)", 16)], 64)).await;
+    let mut events = c
+        .jobs
+        .watch(pb::WatchRequest { id: job.id.clone() })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut candidates = vec![];
+    let mut after_last_candidate = vec![];
+    let mut done = None;
+    let watching = async {
+        while let Some(ev) = events.next().await {
+            use pb::job_event::Event;
+            match ev.unwrap().event.unwrap() {
+                Event::Candidate(p) => {
+                    after_last_candidate.clear();
+                    candidates.push(p);
+                }
+                Event::Done(j) => {
+                    done = Some(j);
+                    break;
+                }
+                Event::Round(t) => after_last_candidate.push(t.trials_done),
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(300), watching)
+        .await
+        .expect("the job finishes");
+    let done = done.expect("a done event");
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    assert_eq!(done.tasks[0].trials_done, 16);
+    assert!(
+        candidates.len() >= 16,
+        "{} candidate events",
+        candidates.len()
+    );
+    let counts: Vec<u32> = candidates.iter().map(|p| p.job_done).collect();
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+    assert_eq!(counts.last(), Some(&16), "{counts:?}");
+    let (built, measured): (Vec<_>, Vec<_>) = candidates
+        .iter()
+        .partition(|p| p.stage() == pb::CandidateStage::Built);
+    let built: Vec<u32> = built.iter().map(|p| p.round_built).collect();
+    assert!(!built.is_empty(), "builds are told");
+    assert!(
+        built.windows(2).all(|w| w[0] < w[1]) && built.iter().all(|&b| b <= 16),
+        "{built:?}"
+    );
+    let counts: Vec<u32> = measured.iter().map(|p| p.job_done).collect();
+    assert_eq!(counts, (1..=16).collect::<Vec<_>>());
+    for p in measured {
+        assert_eq!(p.stage(), pb::CandidateStage::Measured);
+        assert_eq!(p.round_size, 16);
+        assert_eq!(
+            (p.task_index, p.task_trials, p.job_trials),
+            (0, 16, 16),
+            "{p:?}"
+        );
+        assert_eq!(p.task_done, p.job_done);
+        assert!(p.ok || !p.error.is_empty(), "{p:?}");
+        assert!(p.trials_per_s > 0.0 && p.eta_s.is_some(), "{p:?}");
+    }
+    assert_eq!(candidates.last().unwrap().eta_s, Some(0.0));
+    // The round's stored counts follow its candidates.
+    assert_eq!(after_last_candidate, vec![16], "{after_last_candidate:?}");
 }
 
 #[tokio::test]

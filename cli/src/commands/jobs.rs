@@ -1,7 +1,10 @@
 //! `tunehub jobs`: a server's jobs, newest first.
 
 use crate::client::{ClientArgs, connect_with};
-use crate::show::job::{best_gflops_cell, job_json, parse_state, state_name, trials};
+use crate::show::job::{
+    all_noisy, all_noisy_text, best_gflops_cell, job_json, outcomes_cell, parse_state, state_name,
+    trials,
+};
 use crate::show::workload::{label, short};
 use crate::usage::{emit, status_error};
 use anyhow::Result;
@@ -58,8 +61,8 @@ pub async fn run(args: JobsArgs) -> Result<ExitCode> {
     } else {
         let _ = writeln!(
             out,
-            "{:<20} {:<9} {:>3} {:<28} {:>13} {:>12}  TASKS",
-            "JOB", "STATE", "PRI", "TARGET (SERVER)", "TRIALS", "BEST GF/s"
+            "{:<20} {:<9} {:>3} {:<28} {:>13} {:>14} {:>12}  TASKS",
+            "JOB", "STATE", "PRI", "TARGET (SERVER)", "TRIALS", "OK/NOISY/ERR", "BEST GF/s"
         );
         for j in &jobs {
             let (done, total) = trials(j);
@@ -76,12 +79,13 @@ pub async fn run(args: JobsArgs) -> Result<ExitCode> {
             };
             let _ = writeln!(
                 out,
-                "{:<20} {:<9} {:>3} {:<28} {:>13} {:>12}  {}",
+                "{:<20} {:<9} {:>3} {:<28} {:>13} {:>14} {:>12}  {}",
                 j.id,
                 state_name(j.state),
                 j.priority,
                 format!("{}{server}", j.target_key),
                 format!("{done}/{total}"),
+                outcomes_cell(j),
                 best_gflops_cell(j),
                 tasks.join(", ")
             );
@@ -90,6 +94,9 @@ pub async fn run(args: JobsArgs) -> Result<ExitCode> {
             }
             if !j.waiting.is_empty() {
                 let _ = writeln!(out, "{:<20} waiting: {}", "", j.waiting);
+            }
+            for t in j.tasks.iter().filter(|t| all_noisy(t)) {
+                let _ = writeln!(out, "{:<20} task {}: {}", "", t.index, all_noisy_text(t));
             }
             // The unusual start only: a model carried over from another target.
             if j.model.starts_with("transferred") {

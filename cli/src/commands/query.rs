@@ -121,7 +121,8 @@ async fn answer(args: &QueryArgs, c: &mut Clients) -> Result<ExitCode> {
                 "workloads": r.workloads.iter().map(|w| json!({
                     "workload_key": w.workload_key, "description": w.description,
                     "layout_free": layout_free(w.options.as_ref()), "target_key": w.target_key,
-                    "trials": w.trials, "ok": w.ok, "best_gflops": w.best_gflops})).collect::<Vec<_>>(),
+                    "trials": w.trials, "ok": w.ok, "noisy": w.noisy,
+                    "best_gflops": w.best_gflops})).collect::<Vec<_>>(),
             });
             let _ = writeln!(out, "{v}");
         } else {
@@ -136,6 +137,8 @@ async fn answer(args: &QueryArgs, c: &mut Clients) -> Result<ExitCode> {
                 ("TARGET", Align::Left),
                 ("TRIALS", Align::Right),
                 ("OK", Align::Right),
+                ("NOISY", Align::Right),
+                ("ERRORS", Align::Right),
                 ("BEST GF/s", Align::Right),
                 ("DESCRIPTION", Align::Left),
             ]);
@@ -144,7 +147,10 @@ async fn answer(args: &QueryArgs, c: &mut Clients) -> Result<ExitCode> {
                     w.workload_key.clone(),
                     w.target_key.clone(),
                     w.trials.to_string(),
-                    w.ok.to_string(),
+                    // Apart: a noisy success is never a best.
+                    w.ok.saturating_sub(w.noisy).to_string(),
+                    w.noisy.to_string(),
+                    w.trials.saturating_sub(w.ok).to_string(),
                     w.best_gflops.map_or("-".into(), |g| format!("{g:.2}")),
                     short(&label(&w.description, w.options.as_ref())).to_string(),
                 ]);

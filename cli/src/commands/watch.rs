@@ -3,7 +3,7 @@
 
 use super::group;
 use crate::client::{ClientArgs, Clients, connect_with};
-use crate::progress::{bar_message, bar_style};
+use crate::progress::{bar_message, bar_style, candidate};
 use crate::show::job::{estimate_text, event_json, job_summary, state_name};
 use crate::usage::{emit, status_error};
 use anyhow::{Context, Result, bail};
@@ -79,6 +79,11 @@ pub async fn watch_job(c: &mut Clients, id: &str, json_lines: bool) -> Result<Ex
                 if let Some(b) = bars.get(t.index as usize) {
                     b.set_position(u64::from(t.trials_done));
                     b.set_message(bar_message(&t));
+                }
+            }
+            Some(Event::Candidate(c)) => {
+                if let Some(b) = bars.get(c.task_index as usize) {
+                    candidate(b, u64::from(c.task_done), &c);
                 }
             }
             Some(Event::Estimate(e)) if !json_lines && bars.len() > 1 => {

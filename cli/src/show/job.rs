@@ -43,6 +43,30 @@ pub fn trials(j: &pb::Job) -> (u32, u32) {
     )
 }
 
+/// A job's candidates by outcome over its tasks, `ok/noisy/errors`: clean successes, those
+/// timed on a slowed machine (never a best), failures.
+pub fn outcomes_cell(j: &pb::Job) -> String {
+    let (ok, noisy, errors) = j.tasks.iter().fold((0, 0, 0), |(o, n, e), t| {
+        (o + t.ok.saturating_sub(t.noisy), n + t.noisy, e + t.errors)
+    });
+    format!("{ok}/{noisy}/{errors}")
+}
+
+/// Every success of the task was timed while the machine was slowed: it has no best.
+pub fn all_noisy(t: &pb::TaskProgress) -> bool {
+    t.ok > 0 && t.noisy == t.ok
+}
+
+/// Why a task whose successes are all noisy has no best, and what to do.
+pub fn all_noisy_text(t: &pb::TaskProgress) -> String {
+    format!(
+        "no best: all {} successful measurements were timed while the machine was slowed \
+         (noisy); tune again on a quieter machine (nothing else running), or pass a lower \
+         --noise-threshold (say 0.7) to accept a busier one",
+        t.noisy
+    )
+}
+
 /// The fastest of a job's tasks' bests, in GFLOP/s.
 pub fn best_gflops(j: &pb::Job) -> Option<f64> {
     j.tasks
@@ -73,6 +97,7 @@ pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
         "trials": t.trials,
         "trials_done": t.trials_done,
         "ok": t.ok,
+        "noisy": t.noisy,
         "errors": t.errors,
         "error_counts": t.error_counts,
         "new_records": t.new_records,
@@ -131,6 +156,29 @@ pub fn job_json(j: &pb::Job) -> serde_json::Value {
     })
 }
 
+pub fn candidate_json(c: &pb::CandidateProgress) -> serde_json::Value {
+    let stage = match c.stage() {
+        pb::CandidateStage::Built => "built",
+        pb::CandidateStage::Measured => "measured",
+        pb::CandidateStage::Unspecified => "unspecified",
+    };
+    json!({
+        "stage": stage,
+        "round_built": c.round_built,
+        "round_size": c.round_size,
+        "task_index": c.task_index,
+        "task_done": c.task_done,
+        "task_trials": c.task_trials,
+        "job_done": c.job_done,
+        "job_trials": c.job_trials,
+        "ok": c.ok,
+        "noisy": c.noisy,
+        "error": c.error,
+        "trials_per_s": c.trials_per_s,
+        "eta_s": c.eta_s,
+    })
+}
+
 pub fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
     use pb::job_event::Event;
     let (kind, body) = match &ev.event {
@@ -146,6 +194,7 @@ pub fn event_json(ev: &pb::JobEvent) -> serde_json::Value {
             json!({"task_index": e.task_index, "errors": e.errors, "message": e.message}),
         ),
         Some(Event::Estimate(e)) => ("estimate", estimate_json(Some(e))),
+        Some(Event::Candidate(c)) => ("candidate", candidate_json(c)),
         None => ("none", serde_json::Value::Null),
     };
     json!({"job_id": ev.job_id, "at_ms": ev.at_ms, "event": kind, "data": body})
@@ -156,12 +205,26 @@ pub fn job_summary(j: &pb::Job) -> String {
     let _ = writeln!(t, "job       {}  {}", j.id, state_name(j.state));
     let _ = writeln!(t, "target    {}", j.target_key);
     for task in &j.tasks {
-        let best = task.best_gflops.map_or("no successful record".into(), |g| {
-            format!(
-                "best {}  {g:.2} GFLOP/s",
-                time_text(task.best_seconds.unwrap_or(f64::NAN))
-            )
-        });
+        let best = task.best_gflops.map_or_else(
+            || {
+                if all_noisy(task) {
+                    "no trusted record (all noisy)".to_string()
+                } else {
+                    "no successful record".to_string()
+                }
+            },
+            |g| {
+                format!(
+                    "best {}  {g:.2} GFLOP/s",
+                    time_text(task.best_seconds.unwrap_or(f64::NAN))
+                )
+            },
+        );
+        let noisy = if task.noisy > 0 {
+            format!("{} noisy, ", task.noisy)
+        } else {
+            String::new()
+        };
         let weight = if task.weight == 1.0 {
             String::new()
         } else {
@@ -175,14 +238,17 @@ pub fn job_summary(j: &pb::Job) -> String {
             });
         let _ = writeln!(
             t,
-            "task {}    {weight}{}  {}/{} trials ({} ok, {} failed)  {best}{share}",
+            "task {}    {weight}{}  {}/{} trials ({} ok, {noisy}{} failed)  {best}{share}",
             task.index,
             short(&label(&task.description, task.options.as_ref())),
             task.trials_done,
             task.trials,
-            task.ok,
+            task.ok.saturating_sub(task.noisy),
             task.errors
         );
+        if all_noisy(task) {
+            let _ = writeln!(t, "          {}", all_noisy_text(task));
+        }
     }
     if let (true, Some(e)) = (j.tasks.len() > 1, &j.estimate) {
         let _ = writeln!(

@@ -57,6 +57,9 @@ def test_submit_and_watch_to_the_end(client, tuned):
     kinds = [e.WhichOneof("event") for e in events]
     assert kinds[0] == "snapshot" and kinds[-1] == "done", kinds
     assert "round" in kinds and "new_best" in kinds, kinds
+    # Each candidate as it is measured, counts rising to the job's 8 trials.
+    counts = [e.candidate.job_done for e in events if e.HasField("candidate")]
+    assert counts == sorted(counts) and counts[-1] == 8, counts
     done = events[-1].done
     assert done.state == pb.JOB_STATE_DONE, done
     assert [t.trials_done for t in done.tasks] == [4, 4]

@@ -295,9 +295,13 @@ class Client:
         return self._unary(self._jobs.Cancel, req, "Jobs.Cancel", pb.Job)
 
     def watch(self, job_id: str | pb.Job, timeout: float | None = None) -> Iterator[pb.JobEvent]:
-        """The job's progress events (`pb.JobEvent`): a snapshot first, then rounds, new bests,
-        errors and estimates as they happen; the last one is `done` (`event.HasField("done")`),
-        after which the iterator ends. `timeout`: seconds for the whole watch."""
+        """The job's progress events (`pb.JobEvent`): a snapshot first, then candidates, rounds,
+        new bests, errors and estimates as they happen; the last one is `done`
+        (`event.HasField("done")`), after which the iterator ends. A `candidate` event comes as
+        each candidate is built (`stage` CANDIDATE_STAGE_BUILT, `round_built` of `round_size`)
+        and measured (CANDIDATE_STAGE_MEASURED: `job_done` of `job_trials`, `trials_per_s`,
+        `eta_s`, and whether it was `ok`, `noisy` or an `error`), so a job of one round shows
+        progress before its end. `timeout`: seconds for the whole watch."""
         stream = self._jobs.Watch(
             pb.WatchRequest(id=_job_id(job_id)), metadata=self._metadata, timeout=timeout
         )

@@ -52,6 +52,19 @@ pub trait Builder: Send + Sync {
     /// Builds every input; results in input order. An error is a full `MeasureResult`
     /// (CompileError, CompileTimeout, ...) ready to be recorded.
     fn build(&self, inputs: &[BuildInput]) -> Vec<Result<Built, MeasureResult>>;
+
+    /// [`Builder::build`], telling `built` of each input (its index) as its build ends, in
+    /// whatever order builds end: progress while a batch builds. A builder that only has its
+    /// results at the end tells them all then.
+    fn build_each(
+        &self,
+        inputs: &[BuildInput],
+        built: &(dyn Fn(usize) + Sync),
+    ) -> Vec<Result<Built, MeasureResult>> {
+        let results = self.build(inputs);
+        (0..results.len()).for_each(built);
+        results
+    }
 }
 
 /// Builds with a local C compiler.
@@ -240,6 +253,14 @@ impl LocalBuilder {
 
 impl Builder for LocalBuilder {
     fn build(&self, inputs: &[BuildInput]) -> Vec<Result<Built, MeasureResult>> {
+        self.build_each(inputs, &|_| {})
+    }
+
+    fn build_each(
+        &self,
+        inputs: &[BuildInput],
+        built: &(dyn Fn(usize) + Sync),
+    ) -> Vec<Result<Built, MeasureResult>> {
         let slots: Vec<Mutex<Option<Result<Built, MeasureResult>>>> =
             inputs.iter().map(|_| Mutex::new(None)).collect();
         let next = AtomicUsize::new(0);
@@ -252,6 +273,7 @@ impl Builder for LocalBuilder {
                         let Some(input) = inputs.get(i) else { break };
                         let r = self.build_one(input);
                         *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                        built(i);
                     }
                 });
             }

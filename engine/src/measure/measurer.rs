@@ -3,12 +3,21 @@
 
 use super::{
     BuildInput, Builder, ErrorCode, LocalBuilder, LocalRunner, MeasureOptions, MeasureResult,
-    Runner, measure_batch,
+    Runner, measure_batch_each,
 };
 use crate::codegen::{self, GeneratedKernel};
 use crate::schedule::Schedule;
 use crate::target::Target;
 use crate::task::Task;
+use std::sync::Arc;
+
+/// Told of each candidate of a batch as its result is known (its index in the batch, in any
+/// order): progress per candidate for whoever waits on a batch of 64 (the service's Watch).
+pub type OnResult = Arc<dyn Fn(usize, &MeasureResult) + Send + Sync>;
+
+/// Told of each candidate of a batch as its build ends (compiled, or failed to), its run still
+/// to come: progress while a batch builds.
+pub type OnBuilt = Arc<dyn Fn(usize) + Send + Sync>;
 
 /// Measures batches of one task's schedules: the job driver's seam. [`Measurer`] does it on
 /// this machine; the server's fleet backend hands the batch to remote workers.
@@ -23,6 +32,11 @@ pub trait MeasureBatch: Send {
     /// A check the measurer may poll while it waits on others (remote devices): when it says
     /// true, the batch is abandoned and fewer results (none) come back.
     fn set_abort(&mut self, _abort: std::sync::Arc<dyn Fn() -> bool + Send + Sync>) {}
+    /// Where to tell each result of every later batch as it is known. A measurer that does
+    /// not call it tells nothing before its batch returns.
+    fn set_on_result(&mut self, _on_result: OnResult) {}
+    /// Where to tell each build of every later batch as it ends; a remote measurer tells none.
+    fn set_on_built(&mut self, _on_built: OnBuilt) {}
 }
 
 impl MeasureBatch for Measurer {
@@ -33,12 +47,22 @@ impl MeasureBatch for Measurer {
     fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
         Measurer::measure(self, task, schedules)
     }
+
+    fn set_on_result(&mut self, on_result: OnResult) {
+        self.on_result = Some(on_result);
+    }
+
+    fn set_on_built(&mut self, on_built: OnBuilt) {
+        self.on_built = Some(on_built);
+    }
 }
 
 pub struct Measurer {
     target: Target,
     builder: Box<dyn Builder>,
     runner: Box<dyn Runner>,
+    on_result: Option<OnResult>,
+    on_built: Option<OnBuilt>,
 }
 
 impl Measurer {
@@ -55,6 +79,8 @@ impl Measurer {
             target: target.clone(),
             builder,
             runner,
+            on_result: None,
+            on_built: None,
         }
     }
 
@@ -100,15 +126,33 @@ impl Measurer {
                         expected.as_slice(),
                     ));
                 }
-                Err(e) => results[i] = Some(e),
+                Err(e) => {
+                    if let Some(f) = &self.on_result {
+                        f(i, &e);
+                    }
+                    results[i] = Some(e);
+                }
             }
         }
-        for (i, r) in idx.into_iter().zip(measure_batch(
+        let on_result = self.on_result.clone();
+        let on_built = self.on_built.clone();
+        let measured = measure_batch_each(
             self.builder.as_ref(),
             self.runner.as_mut(),
             &inputs,
-        )) {
-            results[i] = Some(r);
+            &|k| {
+                if let Some(f) = &on_built {
+                    f(idx[k]);
+                }
+            },
+            &mut |k, r| {
+                if let Some(f) = &on_result {
+                    f(idx[k], r);
+                }
+            },
+        );
+        for (i, r) in idx.iter().zip(measured) {
+            results[*i] = Some(r);
         }
         results
             .into_iter()

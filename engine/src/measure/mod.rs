@@ -17,9 +17,9 @@ pub mod runner;
 pub use crate::codegen::ArgSpec;
 pub use builder::{Builder, Built, LocalBuilder};
 pub use error::ErrorCode;
-pub use measurer::{MeasureBatch, Measurer};
+pub use measurer::{MeasureBatch, Measurer, OnBuilt, OnResult};
 pub use noise::Calibration;
-pub use runner::{LocalRunner, RunInput, Runner, measure_batch};
+pub use runner::{LocalRunner, RunInput, Runner, measure_batch, measure_batch_each};
 use serde::{Deserialize, Serialize};
 
 /// What the builder turns into an executable: the kernel `void tunehub_kernel(...)` with

@@ -44,6 +44,21 @@ pub struct RunInput<'a> {
 pub trait Runner: Send {
     /// Runs every input; results in input order, each with `build_s` copied from its build.
     fn run(&mut self, inputs: &[RunInput]) -> Vec<MeasureResult>;
+
+    /// [`Runner::run`], telling `each` of every result (its input's index) as soon as it is
+    /// known, so that progress shows per candidate rather than per batch. A runner that only
+    /// has its results at the end tells them all then.
+    fn run_each(
+        &mut self,
+        inputs: &[RunInput],
+        each: &mut dyn FnMut(usize, &MeasureResult),
+    ) -> Vec<MeasureResult> {
+        let results = self.run(inputs);
+        for (i, r) in results.iter().enumerate() {
+            each(i, r);
+        }
+        results
+    }
 }
 
 /// Runs executables on this machine (or under `run_prefix`, e.g. an emulator).
@@ -345,7 +360,23 @@ impl LocalRunner {
 
 impl Runner for LocalRunner {
     fn run(&mut self, inputs: &[RunInput]) -> Vec<MeasureResult> {
-        inputs.iter().map(|i| self.run_one(i)).collect()
+        self.run_each(inputs, &mut |_, _| {})
+    }
+
+    fn run_each(
+        &mut self,
+        inputs: &[RunInput],
+        each: &mut dyn FnMut(usize, &MeasureResult),
+    ) -> Vec<MeasureResult> {
+        inputs
+            .iter()
+            .enumerate()
+            .map(|(k, i)| {
+                let r = self.run_one(i);
+                each(k, &r);
+                r
+            })
+            .collect()
     }
 }
 
@@ -386,8 +417,21 @@ pub fn measure_batch(
     runner: &mut dyn Runner,
     inputs: &[(BuildInput, &[Vec<f32>])],
 ) -> Vec<MeasureResult> {
+    measure_batch_each(builder, runner, inputs, &|_| {}, &mut |_, _| {})
+}
+
+/// [`measure_batch`], telling `built` of every input (its index) as its build ends, and `each`
+/// of its result as soon as it is known: a build error once the builds are done, a run as it
+/// ends.
+pub fn measure_batch_each(
+    builder: &dyn Builder,
+    runner: &mut dyn Runner,
+    inputs: &[(BuildInput, &[Vec<f32>])],
+    built: &(dyn Fn(usize) + Sync),
+    each: &mut dyn FnMut(usize, &MeasureResult),
+) -> Vec<MeasureResult> {
     let build_inputs: Vec<BuildInput> = inputs.iter().map(|(b, _)| b.clone()).collect();
-    let built = builder.build(&build_inputs);
+    let built = builder.build_each(&build_inputs, built);
     let mut results: Vec<Option<MeasureResult>> = vec![None; inputs.len()];
     let mut ran_idx = Vec::new();
     let mut run_inputs = Vec::new();
@@ -403,20 +447,27 @@ pub fn measure_batch(
                     threads: bi.threads,
                 });
             }
-            Err(e) => results[i] = Some(e.clone()),
+            Err(e) => {
+                each(i, e);
+                results[i] = Some(e.clone());
+            }
         }
     }
-    for (i, r) in ran_idx.into_iter().zip(runner.run(&run_inputs)) {
-        results[i] = Some(r);
+    let ran = runner.run_each(&run_inputs, &mut |k, r| each(ran_idx[k], r));
+    for (i, r) in ran_idx.iter().zip(ran) {
+        results[*i] = Some(r);
     }
     results
         .into_iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(i, r)| {
             r.unwrap_or_else(|| {
-                MeasureResult::error(
+                let r = MeasureResult::error(
                     ErrorCode::UnknownError,
                     "no result from the builder or runner",
-                )
+                );
+                each(i, &r);
+                r
             })
         })
         .collect()

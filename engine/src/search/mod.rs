@@ -19,6 +19,7 @@ pub mod cost_model;
 pub mod evolve;
 pub mod mutate;
 pub mod recover;
+pub mod requiet;
 pub mod scheduler;
 pub mod sketch;
 pub mod tune;

@@ -1,7 +1,8 @@
 //! The tuning round, owned here and nowhere else: the task scheduler picks a task, its search
 //! asks the cost model and proposes a batch, the measurer (the `Builder`/`Runner` pair on this
-//! machine, or the server's fleet) builds, runs and checks it, a new best is measured twice,
-//! and the search and the model learn from the results.
+//! machine, or the server's fleet) builds, runs and checks it, a new best is measured twice
+//! (or, while the task has no trusted time, a batch of noisy times has its fastest measured
+//! again until one is clean), and the search and the model learn from the results.
 //!
 //! [`Tuner`] holds a job's searches and its scheduler and runs one [`Tuner::round`] at a time,
 //! so that a caller can wrap each round with what it needs: the server's job driver with
@@ -11,6 +12,7 @@
 use super::confirm::confirm_new_best;
 use super::cost_model::{CostModel, CostModelError};
 use super::evolve::{SearchParams, TaskSearch};
+use super::requiet::{REMEASURE_NOISY, remeasure_noisy};
 use super::scheduler::{SchedulerKind, TaskScheduler};
 use crate::measure::{MeasureBatch, MeasureResult};
 use crate::schedule::Schedule;
@@ -241,6 +243,22 @@ impl Tuner {
                     (measurer.devices().first().cloned().flatten() == first).then_some(again)
                 },
             );
+            // No trusted time yet and only noisy ones in the batch: the fastest measured
+            // again until one is clean (never both: confirming needs a clean one).
+            let clean = remeasure_noisy(
+                t.search.best().map(|(_, c)| c),
+                &round.batch,
+                &mut round.results,
+                REMEASURE_NOISY,
+                |k, s| {
+                    let again = measurer.measure(&task, std::slice::from_ref(s)).pop()?;
+                    let first = devices.get(k).cloned().flatten();
+                    (measurer.devices().first().cloned().flatten() == first).then_some(again)
+                },
+            );
+            if let Some(k) = clean {
+                tracing::info!(candidate = k, "a noisy time measured again came back clean");
+            }
         }
         let measure_s = t1.elapsed().as_secs_f64();
         if !round.complete() {

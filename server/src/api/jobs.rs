@@ -5,10 +5,12 @@ use crate::auth::Principal;
 use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
 use crate::checks::memory::check_workload_bytes;
 use crate::jobs::cost_model::CostModelChoice;
+use crate::jobs::live::{Candidate, Stage};
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
@@ -362,6 +364,65 @@ fn diff(job_id: &str, old: &pb::Job, new: &pb::Job) -> Vec<pb::JobEvent> {
     out
 }
 
+/// Candidates the job's stored rounds measured, over all its tasks.
+fn trials_done(job: &pb::Job) -> u32 {
+    job.tasks.iter().map(|t| t.trials_done).sum()
+}
+
+/// How far a watcher's candidate events went: the count (the snapshot's, a round's, a
+/// candidate's) and the last event's `seq` (builds leave the count where it was).
+#[derive(Default)]
+struct Told {
+    done: u32,
+    seq: u64,
+}
+
+/// Sends candidate `c` unless `told` is past it; `false` when the watcher is gone.
+async fn send_candidate(
+    tx: &tokio::sync::mpsc::Sender<Result<pb::JobEvent, Status>>,
+    c: &Candidate,
+    told: &mut Told,
+) -> bool {
+    let newer = match c.stage {
+        Stage::Measured => c.job_done > told.done,
+        Stage::Built => c.job_done > told.done || (c.job_done == told.done && c.seq > told.seq),
+    };
+    if !newer {
+        return true;
+    }
+    *told = Told {
+        done: c.job_done,
+        seq: c.seq,
+    };
+    let e = pb::JobEvent {
+        job_id: c.job_id.clone(),
+        at_ms: now_ms(),
+        event: Some(pb::job_event::Event::Candidate(candidate_proto(c))),
+    };
+    tx.send(Ok(e)).await.is_ok()
+}
+
+fn candidate_proto(c: &Candidate) -> pb::CandidateProgress {
+    pb::CandidateProgress {
+        stage: match c.stage {
+            Stage::Built => pb::CandidateStage::Built,
+            Stage::Measured => pb::CandidateStage::Measured,
+        } as i32,
+        round_built: c.round_built,
+        round_size: c.round_size,
+        task_index: c.task,
+        task_done: c.task_done,
+        task_trials: c.task_trials,
+        job_done: c.job_done,
+        job_trials: c.job_trials,
+        ok: c.ok,
+        noisy: c.noisy,
+        error: c.error.clone(),
+        trials_per_s: c.trials_per_s,
+        eta_s: c.eta_s,
+    }
+}
+
 fn is_final(state: i32) -> bool {
     pb::JobState::try_from(state).is_ok_and(|s| {
         matches!(
@@ -482,6 +543,8 @@ impl Jobs for Api {
     async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<EventStream>, Status> {
         use pb::job_event::Event;
         let id = req.get_ref().id.clone();
+        // Before the snapshot: no candidate measured after it is missed.
+        let mut live = self.ctx.live.subscribe();
         let mut last = self.get_job(&id).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let api = self.clone();
@@ -495,6 +558,17 @@ impl Jobs for Api {
             if tx.send(Ok(snap)).await.is_err() {
                 return;
             }
+            // Candidates go out in order of their counts, none older than what was sent (the
+            // round in progress told again, a broadcast already in the snapshot's counts).
+            let mut told = Told {
+                done: trials_done(&last),
+                seq: 0,
+            };
+            for c in api.ctx.live.current(&id) {
+                if !send_candidate(&tx, &c, &mut told).await {
+                    return;
+                }
+            }
             loop {
                 if is_final(last.state) {
                     let done = pb::JobEvent {
@@ -505,7 +579,23 @@ impl Jobs for Api {
                     let _ = tx.send(Ok(done)).await;
                     return;
                 }
+                // Biased: a round's candidates, sent before it is stored, go out before the
+                // round they end.
                 tokio::select! {
+                    biased;
+                    c = live.recv() => {
+                        match c {
+                            Ok(c) if c.job_id == id => {
+                                if !send_candidate(&tx, &c, &mut told).await {
+                                    return;
+                                }
+                            }
+                            // Another job's, or skipped by a slow watcher (counts are totals).
+                            Ok(_) | Err(RecvError::Lagged(_)) => {}
+                            Err(RecvError::Closed) => return,
+                        }
+                        continue;
+                    }
                     _ = tokio::time::timeout(WATCH_POLL, changes.changed()) => {}
                     () = tx.closed() => return,
                 }
@@ -531,6 +621,7 @@ impl Jobs for Api {
                         return;
                     }
                 }
+                told.done = told.done.max(trials_done(&now));
                 last = now;
             }
         });

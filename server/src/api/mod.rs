@@ -336,6 +336,7 @@ fn task_progress(
         trials: t.trials,
         trials_done: s.trials_done,
         ok: s.ok,
+        noisy: s.noisy,
         errors: s.trials_done - s.ok,
         new_records: s.new_records,
         best_seconds,

@@ -340,6 +340,7 @@ impl Query for Api {
                 target_key: p.target_key,
                 trials: p.trials,
                 ok: p.ok,
+                noisy: p.noisy,
             })
             .collect();
         Ok(Response::new(pb::ListTunedResponse { targets, workloads }))

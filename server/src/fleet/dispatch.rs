@@ -6,7 +6,7 @@ use super::registry::{BatchSlot, Fleet, Payload, Piece};
 use crate::jobs::{LocalBackend, MeasureBackend};
 use std::sync::Arc;
 use std::time::Duration;
-use tunehub_engine::measure::{MeasureBatch, MeasureOptions, MeasureResult};
+use tunehub_engine::measure::{MeasureBatch, MeasureOptions, MeasureResult, OnResult};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
@@ -87,6 +87,7 @@ impl MeasureBackend for FleetBackend {
             fleet: Arc::clone(&self.fleet),
             devices: vec![],
             abort: None,
+            on_result: None,
         })
     }
 }
@@ -103,6 +104,8 @@ pub struct FleetMeasurer {
     devices: Vec<Option<String>>,
     /// The job was cancelled or lost: stop waiting.
     abort: Option<Arc<dyn Fn() -> bool + Send + Sync>>,
+    /// Told of each result as its piece is reported.
+    on_result: Option<OnResult>,
 }
 
 impl MeasureBatch for FleetMeasurer {
@@ -146,8 +149,15 @@ impl MeasureBatch for FleetMeasurer {
             .collect();
         self.fleet.enqueue(pieces);
         tracing::debug!(target_key = %self.key, candidates = n, pieces = parts, "batch queued for the fleet");
+        let mut told = vec![false; n];
         loop {
-            if let Some(all) = batch.wait(Duration::from_millis(200)) {
+            let all = batch.wait(Duration::from_millis(200));
+            if let Some(f) = &self.on_result {
+                for (i, r) in batch.newly_filled(&mut told) {
+                    f(i, &r);
+                }
+            }
+            if let Some(all) = all {
                 let (results, devices): (Vec<_>, Vec<_>) = all.into_iter().unzip();
                 self.devices = devices.into_iter().map(Some).collect();
                 return results;
@@ -168,6 +178,10 @@ impl MeasureBatch for FleetMeasurer {
 
     fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
         self.abort = Some(abort);
+    }
+
+    fn set_on_result(&mut self, on_result: OnResult) {
+        self.on_result = Some(on_result);
     }
 }
 

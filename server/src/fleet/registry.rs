@@ -128,6 +128,20 @@ impl BatchSlot {
         }
     }
 
+    /// The results in that `told` has not marked yet (marked now): a piece's results told as
+    /// it reports, not when the whole batch is in.
+    pub fn newly_filled(&self, told: &mut [bool]) -> Vec<(usize, MeasureResult)> {
+        let r = lock(&self.results);
+        let mut out = vec![];
+        for (i, (res, t)) in r.iter().zip(told.iter_mut()).enumerate() {
+            if let (Some((res, _)), false) = (res, *t) {
+                *t = true;
+                out.push((i, res.clone()));
+            }
+        }
+        out
+    }
+
     fn fill(&self, indices: &[usize], results: Vec<MeasureResult>, worker: &str) {
         let mut r = lock(&self.results);
         for (&i, res) in indices.iter().zip(results) {

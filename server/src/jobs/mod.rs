@@ -1,6 +1,7 @@
 //! Tuning jobs: their tables (`store`), the driver that runs one (`driver`), the cost model it
 //! ranks with (`cost_model`) and starts from (`start_model`), what a measurement must be to be stored (`result_check`), a
-//! priority's weight (`priority`), why a job waits (`waiting`), and
+//! priority's weight (`priority`), why a job waits (`waiting`), each candidate as it is
+//! measured (`live`), and
 //! the loop that claims queued jobs and runs them: pools at the same time, and on each device
 //! pool up to `jobs_per_pool` jobs at once (highest priority claimed first), which share its
 //! workers by priority (`crate::fleet::fair`). Measurements are one at a time per machine: the
@@ -9,6 +10,7 @@
 
 pub mod cost_model;
 pub mod driver;
+pub mod live;
 pub mod priority;
 pub mod result_check;
 pub mod start_model;
@@ -154,6 +156,14 @@ impl MeasureBatch for Exclusive {
         let _machine = self.timing.lock().unwrap_or_else(|p| p.into_inner());
         self.inner.measure(task, schedules)
     }
+
+    fn set_on_result(&mut self, on_result: tunehub_engine::measure::OnResult) {
+        self.inner.set_on_result(on_result);
+    }
+
+    fn set_on_built(&mut self, on_built: tunehub_engine::measure::OnBuilt) {
+        self.inner.set_on_built(on_built);
+    }
 }
 
 /// What the driver and the API share.
@@ -173,6 +183,8 @@ pub struct JobContext {
     /// Most jobs a device pool runs at once (its workers shared by priority); the server's own
     /// machine runs one (`MeasureBackend::exclusive`).
     pub jobs_per_pool: usize,
+    /// Each candidate of a running job as it is measured, for Watch.
+    pub live: Arc<live::Live>,
     /// Bumped whenever a job's progress changes here: wakes watchers and the claim loop.
     changes: Arc<watch::Sender<u64>>,
     shutdown: Arc<AtomicBool>,
@@ -200,6 +212,7 @@ impl JobContext {
             poll,
             search,
             jobs_per_pool: DEFAULT_JOBS_PER_POOL,
+            live: Arc::default(),
             changes: Arc::new(watch::channel(0).0),
             shutdown: Arc::new(AtomicBool::new(false)),
         }

@@ -137,6 +137,8 @@ impl TaskTimes {
 pub struct TaskStats {
     pub trials_done: u32,
     pub ok: u32,
+    /// Of the `ok` ones, those timed on a slowed machine (flagged noisy: never a best).
+    pub noisy: u32,
     pub new_records: u32,
     /// Failures by the engine's error code.
     pub errors: BTreeMap<i32, u32>,
@@ -381,7 +383,8 @@ impl JobStore {
     /// Per task: what the job measured, from its `job_records` rows.
     pub async fn task_stats(&self, job_id: &str) -> Result<BTreeMap<u32, TaskStats>, StoreError> {
         let rows = sqlx::query(
-            "SELECT jr.task_idx, r.error_code, COUNT(*), COUNT(CASE WHEN jr.is_new = 1 THEN 1 END) \
+            "SELECT jr.task_idx, r.error_code, COUNT(*), COUNT(CASE WHEN jr.is_new = 1 THEN 1 END), \
+             COUNT(CASE WHEN r.noisy = 1 THEN 1 END) \
              FROM job_records jr JOIN records r ON r.id = jr.record_id WHERE jr.job_id = $1 \
              GROUP BY jr.task_idx, r.error_code",
         )
@@ -394,11 +397,13 @@ impl JobStore {
             let code = r.try_get::<i64, _>(1)? as i32;
             let n = r.try_get::<i64, _>(2)? as u32;
             let new = r.try_get::<i64, _>(3)? as u32;
+            let noisy = r.try_get::<i64, _>(4)? as u32;
             let s = out.entry(idx).or_default();
             s.trials_done += n;
             s.new_records += new;
             if code == 0 {
                 s.ok += n;
+                s.noisy += noisy;
             } else {
                 *s.errors.entry(code).or_default() += n;
             }

@@ -109,6 +109,8 @@ pub struct Metrics {
     pub measurements: Family<TargetLabel, Counter>,
     /// Candidates stored with an error, per target and error code.
     pub measure_errors: Family<ErrorLabels, Counter>,
+    /// Successes stored flagged noisy (timed on a slowed machine), per target.
+    pub measure_noisy: Family<TargetLabel, Counter>,
     /// Candidates proposed and waiting for their results (queued or being measured).
     pub measure_queue: Family<TargetLabel, Gauge>,
     /// Jobs this server stopped running because its lease ran out (another server took them).
@@ -137,6 +139,7 @@ impl Metrics {
         let m = Metrics {
             measurements: Family::default(),
             measure_errors: Family::default(),
+            measure_noisy: Family::default(),
             measure_queue: Family::default(),
             job_leases_lost: Counter::default(),
             grpc_requests: Family::default(),
@@ -170,6 +173,12 @@ impl Metrics {
             "measurement_errors",
             "Candidates stored with an error, by target and error code",
             m.measure_errors.clone(),
+        );
+        registry.register(
+            "measurements_noisy",
+            "Successes stored flagged noisy, by target: timed while the machine was slowed, kept \
+             but never a best (a rising rate: a busy machine, or --noise-threshold too high)",
+            m.measure_noisy.clone(),
         );
         registry.register(
             "measure_queue_depth",
@@ -240,6 +249,12 @@ impl Metrics {
         self.measurements
             .get_or_create(&label)
             .inc_by(results.len() as u64);
+        let noisy = results.iter().filter(|r| r.is_ok() && r.noisy).count();
+        if noisy > 0 {
+            self.measure_noisy
+                .get_or_create(&label)
+                .inc_by(noisy as u64);
+        }
         for r in results.iter().filter(|r| !r.is_ok()) {
             self.measure_errors
                 .get_or_create(&ErrorLabels {

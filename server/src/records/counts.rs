@@ -9,7 +9,7 @@ use tunehub_engine::measure::ErrorCode;
 /// `write` adds them to `record_counts` before the transaction commits, one statement per pair
 /// rather than per record (an import stores thousands of records of a few pairs).
 #[derive(Debug, Default)]
-pub(crate) struct CountDeltas(BTreeMap<(String, String), (i64, i64)>);
+pub(crate) struct CountDeltas(BTreeMap<(String, String), (i64, i64, i64)>);
 
 impl CountDeltas {
     pub(super) fn add(&mut self, rec: &NewRecord) {
@@ -18,22 +18,27 @@ impl CountDeltas {
             .entry((rec.workload_key.clone(), rec.target_key.clone()))
             .or_default();
         d.0 += 1;
-        d.1 += i64::from(rec.error_code == ErrorCode::NoError.code());
+        let ok = rec.error_code == ErrorCode::NoError.code();
+        d.1 += i64::from(ok);
+        d.2 += i64::from(ok && rec.noisy);
     }
 
     /// Adds the counts in the caller's transaction; in key order, so that two transactions
     /// lock the rows they share in the same order.
     pub(crate) async fn write(self, conn: &mut AnyConnection) -> Result<(), StoreError> {
-        for ((workload_key, target_key), (total, ok)) in self.0 {
+        for ((workload_key, target_key), (total, ok, noisy)) in self.0 {
             sqlx::query(
-                "INSERT INTO record_counts (workload_key, target_key, total, ok) VALUES ($1, $2, $3, $4) \
+                "INSERT INTO record_counts (workload_key, target_key, total, ok, noisy) \
+                 VALUES ($1, $2, $3, $4, $5) \
                  ON CONFLICT (workload_key, target_key) DO UPDATE \
-                 SET total = record_counts.total + excluded.total, ok = record_counts.ok + excluded.ok",
+                 SET total = record_counts.total + excluded.total, ok = record_counts.ok + excluded.ok, \
+                 noisy = record_counts.noisy + excluded.noisy",
             )
             .bind(workload_key)
             .bind(target_key)
             .bind(total)
             .bind(ok)
+            .bind(noisy)
             .execute(&mut *conn)
             .await?;
         }

@@ -16,6 +16,8 @@ pub struct TunedPair {
     pub flops: u64,
     pub trials: u64,
     pub ok: u64,
+    /// Of the `ok` ones, those flagged noisy (never a best).
+    pub noisy: u64,
     pub best_cost: Option<f64>,
 }
 
@@ -24,7 +26,7 @@ impl SqlStore {
     pub async fn tuned(&self) -> Result<Vec<TunedPair>, StoreError> {
         let rows = sqlx::query(
             "SELECT c.workload_key, w.description, c.target_key, w.flops, c.total, c.ok, b.mean_cost, \
-             w.layout_free_json \
+             w.layout_free_json, c.noisy \
              FROM record_counts c JOIN workloads w ON w.key = c.workload_key \
              LEFT JOIN best_records b ON b.workload_key = c.workload_key AND b.target_key = c.target_key \
              ORDER BY c.target_key, c.workload_key",
@@ -47,6 +49,7 @@ impl SqlStore {
                     flops: r.try_get::<i64, _>(3)? as u64,
                     trials: r.try_get::<i64, _>(4)? as u64,
                     ok: r.try_get::<i64, _>(5)? as u64,
+                    noisy: r.try_get::<i64, _>(8)? as u64,
                     best_cost: r.try_get(6)?,
                 })
             })

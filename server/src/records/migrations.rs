@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 12] = [
+const FILES: [(i64, &str, &str); 13] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -62,6 +62,11 @@ const FILES: [(i64, &str, &str); 12] = [
         12,
         "task times cost model",
         include_str!("../../../migrations/0012_task_times_cost_model.sql"),
+    ),
+    (
+        13,
+        "record counts noisy",
+        include_str!("../../../migrations/0013_record_counts_noisy.sql"),
     ),
 ];
 

@@ -37,6 +37,7 @@ pub async fn run(args: &TuneArgs, path: &str) -> Result<ExitCode> {
     let mut done = TrialsDone::default();
     let job = run_job(&mut service, req, &bar, |bar, e| match e {
         pb::job_event::Event::Round(t) => done.round(bar, &t),
+        pb::job_event::Event::Candidate(c) => done.candidate(bar, &c),
         pb::job_event::Event::Estimate(e) => {
             bar.set_message(format!("estimate {}", estimate_text(&e)));
         }

@@ -2,7 +2,7 @@
 
 use super::{TuneArgs, embedded, run_job};
 use crate::args::{WorkloadArgs, run_seed};
-use crate::progress::{best_message, progress_bar};
+use crate::progress::{best_message, candidate, progress_bar};
 use crate::show::record::record_json;
 use crate::show::time::time_text;
 use crate::show::workload::{label, short};
@@ -77,11 +77,13 @@ pub async fn run(args: &TuneArgs) -> Result<ExitCode> {
     };
     let bar = progress_bar(args.trials);
     bar.set_message(best_message(before.record.as_ref().map(|r| r.gflops)));
-    let job = run_job(&mut service, req, &bar, |bar, e| {
-        if let pb::job_event::Event::Round(t) = e {
+    let job = run_job(&mut service, req, &bar, |bar, e| match e {
+        pb::job_event::Event::Round(t) => {
             bar.set_position(u64::from(t.trials_done));
             bar.set_message(best_message(t.best_gflops));
         }
+        pb::job_event::Event::Candidate(c) => candidate(bar, u64::from(c.task_done), &c),
+        _ => {}
     })
     .await?;
     let t = job.tasks.first().context("the job has no task")?.clone();
@@ -105,6 +107,7 @@ pub async fn run(args: &TuneArgs) -> Result<ExitCode> {
     let stats = RunStats {
         trials: t.trials_done,
         ok: t.ok,
+        noisy: t.noisy,
         errors,
         first_error: (!t.last_error.is_empty()).then(|| t.last_error.clone()),
         new_records: t.new_records,
@@ -193,7 +196,9 @@ fn failure(stats: &RunStats, has_best: bool, known: u64) -> Option<String> {
 #[derive(Debug, Default)]
 struct RunStats {
     trials: u32,
+    /// Successes, the noisy ones included, and of them the noisy ones (never a best).
     ok: u32,
+    noisy: u32,
     /// Failures by error name.
     errors: BTreeMap<String, u32>,
     first_error: Option<String>,
@@ -247,6 +252,7 @@ impl TuneSummary<'_> {
             "seed": self.seed,
             "trials": s.trials,
             "ok": s.ok,
+            "noisy": s.noisy,
             "errors": s.errors,
             "new_records": s.new_records,
             "duplicates": s.duplicates,
@@ -276,7 +282,17 @@ impl TuneSummary<'_> {
         } else {
             format!(", failed: {}", s.errors_text())
         };
-        let _ = writeln!(t, "trials    {} ({} ok{failed})", s.trials, s.ok);
+        let noisy = if s.noisy > 0 {
+            format!(", {} noisy", s.noisy)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            t,
+            "trials    {} ({} ok{noisy}{failed})",
+            s.trials,
+            s.ok.saturating_sub(s.noisy)
+        );
         let _ = writeln!(
             t,
             "records   {} new, {} duplicate; {} in the database for this workload and target",

@@ -46,6 +46,7 @@ pub async fn run(args: &TuneArgs, spec: &str) -> Result<ExitCode> {
             bar.set_message(format!("{n} representative shapes"));
         }
         pb::job_event::Event::Round(t) => done.round(bar, &t),
+        pb::job_event::Event::Candidate(c) => done.candidate(bar, &c),
         _ => {}
     })
     .await?;

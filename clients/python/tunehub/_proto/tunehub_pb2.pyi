@@ -21,6 +21,12 @@ class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_STATE_DONE: _ClassVar[JobState]
     JOB_STATE_FAILED: _ClassVar[JobState]
     JOB_STATE_CANCELLED: _ClassVar[JobState]
+
+class CandidateStage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CANDIDATE_STAGE_UNSPECIFIED: _ClassVar[CandidateStage]
+    CANDIDATE_STAGE_BUILT: _ClassVar[CandidateStage]
+    CANDIDATE_STAGE_MEASURED: _ClassVar[CandidateStage]
 SCHEDULER_KIND_UNSPECIFIED: SchedulerKind
 SCHEDULER_KIND_ROUND_ROBIN: SchedulerKind
 SCHEDULER_KIND_GRADIENT: SchedulerKind
@@ -30,6 +36,9 @@ JOB_STATE_RUNNING: JobState
 JOB_STATE_DONE: JobState
 JOB_STATE_FAILED: JobState
 JOB_STATE_CANCELLED: JobState
+CANDIDATE_STAGE_UNSPECIFIED: CandidateStage
+CANDIDATE_STAGE_BUILT: CandidateStage
+CANDIDATE_STAGE_MEASURED: CandidateStage
 
 class Workload(_message.Message):
     __slots__ = ("op_spec", "expr", "workload_key", "options")
@@ -180,7 +189,7 @@ class SkippedNode(_message.Message):
     def __init__(self, node: _Optional[str] = ..., op: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class TaskProgress(_message.Message):
-    __slots__ = ("index", "workload_key", "description", "options", "flops", "weight", "trials", "trials_done", "ok", "errors", "new_records", "best_seconds", "best_gflops", "best_record_id", "last_error", "exhausted", "error_counts", "dropped", "share", "rounds", "search_s", "model_s", "measure_s", "build_s", "run_s")
+    __slots__ = ("index", "workload_key", "description", "options", "flops", "weight", "trials", "trials_done", "ok", "errors", "new_records", "best_seconds", "best_gflops", "best_record_id", "last_error", "exhausted", "error_counts", "dropped", "share", "rounds", "search_s", "model_s", "measure_s", "build_s", "run_s", "noisy")
     class ErrorCountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -213,6 +222,7 @@ class TaskProgress(_message.Message):
     MEASURE_S_FIELD_NUMBER: _ClassVar[int]
     BUILD_S_FIELD_NUMBER: _ClassVar[int]
     RUN_S_FIELD_NUMBER: _ClassVar[int]
+    NOISY_FIELD_NUMBER: _ClassVar[int]
     index: int
     workload_key: str
     description: str
@@ -238,7 +248,8 @@ class TaskProgress(_message.Message):
     measure_s: float
     build_s: float
     run_s: float
-    def __init__(self, index: _Optional[int] = ..., workload_key: _Optional[str] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., flops: _Optional[int] = ..., weight: _Optional[float] = ..., trials: _Optional[int] = ..., trials_done: _Optional[int] = ..., ok: _Optional[int] = ..., errors: _Optional[int] = ..., new_records: _Optional[int] = ..., best_seconds: _Optional[float] = ..., best_gflops: _Optional[float] = ..., best_record_id: _Optional[str] = ..., last_error: _Optional[str] = ..., exhausted: _Optional[bool] = ..., error_counts: _Optional[_Mapping[str, int]] = ..., dropped: _Optional[int] = ..., share: _Optional[float] = ..., rounds: _Optional[int] = ..., search_s: _Optional[float] = ..., model_s: _Optional[float] = ..., measure_s: _Optional[float] = ..., build_s: _Optional[float] = ..., run_s: _Optional[float] = ...) -> None: ...
+    noisy: int
+    def __init__(self, index: _Optional[int] = ..., workload_key: _Optional[str] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., flops: _Optional[int] = ..., weight: _Optional[float] = ..., trials: _Optional[int] = ..., trials_done: _Optional[int] = ..., ok: _Optional[int] = ..., errors: _Optional[int] = ..., new_records: _Optional[int] = ..., best_seconds: _Optional[float] = ..., best_gflops: _Optional[float] = ..., best_record_id: _Optional[str] = ..., last_error: _Optional[str] = ..., exhausted: _Optional[bool] = ..., error_counts: _Optional[_Mapping[str, int]] = ..., dropped: _Optional[int] = ..., share: _Optional[float] = ..., rounds: _Optional[int] = ..., search_s: _Optional[float] = ..., model_s: _Optional[float] = ..., measure_s: _Optional[float] = ..., build_s: _Optional[float] = ..., run_s: _Optional[float] = ..., noisy: _Optional[int] = ...) -> None: ...
 
 class Estimate(_message.Message):
     __slots__ = ("seconds", "missing")
@@ -329,7 +340,7 @@ class WatchRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ("job_id", "at_ms", "snapshot", "round", "new_best", "error", "done", "estimate")
+    __slots__ = ("job_id", "at_ms", "snapshot", "round", "new_best", "error", "done", "estimate", "candidate")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     AT_MS_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
@@ -338,6 +349,7 @@ class JobEvent(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     at_ms: int
     snapshot: Job
@@ -346,7 +358,38 @@ class JobEvent(_message.Message):
     error: TaskError
     done: Job
     estimate: Estimate
-    def __init__(self, job_id: _Optional[str] = ..., at_ms: _Optional[int] = ..., snapshot: _Optional[_Union[Job, _Mapping]] = ..., round: _Optional[_Union[TaskProgress, _Mapping]] = ..., new_best: _Optional[_Union[NewBest, _Mapping]] = ..., error: _Optional[_Union[TaskError, _Mapping]] = ..., done: _Optional[_Union[Job, _Mapping]] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ...) -> None: ...
+    candidate: CandidateProgress
+    def __init__(self, job_id: _Optional[str] = ..., at_ms: _Optional[int] = ..., snapshot: _Optional[_Union[Job, _Mapping]] = ..., round: _Optional[_Union[TaskProgress, _Mapping]] = ..., new_best: _Optional[_Union[NewBest, _Mapping]] = ..., error: _Optional[_Union[TaskError, _Mapping]] = ..., done: _Optional[_Union[Job, _Mapping]] = ..., estimate: _Optional[_Union[Estimate, _Mapping]] = ..., candidate: _Optional[_Union[CandidateProgress, _Mapping]] = ...) -> None: ...
+
+class CandidateProgress(_message.Message):
+    __slots__ = ("stage", "round_built", "round_size", "task_index", "task_done", "task_trials", "job_done", "job_trials", "ok", "noisy", "error", "trials_per_s", "eta_s")
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    ROUND_BUILT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TASK_DONE_FIELD_NUMBER: _ClassVar[int]
+    TASK_TRIALS_FIELD_NUMBER: _ClassVar[int]
+    JOB_DONE_FIELD_NUMBER: _ClassVar[int]
+    JOB_TRIALS_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    NOISY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    ETA_S_FIELD_NUMBER: _ClassVar[int]
+    stage: CandidateStage
+    round_built: int
+    round_size: int
+    task_index: int
+    task_done: int
+    task_trials: int
+    job_done: int
+    job_trials: int
+    ok: bool
+    noisy: bool
+    error: str
+    trials_per_s: float
+    eta_s: float
+    def __init__(self, stage: _Optional[_Union[CandidateStage, str]] = ..., round_built: _Optional[int] = ..., round_size: _Optional[int] = ..., task_index: _Optional[int] = ..., task_done: _Optional[int] = ..., task_trials: _Optional[int] = ..., job_done: _Optional[int] = ..., job_trials: _Optional[int] = ..., ok: _Optional[bool] = ..., noisy: _Optional[bool] = ..., error: _Optional[str] = ..., trials_per_s: _Optional[float] = ..., eta_s: _Optional[float] = ...) -> None: ...
 
 class NewBest(_message.Message):
     __slots__ = ("task_index", "record_id", "seconds", "gflops")
@@ -639,7 +682,7 @@ class ListTunedRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TunedWorkload(_message.Message):
-    __slots__ = ("workload_key", "description", "options", "target_key", "trials", "ok", "best_gflops")
+    __slots__ = ("workload_key", "description", "options", "target_key", "trials", "ok", "best_gflops", "noisy")
     WORKLOAD_KEY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -647,6 +690,7 @@ class TunedWorkload(_message.Message):
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
     BEST_GFLOPS_FIELD_NUMBER: _ClassVar[int]
+    NOISY_FIELD_NUMBER: _ClassVar[int]
     workload_key: str
     description: str
     options: WorkloadOptions
@@ -654,7 +698,8 @@ class TunedWorkload(_message.Message):
     trials: int
     ok: int
     best_gflops: float
-    def __init__(self, workload_key: _Optional[str] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., target_key: _Optional[str] = ..., trials: _Optional[int] = ..., ok: _Optional[int] = ..., best_gflops: _Optional[float] = ...) -> None: ...
+    noisy: int
+    def __init__(self, workload_key: _Optional[str] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., target_key: _Optional[str] = ..., trials: _Optional[int] = ..., ok: _Optional[int] = ..., best_gflops: _Optional[float] = ..., noisy: _Optional[int] = ...) -> None: ...
 
 class TargetInfo(_message.Message):
     __slots__ = ("key", "target_json", "trials")

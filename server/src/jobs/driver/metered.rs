@@ -2,7 +2,7 @@
 
 use crate::metrics::Metrics;
 use std::sync::Arc;
-use tunehub_engine::measure::{MeasureBatch, MeasureResult};
+use tunehub_engine::measure::{MeasureBatch, MeasureResult, OnBuilt, OnResult};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
 use tunehub_engine::task::Task;
@@ -30,5 +30,13 @@ impl MeasureBatch for Metered {
 
     fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
         self.inner.set_abort(abort);
+    }
+
+    fn set_on_result(&mut self, on_result: OnResult) {
+        self.inner.set_on_result(on_result);
+    }
+
+    fn set_on_built(&mut self, on_built: OnBuilt) {
+        self.inner.set_on_built(on_built);
     }
 }

@@ -15,12 +15,14 @@
 //! to its task's row with the task's progress, so a job shows where its time went.
 //!
 //! Layout: `tasks` (the tuner rebuilt from the job's tasks), `heartbeat` (the lease kept alive),
-//! `metered` (the measurer in the metrics), `batch` (a round's results stored), `retry` (the
-//! database's outages waited out).
+//! `metered` (the measurer in the metrics), `progress` (each candidate told to watchers as it
+//! is measured), `batch` (a round's results stored), `retry` (the database's outages waited
+//! out).
 
 mod batch;
 mod heartbeat;
 mod metered;
+mod progress;
 mod retry;
 mod tasks;
 
@@ -30,6 +32,7 @@ use super::{JobContext, JobError};
 use batch::Batch;
 use heartbeat::{Heartbeat, LeaseState};
 use metered::Metered;
+use progress::Progress;
 use retry::until_back;
 use std::sync::Arc;
 use tracing::Instrument;
@@ -63,6 +66,8 @@ async fn run_job_in_span(ctx: &JobContext, job: JobRow) -> Result<(), JobError> 
             job.target_key
         ))),
     };
+    // A batch never stored (an error, a shutdown) is not in progress any more.
+    ctx.live.batch_over(&job.id);
     let end = match &result {
         Ok(Some(end)) => Some(*end),
         // Shutdown or a lost lease: leave the job to whoever claims it next.
@@ -132,6 +137,10 @@ async fn drive(
         let lease = lease.clone();
         measurer.set_abort(Arc::new(move || !lease.held()));
     }
+    let job_trials = rows.iter().map(|r| r.trials).sum();
+    let progress = Progress::new(Arc::clone(&ctx.live), &job.id, job_trials);
+    measurer.set_on_result(progress.on_result());
+    measurer.set_on_built(progress.on_built());
     let mut parts = Parts {
         tuner,
         model,
@@ -146,12 +155,23 @@ async fn drive(
             if let Some(bytes) = parts.model.save_bytes() {
                 save_model(ctx, job, bytes, trained_on).await;
             }
+            warn_all_noisy(ctx, job).await;
             return Ok(Some(JobState::Done));
         };
         let row = &rows[i];
+        let tasks = parts.tuner.tasks();
+        let job_done = tasks.iter().map(|t| t.done as u32).sum();
+        let t = &tasks[i];
+        progress.begin_round(
+            row.idx,
+            (t.done as u32, row.trials),
+            job_done,
+            job.batch_size as usize,
+        );
         let (p, round) = round(parts, i, row).await?;
         parts = p;
         if round.exhausted() {
+            progress.end_round();
             ctx.jobs
                 .update_task(&job.id, row.idx, true, None, 0, &TaskTimes::default())
                 .await?;
@@ -161,6 +181,7 @@ async fn drive(
         // A remote batch cut short by a cancel or a shutdown: nothing of it is stored; the
         // next claim proposes it again.
         if !round.complete() {
+            progress.end_round();
             return cut_short(ctx, job, &lease, &round);
         }
         let cancelled = lease.cancelled()
@@ -172,7 +193,10 @@ async fn drive(
         let task = parts.tuner.tasks()[i].search.task();
         let (workload, flops) = (task.key.clone(), task.flops);
         let batch = Batch::of(ctx, job, target, (&workload, flops), &round, cancelled);
-        if !batch.store(ctx, job, row, &workload).await? {
+        let stored = batch.store(ctx, job, row, &workload).await?;
+        // Its candidates are in the stored counts now (a watcher re-reads them on `changed`).
+        progress.end_round();
+        if !stored {
             tracing::warn!("lease lost: another server runs the job now");
             ctx.metrics.job_leases_lost.inc();
             return Ok(None);
@@ -258,6 +282,25 @@ fn cut_short(
         round.results.len(),
         round.batch.len()
     )))
+}
+
+/// Logs each task of a finished job whose successes were all timed on a slowed machine: it
+/// has records but no best (best-effort: a log line never fails a job).
+async fn warn_all_noisy(ctx: &JobContext, job: &JobRow) {
+    let stats = match ctx.jobs.task_stats(&job.id).await {
+        Ok(s) => s,
+        Err(e) => return tracing::warn!("reading the job's counts: {e}"),
+    };
+    for (task, s) in stats {
+        if s.ok > 0 && s.noisy == s.ok {
+            tracing::warn!(
+                task,
+                noisy = s.noisy,
+                "every success of the task was timed while the machine was slowed: it has no \
+                 best; tune again on a quieter machine, or with a lower --noise-threshold"
+            );
+        }
+    }
 }
 
 /// A finished job's cost model, trained on `trained_on` measurements, saved for the target's
