@@ -827,11 +827,15 @@ class WorkersStub:
     successfully before. A worker whose pieces keep failing (two in a row, or its first when no
     worker of its target has measured successfully) is quarantined: it gets no more work but a
     probation piece now and then (after 60 s, the wait doubling after each failed one), and
-    `List` shows why. A success on probation, or registering with a changed device description,
-    lifts the quarantine. A refused token (UNAUTHENTICATED) is final for a worker.
+    `List` shows why. So is a worker that lets 3 leases in a row lapse without a report (it
+    pulled again or registered again while holding one, went silent, or passed the hard
+    deadline); a lapsed piece goes to another worker first. Only a success on probation lifts a
+    quarantine; registering with a changed device description brings the probation piece
+    forward, once. A refused token (UNAUTHENTICATED) is final for a worker.
 
-    Any call with an unknown worker id (the server restarted and forgot it) is NOT_FOUND: the
-    worker registers again with the same device id and keeps its worker id.
+    A worker is its token's name and its device id: any call with an unknown worker id (the
+    server restarted and forgot it), or one another token registered, is NOT_FOUND; the worker
+    registers again with the same device id and token, and keeps its worker id and quarantine.
 
     """
 
@@ -889,11 +893,15 @@ class WorkersServicer:
     successfully before. A worker whose pieces keep failing (two in a row, or its first when no
     worker of its target has measured successfully) is quarantined: it gets no more work but a
     probation piece now and then (after 60 s, the wait doubling after each failed one), and
-    `List` shows why. A success on probation, or registering with a changed device description,
-    lifts the quarantine. A refused token (UNAUTHENTICATED) is final for a worker.
+    `List` shows why. So is a worker that lets 3 leases in a row lapse without a report (it
+    pulled again or registered again while holding one, went silent, or passed the hard
+    deadline); a lapsed piece goes to another worker first. Only a success on probation lifts a
+    quarantine; registering with a changed device description brings the probation piece
+    forward, once. A refused token (UNAUTHENTICATED) is final for a worker.
 
-    Any call with an unknown worker id (the server restarted and forgot it) is NOT_FOUND: the
-    worker registers again with the same device id and keeps its worker id.
+    A worker is its token's name and its device id: any call with an unknown worker id (the
+    server restarted and forgot it), or one another token registered, is NOT_FOUND; the worker
+    registers again with the same device id and token, and keeps its worker id and quarantine.
 
     """
 
@@ -986,11 +994,15 @@ class Workers:
     successfully before. A worker whose pieces keep failing (two in a row, or its first when no
     worker of its target has measured successfully) is quarantined: it gets no more work but a
     probation piece now and then (after 60 s, the wait doubling after each failed one), and
-    `List` shows why. A success on probation, or registering with a changed device description,
-    lifts the quarantine. A refused token (UNAUTHENTICATED) is final for a worker.
+    `List` shows why. So is a worker that lets 3 leases in a row lapse without a report (it
+    pulled again or registered again while holding one, went silent, or passed the hard
+    deadline); a lapsed piece goes to another worker first. Only a success on probation lifts a
+    quarantine; registering with a changed device description brings the probation piece
+    forward, once. A refused token (UNAUTHENTICATED) is final for a worker.
 
-    Any call with an unknown worker id (the server restarted and forgot it) is NOT_FOUND: the
-    worker registers again with the same device id and keeps its worker id.
+    A worker is its token's name and its device id: any call with an unknown worker id (the
+    server restarted and forgot it), or one another token registered, is NOT_FOUND; the worker
+    registers again with the same device id and token, and keeps its worker id and quarantine.
 
     """
 
