@@ -10,6 +10,11 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error(
+        "the database {url} is damaged (SQLite's quick_check: {report}); restore it from a \
+         backup or a records export"
+    )]
+    Damaged { url: String, report: String },
     #[error("cannot bring the database {url} to the current schema")]
     Migrate {
         url: String,

@@ -49,6 +49,9 @@ impl SqlStore {
             url: path_or_url.into(),
             source,
         };
+        if backend == Backend::Sqlite {
+            check_sqlite_file(&url, path_or_url).await?;
+        }
         let pool = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 4 } else { 8 })
             .after_connect(move |conn, _meta| {
@@ -114,6 +117,36 @@ impl SqlStore {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// One connection first, checked: a file that is not a database fails here at once with
+/// SQLite's own reason (through the pool it was 30 s of retried connects, then "pool timed
+/// out"), and damage inside the file is found now, by SQLite's quick_check (every page's
+/// structure, no index contents: linear in the file, seconds for a large one), not when a
+/// query first reads the damaged page.
+async fn check_sqlite_file(url: &str, shown: &str) -> Result<(), StoreError> {
+    use sqlx::{Connection, Row};
+    let open_err = |source| StoreError::Open {
+        url: shown.into(),
+        source,
+    };
+    let mut conn = AnyConnection::connect(url).await.map_err(open_err)?;
+    let rows = sqlx::query("PRAGMA quick_check")
+        .fetch_all(&mut conn)
+        .await
+        .map_err(open_err)?;
+    let report: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.try_get::<String, _>(0).ok())
+        .collect();
+    let _ = conn.close().await;
+    if report.len() == 1 && report[0] == "ok" {
+        return Ok(());
+    }
+    Err(StoreError::Damaged {
+        url: shown.into(),
+        report: report.into_iter().take(3).collect::<Vec<_>>().join("; "),
+    })
 }
 
 /// Per-connection SQLite settings (the `Any` driver takes only a URL).

@@ -839,3 +839,41 @@ async fn a_locked_database_is_unavailable_a_broken_constraint_is_not() {
     let duplicate = conn.execute(insert).await.unwrap_err();
     assert!(!StoreError::Db(duplicate).is_unavailable());
 }
+
+#[tokio::test]
+async fn a_damaged_file_is_refused_at_open_naming_the_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let store = new_store(&dir).await;
+    for i in 0..200 {
+        store
+            .commit(&ok(i, 1e-3 + f64::from(i) * 1e-6))
+            .await
+            .unwrap();
+    }
+    store.close().await;
+    let good = std::fs::read(&path).unwrap();
+    let open = |bytes: Vec<u8>| {
+        let p = path.clone();
+        async move {
+            std::fs::write(&p, bytes).unwrap();
+            SqlStore::open(p.to_str().unwrap()).await
+        }
+    };
+    // The file opens as it is.
+    open(good.clone()).await.unwrap().close().await;
+    // A damaged header: not a database, said at once (not 30 s of retries).
+    let mut header = good.clone();
+    header[..16].copy_from_slice(b"not a database!!");
+    let e = open(header).await.unwrap_err();
+    let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+    assert!(chain.contains("not a database"), "{chain}");
+    // Damage in the middle: a page past the header overwritten.
+    let page = 4096;
+    assert!(good.len() >= 4 * page, "a file of {} bytes", good.len());
+    let mut middle = good.clone();
+    middle[2 * page..3 * page].fill(0xA5);
+    let e = open(middle).await.unwrap_err();
+    assert!(matches!(e, StoreError::Damaged { .. }), "{e}");
+    assert!(e.to_string().contains("restore it"), "{e}");
+}
