@@ -17,7 +17,8 @@
 //! - `auth`: bearer-token checking of gRPC calls.
 //! - `status`: store failures as gRPC statuses (UNAVAILABLE while the database is out of reach).
 //! - `health`: the health service following the database's probes.
-//! - `undecodable`: a message that does not decode is INVALID_ARGUMENT, not INTERNAL.
+//! - `status_hook`: a tower layer handing each call's status to hooks (`undecodable`: a message
+//!   that does not decode is INVALID_ARGUMENT, not INTERNAL; `fleet::oversized`).
 //! - `server`: assembling and running the server (services, job runner, shutdown).
 //! - `embedded`: the service inside one process (`tunehub tune`, `--db`, the benchmarks).
 //! - `config`: the service's flags, environment and TOML file resolved into its configuration.
@@ -37,5 +38,6 @@ pub mod metrics;
 pub mod records;
 pub mod server;
 mod status;
+mod status_hook;
 mod undecodable;
 pub mod workload;

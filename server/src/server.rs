@@ -9,7 +9,6 @@ use crate::api::Api;
 use crate::auth::{Auth, AuthLayer};
 use crate::cache::BestCache;
 use crate::config::ServerConfig;
-use crate::fleet::oversized::OversizedReportLog;
 use crate::fleet::service::REPORT_DECODE_FACTOR;
 use crate::fleet::{Fleet, FleetBackend, FleetConfig, OwnerStore, PoolOwners, WorkersService};
 use crate::jobs::store::{JobState, JobStore};
@@ -296,12 +295,16 @@ async fn start_inner(
     // which admits the health check untouched (load balancers and probes have no token).
     let auth = AuthLayer::new(Auth::new(cfg.tokens.clone()), Some(Arc::clone(&metrics)))
         .with_worker_certificates(cfg.tls_worker_ca.is_some());
-    // Innermost, the decode-failure rewrite: the metrics count the code the caller gets.
+    // Innermost, the hooks on a call's status: the decode-failure rewrite (the metrics count
+    // the code the caller gets), then the log of reports refused for their size.
+    let status_hook: crate::status_hook::Hook = Arc::new(|call, headers| {
+        crate::undecodable::rewrite(call, headers);
+        crate::fleet::oversized::log_refused_report(call, headers);
+    });
     let mut builder = Server::builder()
         .layer(GrpcMetricsLayer(Arc::clone(&metrics)))
         .layer(auth)
-        .layer(OversizedReportLog)
-        .layer(crate::undecodable::UndecodableLayer);
+        .layer(crate::status_hook::StatusHookLayer(status_hook));
     if let Some((cert, key)) = &cfg.tls {
         let read = |p: &std::path::PathBuf| {
             std::fs::read(p).map_err(|source| ServeError::TlsFile {
