@@ -13,7 +13,7 @@ fn main() {
             "mobilenet" => nets::mobilenet_v2_block(),
             "bert" => nets::bert_layer(128),
             "gpt2" => nets::gpt2_step(127),
-            _ => nets::tiny(),
+            _ => nets::tiny_in(tunehub_onnx::builder::ModelBuilder::seeded(1)),
         };
         let out = std::env::args().nth(3).expect("--write FILE");
         std::fs::write(&out, bytes).expect("writing the model");

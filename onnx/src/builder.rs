@@ -48,11 +48,41 @@ pub fn string(name: &str, v: &str) -> pb::AttributeProto {
 pub struct ModelBuilder {
     graph: pb::GraphProto,
     count: usize,
+    /// Seeded: weights are pseudo-random (models whose outputs are checked); else zeros
+    /// (models whose shapes only matter).
+    random: Option<u64>,
 }
 
 impl ModelBuilder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A builder whose weights are pseudo-random from `seed`: uniform in [-0.5, 0.5), and
+    /// batch norms' variances in [0.5, 1.5).
+    pub fn seeded(seed: u64) -> Self {
+        ModelBuilder {
+            random: Some(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            ..Self::default()
+        }
+    }
+
+    /// The next value in [0, 1) (xorshift64*), or 0 when not seeded.
+    fn unit(&mut self) -> f32 {
+        let Some(x) = self.random.as_mut() else {
+            return 0.0;
+        };
+        *x ^= *x >> 12;
+        *x ^= *x << 25;
+        *x ^= *x >> 27;
+        let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        (r >> 40) as f32 / (1u64 << 24) as f32
+    }
+
+    fn values(&mut self, n: usize, lo: f32) -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| (lo + self.unit()).to_le_bytes())
+            .collect()
     }
 
     /// A graph input; a `None` dimension is dynamic (a `dim_param` named `N<d>`).
@@ -82,10 +112,32 @@ impl ModelBuilder {
         self.input(name, &d)
     }
 
-    /// A constant (an initializer) of zeros.
+    /// A constant (an initializer): zeros, or random in [-0.5, 0.5) when seeded.
     pub fn weight(&mut self, dims: &[i64]) -> String {
         let n = dims.iter().product::<i64>() as usize;
-        self.constant(dims, vec![0u8; 4 * n])
+        let raw = self.values(n, -0.5);
+        self.constant(dims, raw)
+    }
+
+    /// A constant of positive values (a variance): ones, or random in [0.5, 1.5) when seeded.
+    pub fn positive(&mut self, dims: &[i64]) -> String {
+        let n = dims.iter().product::<i64>() as usize;
+        let raw = if self.random.is_some() {
+            self.values(n, 0.5)
+        } else {
+            1f32.to_le_bytes().repeat(n)
+        };
+        self.constant(dims, raw)
+    }
+
+    /// Batch norm parameters of `c` channels: scale, bias, mean, variance.
+    pub fn bn_params(&mut self, c: i64) -> [String; 4] {
+        [
+            self.weight(&[c]),
+            self.weight(&[c]),
+            self.weight(&[c]),
+            self.positive(&[c]),
+        ]
     }
 
     /// A one-element constant.
@@ -119,6 +171,21 @@ impl ModelBuilder {
             ..Default::default()
         });
         out
+    }
+
+    /// A node of two outputs; returns their names.
+    pub fn node2(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        attrs: Vec<pb::AttributeProto>,
+    ) -> (String, String) {
+        let first = self.node(op, inputs, attrs);
+        let second = format!("{first}_1");
+        if let Some(n) = self.graph.node.last_mut() {
+            n.output.push(second.clone());
+        }
+        (first, second)
     }
 
     /// The name the last node was given.
@@ -172,7 +239,7 @@ impl ModelBuilder {
                 int("group", groups),
             ],
         );
-        let p: Vec<String> = (0..4).map(|_| self.weight(&[f])).collect();
+        let p = self.bn_params(f);
         let y = self.node(
             "BatchNormalization",
             &[&y, &p[0], &p[1], &p[2], &p[3]],

@@ -64,6 +64,7 @@ pub const GLUE: &[&str] = &[
     "Split",
     "Expand",
     "Cast",
+    "Pad",
 ];
 
 pub fn classify(g: &Graph, n: &Node) -> Class {
@@ -137,20 +138,45 @@ fn anchor_limits(g: &Graph, n: &Node) -> Result<(), String> {
             }
         }
         "ReduceMean" => {
-            let axes = n
-                .ints("axes")
-                .or_else(|| n.input(1).and_then(|t| g.scalar(t)).map(|a| vec![a as i64]));
-            let last = match (x, axes.as_deref()) {
-                (Some(s), Some([a])) => *a == -1 || *a == s.len() as i64 - 1,
-                _ => false,
-            };
-            if !last || n.int("keepdims").unwrap_or(1) != 1 {
-                return Err("only a mean over the last axis, keepdims=1, is supported".into());
+            if let Some(s) = x
+                && reduced_axes(g, n, s.len()).is_none()
+            {
+                return Err(
+                    "only a mean over trailing axes with constant axes is supported".into(),
+                );
             }
         }
         _ => {}
     }
     Ok(())
+}
+
+/// The axes a ReduceMean averages over, when they are the input's last ones (the last axis, a
+/// global pool's `[2, 3]`): how many.
+pub fn reduced_axes(g: &Graph, n: &Node, rank: usize) -> Option<usize> {
+    let axes = match n.ints("axes") {
+        Some(a) => a,
+        None => match n.input(1) {
+            Some(t) => g
+                .value(t)
+                .and_then(|_| g.scalar(t).map(|a| vec![a as i64]).or_else(|| g.ints(t)))?,
+            None => return None,
+        },
+    };
+    let r = rank as i64;
+    let mut a: Vec<i64> = axes
+        .iter()
+        .map(|&a| if a < 0 { a + r } else { a })
+        .collect();
+    a.sort_unstable();
+    a.dedup();
+    let k = a.len();
+    let trailing = k > 0
+        && k < rank
+        && a.iter()
+            .enumerate()
+            .all(|(i, &x)| x == r - k as i64 + i as i64);
+    trailing.then_some(k)
 }
 
 fn elementwise_limits(g: &Graph, n: &Node) -> Result<(), String> {

@@ -5,7 +5,9 @@
 use crate::error::ImportError;
 use crate::shapes::InputShapes;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use tract_onnx::pb;
+use tract_onnx::prelude::Tensor;
 use tract_onnx::tract_hir::infer::{Factoid, InferenceModelExt};
 
 /// One ONNX node.
@@ -56,6 +58,8 @@ pub struct TensorInfo {
     pub constant: bool,
     /// The value of a one-element constant.
     pub scalar: Option<f64>,
+    /// A constant's value (what a compiled model stores or folds).
+    pub value: Option<Arc<Tensor>>,
 }
 
 /// The graph.
@@ -65,6 +69,10 @@ pub struct Graph {
     pub tensors: HashMap<String, TensorInfo>,
     /// Tensors the model returns.
     pub outputs: HashSet<String>,
+    /// The model's inputs that are not constants, in the model's order.
+    pub input_order: Vec<String>,
+    /// The model's outputs, in the model's order.
+    pub output_order: Vec<String>,
     /// Why shape inference stopped early, if it did (named when a shape is missing).
     pub inference_error: Option<String>,
 }
@@ -81,6 +89,28 @@ impl Graph {
     }
     pub fn scalar(&self, t: &str) -> Option<f64> {
         self.tensors.get(t).and_then(|i| i.scalar)
+    }
+    /// A constant's value.
+    pub fn value(&self, t: &str) -> Option<&Tensor> {
+        self.tensors.get(t).and_then(|i| i.value.as_deref())
+    }
+
+    /// A constant's elements as floats (row-major), whatever its type.
+    pub fn floats(&self, t: &str) -> Option<Vec<f32>> {
+        let v = self.value(t)?.cast_to::<f32>().ok()?;
+        let v = v.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?.to_vec();
+        Some(v)
+    }
+    /// A constant's elements as integers (indices, shapes, pads).
+    pub fn ints(&self, t: &str) -> Option<Vec<i64>> {
+        let v = self.value(t)?.cast_to::<i64>().ok()?;
+        let v = v.try_as_plain_ram().ok()?.as_slice::<i64>().ok()?.to_vec();
+        Some(v)
+    }
+    /// The type of a tensor when it is known not to be 32-bit float (a constant's).
+    pub fn is_float(&self, t: &str) -> bool {
+        self.value(t)
+            .is_none_or(|v| v.datum_type() == tract_onnx::prelude::DatumType::F32)
     }
 
     /// The shape of `node`'s tensor `t`, or an error naming the node.
@@ -130,7 +160,16 @@ impl Graph {
                 attrs: n.attribute.clone(),
             })
             .collect();
-        let outputs = graph.output.iter().map(|o| o.name.clone()).collect();
+        let output_order: Vec<String> = graph.output.iter().map(|o| o.name.clone()).collect();
+        let outputs = output_order.iter().cloned().collect();
+        let initializers: HashSet<&str> =
+            graph.initializer.iter().map(|t| t.name.as_str()).collect();
+        let input_order = graph
+            .input
+            .iter()
+            .filter(|i| !initializers.contains(i.name.as_str()))
+            .map(|i| i.name.clone())
+            .collect();
 
         let parsed = tract_onnx::onnx()
             .parse(&proto, dir)
@@ -168,6 +207,7 @@ impl Graph {
                     shape,
                     constant: value.is_some(),
                     scalar,
+                    value,
                 },
             );
         }
@@ -175,6 +215,8 @@ impl Graph {
             nodes,
             tensors,
             outputs,
+            input_order,
+            output_order,
             inference_error,
         })
     }

@@ -13,8 +13,10 @@
 //! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains).
 //! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
 //!   as its layout-free inputs), when one fits; [`workload`]: as text form.
-//! - [`tasks`]: the deduplicated, weighted task list.
-//! - [`error`]: what can be wrong with a model.
+//! - [`tasks`]: the deduplicated, weighted task list, and each group as a call of its task;
+//!   [`operand`]: where a call's inputs come from (a tensor, a folded batch norm).
+//! - [`error`]: what can be wrong with a model; [`reference`]: tract running it, the
+//!   reference a compiled model is checked against.
 //! - [`builder`]: models built in code (tests, benchmarks); [`nets`]: the networks built so.
 
 pub mod builder;
@@ -24,14 +26,17 @@ pub mod fuse;
 pub mod graph;
 pub mod library;
 pub mod nets;
+pub mod operand;
 pub mod operands;
+pub mod reference;
 pub mod shapes;
 pub mod tasks;
 pub mod workload;
 
 pub use error::ImportError;
+pub use operand::{Operand, Operands};
 pub use shapes::InputShapes;
-pub use tasks::{NetTask, Skipped, TaskList};
+pub use tasks::{Call, NetTask, Skipped, TaskList};
 
 /// The protobuf types of ONNX (tract-onnx's), for building models in tests and tools.
 pub use tract_onnx::pb;
@@ -64,7 +69,7 @@ pub fn extract_file(
 
 /// A model file's bytes, at most [`MAX_MODEL_BYTES`]: a regular file's length is looked at
 /// before reading, and anything else (a pipe, a device) is read with that cap.
-fn read_model(path: &Path) -> Result<Vec<u8>, ImportError> {
+pub fn read_model(path: &Path) -> Result<Vec<u8>, ImportError> {
     use std::io::Read;
     let shown = || path.display().to_string();
     let io = |source| ImportError::Io {

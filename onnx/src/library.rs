@@ -9,6 +9,7 @@
 
 use crate::fuse::Group;
 use crate::graph::{Graph, Node};
+use crate::operand::{Operand, Operands};
 use tunehub_engine::ops::{LayoutFree, OpSpec, OpSpecError};
 
 /// A library operator with the inputs the model has constant (`packed`), said explicitly: an
@@ -116,6 +117,62 @@ pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
         }
         _ => None,
     }
+}
+
+/// Where the library operator's inputs come from (the placeholders' names are the operator's:
+/// `data`, `kernel`, `bias`, `weight`, `A`, `B`, `x`), for a group [`spec`] gave a spec for.
+pub fn operands(g: &Graph, group: &Group) -> Operands {
+    let Some(a) = group.anchor.map(|a| &g.nodes[a]) else {
+        return vec![];
+    };
+    let t = |i: usize| a.input(i).map(Operand::tensor);
+    let mut out: Operands = vec![];
+    let mut push = |name: &str, o: Option<Operand>| {
+        if let Some(o) = o {
+            out.push((name.to_string(), o));
+        }
+    };
+    match a.op.as_str() {
+        "Conv" => {
+            push("data", t(0));
+            let bn = group
+                .members
+                .first()
+                .map(|&m| &g.nodes[m])
+                .filter(|n| n.op == "BatchNormalization")
+                .map(|n| n.name.clone());
+            match bn {
+                Some(bn) => {
+                    let weight = a.input(1).unwrap_or_default().to_string();
+                    let bias = a.input(2).map(str::to_string);
+                    push(
+                        "kernel",
+                        Some(Operand::FoldedWeight {
+                            weight,
+                            bn: bn.clone(),
+                        }),
+                    );
+                    push("bias", Some(Operand::FoldedBias { bias, bn }));
+                }
+                None => {
+                    push("kernel", t(1));
+                    push("bias", t(2));
+                }
+            }
+        }
+        "Gemm" => {
+            push("data", t(0));
+            push("weight", t(1));
+            push("bias", t(2));
+        }
+        "MatMul" => {
+            push("A", t(0));
+            push("B", t(1));
+        }
+        "Softmax" => push("x", t(0)),
+        _ => push("data", t(0)),
+    }
+    out
 }
 
 /// `kh`, `kw`, `stride`, `pad`, `dilation` when the window is the library's: symmetric pads,

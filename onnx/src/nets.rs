@@ -102,23 +102,31 @@ fn merge_heads(b: &mut ModelBuilder, x: &str, seq: i64, hidden: i64) -> String {
 /// A BERT-base encoder layer (hidden 768, 12 heads, FFN 3072, post-norm) over `seq` tokens,
 /// with an additive attention mask input.
 pub fn bert_layer(seq: i64) -> Vec<u8> {
-    let (hidden, nh, dh, ffn) = (768, 12, 64, 3072);
     let mut b = ModelBuilder::new();
+    let y = encoder_layer(&mut b, seq, 768, 12, 3072);
+    b.output(&y);
+    b.encode()
+}
+
+/// A post-norm transformer encoder layer (BERT's) over `seq` tokens of `hidden` features,
+/// `nh` heads and an FFN of `ffn`, with an additive attention mask input; its output tensor.
+pub fn encoder_layer(b: &mut ModelBuilder, seq: i64, hidden: i64, nh: i64, ffn: i64) -> String {
+    let dh = hidden / nh;
     let x = b.input_fixed("hidden", &[1, seq, hidden]);
     let mask = b.input_fixed("mask", &[1, 1, 1, seq]);
     let q = b.linear(&x, hidden, hidden);
     let k = b.linear(&x, hidden, hidden);
     let v = b.linear(&x, hidden, hidden);
-    let q = heads(&mut b, &q, seq, nh, dh, false);
-    let k = heads(&mut b, &k, seq, nh, dh, true);
-    let v = heads(&mut b, &v, seq, nh, dh, false);
+    let q = heads(b, &q, seq, nh, dh, false);
+    let k = heads(b, &k, seq, nh, dh, true);
+    let v = heads(b, &v, seq, nh, dh, false);
     let s = b.node("MatMul", &[&q, &k], vec![]);
     let scale = b.scalar((dh as f32).sqrt());
     let s = b.node("Div", &[&s, &scale], vec![]);
     let s = b.node("Add", &[&s, &mask], vec![]);
     let p = b.node("Softmax", &[&s], vec![int("axis", -1)]);
     let ctx = b.node("MatMul", &[&p, &v], vec![]);
-    let ctx = merge_heads(&mut b, &ctx, seq, hidden);
+    let ctx = merge_heads(b, &ctx, seq, hidden);
     let o = b.linear(&ctx, hidden, hidden);
     let o = b.node("Add", &[&o, &x], vec![]);
     let h = b.layer_norm(&o, hidden);
@@ -126,9 +134,7 @@ pub fn bert_layer(seq: i64) -> Vec<u8> {
     let f = b.gelu(&f);
     let f = b.linear(&f, ffn, hidden);
     let f = b.node("Add", &[&f, &h], vec![]);
-    let y = b.layer_norm(&f, hidden);
-    b.output(&y);
-    b.encode()
+    b.layer_norm(&f, hidden)
 }
 
 /// One GPT-2 (small) decoder layer for one new token at batch 1 (pre-norm; keys and values of
@@ -170,13 +176,17 @@ pub fn gpt2_step(past: i64) -> Vec<u8> {
 /// convolutions, folded and standalone batch norm, pools, ReLU6, a residual add, a dense
 /// layer with GELU, a batched product, softmax, layer norm), small enough to measure.
 pub fn tiny() -> Vec<u8> {
-    let mut b = ModelBuilder::new();
+    tiny_in(ModelBuilder::new())
+}
+
+/// [`tiny`] built by `b` (seeded: with random weights).
+pub fn tiny_in(mut b: ModelBuilder) -> Vec<u8> {
     let x = b.input_fixed("input", &[1, 4, 10, 10]);
     let y = b.conv_bn(&x, 4, 8, 3, 1, 1, 1, true);
     let y = b.conv_bn(&y, 8, 8, 3, 2, 1, 2, false);
     let y = relu6(&mut b, &y);
     let y = mobilenet_block(&mut b, &y, 8, 8, 1, 2);
-    let s: Vec<String> = (0..4).map(|_| b.weight(&[8])).collect();
+    let s = b.bn_params(8);
     let y = b.node(
         "BatchNormalization",
         &[&y, &s[0], &s[1], &s[2], &s[3]],
@@ -213,7 +223,11 @@ pub fn tiny() -> Vec<u8> {
 /// The constructs [`tiny`] leaves out: a mean over the last axis, a broadcast subtraction,
 /// `Pow`, sigmoid, `Gemm` with alpha, beta and a bias, leaky relu, exp.
 pub fn tiny_rest() -> Vec<u8> {
-    let mut b = ModelBuilder::new();
+    tiny_rest_in(ModelBuilder::new())
+}
+
+/// [`tiny_rest`] built by `b`.
+pub fn tiny_rest_in(mut b: ModelBuilder) -> Vec<u8> {
     let x = b.input_fixed("input", &[1, 6, 8]);
     let m = b.node(
         "ReduceMean",

@@ -5,6 +5,7 @@ use crate::classify::{Class, classify};
 use crate::error::ImportError;
 use crate::fuse;
 use crate::graph::Graph;
+use crate::operand::Operands;
 use crate::operands;
 use crate::{library, workload};
 use serde::Serialize;
@@ -86,10 +87,26 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// One occurrence of a task in the graph: what a compiled model runs there.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// Index into [`TaskList::tasks`].
+    pub task: usize,
+    /// The nodes it covers, in graph order (the anchor first).
+    pub nodes: Vec<usize>,
+    /// The workload's inputs, each with its source in the model.
+    pub operands: Operands,
+    /// The tensor it computes.
+    pub output: String,
+}
+
 /// What a model yields.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskList {
     pub tasks: Vec<NetTask>,
+    /// Every group of the graph as a call of its task, in the order the network runs them.
+    #[serde(skip)]
+    pub calls: Vec<Call>,
     /// Unsupported nodes: the model's time there is not tuned nor estimated.
     pub skipped: Vec<Skipped>,
     /// Layout glue and constant computations: no task (copies the estimate leaves out).
@@ -135,6 +152,7 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         }
     }
     let mut tasks: Vec<NetTask> = vec![];
+    let mut calls: Vec<Call> = vec![];
     for group in fuse::groups(g, &classes) {
         let generated = workload::generate(g, &group)?;
         let first = &g.nodes[group.nodes().next().expect("a group has a node")];
@@ -144,14 +162,32 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         let spec = library::spec(g, &group)
             .transpose()
             .map_err(|e| invalid(e.to_string(), &generated.expr))?;
+        let generated_operands = generated.operands;
         let draft = NetTask::draft(spec, generated.expr, generated.layout_free);
         let task = draft.task().map_err(|e| invalid(e, &draft.expr))?;
         let nodes: Vec<String> = group.nodes().map(|i| g.nodes[i].name.clone()).collect();
-        if let Some(t) = tasks.iter_mut().find(|t| t.workload_key == task.key) {
+        let mut call = Call {
+            task: tasks.len(),
+            nodes: group.nodes().collect(),
+            operands: if draft.op_spec.is_some() {
+                library::operands(g, &group)
+            } else {
+                generated_operands.clone()
+            },
+            output: group.output.clone(),
+        };
+        if let Some((i, t)) = tasks
+            .iter_mut()
+            .enumerate()
+            .find(|(_, t)| t.workload_key == task.key)
+        {
             t.weight += 1;
             t.nodes.extend(nodes);
+            call.task = i;
+            calls.push(call);
             continue;
         }
+        calls.push(call);
         let ops: Vec<&str> = group.nodes().map(|i| g.nodes[i].op.as_str()).collect();
         let shape = g.shape(&group.output).unwrap_or(&[]);
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
@@ -180,6 +216,7 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
     }
     Ok(TaskList {
         tasks,
+        calls,
         skipped,
         glue,
     })

@@ -6,6 +6,7 @@
 use crate::error::ImportError;
 use crate::fuse::Group;
 use crate::graph::{Graph, Node};
+use crate::operand::{Operand, Operands};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -14,6 +15,8 @@ use std::fmt::Write as _;
 pub struct Generated {
     pub expr: String,
     pub layout_free: Vec<String>,
+    /// Every declared input with where its values come from.
+    pub operands: Operands,
 }
 
 pub fn generate(g: &Graph, group: &Group) -> Result<Generated, ImportError> {
@@ -43,8 +46,8 @@ struct Gen<'g> {
     g: &'g Graph,
     decls: Vec<String>,
     stmts: Vec<String>,
-    /// Tensor (or synthetic key) -> input name.
-    inputs: HashMap<String, String>,
+    /// Input names by source, in declaration order.
+    inputs: Operands,
     layout_free: Vec<String>,
 }
 
@@ -103,24 +106,29 @@ impl<'g> Gen<'g> {
             g,
             decls: vec![],
             stmts: vec![],
-            inputs: HashMap::new(),
+            inputs: vec![],
             layout_free: vec![],
         }
     }
 
-    /// The input name of `key` (a tensor), declared with `shape` the first time.
-    fn input(&mut self, key: &str, hint: &str, shape: &[i64]) -> String {
-        if let Some(n) = self.inputs.get(key) {
+    /// The input name of tensor `t`, declared with `shape` the first time.
+    fn input(&mut self, t: &str, hint: &str, shape: &[i64]) -> String {
+        self.input_of(Operand::tensor(t), hint, shape)
+    }
+
+    /// The input name of `key`, declared with `shape` the first time.
+    fn input_of(&mut self, key: Operand, hint: &str, shape: &[i64]) -> String {
+        if let Some((n, _)) = self.inputs.iter().find(|(_, k)| *k == key) {
             return n.clone();
         }
-        let name = if self.inputs.values().any(|n| n == hint) {
+        let name = if self.inputs.iter().any(|(n, _)| n == hint) {
             format!("{hint}{}", self.inputs.len())
         } else {
             hint.to_string()
         };
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
         self.decls.push(format!("input {name}[{}]", list(&dims)));
-        self.inputs.insert(key.to_string(), name.clone());
+        self.inputs.push((name.clone(), key));
         name
     }
 
@@ -155,13 +163,10 @@ impl<'g> Gen<'g> {
         if let Some(a) = group.anchor {
             exprs.insert(g.nodes[a].outputs[0].clone(), anchor.value.clone());
         }
-        let conv_out = group
-            .anchor
-            .filter(|&a| g.nodes[a].op == "Conv")
-            .map(|a| g.nodes[a].outputs[0].clone());
+        let conv = group.anchor.map(|a| &g.nodes[a]).filter(|a| a.op == "Conv");
         let mut last = anchor.value.clone();
         for n in &members {
-            let e = self.elementwise(n, &anchor, &exprs, conv_out.as_deref())?;
+            let e = self.elementwise(n, &anchor, &exprs, conv)?;
             exprs.insert(n.outputs[0].clone(), e.clone());
             last = e;
         }
@@ -182,6 +187,7 @@ impl<'g> Gen<'g> {
         Ok(Generated {
             expr,
             layout_free: self.layout_free,
+            operands: self.inputs,
         })
     }
 
@@ -248,7 +254,7 @@ impl<'g> Gen<'g> {
         n: &Node,
         a: &Anchor,
         exprs: &HashMap<String, String>,
-        conv_out: Option<&str>,
+        conv: Option<&Node>,
     ) -> Result<String, ImportError> {
         let err = |m: String| ImportError::node(n, m);
         let x = n.input(0).ok_or_else(|| err("no input".into()))?;
@@ -327,15 +333,32 @@ impl<'g> Gen<'g> {
                     .cloned()
                     .ok_or_else(|| err("an input of rank < 2".into()))?;
                 let channels = self.g.need_shape(n, x)?[1];
-                if conv_out == Some(x) {
-                    // Folded into the convolution at inference: its scale goes into the kernel,
-                    // what remains is one bias per channel (the convolution's own merged in).
-                    let b = self.input(&format!("{}#folded", n.name), "B", &[channels]);
-                    format!("({} + {b}[{c}])", a.core)
-                } else {
-                    let s = self.input(&format!("{}#scale", n.name), "Sc", &[channels]);
-                    let b = self.input(&format!("{}#shift", n.name), "B", &[channels]);
-                    format!("({} * {s}[{c}] + {b}[{c}])", v(self, x)?)
+                let bn = n.name.clone();
+                match conv.filter(|cv| cv.outputs.first().map(String::as_str) == Some(x)) {
+                    Some(cv) => {
+                        // Folded into the convolution at inference: its scale goes into the
+                        // kernel's weight, what remains is one bias per channel (the
+                        // convolution's own merged in).
+                        let w = cv.input(1).unwrap_or_default().to_string();
+                        let folded = Operand::FoldedWeight {
+                            weight: w.clone(),
+                            bn: bn.clone(),
+                        };
+                        for (_, k) in &mut self.inputs {
+                            if *k == Operand::tensor(&w) {
+                                *k = folded.clone();
+                            }
+                        }
+                        let bias = cv.input(2).map(str::to_string);
+                        let b = self.input_of(Operand::FoldedBias { bias, bn }, "B", &[channels]);
+                        format!("({} + {b}[{c}])", a.core)
+                    }
+                    None => {
+                        let s =
+                            self.input_of(Operand::BnScale { bn: bn.clone() }, "Sc", &[channels]);
+                        let b = self.input_of(Operand::BnShift { bn }, "B", &[channels]);
+                        format!("({} * {s}[{c}] + {b}[{c}])", v(self, x)?)
+                    }
                 }
             }
             op => return Err(err(format!("{op} is not elementwise"))),
@@ -373,21 +396,27 @@ impl<'g> Gen<'g> {
                 })
             }
             "ReduceMean" => {
+                let k = crate::classify::reduced_axes(g, n, xs.len())
+                    .ok_or_else(|| ImportError::node(n, "axes that are not the last ones"))?;
                 let xn = self.input(x, "X", &xs);
-                let r = xs.len() - 1;
+                let r = xs.len() - k;
                 let v = vars("i", &xs[..r]);
+                let red = vars("k", &xs[r..]);
                 let mut read = names(&v);
-                read.push("k0".into());
+                read.extend(names(&red));
                 self.stmts.push(format!(
-                    "O[{}] += {xn}[{}] where {}, k0<{}",
+                    "O[{}] += {xn}[{}] where {}, {}",
                     list(&names(&v)),
                     list(&read),
                     wheres(&v),
-                    xs[r]
+                    wheres(&red)
                 ));
-                let value = format!("O[{}] * {}", list(&names(&v)), num(1.0 / xs[r] as f64));
+                let count: i64 = xs[r..].iter().product();
+                let value = format!("O[{}] * {}", list(&names(&v)), num(1.0 / count as f64));
                 let mut logical = names(&v);
-                logical.push("0".into());
+                if n.int("keepdims").unwrap_or(1) != 0 {
+                    logical.extend((0..k).map(|_| "0".to_string()));
+                }
                 Ok(Anchor {
                     vars: v,
                     logical,

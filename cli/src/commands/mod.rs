@@ -1,6 +1,7 @@
 //! The command line: `Cli`, its commands, and `run`, which runs one. Each command is a module
 //! with its arguments beside the code that runs them.
 
+mod build;
 mod cancel;
 mod group;
 mod jobs;
@@ -8,6 +9,7 @@ mod ops;
 mod pack;
 mod query;
 mod records;
+mod run;
 mod server;
 mod submit;
 mod tasks;
@@ -15,11 +17,13 @@ mod tune;
 mod watch;
 mod workers;
 
+pub use build::BuildArgs;
 pub use cancel::CancelArgs;
 pub use jobs::JobsArgs;
 pub use pack::PackArgs;
 pub use query::QueryArgs;
 pub use records::{DistillArgs, ExportArgs, ImportArgs, RecordFormat, RecordsCommand};
+pub use run::RunArgs;
 pub use submit::SubmitArgs;
 pub use tasks::TasksArgs;
 pub use tune::TuneArgs;
@@ -77,6 +81,13 @@ pub enum Command {
     /// Write a kernel pack: the best kernels of workloads (or of an ONNX model's tasks) on a
     /// target as DIR/NAME.c, DIR/NAME.h and DIR/manifest.json, ready to build into a library.
     Pack(PackArgs),
+    /// Compile an ONNX model into a C library that runs it whole (DIR/NAME.c, NAME.h,
+    /// NAME.weights, manifest.json, libNAME.so), with every task's best kernel (tuned, or
+    /// zero-shot from tuned neighbours), checked against tract on random inputs.
+    Build(BuildArgs),
+    /// Run a model `build` compiled: outputs' shapes and checksums (.npy files with --out-dir)
+    /// and its latency, median and p90.
+    Run(RunArgs),
     /// Export or import records as JSON lines.
     #[command(subcommand)]
     Records(RecordsCommand),
@@ -106,6 +117,8 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Query(args) => query::run(args).await,
         Command::Pack(args) => pack::run(args).await,
         Command::Records(cmd) => records::run(cmd).await,
+        Command::Build(args) => build::run(args).await,
+        Command::Run(args) => run::run(args),
     }
 }
 

@@ -104,7 +104,7 @@ async fn embedded(args: &TuneArgs, tasks: u32) -> Result<Embedded> {
 /// Submits `req` to the embedded service and runs the job here to its end (the first Ctrl-C
 /// cancels it), showing its progress on `bar`: `on_event` updates the bar from each event. The
 /// job as it ended.
-async fn run_job(
+pub(crate) async fn run_job(
     service: &mut Embedded,
     req: pb::SubmitRequest,
     bar: &ProgressBar,

@@ -1,0 +1,366 @@
+//! `tunehub build MODEL.onnx --out DIR`: the model as a C library that runs it whole. Its tasks
+//! are extracted here; the service (a database through an embedded one, `--db`, or a server)
+//! is asked for every task's kernel in one `BestBatch` call, as a compiler would: a tuned record
+//! where one exists, else a zero-shot answer from the nearest tuned shapes of the same
+//! structure. With `--tune N` (and `--db`) the tasks without a record of their own are tuned
+//! first, N trials each, on this machine. `tunehub-compiler` then writes NAME.c, NAME.h,
+//! NAME.weights and manifest.json, builds libNAME.so and checks it against tract on random
+//! inputs: a library that does not match is removed and the command fails.
+
+use super::tune::run_job;
+use crate::args::{MAX_TRIALS, ModelArgs};
+use crate::embedded::{Embedded, EmbeddedOptions};
+use crate::progress::{TrialsDone, progress_bar};
+use crate::session::{ServiceArgs, Session};
+use crate::usage::{UsageError, emit, status_error};
+use crate::workload;
+use anyhow::{Context, Result, bail};
+use clap::{Args, value_parser};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tunehub_compiler::{CompileError, Library, cc, check, compile};
+use tunehub_engine::package::{Kernel, KernelArg, Provenance, Role};
+use tunehub_engine::target::Target;
+use tunehub_onnx::graph::Graph;
+use tunehub_onnx::{InputShapes, TaskList};
+use tunehub_proto::v1 as pb;
+use tunehub_server::config::Limits;
+
+#[derive(Debug, Clone, Args)]
+pub struct BuildArgs {
+    /// The ONNX model to compile.
+    #[arg(value_name = "MODEL.onnx")]
+    pub model: String,
+
+    /// The directory the files are written to (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The library's name, a C identifier: NAME.c, NAME.h, libNAME.so, NAME_run [default: the
+    /// model file's name].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// First tune, with N trials each on this machine, the tasks that have no record of their
+    /// own (needs --db).
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=i64::from(MAX_TRIALS)))]
+    pub tune: Option<u32>,
+
+    /// Write the files only: no libNAME.so, no check against the reference.
+    #[arg(long)]
+    pub no_compile: bool,
+
+    /// Build the library with this C compiler instead of the one the kernels were measured with.
+    #[arg(long, value_name = "CC")]
+    pub cc: Option<String>,
+
+    /// Target whose kernels to use: `local` (the service's machine) or a target key.
+    #[arg(long, value_name = "TARGET", default_value = "local")]
+    pub target: String,
+
+    #[command(flatten)]
+    pub shapes: ModelArgs,
+
+    #[command(flatten)]
+    pub service: ServiceArgs,
+
+    /// Print one JSON object on stdout as the summary, instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The model file's name as a C identifier.
+fn default_name(path: &str) -> String {
+    let stem = Path::new(path)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut n: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit()) {
+        n.insert_str(0, "model_");
+    }
+    n.truncate(48);
+    n
+}
+
+pub async fn run(args: BuildArgs) -> Result<ExitCode> {
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name(&args.model));
+    tunehub_engine::package::check_identifier("--name", &name)
+        .map_err(|e| UsageError(e.to_string()))?;
+    if args.tune.is_some() && args.service.db.is_none() {
+        return Err(UsageError("--tune measures on this machine: give --db FILE".into()).into());
+    }
+    // The model is read and every node checked before the service is asked anything.
+    let shapes = input_shapes(&args.shapes)?;
+    let path = Path::new(&args.model);
+    let bytes =
+        tunehub_onnx::read_model(path).map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
+    let model_dir = path.parent().and_then(Path::to_str).map(str::to_string);
+    let g = Graph::load(&bytes, &shapes, model_dir.as_deref())
+        .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
+    let list = tunehub_onnx::tasks::extract(&g, true)
+        .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
+    let workloads: Vec<pb::Workload> = list.tasks.iter().map(workload::of_net_task).collect();
+
+    if let Some(trials) = args.tune {
+        tune_missing(&args, &list, &workloads, trials).await?;
+    }
+    let kernels = ask_kernels(&args, &list, &workloads, &name).await?;
+    let compiled = compile(&g, &list, &kernels, &name, &args.model).map_err(usage_or_internal)?;
+    compiled.write(&args.out)?;
+    let mut manifest = compiled.manifest.clone();
+    let mut checked = None;
+    if !args.no_compile {
+        let lib_path = cc::build(&args.out, &mut manifest, args.cc.as_deref())?;
+        let mut lib = Library::open(&args.out)?;
+        match check::against_reference(&mut lib, &bytes, &shapes, model_dir.as_deref(), 0) {
+            Ok(outputs) => checked = Some(outputs),
+            Err(e) => {
+                drop(lib);
+                let _ = std::fs::remove_file(&lib_path);
+                bail!("{e}; {} removed", lib_path.display());
+            }
+        }
+    }
+    let zero_shot = kernels
+        .iter()
+        .filter(|k| k.provenance.record_id.is_empty())
+        .count();
+    if args.json {
+        let j = serde_json::json!({
+            "dir": args.out, "manifest": manifest, "zero_shot_tasks": zero_shot,
+            "checked_against_reference": checked.is_some(),
+        });
+        emit(&format!("{j}\n"))?;
+    } else {
+        let mut t = format!(
+            "built     {} as {} in {}\n",
+            args.model,
+            name,
+            args.out.display()
+        );
+        t += &format!(
+            "tasks     {} ({} tuned, {} zero-shot), {} nodes\n",
+            kernels.len(),
+            kernels.len() - zero_shot,
+            zero_shot,
+            manifest.nodes.len()
+        );
+        t += &format!(
+            "memory    arena {} bytes (intermediate tensors {} bytes), weights {} bytes, packed {} bytes\n",
+            manifest.arena_bytes,
+            manifest.intermediate_bytes,
+            manifest.weights_bytes,
+            manifest.packed_bytes
+        );
+        t += &match (&manifest.library, &checked) {
+            (Some(lib), Some(outs)) => format!(
+                "library   {lib}: outputs {} match tract on random inputs\n",
+                outs.join(", ")
+            ),
+            _ => "library   not built (--no-compile)\n".into(),
+        };
+        emit(&t)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn input_shapes(m: &ModelArgs) -> Result<InputShapes, UsageError> {
+    Ok(InputShapes {
+        batch: m.model_batch,
+        shapes: m
+            .shapes
+            .iter()
+            .map(|s| InputShapes::parse_shape(s).map_err(|e| UsageError(format!("--shape {e}"))))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+/// A model the compiler cannot take is bad input (exit 2); anything else is ours.
+fn usage_or_internal(e: CompileError) -> anyhow::Error {
+    match e {
+        CompileError::Import(_) | CompileError::Node { .. } | CompileError::BadName(_) => {
+            UsageError(e.to_string()).into()
+        }
+        e => e.into(),
+    }
+}
+
+/// Tunes the tasks with no record of their own, as one job on the embedded service.
+async fn tune_missing(
+    args: &BuildArgs,
+    list: &TaskList,
+    workloads: &[pb::Workload],
+    trials: u32,
+) -> Result<()> {
+    let db = args.service.db.clone().expect("checked by run");
+    let n = u32::try_from(list.tasks.len()).context("too many tasks")?;
+    let mut service = Embedded::start(EmbeddedOptions {
+        limits: Limits {
+            max_trials_per_job: MAX_TRIALS.saturating_mul(n),
+            max_tasks_per_job: n,
+            ..Limits::default()
+        },
+        ..EmbeddedOptions::new(db, Target::detect())
+    })
+    .await?;
+    let found = service
+        .clients
+        .query
+        .best_batch(pb::BestBatchRequest {
+            workloads: workloads.to_vec(),
+            target: args.target.clone(),
+            omit_kernel: true,
+            ..Default::default()
+        })
+        .await
+        .map_err(status_error)?
+        .into_inner()
+        .results;
+    let tasks: Vec<pb::TaskSpec> = list
+        .tasks
+        .iter()
+        .zip(workloads)
+        .zip(&found)
+        .filter(|(_, r)| !r.found)
+        .map(|((t, w), _)| pb::TaskSpec {
+            workload: Some(w.clone()),
+            trials,
+            weight: f64::from(t.weight),
+        })
+        .collect();
+    if tasks.is_empty() {
+        return service.shutdown().await;
+    }
+    let total = trials.saturating_mul(tasks.len() as u32);
+    let req = pb::SubmitRequest {
+        tasks,
+        target: "local".into(),
+        name: format!("tunehub build {}", args.model),
+        ..Default::default()
+    };
+    let bar = progress_bar(total);
+    let mut done = TrialsDone::default();
+    let job = run_job(&mut service, req, &bar, |bar, e| match e {
+        pb::job_event::Event::Round(t) => done.round(bar, &t),
+        pb::job_event::Event::Candidate(c) => done.candidate(bar, &c),
+        _ => {}
+    })
+    .await?;
+    service.shutdown().await?;
+    if job.state == pb::JobState::Failed as i32 {
+        bail!("the tuning job failed: {}", job.error);
+    }
+    Ok(())
+}
+
+/// Every task's kernel from the service; a task with neither a record nor a tuned neighbour is
+/// an error listing every such task.
+async fn ask_kernels(
+    args: &BuildArgs,
+    list: &TaskList,
+    workloads: &[pb::Workload],
+    name: &str,
+) -> Result<Vec<Kernel>> {
+    let mut session = Session::open(&args.service).await?;
+    let answer = session
+        .clients
+        .query
+        .best_batch(pb::BestBatchRequest {
+            workloads: workloads.to_vec(),
+            target: args.target.clone(),
+            allow_transfer: true,
+            symbol_prefix: format!("{name}_"),
+            ..Default::default()
+        })
+        .await
+        .map_err(status_error);
+    session.close().await?;
+    let results = answer?.into_inner().results;
+    let missing: Vec<String> = list
+        .tasks
+        .iter()
+        .zip(&results)
+        .enumerate()
+        .filter(|(_, (_, r))| !r.found || r.kernel.is_none())
+        .map(|(i, (t, _))| format!("task {i} ({})", t.label))
+        .collect();
+    if !missing.is_empty() {
+        return Err(UsageError(format!(
+            "no record and no tuned neighbour of the same structure on target {} for: {}; tune them first (--tune N)",
+            args.target,
+            missing.join("; ")
+        ))
+        .into());
+    }
+    results
+        .into_iter()
+        .map(|r| kernel_of(r.kernel.expect("checked above")))
+        .collect()
+}
+
+/// The service's kernel as the compiler takes it, checked: every role and layout known.
+fn kernel_of(k: pb::Kernel) -> Result<Kernel> {
+    let args = k
+        .args
+        .into_iter()
+        .map(|a| {
+            let role = match a.role.as_str() {
+                "input" => Role::Input,
+                "weight" => Role::Weight,
+                "output" => Role::Output,
+                r => bail!(
+                    "kernel {}: argument {} has the unknown role '{r}'",
+                    k.symbol,
+                    a.name
+                ),
+            };
+            if a.dtype != "float32" {
+                bail!(
+                    "kernel {}: argument {} is {}, not float32",
+                    k.symbol,
+                    a.name,
+                    a.dtype
+                );
+            }
+            let packed = !a.pack_function.is_empty();
+            Ok(KernelArg {
+                name: a.name,
+                role,
+                dtype: "float32",
+                shape: a.shape,
+                strides: a.strides,
+                alignment: a.alignment,
+                pack_function: packed.then_some(a.pack_function),
+                packed_elements: packed
+                    .then(|| i64::try_from(a.packed_elements).unwrap_or(i64::MAX)),
+                layout: if packed { "packed" } else { "row-major" },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Kernel {
+        symbol: k.symbol,
+        source: k.source,
+        header: k.header,
+        args,
+        cflags: k.cflags,
+        ldflags: k.ldflags,
+        compiler: k.compiler,
+        compiler_version: k.compiler_version,
+        threads: k.threads,
+        set_num_threads: k.set_num_threads,
+        provenance: Provenance {
+            record_id: k.record_id,
+            workload_key: k.workload_key,
+            target_key: k.target_key,
+            description: k.description,
+            gflops: k.gflops,
+        },
+    })
+}

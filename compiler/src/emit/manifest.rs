@@ -1,0 +1,69 @@
+//! `manifest.json`: how to build the library (compiler and flags), what it takes and returns,
+//! its memory, and per ONNX node what runs it: a kernel (the task, the record or zero-shot
+//! answer serving it, with its provenance and GFLOP/s), a view, a copy, or nothing (folded at
+//! build time).
+
+use super::header::Io;
+use crate::program::NodeNote;
+use serde::{Deserialize, Serialize};
+
+/// The manifest's version: a reader refuses another.
+pub const FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    pub name: String,
+    pub model: String,
+    pub compiler: String,
+    pub compiler_version: String,
+    pub cflags: Vec<String>,
+    pub ldflags: Vec<String>,
+    /// The library's file name in the directory (absent with `--no-compile`).
+    pub library: Option<String>,
+    pub weights: String,
+    pub weights_bytes: u64,
+    pub inputs: Vec<Io>,
+    pub outputs: Vec<Io>,
+    /// The arena's bytes, and the sum of every intermediate tensor's without reuse.
+    pub arena_bytes: u64,
+    pub intermediate_bytes: u64,
+    pub packed_bytes: u64,
+    pub tasks: Vec<TaskEntry>,
+    pub nodes: Vec<NodeEntry>,
+    /// OpenMP threads the kernels use until `set_num_threads`.
+    pub threads: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskEntry {
+    pub task: usize,
+    pub label: String,
+    pub workload_key: String,
+    pub symbol: String,
+    /// "" for a zero-shot answer (transferred from a neighbour, not measured on this workload).
+    pub record_id: String,
+    pub provenance: String,
+    pub gflops: f64,
+    pub calls: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeEntry {
+    pub node: String,
+    pub op: String,
+    pub how: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub task: Option<usize>,
+}
+
+impl From<&NodeNote> for NodeEntry {
+    fn from(n: &NodeNote) -> Self {
+        NodeEntry {
+            node: n.node.clone(),
+            op: n.op.clone(),
+            how: n.how.to_string(),
+            task: n.task,
+        }
+    }
+}

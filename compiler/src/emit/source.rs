@@ -1,0 +1,246 @@
+//! `NAME.c`: every kernel, the runtime's few helpers (strided copy, gather, fill; only those
+//! used, `-Wall -Werror` refuses an unused static function), and the driver: create (map the
+//! weights, check them, pack the packed weights once, allocate the arena), run (inputs into
+//! the arena, every step in order, outputs out of it), destroy.
+
+use super::header::c_text;
+use crate::memory::Plan;
+use crate::program::{Arg, Program, Step, Storage, ValueId};
+use crate::weights::{HEADER, MAGIC, VERSION, Weights};
+use std::fmt::Write;
+
+pub struct Layout<'a> {
+    pub plan: &'a Plan,
+    pub weights: &'a Weights,
+    pub packed_offsets: &'a [u64],
+    pub packed_bytes: u64,
+}
+
+/// Drops extents of 1 and merges dimensions both sides walk contiguously: fewer, longer loops
+/// (and a `memcpy` where the last dimension is dense on both sides).
+fn simplify(shape: &[i64], ds: &[i64], ss: &[i64]) -> (Vec<i64>, Vec<i64>, Vec<i64>) {
+    let mut out: Vec<(i64, i64, i64)> = vec![];
+    for ((&n, &d), &s) in shape.iter().zip(ds).zip(ss) {
+        if n == 1 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.1 == d * n && last.2 == s * n => {
+                last.0 *= n;
+                last.1 = d;
+                last.2 = s;
+            }
+            _ => out.push((n, d, s)),
+        }
+    }
+    if out.is_empty() {
+        out.push((1, 1, 1));
+    }
+    (
+        out.iter().map(|x| x.0).collect(),
+        out.iter().map(|x| x.1).collect(),
+        out.iter().map(|x| x.2).collect(),
+    )
+}
+
+fn list(v: &[i64]) -> String {
+    v.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
+    let ptr = |v: ValueId| -> String {
+        let r = p.root(v);
+        match p.values[r].storage {
+            Storage::Constant(c) => format!("W({})", l.weights.offsets[c]),
+            _ => format!("A({})", l.plan.offsets[r].unwrap_or(0)),
+        }
+    };
+    let mut s = format!(
+        "/* {name}: the model {}, compiled by tunehub: {} kernels, {} steps.\n * Build with the \
+         flags in manifest.json. */\n#include \"{name}.h\"\n\n#include <fcntl.h>\n#include \
+         <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include \
+         <sys/mman.h>\n#include <sys/stat.h>\n#include <unistd.h>\n\n",
+        c_text(model),
+        p.kernels.len(),
+        p.steps.len()
+    );
+    let mut seen = std::collections::HashSet::new();
+    for k in &p.kernels {
+        if seen.insert(k.symbol.clone()) {
+            let _ = write!(s, "/* ---- {} ---- */\n{}\n", k.symbol, k.source);
+        }
+    }
+    s.push_str("/* ---- runtime ---- */\n\n");
+    let used = |f: fn(&Step) -> bool| p.steps.iter().any(f);
+    if used(|s| matches!(s, Step::Copy(_))) {
+        let _ = write!(
+            s,
+            "static void {name}_copy(float* d, const int64_t* ds, const float* s, const int64_t* ss, const int64_t* sh, int rank) {{\n  \
+             if (rank == 1) {{\n    if (ds[0] == 1 && ss[0] == 1) {{\n      memcpy(d, s, (size_t)sh[0] * sizeof(float));\n      return;\n    }}\n    \
+             for (int64_t i = 0; i < sh[0]; i++) d[i * ds[0]] = s[i * ss[0]];\n    return;\n  }}\n  \
+             for (int64_t i = 0; i < sh[0]; i++) {name}_copy(d + i * ds[0], ds + 1, s + i * ss[0], ss + 1, sh + 1, rank - 1);\n}}\n\n"
+        );
+    }
+    if used(|s| matches!(s, Step::Gather(_))) {
+        let _ = write!(
+            s,
+            "static void {name}_gather(float* d, const float* s, int64_t outer, int64_t axis, int64_t inner, const int64_t* idx, int64_t n) {{\n  \
+             for (int64_t o = 0; o < outer; o++)\n    for (int64_t j = 0; j < n; j++)\n      \
+             memcpy(d + (o * n + j) * inner, s + (o * axis + idx[j]) * inner, (size_t)inner * sizeof(float));\n}}\n\n"
+        );
+    }
+    if used(|s| matches!(s, Step::Fill { .. })) {
+        let _ = write!(
+            s,
+            "static void {name}_fill(float* d, int64_t n, float v) {{\n  for (int64_t i = 0; i < n; i++) d[i] = v;\n}}\n\n"
+        );
+    }
+    let arena = l.plan.arena_bytes.max(64);
+    let packed = l.packed_bytes.max(64);
+    let _ = write!(
+        s,
+        "struct {name}_model {{\n  unsigned char* arena;\n  unsigned char* packed;\n  const unsigned char* weights;\n  size_t weights_bytes;\n  int mapped;\n}};\n\n\
+         static char {name}_error[512];\n\
+         const char* {name}_last_error(void) {{ return {name}_error; }}\n\n\
+         #define A(off) ((float*)(m->arena + (off)))\n#define W(off) ((const float*)(m->weights + (off)))\n#define K(off) ((const float*)(m->packed + (off)))\n\n"
+    );
+    // Create: check the weights, allocate, pack.
+    let magic: String = MAGIC.iter().map(|&b| b as char).collect();
+    let _ = write!(
+        s,
+        "static {name}_model* {name}_init({name}_model* m) {{\n  \
+         uint64_t h[4];\n  \
+         if (m->weights_bytes < {HEADER}) {{\n    snprintf({name}_error, sizeof {name}_error, \"the weights are %zu bytes, not a weights file\", m->weights_bytes);\n    {name}_destroy(m);\n    return NULL;\n  }}\n  \
+         memcpy(h, m->weights, sizeof h);\n  \
+         if (memcmp(m->weights, \"{magic}\", 8) != 0 || h[1] != {VERSION}u || h[2] != {}u || h[3] != {}u) {{\n    \
+         snprintf({name}_error, sizeof {name}_error, \"the weights are not this build's ({name}.weights of the same build, %zu bytes, is needed)\", (size_t){}u);\n    {name}_destroy(m);\n    return NULL;\n  }}\n  \
+         m->arena = aligned_alloc(64, {arena});\n  m->packed = aligned_alloc(64, {packed});\n  \
+         if (!m->arena || !m->packed) {{\n    snprintf({name}_error, sizeof {name}_error, \"out of memory ({arena} + {packed} bytes)\");\n    {name}_destroy(m);\n    return NULL;\n  }}\n",
+        l.weights.bytes.len(),
+        l.weights.build_id,
+        l.weights.bytes.len(),
+    );
+    for (k, &off) in p.packed.iter().zip(l.packed_offsets) {
+        let _ = writeln!(
+            s,
+            "  {}(W({}), (float*)(m->packed + {off}));",
+            k.function, l.weights.offsets[k.constant]
+        );
+    }
+    let _ = write!(s, "  return m;\n}}\n\n");
+    let _ = write!(
+        s,
+        "{name}_model* {name}_create(const char* weights_path) {{\n  \
+         {name}_model* m = calloc(1, sizeof *m);\n  struct stat st;\n  void* map;\n  int fd;\n  \
+         if (!m) return NULL;\n  \
+         fd = open(weights_path, O_RDONLY);\n  \
+         if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {{\n    snprintf({name}_error, sizeof {name}_error, \"cannot read %s\", weights_path);\n    if (fd >= 0) close(fd);\n    free(m);\n    return NULL;\n  }}\n  \
+         map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);\n  close(fd);\n  \
+         if (map == MAP_FAILED) {{\n    snprintf({name}_error, sizeof {name}_error, \"cannot map %s\", weights_path);\n    free(m);\n    return NULL;\n  }}\n  \
+         m->weights = map;\n  m->weights_bytes = (size_t)st.st_size;\n  m->mapped = 1;\n  return {name}_init(m);\n}}\n\n\
+         {name}_model* {name}_create_from_memory(const void* weights, size_t bytes) {{\n  \
+         {name}_model* m;\n  \
+         if (!weights || ((uintptr_t)weights % 64) != 0) {{\n    snprintf({name}_error, sizeof {name}_error, \"the weights must be 64-byte aligned\");\n    return NULL;\n  }}\n  \
+         m = calloc(1, sizeof *m);\n  if (!m) return NULL;\n  \
+         m->weights = weights;\n  m->weights_bytes = bytes;\n  return {name}_init(m);\n}}\n\n\
+         void {name}_destroy({name}_model* m) {{\n  \
+         if (!m) return;\n  free(m->arena);\n  free(m->packed);\n  \
+         if (m->mapped) munmap((void*)m->weights, m->weights_bytes);\n  free(m);\n}}\n\n\
+         void {name}_set_num_threads(int n) {{\n"
+    );
+    let mut seen = std::collections::HashSet::new();
+    for k in &p.kernels {
+        if seen.insert(k.set_num_threads.clone()) {
+            let _ = writeln!(s, "  {}(n);", k.set_num_threads);
+        }
+    }
+    s.push_str("}\n\n");
+    // Run.
+    let _ = write!(
+        s,
+        "int {name}_run({name}_model* m, const float* const* inputs, float* const* outputs) {{\n  \
+         if (!m || !inputs || !outputs) {{\n    snprintf({name}_error, sizeof {name}_error, \"a null model, inputs or outputs\");\n    return -1;\n  }}\n"
+    );
+    for (i, &v) in p.inputs.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  memcpy({}, inputs[{i}], {}u * sizeof(float));",
+            ptr(v),
+            p.values[v].elements()
+        );
+    }
+    for step in &p.steps {
+        match step {
+            Step::Kernel(k) => {
+                let args: Vec<String> = k
+                    .args
+                    .iter()
+                    .map(|a| match *a {
+                        Arg::Value(v) => ptr(v),
+                        Arg::Packed(i) => format!("K({})", l.packed_offsets[i]),
+                    })
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "  /* {} */\n  {}({});",
+                    c_text(&k.nodes.join(", ")),
+                    k.symbol,
+                    args.join(", ")
+                );
+            }
+            Step::Copy(c) => {
+                let (sh, ds, ss) = simplify(&c.shape, &c.dst_strides, &c.src_strides);
+                let _ = writeln!(
+                    s,
+                    "  {{\n    static const int64_t sh[] = {{{}}}, ds[] = {{{}}}, ss[] = {{{}}};\n    {name}_copy({} + {}, ds, {} + {}, ss, sh, {});\n  }}",
+                    list(&sh),
+                    list(&ds),
+                    list(&ss),
+                    ptr(c.dst),
+                    c.dst_offset,
+                    ptr(c.src),
+                    c.src_offset,
+                    sh.len()
+                );
+            }
+            Step::Fill { dst, value } => {
+                let v = if value.is_nan() {
+                    "__builtin_nanf(\"\")".to_string()
+                } else if value.is_infinite() {
+                    format!("({}__builtin_inff())", if *value < 0.0 { "-" } else { "" })
+                } else {
+                    format!("{value:e}f")
+                };
+                let _ = writeln!(
+                    s,
+                    "  {name}_fill({}, {}, {v});",
+                    ptr(*dst),
+                    p.values[*dst].elements(),
+                );
+            }
+            Step::Gather(g) => {
+                let _ = writeln!(
+                    s,
+                    "  {{\n    static const int64_t idx[] = {{{}}};\n    {name}_gather({}, {}, {}, {}, {}, idx, {});\n  }}",
+                    list(&g.indices),
+                    ptr(g.dst),
+                    ptr(g.src),
+                    g.outer,
+                    g.axis,
+                    g.inner,
+                    g.indices.len()
+                );
+            }
+        }
+    }
+    for (i, &v) in p.outputs.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  memcpy(outputs[{i}], {}, {}u * sizeof(float));",
+            ptr(v),
+            p.values[v].elements()
+        );
+    }
+    s.push_str("  return 0;\n}\n");
+    s
+}

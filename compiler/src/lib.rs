@@ -1,0 +1,176 @@
+//! Compiled models: an ONNX model, its tasks and one kernel per task (tuned records or zero-shot
+//! answers, asked of the service by the caller) as a C library that runs the whole model, the
+//! way `relay.build` gives TVM users a module. The glue between kernels (views, copies, a
+//! gather) is generated C; constants are folded at build time (batch norms into the
+//! convolutions before them); activations live in one arena planned by liveness. The built
+//! library is checked against tract running the same ONNX file.
+//!
+//! # Layout
+//!
+//! - [`program`]: tensors (where each lives) and steps; [`order`]: the steps' order;
+//!   [`glue`]: the nodes no kernel runs; [`constants`]: folded batch norms.
+//! - [`memory`]: the arena plan; [`weights`]: the weights file.
+//! - [`emit`]: `NAME.c`, `NAME.h`, `manifest.json`; [`cc`]: the shared library.
+//! - [`library`]: a built model loaded and run; [`check`]: its outputs against tract's.
+//! - [`error`]: what can go wrong, naming the node, task or file.
+
+pub mod cc;
+pub mod check;
+pub mod constants;
+pub mod emit;
+pub mod error;
+pub mod glue;
+pub mod library;
+pub mod memory;
+pub mod order;
+pub mod program;
+pub mod weights;
+
+pub use emit::manifest::Manifest;
+pub use error::CompileError;
+pub use library::Library;
+
+use emit::header::Io;
+use emit::manifest::{FORMAT, NodeEntry, TaskEntry};
+use program::Program;
+use std::path::{Path, PathBuf};
+use tunehub_engine::package::{Kernel, check_identifier};
+use tunehub_onnx::TaskList;
+use tunehub_onnx::graph::Graph;
+
+/// A compiled model's files, in memory.
+pub struct Compiled {
+    pub name: String,
+    pub source: String,
+    pub header: String,
+    pub weights: Vec<u8>,
+    pub manifest: Manifest,
+}
+
+/// Compiles `g` (its tasks `tasks`, `kernels[i]` serving task `i`) as the library `name` (a C
+/// identifier); `model` names the model in comments and the manifest.
+pub fn compile(
+    g: &Graph,
+    tasks: &TaskList,
+    kernels: &[Kernel],
+    name: &str,
+    model: &str,
+) -> Result<Compiled, CompileError> {
+    check_identifier("model name", name).map_err(|e| CompileError::BadName(e.to_string()))?;
+    if kernels.len() != tasks.tasks.len() {
+        return Err(CompileError::BadName(format!(
+            "{} kernels for {} tasks",
+            kernels.len(),
+            tasks.tasks.len()
+        )));
+    }
+    let p = Program::build(g, tasks, kernels)?;
+    let plan = memory::plan(&p);
+    let weights = weights::layout(&p);
+    let (packed_offsets, packed_bytes) = weights::packed_layout(&p);
+    let io = |vs: &[usize]| -> Vec<Io> {
+        vs.iter()
+            .map(|&v| Io {
+                name: p.values[v].name.clone(),
+                dtype: "float32".into(),
+                shape: p.values[v].shape.clone(),
+            })
+            .collect()
+    };
+    let (inputs, outputs) = (io(&p.inputs), io(&p.outputs));
+    let layout = emit::source::Layout {
+        plan: &plan,
+        weights: &weights,
+        packed_offsets: &packed_offsets,
+        packed_bytes,
+    };
+    let source = emit::source::source(name, model, &p, &layout);
+    let header = emit::header::header(name, model, &inputs, &outputs);
+    let first = kernels.first();
+    let tasks_entries = tasks
+        .tasks
+        .iter()
+        .zip(kernels)
+        .enumerate()
+        .map(|(i, (t, k))| TaskEntry {
+            task: i,
+            label: t.label.clone(),
+            workload_key: t.workload_key.clone(),
+            symbol: k.symbol.clone(),
+            record_id: k.provenance.record_id.clone(),
+            provenance: if k.provenance.record_id.is_empty() {
+                "zero-shot (transferred from a tuned neighbour, predicted)".into()
+            } else {
+                "tuned (measured)".into()
+            },
+            gflops: k.provenance.gflops,
+            calls: t.weight,
+        })
+        .collect();
+    let manifest = Manifest {
+        format: FORMAT,
+        name: name.to_string(),
+        model: model.to_string(),
+        compiler: first.map_or("cc".into(), |k| k.compiler.clone()),
+        compiler_version: first.map_or(String::new(), |k| k.compiler_version.clone()),
+        cflags: first.map_or(vec![], |k| k.cflags.clone()),
+        ldflags: first.map_or(vec![], |k| k.ldflags.clone()),
+        library: None,
+        weights: format!("{name}.weights"),
+        weights_bytes: weights.bytes.len() as u64,
+        inputs,
+        outputs,
+        arena_bytes: plan.arena_bytes,
+        intermediate_bytes: plan.unshared_bytes,
+        packed_bytes,
+        tasks: tasks_entries,
+        nodes: p.nodes.iter().map(NodeEntry::from).collect(),
+        threads: first.map_or(1, |k| k.threads),
+    };
+    Ok(Compiled {
+        name: name.to_string(),
+        source,
+        header,
+        weights: weights.bytes,
+        manifest,
+    })
+}
+
+impl Compiled {
+    /// Writes the files into `dir` (created if missing), each through a temporary name and a
+    /// rename, the manifest last.
+    pub fn write(&self, dir: &Path) -> Result<(), CompileError> {
+        std::fs::create_dir_all(dir).map_err(|source| CompileError::Io {
+            what: "creating",
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let manifest = serde_json::to_string_pretty(&self.manifest).expect("plain data") + "\n";
+        let files: [(String, &[u8]); 4] = [
+            (format!("{}.c", self.name), self.source.as_bytes()),
+            (format!("{}.h", self.name), self.header.as_bytes()),
+            (format!("{}.weights", self.name), &self.weights),
+            ("manifest.json".into(), manifest.as_bytes()),
+        ];
+        for (file, bytes) in files {
+            write_whole(&dir.join(file), bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `path` through a temporary file beside it and a rename: never half a file.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), CompileError> {
+    let mut tmp = PathBuf::from(path);
+    tmp.as_mut_os_string().push(".tmp");
+    let io = |what, p: &Path| {
+        let p = p.display().to_string();
+        move |source| CompileError::Io {
+            what,
+            path: p,
+            source,
+        }
+    };
+    std::fs::write(&tmp, bytes).map_err(io("writing", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io("writing", path))
+}

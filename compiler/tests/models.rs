@@ -1,0 +1,208 @@
+//! Models built in code, compiled with untuned kernels (the default schedule of each task: the
+//! graph's correctness does not depend on the schedule), built with the C compiler and run
+//! against tract on the same inputs.
+
+use std::path::Path;
+use tunehub_compiler::{Library, cc, check, compile};
+use tunehub_engine::package::{self, Kernel, Provenance};
+use tunehub_engine::schedule::Schedule;
+use tunehub_engine::target::Target;
+use tunehub_onnx::builder::ModelBuilder;
+use tunehub_onnx::graph::Graph;
+use tunehub_onnx::{InputShapes, nets, tasks};
+
+fn kernels(list: &tunehub_onnx::TaskList, target: &Target) -> Vec<Kernel> {
+    list.tasks
+        .iter()
+        .map(|t| {
+            let task = t.task().expect("a task");
+            let prov = Provenance {
+                record_id: "untuned".into(),
+                workload_key: task.key.clone(),
+                target_key: target.key(),
+                description: task.desc.clone(),
+                gflops: 0.0,
+            };
+            package::kernel(&task, &Schedule::default(), target, prov, "m_").expect("a kernel")
+        })
+        .collect()
+}
+
+/// Compiles `bytes` as `name` into `dir`, builds it, and checks it against tract.
+fn build_and_check(bytes: &[u8], name: &str, dir: &Path) -> Library {
+    let shapes = InputShapes::default();
+    let g = Graph::load(bytes, &shapes, None).expect("the model loads");
+    let list = tasks::extract(&g, true).expect("its tasks");
+    let target = Target::detect();
+    let compiled = compile(&g, &list, &kernels(&list, &target), name, "test").expect("compiles");
+    compiled.write(dir).expect("written");
+    let mut manifest = compiled.manifest.clone();
+    cc::build(dir, &mut manifest, None).expect("the library builds");
+    let mut lib = Library::open(dir).expect("the library loads");
+    check::against_reference(&mut lib, bytes, &shapes, None, 7).expect("matches tract");
+    lib
+}
+
+#[test]
+fn the_tiny_network_runs_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    build_and_check(&nets::tiny_in(ModelBuilder::seeded(1)), "tiny", dir.path());
+}
+
+#[test]
+fn the_rest_of_the_constructs_run_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    build_and_check(
+        &nets::tiny_rest_in(ModelBuilder::seeded(2)),
+        "rest",
+        dir.path(),
+    );
+}
+
+use tunehub_onnx::builder::{int, ints};
+
+/// A ResNet stage as torchvision exports it: a strided conv with batch norm and relu, a second
+/// conv, a 1x1 strided shortcut, the residual add and relu, a padded max pool, the global pool
+/// as `ReduceMean(axes=[2,3], keepdims=0)`, and a `Gemm` classifier.
+fn resnet_stage() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(3);
+    let x = b.input_fixed("image", &[1, 8, 16, 16]);
+    let h = b.conv_bn(&x, 8, 16, 3, 2, 1, 1, true);
+    let h = b.conv_bn(&h, 16, 16, 3, 1, 1, 1, false);
+    let s = b.conv_bn(&x, 8, 16, 1, 2, 0, 1, false);
+    let y = b.node("Add", &[&h, &s], vec![]);
+    let y = b.node("Relu", &[&y], vec![]);
+    let y = b.node(
+        "MaxPool",
+        &[&y],
+        vec![
+            ints("kernel_shape", &[3, 3]),
+            ints("strides", &[2, 2]),
+            ints("pads", &[1, 1, 1, 1]),
+        ],
+    );
+    let y = b.node(
+        "ReduceMean",
+        &[&y],
+        vec![ints("axes", &[2, 3]), int("keepdims", 0)],
+    );
+    let w = b.weight(&[10, 16]);
+    let c = b.weight(&[10]);
+    let y = b.node("Gemm", &[&y, &w, &c], vec![int("transB", 1)]);
+    b.output(&y);
+    b.encode()
+}
+
+/// MobileNetV2's inverted residuals: one that keeps its shape (the input added back) and one
+/// with a stride-2 depthwise conv; ReLU6 as `Clip`.
+fn mobilenet_blocks() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(4);
+    let x = b.input_fixed("image", &[1, 8, 14, 14]);
+    let y = nets::mobilenet_block(&mut b, &x, 8, 8, 1, 4);
+    let y = nets::mobilenet_block(&mut b, &y, 8, 16, 2, 2);
+    b.output(&y);
+    b.encode()
+}
+
+/// A transformer encoder layer (attention through Reshape and Transpose, Softmax, LayerNorm,
+/// Erf-GELU), its output and its first token (`Gather`, as a pooler takes it) and a `Slice`
+/// of its last two tokens.
+fn encoder() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(5);
+    let y = nets::encoder_layer(&mut b, 6, 16, 2, 32);
+    let zero = b.shape_const(&[0]);
+    let first = b.node("Gather", &[&y, &zero], vec![int("axis", 1)]);
+    let (starts, ends, axes) = (
+        b.shape_const(&[-2]),
+        b.shape_const(&[6]),
+        b.shape_const(&[1]),
+    );
+    let last = b.node("Slice", &[&y, &starts, &ends, &axes], vec![]);
+    b.output(&y);
+    b.output(&first);
+    b.output(&last);
+    b.encode()
+}
+
+/// A ShuffleNetV2 unit: the channels split in two, one half through 1x1, an explicitly padded
+/// depthwise 3x3 and 1x1 convs, concatenated back, then the channel shuffle as
+/// Reshape-Transpose-Reshape.
+fn shuffle_unit() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(6);
+    let x = b.input_fixed("image", &[1, 8, 8, 8]);
+    let split = b.shape_const(&[4, 4]);
+    let (a, c) = b.node2("Split", &[&x, &split], vec![int("axis", 1)]);
+    let h = b.conv_bn(&c, 4, 4, 1, 1, 0, 1, true);
+    let pads = b.shape_const(&[0, 0, 1, 1, 0, 0, 1, 1]);
+    let h = b.node("Pad", &[&h, &pads], vec![]);
+    let h = b.conv_bn(&h, 4, 4, 3, 1, 0, 4, false);
+    let h = b.conv_bn(&h, 4, 4, 1, 1, 0, 1, true);
+    let y = b.node("Concat", &[&a, &h], vec![int("axis", 1)]);
+    let s1 = b.shape_const(&[1, 2, 4, 8, 8]);
+    let y = b.node("Reshape", &[&y, &s1], vec![]);
+    let y = b.node("Transpose", &[&y], vec![ints("perm", &[0, 2, 1, 3, 4])]);
+    let s2 = b.shape_const(&[1, 8, 8, 8]);
+    let y = b.node("Reshape", &[&y, &s2], vec![]);
+    b.output(&y);
+    b.encode()
+}
+
+#[test]
+fn a_resnet_stage_runs_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_and_check(&resnet_stage(), "resnet_stage", dir.path());
+    // Batch norms folded: no node is left to run them.
+    assert!(
+        lib.manifest
+            .nodes
+            .iter()
+            .filter(|n| n.op == "BatchNormalization")
+            .all(|n| n.how == "kernel")
+    );
+    assert!(
+        lib.manifest.arena_bytes < lib.manifest.intermediate_bytes,
+        "buffers are reused"
+    );
+}
+
+#[test]
+fn mobilenet_inverted_residuals_run_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    build_and_check(&mobilenet_blocks(), "mobilenet", dir.path());
+}
+
+#[test]
+fn a_transformer_encoder_layer_runs_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_and_check(&encoder(), "encoder", dir.path());
+    assert_eq!(lib.manifest.outputs.len(), 3);
+    assert_eq!(lib.manifest.outputs[1].shape, vec![1, 1, 16]);
+}
+
+#[test]
+fn a_shufflenet_unit_runs_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_and_check(&shuffle_unit(), "shuffle", dir.path());
+    let how = |op: &str| {
+        lib.manifest
+            .nodes
+            .iter()
+            .find(|n| n.op == op)
+            .map(|n| n.how.clone())
+    };
+    assert_eq!(how("Reshape").as_deref(), Some("view"));
+    assert_eq!(how("Split").as_deref(), Some("copy"));
+}
+
+#[test]
+fn an_unsupported_operator_is_named() {
+    let mut b = ModelBuilder::seeded(7);
+    let x = b.input_fixed("x", &[1, 4]);
+    let y = b.node("Hardmax", &[&x], vec![]);
+    let y = b.node("Relu", &[&y], vec![]);
+    b.output(&y);
+    let bytes = b.encode();
+    let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
+    let e = tasks::extract(&g, true).unwrap_err().to_string();
+    assert!(e.contains("node 'Hardmax_1' (Hardmax)"), "{e}");
+}

@@ -1,0 +1,35 @@
+//! Where each input of a task's workload comes from in the model: what a compiled model passes
+//! to the kernel that serves one occurrence of the task.
+
+use serde::Serialize;
+
+/// One workload input's source.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Operand {
+    /// A tensor of the model as it is (an activation, an input or a constant): the workload
+    /// declares it with the same elements in the same order (size-1 dimensions dropped, rows
+    /// flattened), so its memory is passed as is.
+    Tensor { name: String },
+    /// A convolution's weight with the batch norm `bn` (a node name) after it folded in: each
+    /// filter scaled by `gamma / sqrt(var + eps)`.
+    FoldedWeight { weight: String, bn: String },
+    /// What remains of that batch norm, one bias per channel, the convolution's own `bias`
+    /// (when it has one) merged in: `(bias - mean) * scale + beta`.
+    FoldedBias { bias: Option<String>, bn: String },
+    /// A batch norm not after a convolution: `gamma / sqrt(var + eps)` per channel...
+    BnScale { bn: String },
+    /// ... and `beta - mean * scale`.
+    BnShift { bn: String },
+}
+
+impl Operand {
+    pub fn tensor(name: &str) -> Operand {
+        Operand::Tensor {
+            name: name.to_string(),
+        }
+    }
+}
+
+/// The workload's inputs by name, each with its source.
+pub type Operands = Vec<(String, Operand)>;
