@@ -40,6 +40,7 @@
 
 mod bandwidth;
 mod blas;
+mod built;
 mod compare;
 mod cprobe;
 mod dispatch;

@@ -45,6 +45,17 @@ pub struct NetworkArgs {
     /// The peer's latency in ms (ONNX Runtime, from bench/onnx_peer.py), drawn and compared.
     #[arg(long)]
     peer_ms: Option<f64>,
+    /// Build the model with the tuned kernels (`tunehub build`) and time it: its measured
+    /// latency beside the estimate.
+    #[arg(long)]
+    build: bool,
+    /// Timed runs of the built model (and of ONNX Runtime), after a warm-up.
+    #[arg(long, default_value_t = 200)]
+    runs: u32,
+    /// A Python with onnxruntime: ONNX Runtime is timed on the same file in the same run
+    /// (bench/ort_latency.py), instead of --peer-ms.
+    #[arg(long)]
+    ort_python: Option<PathBuf>,
     /// Where the report, the JSON and the SVG go.
     #[arg(long, default_value = "bench-out/network")]
     out: PathBuf,
@@ -121,9 +132,29 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     })
     .await?;
     let wall = start.elapsed().as_secs_f64();
-    service.shutdown().await?;
     let Some(est) = job.estimate else {
         bail!("no task has a successful kernel");
+    };
+    let threads = a.cores.unwrap_or(Target::detect().cores).max(1) as u32;
+    let built = if a.build {
+        let dir = a.out.join("built");
+        let b = crate::built::build_and_time(
+            &mut service.clients,
+            &a.model,
+            &shapes,
+            &dir,
+            threads,
+            a.runs,
+        )
+        .await?;
+        Some(b)
+    } else {
+        None
+    };
+    service.shutdown().await?;
+    let peer_ms = match &a.ort_python {
+        Some(py) => Some(crate::built::ort_median_ms(py, &a.model, threads, a.runs)?),
+        None => a.peer_ms,
     };
 
     std::fs::create_dir_all(&a.out)?;
@@ -158,11 +189,33 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         list.glue,
         list.skipped.len()
     );
-    if let Some(peer) = a.peer_ms {
+    if let Some(b) = &built {
         let _ = writeln!(
             md,
-            "ONNX Runtime: {peer:.4} ms; estimate / ONNX Runtime = {:.3}.",
-            est.seconds * 1e3 / peer
+            "Built model (`tunehub build`, checked against tract): median {:.4} ms, p90 {:.4} ms \
+             over {} runs on {threads} threads; measured / estimate = {:.3} ({:.4} ms outside \
+             the estimate: glue, copies, the fork and join of each kernel); arena {} bytes for \
+             {} bytes of intermediate tensors, weights {} bytes; {} zero-shot tasks.",
+            b.median_ms,
+            b.p90_ms,
+            a.runs,
+            b.median_ms / (est.seconds * 1e3),
+            b.median_ms - est.seconds * 1e3,
+            b.arena_bytes,
+            b.intermediate_bytes,
+            b.weights_bytes,
+            b.zero_shot
+        );
+    }
+    if let Some(peer) = peer_ms {
+        let _ = writeln!(
+            md,
+            "ONNX Runtime: {peer:.4} ms; estimate / ONNX Runtime = {:.3}{}.",
+            est.seconds * 1e3 / peer,
+            built.as_ref().map_or(String::new(), |b| format!(
+                "; measured / ONNX Runtime = {:.3}",
+                b.median_ms / peer
+            ))
         );
     }
     for s in &list.skipped {
@@ -170,8 +223,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     }
     print!("{md}");
     std::fs::write(a.out.join("report.md"), &md)?;
-    let refs: Vec<(String, f64)> = a
-        .peer_ms
+    let refs: Vec<(String, f64)> = peer_ms
         .map(|p| ("ONNX Runtime".to_string(), p))
         .into_iter()
         .collect();
@@ -203,7 +255,9 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     )?;
     let v = json!({
         "model": a.model, "trials_per_task": a.trials, "wall_s": wall,
-        "estimate_s": est.seconds, "missing": est.missing, "peer_ms": a.peer_ms,
+        "estimate_s": est.seconds, "missing": est.missing, "peer_ms": peer_ms,
+        "built_median_ms": built.as_ref().map(|b| b.median_ms), "built_p90_ms": built.as_ref().map(|b| b.p90_ms),
+        "arena_bytes": built.as_ref().map(|b| b.arena_bytes), "threads": threads,
         "curve": curve.iter().map(|c| json!({"trials": c.0, "wall_s": c.1, "estimate_s": c.2, "missing": c.3})).collect::<Vec<_>>(),
         "tasks": list.tasks.iter().zip(&job.tasks).map(|(t, p)| json!({
             "label": t.label, "weight": t.weight, "flops": t.flops, "best_seconds": p.best_seconds,

@@ -62,7 +62,6 @@ impl Library {
         let lib = unsafe { libloading::Library::new(&lib_path) }
             .map_err(|e| fail(format!("cannot load {}: {e}", lib_path.display())))?;
         let name = &manifest.name;
-        // SAFETY: the symbols' types are the ones `emit::header` declares.
         let bad = |e: libloading::Error| fail(format!("{}: {e}", lib_path.display()));
         // SAFETY: the symbols' types are the ones `emit::header` declares, and the library
         // outlives the copies (it is dropped last).

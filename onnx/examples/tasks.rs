@@ -1,6 +1,7 @@
 //! Prints the tasks of the networks built in code (`nets`), or of a model file:
 //! `cargo run -p tunehub-onnx --example tasks -- [resnet18|mobilenet|bert|gpt2|tiny|FILE.onnx]`;
-//! `... -- NET --write FILE.onnx` writes the network built in code to a file instead.
+//! `... -- NET --write FILE.onnx` writes the network built in code (also `mobilenetv2`, the
+//! whole network), with random weights, to a file instead.
 
 use tunehub_onnx::{InputShapes, extract, extract_file, nets};
 
@@ -8,12 +9,15 @@ fn main() {
     let arg = std::env::args().nth(1).unwrap_or_else(|| "tiny".into());
     let shapes = InputShapes::default();
     if std::env::args().nth(2).as_deref() == Some("--write") {
+        // Random weights: a written model is one to run and check, not only to tune.
+        let b = tunehub_onnx::builder::ModelBuilder::seeded(1);
         let bytes = match arg.as_str() {
-            "resnet18" => nets::resnet18(Some(1), 224),
+            "resnet18" => nets::resnet18_in(b, Some(1), 224),
             "mobilenet" => nets::mobilenet_v2_block(),
-            "bert" => nets::bert_layer(128),
-            "gpt2" => nets::gpt2_step(127),
-            _ => nets::tiny_in(tunehub_onnx::builder::ModelBuilder::seeded(1)),
+            "mobilenetv2" => nets::mobilenet_v2_in(b, 224),
+            "bert" => nets::bert_layer_in(b, 128),
+            "gpt2" => nets::gpt2_step_in(b, 127),
+            _ => nets::tiny_in(b),
         };
         let out = std::env::args().nth(3).expect("--write FILE");
         std::fs::write(&out, bytes).expect("writing the model");

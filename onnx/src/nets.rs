@@ -8,7 +8,11 @@ use crate::builder::{ModelBuilder, float, int, ints};
 /// ResNet-18 (torchvision's layer table) on a `batch x 3 x size x size` input; `batch` None
 /// leaves the batch dimension dynamic.
 pub fn resnet18(batch: Option<i64>, size: i64) -> Vec<u8> {
-    let mut b = ModelBuilder::new();
+    resnet18_in(ModelBuilder::new(), batch, size)
+}
+
+/// [`resnet18`] built by `b` (seeded: with random weights, for a model that is run).
+pub fn resnet18_in(mut b: ModelBuilder, batch: Option<i64>, size: i64) -> Vec<u8> {
     let x = b.input("input", &[batch, Some(3), Some(size), Some(size)]);
     let mut y = b.conv_bn(&x, 3, 64, 7, 2, 3, 1, true);
     y = b.node(
@@ -63,8 +67,13 @@ pub fn mobilenet_block(
     expand: i64,
 ) -> String {
     let e = c * expand;
-    let h = b.conv_bn(x, c, e, 1, 1, 0, 1, false);
-    let h = relu6(b, &h);
+    // Expansion 1 has no expanding conv (MobileNetV2's first block).
+    let h = if expand == 1 {
+        x.to_string()
+    } else {
+        let h = b.conv_bn(x, c, e, 1, 1, 0, 1, false);
+        relu6(b, &h)
+    };
     let h = b.conv_bn(&h, e, e, 3, stride, 1, e, false);
     let h = relu6(b, &h);
     let h = b.conv_bn(&h, e, f, 1, 1, 0, 1, false);
@@ -85,6 +94,38 @@ pub fn mobilenet_v2_block() -> Vec<u8> {
     b.encode()
 }
 
+/// MobileNetV2 (torchvision's layer table, width 1.0) on a `1 x 3 x size x size` input, built
+/// by `b`.
+pub fn mobilenet_v2_in(mut b: ModelBuilder, size: i64) -> Vec<u8> {
+    let x = b.input_fixed("input", &[1, 3, size, size]);
+    let y = b.conv_bn(&x, 3, 32, 3, 2, 1, 1, false);
+    let mut y = relu6(&mut b, &y);
+    let mut c = 32;
+    for (t, f, n, s) in [
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    ] {
+        for i in 0..n {
+            y = mobilenet_block(&mut b, &y, c, f, if i == 0 { s } else { 1 }, t);
+            c = f;
+        }
+    }
+    let y = b.conv_bn(&y, 320, 1280, 1, 1, 0, 1, false);
+    let y = relu6(&mut b, &y);
+    let p = b.node("GlobalAveragePool", &[&y], vec![]);
+    let p = b.node("Flatten", &[&p], vec![int("axis", 1)]);
+    let w = b.weight(&[1000, 1280]);
+    let bias = b.weight(&[1000]);
+    let out = b.node("Gemm", &[&p, &w, &bias], vec![int("transB", 1)]);
+    b.output(&out);
+    b.encode()
+}
+
 /// `[1, seq, heads*dh]` -> `[1, heads, seq, dh]` (or `[1, heads, dh, seq]` when `keys`).
 fn heads(b: &mut ModelBuilder, x: &str, seq: i64, heads: i64, dh: i64, keys: bool) -> String {
     let shape = b.shape_const(&[1, seq, heads, dh]);
@@ -102,7 +143,11 @@ fn merge_heads(b: &mut ModelBuilder, x: &str, seq: i64, hidden: i64) -> String {
 /// A BERT-base encoder layer (hidden 768, 12 heads, FFN 3072, post-norm) over `seq` tokens,
 /// with an additive attention mask input.
 pub fn bert_layer(seq: i64) -> Vec<u8> {
-    let mut b = ModelBuilder::new();
+    bert_layer_in(ModelBuilder::new(), seq)
+}
+
+/// [`bert_layer`] built by `b`.
+pub fn bert_layer_in(mut b: ModelBuilder, seq: i64) -> Vec<u8> {
     let y = encoder_layer(&mut b, seq, 768, 12, 3072);
     b.output(&y);
     b.encode()
@@ -140,8 +185,12 @@ pub fn encoder_layer(b: &mut ModelBuilder, seq: i64, hidden: i64, nh: i64, ffn: 
 /// One GPT-2 (small) decoder layer for one new token at batch 1 (pre-norm; keys and values of
 /// the `past` earlier tokens are inputs): every product is a matrix-vector one.
 pub fn gpt2_step(past: i64) -> Vec<u8> {
+    gpt2_step_in(ModelBuilder::new(), past)
+}
+
+/// [`gpt2_step`] built by `b`.
+pub fn gpt2_step_in(mut b: ModelBuilder, past: i64) -> Vec<u8> {
     let (hidden, nh, dh, ffn) = (768, 12, 64, 3072);
-    let mut b = ModelBuilder::new();
     let x = b.input_fixed("hidden", &[1, 1, hidden]);
     let pk = b.input_fixed("past_key", &[1, nh, past, dh]);
     let pv = b.input_fixed("past_value", &[1, nh, past, dh]);

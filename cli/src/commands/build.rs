@@ -8,8 +8,9 @@
 //! inputs: a library that does not match is removed and the command fails.
 
 use super::tune::run_job;
-use crate::args::{MAX_TRIALS, ModelArgs};
+use crate::args::{MAX_TRIALS, MeasureArgs, ModelArgs};
 use crate::embedded::{Embedded, EmbeddedOptions};
+use crate::kernels::best_kernels;
 use crate::progress::{TrialsDone, progress_bar};
 use crate::session::{ServiceArgs, Session};
 use crate::usage::{UsageError, emit, status_error};
@@ -19,11 +20,12 @@ use clap::{Args, value_parser};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tunehub_compiler::{CompileError, Library, cc, check, compile};
-use tunehub_engine::package::{Kernel, KernelArg, Provenance, Role};
+use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
 use tunehub_onnx::graph::Graph;
 use tunehub_onnx::{InputShapes, TaskList};
 use tunehub_proto::v1 as pb;
+use tunehub_server::checks::limits::MAX_BATCH;
 use tunehub_server::config::Limits;
 
 #[derive(Debug, Clone, Args)]
@@ -45,6 +47,14 @@ pub struct BuildArgs {
     /// own (needs --db).
     #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=i64::from(MAX_TRIALS)))]
     pub tune: Option<u32>,
+
+    /// With --tune: candidates per batch.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH as u32, value_parser = value_parser!(u32).range(1..=i64::from(MAX_BATCH)))]
+    pub batch: u32,
+
+    /// With --tune: how each candidate is timed.
+    #[command(flatten)]
+    pub measure: MeasureArgs,
 
     /// Write the files only: no libNAME.so, no check against the reference.
     #[arg(long)]
@@ -111,7 +121,16 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     if let Some(trials) = args.tune {
         tune_missing(&args, &list, &workloads, trials).await?;
     }
-    let kernels = ask_kernels(&args, &list, &workloads, &name).await?;
+    let mut session = Session::open(&args.service).await?;
+    let kernels = best_kernels(
+        &mut session.clients,
+        &list,
+        &args.target,
+        &format!("{name}_"),
+    )
+    .await;
+    session.close().await?;
+    let kernels = kernels?;
     let compiled = compile(&g, &list, &kernels, &name, &args.model).map_err(usage_or_internal)?;
     compiled.write(&args.out)?;
     let mut manifest = compiled.manifest.clone();
@@ -242,6 +261,8 @@ async fn tune_missing(
     let req = pb::SubmitRequest {
         tasks,
         target: "local".into(),
+        measure: Some(args.measure.to_proto()),
+        batch_size: args.batch,
         name: format!("tunehub build {}", args.model),
         ..Default::default()
     };
@@ -258,109 +279,4 @@ async fn tune_missing(
         bail!("the tuning job failed: {}", job.error);
     }
     Ok(())
-}
-
-/// Every task's kernel from the service; a task with neither a record nor a tuned neighbour is
-/// an error listing every such task.
-async fn ask_kernels(
-    args: &BuildArgs,
-    list: &TaskList,
-    workloads: &[pb::Workload],
-    name: &str,
-) -> Result<Vec<Kernel>> {
-    let mut session = Session::open(&args.service).await?;
-    let answer = session
-        .clients
-        .query
-        .best_batch(pb::BestBatchRequest {
-            workloads: workloads.to_vec(),
-            target: args.target.clone(),
-            allow_transfer: true,
-            symbol_prefix: format!("{name}_"),
-            ..Default::default()
-        })
-        .await
-        .map_err(status_error);
-    session.close().await?;
-    let results = answer?.into_inner().results;
-    let missing: Vec<String> = list
-        .tasks
-        .iter()
-        .zip(&results)
-        .enumerate()
-        .filter(|(_, (_, r))| !r.found || r.kernel.is_none())
-        .map(|(i, (t, _))| format!("task {i} ({})", t.label))
-        .collect();
-    if !missing.is_empty() {
-        return Err(UsageError(format!(
-            "no record and no tuned neighbour of the same structure on target {} for: {}; tune them first (--tune N)",
-            args.target,
-            missing.join("; ")
-        ))
-        .into());
-    }
-    results
-        .into_iter()
-        .map(|r| kernel_of(r.kernel.expect("checked above")))
-        .collect()
-}
-
-/// The service's kernel as the compiler takes it, checked: every role and layout known.
-fn kernel_of(k: pb::Kernel) -> Result<Kernel> {
-    let args = k
-        .args
-        .into_iter()
-        .map(|a| {
-            let role = match a.role.as_str() {
-                "input" => Role::Input,
-                "weight" => Role::Weight,
-                "output" => Role::Output,
-                r => bail!(
-                    "kernel {}: argument {} has the unknown role '{r}'",
-                    k.symbol,
-                    a.name
-                ),
-            };
-            if a.dtype != "float32" {
-                bail!(
-                    "kernel {}: argument {} is {}, not float32",
-                    k.symbol,
-                    a.name,
-                    a.dtype
-                );
-            }
-            let packed = !a.pack_function.is_empty();
-            Ok(KernelArg {
-                name: a.name,
-                role,
-                dtype: "float32",
-                shape: a.shape,
-                strides: a.strides,
-                alignment: a.alignment,
-                pack_function: packed.then_some(a.pack_function),
-                packed_elements: packed
-                    .then(|| i64::try_from(a.packed_elements).unwrap_or(i64::MAX)),
-                layout: if packed { "packed" } else { "row-major" },
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Kernel {
-        symbol: k.symbol,
-        source: k.source,
-        header: k.header,
-        args,
-        cflags: k.cflags,
-        ldflags: k.ldflags,
-        compiler: k.compiler,
-        compiler_version: k.compiler_version,
-        threads: k.threads,
-        set_num_threads: k.set_num_threads,
-        provenance: Provenance {
-            record_id: k.record_id,
-            workload_key: k.workload_key,
-            target_key: k.target_key,
-            description: k.description,
-            gflops: k.gflops,
-        },
-    })
 }

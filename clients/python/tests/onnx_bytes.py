@@ -10,6 +10,13 @@ elem_type 1, shape 2; TensorShapeProto dim 1; Dimension dim_value 1, dim_param 2
 
 from __future__ import annotations
 
+import struct
+
+
+def weight_values(n: int) -> list[float]:
+    """The values of a filled weight of `n` elements: small, varied, exact in float32."""
+    return [((i * 37) % 17 - 8) / 16 for i in range(n)]
+
 FLOAT = 1
 
 
@@ -61,14 +68,16 @@ class Model:
         self.inputs.append(_value_info(name, dims))
         return name
 
-    def weight(self, dims: list[int]) -> str:
+    def weight(self, dims: list[int], filled: bool = False) -> str:
+        """A float initializer: zeros, or with `filled` the values `weight_values(n)`."""
         self.count += 1
         name = f"w{self.count}"
         n = 1
         for d in dims:
             n *= d
         tensor = b"".join(_int(1, d) for d in dims) + _int(2, FLOAT) + _str(8, name)
-        self.inits.append(tensor + _len(9, bytes(4 * n)))
+        raw = struct.pack(f"<{n}f", *weight_values(n)) if filled else bytes(4 * n)
+        self.inits.append(tensor + _len(9, raw))
         return name
 
     def node(self, op: str, *inputs: str) -> str:
@@ -95,12 +104,13 @@ class Model:
         return _int(1, 8) + _len(7, graph) + _len(8, opset)
 
 
-def two_dense(batch: int | str = 1, n: int = 16) -> bytes:
-    """x[batch, n] -> MatMul -> Relu -> MatMul -> Relu: two occurrences of one task."""
+def two_dense(batch: int | str = 1, n: int = 16, filled: bool = False) -> bytes:
+    """x[batch, n] -> MatMul -> Relu -> MatMul -> Relu: two occurrences of one task (weights
+    `weight_values(n * n)` each with `filled`, else zeros)."""
     m = Model()
     h = m.input("x", [batch, n])
     for _ in range(2):
-        h = m.node("Relu", m.node("MatMul", h, m.weight([n, n])))
+        h = m.node("Relu", m.node("MatMul", h, m.weight([n, n], filled)))
     m.output(h)
     return m.encode()
 

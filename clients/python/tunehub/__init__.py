@@ -2,16 +2,18 @@
 
 Layout: `client` (`Client`, its `Records`), `config` (where `Client()` connects: arguments,
 environment, the command line's configuration file), `workloads` (op specs and text forms as
-Workload messages), `kernel` (`build`: a Kernel compiled and called on numpy arrays), `errors`,
+Workload messages), `kernel` (`build`: a Kernel compiled and called on numpy arrays), `model`
+(`Model`: a model `tunehub build` compiled, called on a dict of arrays), `errors`,
 and `_proto` (the stubs generated from proto/tunehub/v1/tunehub.proto; its messages are `pb`).
 The package is typed (PEP 561: `py.typed`).
 """
 
 from . import config, kernel
+from .model import Model
 from ._proto import tunehub_pb2 as pb
 from .client import SCHEDULERS, STATES, Client, Records, state_name, write_pack
 from .config import ConfigError
-from .errors import KernelBuildError, TunehubError
+from .errors import KernelBuildError, ModelError, TunehubError
 from .workloads import expr, key, op, shape_range
 
 __version__ = "0.1.0"
@@ -22,6 +24,8 @@ __all__ = [
     "Client",
     "ConfigError",
     "KernelBuildError",
+    "Model",
+    "ModelError",
     "Records",
     "TunehubError",
     "config",

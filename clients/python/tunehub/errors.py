@@ -31,3 +31,7 @@ class KernelBuildError(Exception):
         self.command = command
         self.output = output
         super().__init__(f"{' '.join(command)} failed:\n{output}")
+
+
+class ModelError(Exception):
+    """A built model (`Model`) that cannot be loaded, or a call with inputs it does not take."""

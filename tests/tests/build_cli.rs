@@ -1,0 +1,309 @@
+//! Compiled models through the `tunehub` binary: `build` tunes what has no record, writes the
+//! library and checks it against tract; its header compiles as C and C++ with -Wall -Werror and
+//! clang builds it as gcc does; `run` runs it on given or random inputs and times it; a model
+//! never tuned builds from zero-shot answers; a model with tasks nothing can serve, or an
+//! operator a compiled model cannot run, exits 2 naming them.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tunehub_onnx::builder::{ModelBuilder, int, ints};
+use tunehub_onnx::nets;
+use tunehub_tests::binaries;
+
+fn tunehub(args: &[&str]) -> Output {
+    Command::new(binaries::tunehub())
+        .args(args)
+        .env_remove("TUNEHUB_CONFIG")
+        .env_remove("TUNEHUB_DB")
+        .output()
+        .expect("tunehub runs")
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Exit status 2 and one line on stderr containing every one of `want`.
+fn bad_input(out: &Output, want: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    for w in want {
+        assert!(err.contains(w), "{w:?} not in: {err}");
+    }
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// Short timing, and no noise guard (tests share the machine): they check behaviour.
+const QUICK: [&str; 10] = [
+    "--repeat",
+    "1",
+    "--number",
+    "1",
+    "--min-repeat-ms",
+    "1",
+    "--noise-threshold",
+    "0",
+    "--batch",
+    "2",
+];
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A float32 .npy file (format 1.0) of `shape` holding `data`.
+fn npy(path: &Path, shape: &[usize], data: &[f32]) {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let mut header = format!(
+        "{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}",
+        dims.join(", ")
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    for x in data {
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn build_tunes_checks_and_runs_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write(
+        dir.path(),
+        "tiny.onnx",
+        &nets::tiny_in(ModelBuilder::seeded(11)),
+    );
+    let (db, out) = (dir.path().join("t.db"), dir.path().join("built"));
+    let mut args = vec![
+        "build",
+        s(&model),
+        "--out",
+        s(&out),
+        "--db",
+        s(&db),
+        "--tune",
+        "2",
+    ];
+    args.extend_from_slice(&QUICK);
+    let text = ok(&tunehub(&args));
+    assert!(text.contains("(12 tuned, 0 zero-shot)"), "{text}");
+    assert!(text.contains("match tract"), "{text}");
+    for f in [
+        "tiny.c",
+        "tiny.h",
+        "tiny.weights",
+        "manifest.json",
+        "libtiny.so",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let arena = manifest["arena_bytes"].as_u64().unwrap();
+    assert!(
+        arena > 0 && arena < manifest["intermediate_bytes"].as_u64().unwrap(),
+        "{manifest}"
+    );
+    let tasks = manifest["tasks"].as_array().unwrap();
+    assert!(
+        tasks
+            .iter()
+            .all(|t| !t["record_id"].as_str().unwrap().is_empty()),
+        "{manifest}"
+    );
+
+    // The header as C and as C++, warnings as errors.
+    for (cc, lang) in [("gcc", "c"), ("g++", "c++")] {
+        let o = Command::new(cc)
+            .current_dir(&out)
+            .args([
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-fsyntax-only",
+                "-x",
+                lang,
+                "tiny.h",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{cc}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // clang builds the library as gcc did (the records are there now: no tuning).
+    let clang_out = dir.path().join("clang");
+    let text = ok(&tunehub(&[
+        "build",
+        s(&model),
+        "--out",
+        s(&clang_out),
+        "--db",
+        s(&db),
+        "--cc",
+        "clang",
+    ]));
+    assert!(text.contains("match tract"), "{text}");
+
+    // Run on random inputs, then on a given one: outputs written, latency timed.
+    let outs = dir.path().join("outs");
+    let v: Value = serde_json::from_str(&ok(&tunehub(&[
+        "run",
+        s(&out),
+        "--json",
+        "--repeat",
+        "3",
+        "--threads",
+        "1",
+        "--out-dir",
+        s(&outs),
+    ])))
+    .unwrap();
+    let (median, p90) = (
+        v["median_ms"].as_f64().unwrap(),
+        v["p90_ms"].as_f64().unwrap(),
+    );
+    assert!(median > 0.0 && p90 >= median, "{v}");
+    let name = v["outputs"][0]["name"].as_str().unwrap().to_string();
+    assert_eq!(
+        v["outputs"][0]["shape"],
+        serde_json::json!([1, 2, 2]),
+        "{v}"
+    );
+    assert!(outs.join(format!("{name}.npy")).is_file());
+    let input = dir.path().join("x.npy");
+    npy(&input, &[1, 4, 10, 10], &vec![0.25; 400]);
+    let given: Value = serde_json::from_str(&ok(&tunehub(&[
+        "run",
+        s(&out),
+        "--json",
+        "--repeat",
+        "1",
+        "--input",
+        &format!("input={}", s(&input)),
+    ])))
+    .unwrap();
+    assert_ne!(
+        given["outputs"][0]["sum"], v["outputs"][0]["sum"],
+        "the given input was used"
+    );
+    bad_input(
+        &tunehub(&["run", s(&out), "--input", &format!("nope={}", s(&input))]),
+        &["'nope'", "inputs: input"],
+    );
+    npy(&input, &[1, 4], &[0.0; 4]);
+    bad_input(
+        &tunehub(&["run", s(&out), "--input", &format!("input={}", s(&input))]),
+        &["[1, 4]"],
+    );
+}
+
+/// `x[1,4,h,h]` through a 3x3 convolution with bias and relu.
+fn conv_model(h: i64, seed: u64) -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(seed);
+    let x = b.input_fixed("x", &[1, 4, h, h]);
+    let w = b.weight(&[8, 4, 3, 3]);
+    let bias = b.weight(&[8]);
+    let y = b.node(
+        "Conv",
+        &[&x, &w, &bias],
+        vec![
+            ints("kernel_shape", &[3, 3]),
+            ints("pads", &[1, 1, 1, 1]),
+            int("group", 1),
+        ],
+    );
+    let y = b.node("Relu", &[&y], vec![]);
+    b.output(&y);
+    b.encode()
+}
+
+#[test]
+fn a_model_never_tuned_builds_from_zero_shot_answers_and_one_without_any_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let tuned = write(dir.path(), "a.onnx", &conv_model(8, 1));
+    let never = write(dir.path(), "b.onnx", &conv_model(12, 2));
+    let db = dir.path().join("t.db");
+
+    // An empty database: nothing serves the model's task.
+    let mut args = vec!["tune", "matmul(8,8,8)", "--db", s(&db), "--trials", "2"];
+    args.extend_from_slice(&QUICK);
+    ok(&tunehub(&args));
+    let out = dir.path().join("b");
+    bad_input(
+        &tunehub(&["build", s(&never), "--out", s(&out), "--db", s(&db)]),
+        &[
+            "no record and no tuned neighbour",
+            "task 0 (Conv+Relu",
+            "--tune",
+        ],
+    );
+
+    // Its neighbour of another shape tuned: the model builds without a trial of its own.
+    let mut args = vec!["tune", s(&tuned), "--db", s(&db), "--trials", "2"];
+    args.extend_from_slice(&QUICK);
+    ok(&tunehub(&args));
+    let text = ok(&tunehub(&[
+        "build",
+        s(&never),
+        "--out",
+        s(&out),
+        "--db",
+        s(&db),
+    ]));
+    assert!(text.contains("(0 tuned, 1 zero-shot)"), "{text}");
+    assert!(text.contains("match tract"), "{text}");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["tasks"][0]["record_id"], "", "{manifest}");
+}
+
+#[test]
+fn an_operator_a_compiled_model_cannot_run_and_tune_without_a_db_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = ModelBuilder::seeded(3);
+    let x = b.input_fixed("x", &[1, 4]);
+    let y = b.node("Hardmax", &[&x], vec![]);
+    b.output(&y);
+    let model = write(dir.path(), "m.onnx", &b.encode());
+    let out = dir.path().join("o");
+    let db = dir.path().join("t.db");
+    bad_input(
+        &tunehub(&["build", s(&model), "--out", s(&out), "--db", s(&db)]),
+        &["node 'Hardmax_1' (Hardmax)", "unsupported"],
+    );
+    bad_input(
+        &tunehub(&[
+            "build",
+            s(&model),
+            "--out",
+            s(&out),
+            "--tune",
+            "2",
+            "--server",
+            "http://127.0.0.1:1",
+        ]),
+        &["--tune", "--db"],
+    );
+    assert!(!out.exists(), "nothing written");
+}
