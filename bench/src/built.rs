@@ -7,15 +7,16 @@
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
 use tunehub::client::Clients;
-use tunehub_compiler::{Library, cc, check, compile};
+use tunehub_compiler::{Library, Options, cc, check, compile};
 use tunehub_onnx::InputShapes;
 use tunehub_onnx::graph::Graph;
 
 pub struct Built {
     pub median_ms: f64,
     pub p90_ms: f64,
+    /// Where the time goes (medians over profiled runs).
+    pub profile: tunehub_compiler::Profile,
     pub arena_bytes: u64,
     pub intermediate_bytes: u64,
     pub weights_bytes: u64,
@@ -36,7 +37,14 @@ pub async fn build_and_time(
     let g = Graph::load(&bytes, shapes, model_dir)?;
     let list = tunehub_onnx::tasks::extract(&g, true)?;
     let kernels = tunehub::kernels::best_kernels(clients, &list, "local", "net_").await?;
-    let compiled = compile(&g, &list, &kernels, "net", &model.display().to_string())?;
+    let compiled = compile(
+        &g,
+        &list,
+        &kernels,
+        "net",
+        &model.display().to_string(),
+        &Options::default(),
+    )?;
     compiled.write(dir)?;
     let mut manifest = compiled.manifest.clone();
     cc::build(dir, &mut manifest, None)?;
@@ -45,20 +53,12 @@ pub async fn build_and_time(
         .context("the built model against tract")?;
     lib.set_num_threads(threads);
     let inputs = check::random_inputs(&lib, 0);
-    for _ in 0..20 {
-        lib.run(&inputs)?;
-    }
-    let mut times: Vec<f64> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            lib.run(&inputs).map(|_| t.elapsed().as_secs_f64() * 1e3)
-        })
-        .collect::<Result<_, _>>()?;
-    times.sort_by(f64::total_cmp);
-    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    let t = lib.time(&inputs, 20, runs)?;
+    let profile = lib.profile(&inputs, runs)?;
     Ok(Built {
-        median_ms: at(0.5),
-        p90_ms: at(0.9),
+        profile,
+        median_ms: t.median_ms,
+        p90_ms: t.p90_ms,
         arena_bytes: manifest.arena_bytes,
         intermediate_bytes: manifest.intermediate_bytes,
         weights_bytes: manifest.weights_bytes,

@@ -45,6 +45,11 @@ pub struct NetworkArgs {
     /// The peer's latency in ms (ONNX Runtime, from bench/onnx_peer.py), drawn and compared.
     #[arg(long)]
     peer_ms: Option<f64>,
+    /// Flush the caches before each timed run of a candidate (Ansor's enable_cpu_cache_flush,
+    /// with one run per repeat as TVM asks): each kernel timed as a network runs it, its
+    /// weights not left in cache by its previous run.
+    #[arg(long)]
+    flush_cache: bool,
     /// Build the model with the tuned kernels (`tunehub build`) and time it: its measured
     /// latency beside the estimate.
     #[arg(long)]
@@ -56,6 +61,10 @@ pub struct NetworkArgs {
     /// (bench/ort_latency.py), instead of --peer-ms.
     #[arg(long)]
     ort_python: Option<PathBuf>,
+    /// Keep the records in this database (created if missing; reused if it holds some) instead
+    /// of a throwaway one: a zero-shot build of another model can read them.
+    #[arg(long)]
+    db: Option<PathBuf>,
     /// Where the report, the JSON and the SVG go.
     #[arg(long, default_value = "bench-out/network")]
     out: PathBuf,
@@ -70,7 +79,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         .with_context(|| format!("extracting the tasks of {}", a.model.display()))?;
     let n = list.tasks.len() as u32;
     let dir = tempfile::tempdir()?;
-    let db = dir.path().join("bench.db");
+    let db = a.db.clone().unwrap_or_else(|| dir.path().join("bench.db"));
     let target = Target::detect().with_overrides(&TargetOverrides {
         cores: a.cores,
         ..TargetOverrides::default()
@@ -97,7 +106,12 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     let req = pb::SubmitRequest {
         tasks,
         target: "local".into(),
-        measure: None,
+        measure: a.flush_cache.then(|| pb::MeasureOptions {
+            flush_cache: Some(true),
+            number: Some(1),
+            min_repeat_ms: Some(0),
+            ..Default::default()
+        }),
         batch_size: a.batch,
         seed: a.seed,
         scheduler: pb::SchedulerKind::Gradient as i32,
@@ -206,6 +220,17 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             b.weights_bytes,
             b.zero_shot
         );
+        let p = &b.profile;
+        let _ = writeln!(
+            md,
+            "Where it goes (medians of profiled runs): kernels {:.4} ms (the same kernels measured \
+             alone: {:.4} ms, in-model / alone = {:.3}), glue {:.4} ms, inputs and outputs {:.4} ms.",
+            p.kernels_ms,
+            p.kernels_alone_ms,
+            p.kernels_ms / p.kernels_alone_ms.max(1e-12),
+            p.glue_ms,
+            p.io_ms
+        );
     }
     if let Some(peer) = peer_ms {
         let _ = writeln!(
@@ -258,6 +283,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         "estimate_s": est.seconds, "missing": est.missing, "peer_ms": peer_ms,
         "built_median_ms": built.as_ref().map(|b| b.median_ms), "built_p90_ms": built.as_ref().map(|b| b.p90_ms),
         "arena_bytes": built.as_ref().map(|b| b.arena_bytes), "threads": threads,
+        "profile": built.as_ref().map(|b| json!({"kernels_ms": b.profile.kernels_ms, "kernels_alone_ms": b.profile.kernels_alone_ms, "glue_ms": b.profile.glue_ms, "io_ms": b.profile.io_ms})),
         "curve": curve.iter().map(|c| json!({"trials": c.0, "wall_s": c.1, "estimate_s": c.2, "missing": c.3})).collect::<Vec<_>>(),
         "tasks": list.tasks.iter().zip(&job.tasks).map(|(t, p)| json!({
             "label": t.label, "weight": t.weight, "flops": t.flops, "best_seconds": p.best_seconds,

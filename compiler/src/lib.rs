@@ -28,15 +28,22 @@ pub mod weights;
 
 pub use emit::manifest::Manifest;
 pub use error::CompileError;
-pub use library::Library;
+pub use library::{Latency, Library, Profile};
 
 use emit::header::Io;
-use emit::manifest::{FORMAT, NodeEntry, TaskEntry};
+use emit::manifest::{FORMAT, NodeEntry, StepEntry, TaskEntry};
 use program::Program;
 use std::path::{Path, PathBuf};
 use tunehub_engine::package::{Kernel, check_identifier};
 use tunehub_onnx::TaskList;
 use tunehub_onnx::graph::Graph;
+
+/// How to compile.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Assemble the weights file into the library: `NAME_create(NULL)` needs no file.
+    pub embed_weights: bool,
+}
 
 /// A compiled model's files, in memory.
 pub struct Compiled {
@@ -55,6 +62,7 @@ pub fn compile(
     kernels: &[Kernel],
     name: &str,
     model: &str,
+    options: &Options,
 ) -> Result<Compiled, CompileError> {
     check_identifier("model name", name).map_err(|e| CompileError::BadName(e.to_string()))?;
     if kernels.len() != tasks.tasks.len() {
@@ -79,13 +87,14 @@ pub fn compile(
     };
     let (inputs, outputs) = (io(&p.inputs), io(&p.outputs));
     let layout = emit::source::Layout {
+        embed: options.embed_weights,
         plan: &plan,
         weights: &weights,
         packed_offsets: &packed_offsets,
         packed_bytes,
     };
     let source = emit::source::source(name, model, &p, &layout);
-    let header = emit::header::header(name, model, &inputs, &outputs);
+    let header = emit::header::header(name, model, &inputs, &outputs, p.steps.len());
     let first = kernels.first();
     let tasks_entries = tasks
         .tasks
@@ -104,6 +113,7 @@ pub fn compile(
                 "tuned (measured)".into()
             },
             gflops: k.provenance.gflops,
+            flops: t.flops,
             calls: t.weight,
         })
         .collect();
@@ -117,6 +127,7 @@ pub fn compile(
         ldflags: first.map_or(vec![], |k| k.ldflags.clone()),
         library: None,
         weights: format!("{name}.weights"),
+        embedded_weights: options.embed_weights,
         weights_bytes: weights.bytes.len() as u64,
         inputs,
         outputs,
@@ -125,6 +136,7 @@ pub fn compile(
         packed_bytes,
         tasks: tasks_entries,
         nodes: p.nodes.iter().map(NodeEntry::from).collect(),
+        steps: p.steps.iter().map(|s| step_entry(&p, s)).collect(),
         threads: first.map_or(1, |k| k.threads),
     };
     Ok(Compiled {
@@ -134,6 +146,27 @@ pub fn compile(
         weights: weights.bytes,
         manifest,
     })
+}
+
+fn step_entry(p: &Program, s: &program::Step) -> StepEntry {
+    use program::Step;
+    let (how, task, nodes) = match s {
+        Step::Kernel(k) => ("kernel", Some(k.task), k.nodes.clone()),
+        Step::Copy(_) => ("copy", None, vec![]),
+        Step::Fill { .. } => ("fill", None, vec![]),
+        Step::Gather(_) => ("gather", None, vec![]),
+    };
+    // A glue step is named by the tensor it writes.
+    let nodes = if nodes.is_empty() {
+        vec![p.values[s.writes()].name.clone()]
+    } else {
+        nodes
+    };
+    StepEntry {
+        how: how.into(),
+        task,
+        nodes,
+    }
 }
 
 impl Compiled {

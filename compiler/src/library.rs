@@ -10,6 +10,8 @@ use tunehub_onnx::reference::Array;
 
 type Create = unsafe extern "C" fn(*const c_char) -> *mut c_void;
 type Run = unsafe extern "C" fn(*mut c_void, *const *const f32, *const *mut f32) -> c_int;
+type RunProfiled =
+    unsafe extern "C" fn(*mut c_void, *const *const f32, *const *mut f32, *mut f64) -> c_int;
 type Destroy = unsafe extern "C" fn(*mut c_void);
 type SetThreads = unsafe extern "C" fn(c_int);
 type LastError = unsafe extern "C" fn() -> *const c_char;
@@ -18,6 +20,7 @@ pub struct Library {
     pub manifest: Manifest,
     model: *mut c_void,
     run: Run,
+    run_profiled: RunProfiled,
     destroy: Destroy,
     set_threads: SetThreads,
     // Last: dropped after the model is destroyed.
@@ -65,21 +68,28 @@ impl Library {
         let bad = |e: libloading::Error| fail(format!("{}: {e}", lib_path.display()));
         // SAFETY: the symbols' types are the ones `emit::header` declares, and the library
         // outlives the copies (it is dropped last).
-        let (create, run, destroy, set_threads, last_error) = unsafe {
+        let (create, run, run_profiled, destroy, set_threads, last_error) = unsafe {
             let sym = |s: &str| format!("{name}_{s}").into_bytes();
             let c: libloading::Symbol<Create> = lib.get(&sym("create")).map_err(bad)?;
             let r: libloading::Symbol<Run> = lib.get(&sym("run")).map_err(bad)?;
+            let p: libloading::Symbol<RunProfiled> = lib.get(&sym("run_profiled")).map_err(bad)?;
             let d: libloading::Symbol<Destroy> = lib.get(&sym("destroy")).map_err(bad)?;
             let t: libloading::Symbol<SetThreads> =
                 lib.get(&sym("set_num_threads")).map_err(bad)?;
             let l: libloading::Symbol<LastError> = lib.get(&sym("last_error")).map_err(bad)?;
-            (*c, *r, *d, *t, *l)
+            (*c, *r, *p, *d, *t, *l)
         };
         let weights = dir.join(&manifest.weights);
         let c_path = CString::new(weights.to_string_lossy().into_owned())
             .map_err(|_| fail("the weights path has a NUL byte"))?;
-        // SAFETY: a valid C string; the function returns NULL or a model we own.
-        let model = unsafe { create(c_path.as_ptr()) };
+        // An embedded library is created from its own copy: the file is not read.
+        let path_arg = if manifest.embedded_weights {
+            std::ptr::null()
+        } else {
+            c_path.as_ptr()
+        };
+        // SAFETY: a valid C string or NULL; the function returns NULL or a model we own.
+        let model = unsafe { create(path_arg) };
         if model.is_null() {
             // SAFETY: the library's static error text, NUL-terminated.
             let why = unsafe { std::ffi::CStr::from_ptr(last_error()) }
@@ -91,6 +101,7 @@ impl Library {
             manifest,
             model,
             run,
+            run_profiled,
             destroy,
             set_threads,
             _lib: lib,
@@ -105,6 +116,26 @@ impl Library {
 
     /// Runs the model on `inputs` (the manifest's, in its order, each with its shape).
     pub fn run(&mut self, inputs: &[Array]) -> Result<Vec<Array>, CompileError> {
+        self.exec(inputs, None)
+    }
+
+    /// Runs the model once and times its phases: the inputs copied in, each step (the
+    /// manifest's `steps`), the outputs copied out; in seconds.
+    pub fn run_profiled(
+        &mut self,
+        inputs: &[Array],
+    ) -> Result<(Vec<Array>, Vec<f64>), CompileError> {
+        let n = self.manifest.steps.len();
+        let mut t = vec![0f64; n + 3];
+        let out = self.exec(inputs, Some(&mut t))?;
+        Ok((out, t.windows(2).map(|w| w[1] - w[0]).collect()))
+    }
+
+    fn exec(
+        &mut self,
+        inputs: &[Array],
+        times: Option<&mut Vec<f64>>,
+    ) -> Result<Vec<Array>, CompileError> {
         let m = &self.manifest;
         if inputs.len() != m.inputs.len() {
             return Err(fail(format!(
@@ -135,14 +166,105 @@ impl Library {
             .collect();
         let ins: Vec<*const f32> = inputs.iter().map(|a| a.data.as_ptr()).collect();
         let outs: Vec<*mut f32> = outputs.iter_mut().map(|a| a.data.as_mut_ptr()).collect();
-        // SAFETY: every pointer has the manifest's element count (checked above); the model is
-        // ours and used from one thread at a time (`&mut self`).
-        let rc = unsafe { (self.run)(self.model, ins.as_ptr(), outs.as_ptr()) };
+        // SAFETY: every pointer has the manifest's element count (checked above), `times` the
+        // header's NUM_STEPS + 3 entries; the model is ours and used from one thread at a time
+        // (`&mut self`).
+        let rc = unsafe {
+            match times {
+                None => (self.run)(self.model, ins.as_ptr(), outs.as_ptr()),
+                Some(t) => {
+                    (self.run_profiled)(self.model, ins.as_ptr(), outs.as_ptr(), t.as_mut_ptr())
+                }
+            }
+        };
         if rc != 0 {
             return Err(fail(format!("{}_run failed ({rc})", m.name)));
         }
         Ok(outputs)
     }
+}
+
+/// A model's latency: the median and 90th percentile of timed runs, in ms.
+#[derive(Debug, Clone, Copy)]
+pub struct Latency {
+    pub median_ms: f64,
+    pub p90_ms: f64,
+}
+
+impl Library {
+    /// Runs `warmup` times, then times `runs` runs one by one.
+    pub fn time(
+        &mut self,
+        inputs: &[Array],
+        warmup: u32,
+        runs: u32,
+    ) -> Result<Latency, CompileError> {
+        for _ in 0..warmup {
+            self.run(inputs)?;
+        }
+        let mut times: Vec<f64> = (0..runs.max(1))
+            .map(|_| {
+                let t = std::time::Instant::now();
+                self.run(inputs).map(|_| t.elapsed().as_secs_f64() * 1e3)
+            })
+            .collect::<Result<_, _>>()?;
+        times.sort_by(f64::total_cmp);
+        let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+        Ok(Latency {
+            median_ms: at(0.5),
+            p90_ms: at(0.9),
+        })
+    }
+
+    /// Where a run's time goes, the median of each phase over `runs` profiled runs.
+    pub fn profile(&mut self, inputs: &[Array], runs: u32) -> Result<Profile, CompileError> {
+        let mut all: Vec<Vec<f64>> = vec![];
+        for _ in 0..runs.max(1) {
+            all.push(self.run_profiled(inputs)?.1);
+        }
+        let phases = all[0].len();
+        let median: Vec<f64> = (0..phases)
+            .map(|i| {
+                let mut v: Vec<f64> = all.iter().map(|r| r[i]).collect();
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            })
+            .collect();
+        let m = &self.manifest;
+        let steps = &median[1..phases - 1];
+        let mut p = Profile {
+            io_ms: (median[0] + median[phases - 1]) * 1e3,
+            ..Profile::default()
+        };
+        for (s, &sec) in m.steps.iter().zip(steps) {
+            if let Some(t) = s.task {
+                p.kernels_ms += sec * 1e3;
+                let task = &m.tasks[t];
+                if task.gflops > 0.0 {
+                    p.kernels_alone_ms += task.flops as f64 / (task.gflops * 1e9) * 1e3;
+                }
+            } else {
+                p.glue_ms += sec * 1e3;
+            }
+        }
+        p.steps_ms = steps.iter().map(|s| s * 1e3).collect();
+        Ok(p)
+    }
+}
+
+/// Where a run's time goes (medians over profiled runs), in ms.
+#[derive(Debug, Clone, Default)]
+pub struct Profile {
+    /// The kernels' steps.
+    pub kernels_ms: f64,
+    /// The same kernels' times as measured alone (their records: FLOPs over GFLOP/s).
+    pub kernels_alone_ms: f64,
+    /// Views cost nothing; copies, fills and gathers.
+    pub glue_ms: f64,
+    /// Inputs copied into the arena and outputs out of it.
+    pub io_ms: f64,
+    /// Every step's, in the manifest's order.
+    pub steps_ms: Vec<f64>,
 }
 
 impl Drop for Library {

@@ -3,7 +3,7 @@
 //! against tract on the same inputs.
 
 use std::path::Path;
-use tunehub_compiler::{Library, cc, check, compile};
+use tunehub_compiler::{Library, Options, cc, check, compile};
 use tunehub_engine::package::{self, Kernel, Provenance};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
@@ -30,11 +30,16 @@ fn kernels(list: &tunehub_onnx::TaskList, target: &Target) -> Vec<Kernel> {
 
 /// Compiles `bytes` as `name` into `dir`, builds it, and checks it against tract.
 fn build_and_check(bytes: &[u8], name: &str, dir: &Path) -> Library {
+    build_and_check_with(bytes, name, dir, &Options::default())
+}
+
+fn build_and_check_with(bytes: &[u8], name: &str, dir: &Path, options: &Options) -> Library {
     let shapes = InputShapes::default();
     let g = Graph::load(bytes, &shapes, None).expect("the model loads");
     let list = tasks::extract(&g, true).expect("its tasks");
     let target = Target::detect();
-    let compiled = compile(&g, &list, &kernels(&list, &target), name, "test").expect("compiles");
+    let compiled =
+        compile(&g, &list, &kernels(&list, &target), name, "test", options).expect("compiles");
     compiled.write(dir).expect("written");
     let mut manifest = compiled.manifest.clone();
     cc::build(dir, &mut manifest, None).expect("the library builds");
@@ -205,4 +210,41 @@ fn an_unsupported_operator_is_named() {
     let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
     let e = tasks::extract(&g, true).unwrap_err().to_string();
     assert!(e.contains("node 'Hardmax_1' (Hardmax)"), "{e}");
+}
+
+#[test]
+fn embedded_weights_need_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        embed_weights: true,
+    };
+    let bytes = nets::tiny_in(ModelBuilder::seeded(8));
+    drop(build_and_check_with(
+        &bytes,
+        "embedded",
+        dir.path(),
+        &options,
+    ));
+    std::fs::remove_file(dir.path().join("embedded.weights")).unwrap();
+    let mut lib = Library::open(dir.path()).expect("loads without its weights file");
+    check::against_reference(&mut lib, &bytes, &InputShapes::default(), None, 9)
+        .expect("matches tract");
+}
+
+#[test]
+fn a_weights_file_of_another_build_is_refused() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    drop(build_and_check(
+        &nets::tiny_in(ModelBuilder::seeded(12)),
+        "same",
+        a.path(),
+    ));
+    drop(build_and_check(
+        &nets::tiny_in(ModelBuilder::seeded(13)),
+        "same",
+        b.path(),
+    ));
+    std::fs::copy(b.path().join("same.weights"), a.path().join("same.weights")).unwrap();
+    let e = Library::open(a.path()).err().expect("refused").to_string();
+    assert!(e.contains("not this build's"), "{e}");
 }

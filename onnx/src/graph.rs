@@ -62,6 +62,22 @@ pub struct TensorInfo {
     pub value: Option<Arc<Tensor>>,
 }
 
+/// The model decoded, with a graph of at least one node, its dynamic input dimensions fixed.
+pub(crate) fn decode(bytes: &[u8], shapes: &InputShapes) -> Result<pb::ModelProto, ImportError> {
+    use prost::Message;
+    let mut proto =
+        pb::ModelProto::decode(bytes).map_err(|e| ImportError::Malformed(e.to_string()))?;
+    let graph = proto
+        .graph
+        .as_mut()
+        .ok_or_else(|| ImportError::Malformed("the model has no graph".into()))?;
+    if graph.node.is_empty() {
+        return Err(ImportError::Malformed("the graph has no node".into()));
+    }
+    shapes.apply(graph)?;
+    Ok(proto)
+}
+
 /// The graph.
 #[derive(Debug)]
 pub struct Graph {
@@ -130,18 +146,8 @@ impl Graph {
         shapes: &InputShapes,
         dir: Option<&str>,
     ) -> Result<Graph, ImportError> {
-        use prost::Message;
-        let mut proto =
-            pb::ModelProto::decode(bytes).map_err(|e| ImportError::Malformed(e.to_string()))?;
-        let graph = proto
-            .graph
-            .as_mut()
-            .ok_or_else(|| ImportError::Malformed("the model has no graph".into()))?;
-        if graph.node.is_empty() {
-            return Err(ImportError::Malformed("the graph has no node".into()));
-        }
-        shapes.apply(graph)?;
-        let graph = proto.graph.as_ref().expect("checked above");
+        let proto = decode(bytes, shapes)?;
+        let graph = proto.graph.as_ref().expect("decode checks it");
         let nodes: Vec<Node> = graph
             .node
             .iter()

@@ -4,7 +4,6 @@
 
 use crate::error::ImportError;
 use crate::shapes::InputShapes;
-use tract_onnx::pb;
 use tract_onnx::prelude::*;
 
 /// One float tensor: its shape and its elements in row-major order.
@@ -22,15 +21,8 @@ pub fn run(
     dir: Option<&str>,
     inputs: &[Array],
 ) -> Result<Vec<Array>, ImportError> {
-    use prost::Message;
     let fail = |e: TractError| ImportError::Graph(format!("reference run: {e:#}"));
-    let mut proto =
-        pb::ModelProto::decode(bytes).map_err(|e| ImportError::Malformed(e.to_string()))?;
-    let graph = proto
-        .graph
-        .as_mut()
-        .ok_or_else(|| ImportError::Malformed("the model has no graph".into()))?;
-    shapes.apply(graph)?;
+    let proto = crate::graph::decode(bytes, shapes)?;
     let model = tract_onnx::onnx()
         .parse(&proto, dir)
         .map_err(fail)?

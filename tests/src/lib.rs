@@ -5,6 +5,7 @@
 //! # Layout
 //!
 //! This library is what the tests share: `binaries` (the two binaries under test, built fresh),
+//! `cli` (the `tunehub` binary as the command-line tests run it, and its outcomes checked),
 //! `server` and `worker` (their child processes), `faulty_worker` (fault injection: a fake
 //! device that reports what a real one never would), `process` (signals, exits), `jobs`
 //! (requests, and waiting on a job through its Watch stream), `metrics` (a scrape of the
@@ -26,6 +27,7 @@
 
 pub mod binaries;
 pub mod certs;
+pub mod cli;
 pub mod faulty_worker;
 pub mod jobs;
 pub mod metrics;

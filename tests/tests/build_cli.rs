@@ -6,58 +6,16 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use tunehub_onnx::builder::{ModelBuilder, int, ints};
 use tunehub_onnx::nets;
-use tunehub_tests::binaries;
-
-fn tunehub(args: &[&str]) -> Output {
-    Command::new(binaries::tunehub())
-        .args(args)
-        .env_remove("TUNEHUB_CONFIG")
-        .env_remove("TUNEHUB_DB")
-        .output()
-        .expect("tunehub runs")
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Exit status 2 and one line on stderr containing every one of `want`.
-fn bad_input(out: &Output, want: &[&str]) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    for w in want {
-        assert!(err.contains(w), "{w:?} not in: {err}");
-    }
-}
+use tunehub_tests::cli::{QUICK, bad_input, stdout_ok as ok, tunehub};
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
     p
 }
-
-/// Short timing, and no noise guard (tests share the machine): they check behaviour.
-const QUICK: [&str; 10] = [
-    "--repeat",
-    "1",
-    "--number",
-    "1",
-    "--min-repeat-ms",
-    "1",
-    "--noise-threshold",
-    "0",
-    "--batch",
-    "2",
-];
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -306,4 +264,82 @@ fn an_operator_a_compiled_model_cannot_run_and_tune_without_a_db_exit_2() {
         &["--tune", "--db"],
     );
     assert!(!out.exists(), "nothing written");
+}
+
+/// The C program docs/compiled-models.md shows, compiled against a model built as `net` and run.
+#[test]
+fn the_documented_c_example_builds_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/compiled-models.md"),
+    )
+    .unwrap();
+    let start = doc.find("```c\n").expect("a C block") + 5;
+    let code = &doc[start..start + doc[start..].find("```").unwrap()];
+    let example = write(dir.path(), "example.c", code.as_bytes());
+    let model = write(dir.path(), "m.onnx", &conv_model(6, 4));
+    let (db, out) = (dir.path().join("t.db"), dir.path().join("net"));
+    let mut args = vec![
+        "build",
+        s(&model),
+        "--name",
+        "net",
+        "--out",
+        s(&out),
+        "--db",
+        s(&db),
+        "--tune",
+        "2",
+    ];
+    args.extend_from_slice(&QUICK);
+    ok(&tunehub(&args));
+    let exe = dir.path().join("example");
+    let rpath = format!("-Wl,-rpath,{}", s(&out));
+    let o = Command::new("cc")
+        .args([
+            "-Wall",
+            "-Werror",
+            "-I",
+            s(&out),
+            s(&example),
+            "-L",
+            s(&out),
+            "-lnet",
+            &rpath,
+            "-o",
+            s(&exe),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = Command::new(&exe).current_dir(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && text.starts_with("t"),
+        "{text}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    // Its first value as `tunehub run` computes it on the same input.
+    let input = dir.path().join("x.npy");
+    npy(&input, &[1, 4, 6, 6], &[0.5; 144]);
+    let outs = dir.path().join("outs");
+    ok(&tunehub(&[
+        "run",
+        s(&out),
+        "--repeat",
+        "1",
+        "--input",
+        &format!("x={}", s(&input)),
+        "--out-dir",
+        s(&outs),
+    ]));
+    let name = text.split('[').next().unwrap();
+    let bytes = std::fs::read(outs.join(format!("{name}.npy"))).unwrap();
+    let at = 10 + usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
+    let first = f32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    let printed: f32 = text.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(
+        (first - printed).abs() <= 1e-5 * first.abs().max(1.0),
+        "{first} vs {text}"
+    );
 }

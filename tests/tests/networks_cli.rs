@@ -5,58 +5,18 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use tunehub_onnx::builder::ModelBuilder;
 use tunehub_onnx::nets;
 use tunehub_tests::binaries;
+use tunehub_tests::cli::{QUICK, bad_input, stdout_ok, tunehub};
 use tunehub_tests::server::{Server, TOKEN, sqlite_path};
-
-fn tunehub(args: &[&str]) -> Output {
-    Command::new(binaries::tunehub())
-        .args(args)
-        .env_remove("TUNEHUB_CONFIG")
-        .output()
-        .expect("tunehub runs")
-}
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, bytes).unwrap();
     p
 }
-
-fn stdout_ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Exit status 2 and one line on stderr containing every one of `want`.
-fn bad_input(out: &Output, want: &[&str]) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    for w in want {
-        assert!(err.contains(w), "{w:?} not in: {err}");
-    }
-}
-
-/// Short timing, and no noise guard (tests share the machine): they check behaviour, not speed.
-const QUICK: [&str; 10] = [
-    "--repeat",
-    "1",
-    "--number",
-    "1",
-    "--min-repeat-ms",
-    "1",
-    "--noise-threshold",
-    "0",
-    "--batch",
-    "2",
-];
 
 #[test]
 fn tasks_lists_a_resnet18_and_bad_models_exit_2() {

@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, value_parser};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use tunehub_compiler::{CompileError, Library, cc, check, compile};
+use tunehub_compiler::{CompileError, Library, Options, cc, check, compile};
 use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
 use tunehub_onnx::graph::Graph;
@@ -55,6 +55,10 @@ pub struct BuildArgs {
     /// With --tune: how each candidate is timed.
     #[command(flatten)]
     pub measure: MeasureArgs,
+
+    /// Assemble the weights into the library too: `NAME_create(NULL)` needs no file.
+    #[arg(long)]
+    pub embed_weights: bool,
 
     /// Write the files only: no libNAME.so, no check against the reference.
     #[arg(long)]
@@ -131,7 +135,11 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     .await;
     session.close().await?;
     let kernels = kernels?;
-    let compiled = compile(&g, &list, &kernels, &name, &args.model).map_err(usage_or_internal)?;
+    let options = Options {
+        embed_weights: args.embed_weights,
+    };
+    let compiled =
+        compile(&g, &list, &kernels, &name, &args.model, &options).map_err(usage_or_internal)?;
     compiled.write(&args.out)?;
     let mut manifest = compiled.manifest.clone();
     let mut checked = None;

@@ -9,7 +9,6 @@ use clap::{Args, value_parser};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
 use tunehub_compiler::{Library, check};
 use tunehub_onnx::reference::Array;
 
@@ -35,6 +34,11 @@ pub struct RunArgs {
     /// OpenMP threads of the kernels [default: as they were tuned].
     #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
+
+    /// Also time each step (medians over the runs): kernels against their times measured alone,
+    /// glue (copies), inputs and outputs; the slowest steps.
+    #[arg(long)]
+    pub profile: bool,
 
     /// Seed of the random inputs.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -123,18 +127,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         lib.set_num_threads(t);
     }
     let outputs = lib.run(&inputs)?;
-    for _ in 0..(args.repeat / 10).max(1) {
-        lib.run(&inputs)?;
-    }
-    let mut times: Vec<f64> = (0..args.repeat)
-        .map(|_| {
-            let t = Instant::now();
-            lib.run(&inputs).map(|_| t.elapsed().as_secs_f64() * 1e3)
-        })
-        .collect::<Result<_, _>>()?;
-    times.sort_by(f64::total_cmp);
-    let pick = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-    let (median, p90) = (pick(0.5), pick(0.9));
+    let t = lib.time(&inputs, (args.repeat / 10).max(1), args.repeat)?;
+    let (median, p90) = (t.median_ms, t.p90_ms);
+    let profile = match args.profile {
+        true => Some(lib.profile(&inputs, args.repeat)?),
+        false => None,
+    };
     if let Some(d) = &args.out_dir {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         for (a, io) in outputs.iter().zip(&lib.manifest.outputs) {
@@ -172,6 +170,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "model": lib.manifest.name, "outputs": outs, "runs": args.repeat,
             "threads": args.threads.unwrap_or(lib.manifest.threads),
             "median_ms": median, "p90_ms": p90,
+            "profile": profile.as_ref().map(|p| serde_json::json!({
+                "kernels_ms": p.kernels_ms, "kernels_alone_ms": p.kernels_alone_ms,
+                "glue_ms": p.glue_ms, "io_ms": p.io_ms, "steps_ms": p.steps_ms,
+            })),
         });
         emit(&format!("{j}\n"))?;
     } else {
@@ -188,6 +190,23 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "latency median {median:.4} ms, p90 {p90:.4} ms over {} runs\n",
             args.repeat
         );
+        if let Some(p) = &profile {
+            t += &format!(
+                "profile kernels {:.4} ms (measured alone {:.4} ms), glue {:.4} ms, inputs and outputs {:.4} ms\n",
+                p.kernels_ms, p.kernels_alone_ms, p.glue_ms, p.io_ms
+            );
+            let mut order: Vec<usize> = (0..p.steps_ms.len()).collect();
+            order.sort_by(|&a, &b| p.steps_ms[b].total_cmp(&p.steps_ms[a]));
+            for &i in order.iter().take(5) {
+                let s = &lib.manifest.steps[i];
+                t += &format!(
+                    "  step {i:<4} {:>9.4} ms  {} {}\n",
+                    p.steps_ms[i],
+                    s.how,
+                    s.nodes.join(", ")
+                );
+            }
+        }
         emit(&t)?;
     }
     Ok(ExitCode::SUCCESS)

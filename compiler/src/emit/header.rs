@@ -12,7 +12,7 @@ pub struct Io {
     pub shape: Vec<i64>,
 }
 
-pub fn header(name: &str, model: &str, inputs: &[Io], outputs: &[Io]) -> String {
+pub fn header(name: &str, model: &str, inputs: &[Io], outputs: &[Io], steps: usize) -> String {
     let up = name.to_ascii_uppercase();
     let mut h = format!(
         "/* {name}: the model {model}, compiled by tunehub.\n\
@@ -46,6 +46,7 @@ pub fn header(name: &str, model: &str, inputs: &[Io], outputs: &[Io]) -> String 
         }
         h.push('\n');
     }
+    let _ = writeln!(h, "#define {up}_NUM_STEPS {steps}\n");
     let _ = writeln!(
         h,
         "typedef struct {name}_model {name}_model;\n\n\
@@ -55,6 +56,10 @@ pub fn header(name: &str, model: &str, inputs: &[Io], outputs: &[Io]) -> String 
          * {name}_destroy); NULL on error. */\n\
          {name}_model* {name}_create_from_memory(const void* weights, size_t bytes);\n\
          int {name}_run({name}_model* model, const float* const* inputs, float* const* outputs);\n\
+         /* As run, with {up}_NUM_STEPS + 3 timestamps (seconds) in `t`: at the start, after the\n\
+         * inputs are copied in, after each step (manifest.json's `steps`), after the outputs are\n\
+         * copied out. */\n\
+         int {name}_run_profiled({name}_model* model, const float* const* inputs, float* const* outputs, double* t);\n\
          void {name}_destroy({name}_model* model);\n\
          void {name}_set_num_threads(int n);\n\
          /* Why the last create or run failed. */\n\

@@ -23,6 +23,9 @@ pub struct Manifest {
     pub library: Option<String>,
     pub weights: String,
     pub weights_bytes: u64,
+    /// The weights are in the library too (`--embed-weights`): `NAME_create(NULL)` uses them.
+    #[serde(default)]
+    pub embedded_weights: bool,
     pub inputs: Vec<Io>,
     pub outputs: Vec<Io>,
     /// The arena's bytes, and the sum of every intermediate tensor's without reuse.
@@ -31,6 +34,8 @@ pub struct Manifest {
     pub packed_bytes: u64,
     pub tasks: Vec<TaskEntry>,
     pub nodes: Vec<NodeEntry>,
+    /// The run's steps in order (`NAME_run_profiled` times each).
+    pub steps: Vec<StepEntry>,
     /// OpenMP threads the kernels use until `set_num_threads`.
     pub threads: u32,
 }
@@ -45,7 +50,18 @@ pub struct TaskEntry {
     pub record_id: String,
     pub provenance: String,
     pub gflops: f64,
+    /// FLOPs of one call: with `gflops`, the kernel's time as measured alone.
+    pub flops: u64,
     pub calls: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepEntry {
+    /// "kernel", "copy", "fill" or "gather".
+    pub how: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub task: Option<usize>,
+    pub nodes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

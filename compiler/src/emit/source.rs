@@ -10,6 +10,8 @@ use crate::weights::{HEADER, MAGIC, VERSION, Weights};
 use std::fmt::Write;
 
 pub struct Layout<'a> {
+    /// The weights file is assembled into the library (`.incbin`): `NAME_create(NULL)` uses it.
+    pub embed: bool,
     pub plan: &'a Plan,
     pub weights: &'a Weights,
     pub packed_offsets: &'a [u64],
@@ -59,7 +61,7 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
         "/* {name}: the model {}, compiled by tunehub: {} kernels, {} steps.\n * Build with the \
          flags in manifest.json. */\n#include \"{name}.h\"\n\n#include <fcntl.h>\n#include \
          <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include \
-         <sys/mman.h>\n#include <sys/stat.h>\n#include <unistd.h>\n\n",
+         <sys/mman.h>\n#include <sys/stat.h>\n#include <time.h>\n#include <unistd.h>\n\n",
         c_text(model),
         p.kernels.len(),
         p.steps.len()
@@ -128,10 +130,28 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
         );
     }
     let _ = write!(s, "  return m;\n}}\n\n");
+    // Without a path: the weights assembled into the library, when they are.
+    let no_path = if l.embed {
+        let _ = write!(
+            s,
+            "/* {name}.weights, assembled into the library (--embed-weights). */\n\
+             __asm__(\".section .rodata\\n.balign 64\\n.global {name}_weights_start\\n.hidden {name}_weights_start\\n{name}_weights_start:\\n.incbin \\\"{name}.weights\\\"\\n.global {name}_weights_end\\n.hidden {name}_weights_end\\n{name}_weights_end:\\n.previous\");\n\
+             extern const unsigned char {name}_weights_start[], {name}_weights_end[];\n\n"
+        );
+        format!(
+            "return {name}_create_from_memory({name}_weights_start, (size_t)({name}_weights_end - {name}_weights_start));"
+        )
+    } else {
+        format!(
+            "snprintf({name}_error, sizeof {name}_error, \"no weights path (this library was built without --embed-weights)\");\n    return NULL;"
+        )
+    };
     let _ = write!(
         s,
         "{name}_model* {name}_create(const char* weights_path) {{\n  \
-         {name}_model* m = calloc(1, sizeof *m);\n  struct stat st;\n  void* map;\n  int fd;\n  \
+         {name}_model* m;\n  struct stat st;\n  void* map;\n  int fd;\n  \
+         if (!weights_path) {{\n    {no_path}\n  }}\n  \
+         m = calloc(1, sizeof *m);\n  \
          if (!m) return NULL;\n  \
          fd = open(weights_path, O_RDONLY);\n  \
          if (fd < 0 || fstat(fd, &st) != 0 || st.st_size <= 0) {{\n    snprintf({name}_error, sizeof {name}_error, \"cannot read %s\", weights_path);\n    if (fd >= 0) close(fd);\n    free(m);\n    return NULL;\n  }}\n  \
@@ -155,11 +175,13 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
         }
     }
     s.push_str("}\n\n");
-    // Run.
+    // Run: one body, with a timestamp after each phase when `t` is given (`run_profiled`).
     let _ = write!(
         s,
-        "int {name}_run({name}_model* m, const float* const* inputs, float* const* outputs) {{\n  \
-         if (!m || !inputs || !outputs) {{\n    snprintf({name}_error, sizeof {name}_error, \"a null model, inputs or outputs\");\n    return -1;\n  }}\n"
+        "static double {name}_now(void) {{\n  struct timespec ts;\n  clock_gettime(CLOCK_MONOTONIC, &ts);\n  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;\n}}\n\n\
+         #define TICK(i) if (t) t[i] = {name}_now()\n\n\
+         static int {name}_exec({name}_model* m, const float* const* inputs, float* const* outputs, double* t) {{\n  \
+         if (!m || !inputs || !outputs) {{\n    snprintf({name}_error, sizeof {name}_error, \"a null model, inputs or outputs\");\n    return -1;\n  }}\n  TICK(0);\n"
     );
     for (i, &v) in p.inputs.iter().enumerate() {
         let _ = writeln!(
@@ -169,7 +191,11 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
             p.values[v].elements()
         );
     }
-    for step in &p.steps {
+    s.push_str("  TICK(1);\n");
+    for (i, step) in p.steps.iter().enumerate() {
+        if i > 0 {
+            let _ = writeln!(s, "  TICK({});", i + 1);
+        }
         match step {
             Step::Kernel(k) => {
                 let args: Vec<String> = k
@@ -233,6 +259,9 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
             }
         }
     }
+    if !p.steps.is_empty() {
+        let _ = writeln!(s, "  TICK({});", p.steps.len() + 1);
+    }
     for (i, &v) in p.outputs.iter().enumerate() {
         let _ = writeln!(
             s,
@@ -241,6 +270,12 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
             p.values[v].elements()
         );
     }
-    s.push_str("  return 0;\n}\n");
+    let _ = write!(
+        s,
+        "  TICK({});\n  return 0;\n}}\n\n\
+         int {name}_run({name}_model* m, const float* const* inputs, float* const* outputs) {{\n  return {name}_exec(m, inputs, outputs, NULL);\n}}\n\n\
+         int {name}_run_profiled({name}_model* m, const float* const* inputs, float* const* outputs, double* t) {{\n  return {name}_exec(m, inputs, outputs, t);\n}}\n",
+        p.steps.len() + 2
+    );
     s
 }
