@@ -16,6 +16,7 @@ fn main() {
             "mobilenet" => nets::mobilenet_v2_block(),
             "mobilenetv2" => nets::mobilenet_v2_in(b, 224),
             "bert" => nets::bert_layer_in(b, 128),
+            "bert64" => nets::bert_layer_in(b, 64),
             "gpt2" => nets::gpt2_step_in(b, 127),
             _ => nets::tiny_in(b),
         };

@@ -35,8 +35,13 @@ impl SqlStore {
         tokio::spawn(async move {
             loop {
                 if let Err(e) = store.refill(&target).await {
-                    // The sets stay unread: an answer reads its own on a miss.
-                    tracing::warn!(target_key = %target, "reading the neighbour index: {e}");
+                    // The sets stay unread: an answer reads its own on a miss. A store closed
+                    // meanwhile (the service stopping) is no fault.
+                    if store.pool.is_closed() {
+                        tracing::debug!(target_key = %target, "neighbour index not read: the store closed");
+                    } else {
+                        tracing::warn!(target_key = %target, "reading the neighbour index: {e}");
+                    }
                 }
                 if !store.neighbours.refill_done(&target) {
                     break;
