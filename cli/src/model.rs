@@ -17,15 +17,20 @@ pub fn load(
     shapes: &[String],
     strict: bool,
 ) -> Result<TaskList, UsageError> {
-    let shapes = InputShapes {
+    let shapes = input_shapes(batch, shapes)?;
+    tunehub_onnx::extract_file(Path::new(path), &shapes, strict)
+        .map_err(|e| UsageError(format!("{path}: {e}")))
+}
+
+/// The dimensions `--model-batch` and `--shape NAME=D0xD1x...` fix.
+pub fn input_shapes(batch: Option<i64>, shapes: &[String]) -> Result<InputShapes, UsageError> {
+    Ok(InputShapes {
         batch,
         shapes: shapes
             .iter()
             .map(|s| InputShapes::parse_shape(s).map_err(|e| UsageError(format!("--shape {e}"))))
             .collect::<Result<_, _>>()?,
-    };
-    tunehub_onnx::extract_file(Path::new(path), &shapes, strict)
-        .map_err(|e| UsageError(format!("{path}: {e}")))
+    })
 }
 
 pub fn load_with(path: &str, m: &ModelArgs) -> Result<TaskList, UsageError> {

@@ -1,8 +1,8 @@
 //! The shared library: `NAME.c` built as the kernels were measured (the manifest's compiler and
 //! flags) plus `-fPIC -shared -Wall -Werror`, into `libNAME.so`; the manifest then names it.
 
+use crate::Manifest;
 use crate::error::CompileError;
-use crate::{Manifest, write_whole};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -53,7 +53,6 @@ pub fn build(
         source,
     })?;
     manifest.library = Some(lib);
-    let json = serde_json::to_string_pretty(manifest).expect("plain data") + "\n";
-    write_whole(&dir.join("manifest.json"), json.as_bytes())?;
+    manifest.write(dir)?;
     Ok(out)
 }

@@ -178,17 +178,15 @@ impl Compiled {
             path: dir.display().to_string(),
             source,
         })?;
-        let manifest = serde_json::to_string_pretty(&self.manifest).expect("plain data") + "\n";
-        let files: [(String, &[u8]); 4] = [
+        let files: [(String, &[u8]); 3] = [
             (format!("{}.c", self.name), self.source.as_bytes()),
             (format!("{}.h", self.name), self.header.as_bytes()),
             (format!("{}.weights", self.name), &self.weights),
-            ("manifest.json".into(), manifest.as_bytes()),
         ];
         for (file, bytes) in files {
             write_whole(&dir.join(file), bytes)?;
         }
-        Ok(())
+        self.manifest.write(dir)
     }
 }
 

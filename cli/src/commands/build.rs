@@ -22,8 +22,8 @@ use std::process::ExitCode;
 use tunehub_compiler::{CompileError, Library, Options, cc, check, compile};
 use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
+use tunehub_onnx::TaskList;
 use tunehub_onnx::graph::Graph;
-use tunehub_onnx::{InputShapes, TaskList};
 use tunehub_proto::v1 as pb;
 use tunehub_server::checks::limits::MAX_BATCH;
 use tunehub_server::config::Limits;
@@ -111,7 +111,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         return Err(UsageError("--tune measures on this machine: give --db FILE".into()).into());
     }
     // The model is read and every node checked before the service is asked anything.
-    let shapes = input_shapes(&args.shapes)?;
+    let shapes = crate::model::input_shapes(args.shapes.model_batch, &args.shapes.shapes)?;
     let path = Path::new(&args.model);
     let bytes =
         tunehub_onnx::read_model(path).map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
@@ -149,8 +149,11 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         match check::against_reference(&mut lib, &bytes, &shapes, model_dir.as_deref(), 0) {
             Ok(outputs) => checked = Some(outputs),
             Err(e) => {
+                // Never a wrong model left to link: the library goes, the manifest says so.
                 drop(lib);
                 let _ = std::fs::remove_file(&lib_path);
+                manifest.library = None;
+                manifest.write(&args.out)?;
                 bail!("{e}; {} removed", lib_path.display());
             }
         }
@@ -159,54 +162,68 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         .iter()
         .filter(|k| k.provenance.record_id.is_empty())
         .count();
-    if args.json {
-        let j = serde_json::json!({
-            "dir": args.out, "manifest": manifest, "zero_shot_tasks": zero_shot,
-            "checked_against_reference": checked.is_some(),
-        });
-        emit(&format!("{j}\n"))?;
+    let summary = Summary {
+        args: &args,
+        name: &name,
+        manifest: &manifest,
+        zero_shot,
+        checked: checked.as_deref(),
+    };
+    emit(&if args.json {
+        summary.json()
     } else {
+        summary.text()
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `build` prints at the end.
+struct Summary<'a> {
+    args: &'a BuildArgs,
+    name: &'a str,
+    manifest: &'a tunehub_compiler::Manifest,
+    zero_shot: usize,
+    /// The outputs that matched the reference (None: not built).
+    checked: Option<&'a [String]>,
+}
+
+impl Summary<'_> {
+    fn json(&self) -> String {
+        let j = serde_json::json!({
+            "dir": self.args.out, "manifest": self.manifest, "zero_shot_tasks": self.zero_shot,
+            "checked_against_reference": self.checked.is_some(),
+        });
+        format!("{j}\n")
+    }
+
+    fn text(&self) -> String {
+        let m = self.manifest;
+        let tasks = m.tasks.len();
         let mut t = format!(
             "built     {} as {} in {}\n",
-            args.model,
-            name,
-            args.out.display()
+            self.args.model,
+            self.name,
+            self.args.out.display()
         );
         t += &format!(
-            "tasks     {} ({} tuned, {} zero-shot), {} nodes\n",
-            kernels.len(),
-            kernels.len() - zero_shot,
-            zero_shot,
-            manifest.nodes.len()
+            "tasks     {tasks} ({} tuned, {} zero-shot), {} nodes\n",
+            tasks - self.zero_shot,
+            self.zero_shot,
+            m.nodes.len()
         );
         t += &format!(
             "memory    arena {} bytes (intermediate tensors {} bytes), weights {} bytes, packed {} bytes\n",
-            manifest.arena_bytes,
-            manifest.intermediate_bytes,
-            manifest.weights_bytes,
-            manifest.packed_bytes
+            m.arena_bytes, m.intermediate_bytes, m.weights_bytes, m.packed_bytes
         );
-        t += &match (&manifest.library, &checked) {
+        t += &match (&m.library, self.checked) {
             (Some(lib), Some(outs)) => format!(
                 "library   {lib}: outputs {} match tract on random inputs\n",
                 outs.join(", ")
             ),
             _ => "library   not built (--no-compile)\n".into(),
         };
-        emit(&t)?;
+        t
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn input_shapes(m: &ModelArgs) -> Result<InputShapes, UsageError> {
-    Ok(InputShapes {
-        batch: m.model_batch,
-        shapes: m
-            .shapes
-            .iter()
-            .map(|s| InputShapes::parse_shape(s).map_err(|e| UsageError(format!("--shape {e}"))))
-            .collect::<Result<_, _>>()?,
-    })
 }
 
 /// A model the compiler cannot take is bad input (exit 2); anything else is ours.

@@ -83,3 +83,11 @@ impl From<&NodeNote> for NodeEntry {
         }
     }
 }
+
+impl Manifest {
+    /// Writes `dir/manifest.json` (through a temporary file and a rename).
+    pub fn write(&self, dir: &std::path::Path) -> Result<(), crate::CompileError> {
+        let json = serde_json::to_string_pretty(self).expect("plain data") + "\n";
+        crate::write_whole(&dir.join("manifest.json"), json.as_bytes())
+    }
+}
