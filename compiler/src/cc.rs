@@ -1,7 +1,7 @@
 //! The shared library: `NAME.c` built as the kernels were measured (the manifest's compiler and
 //! flags) plus `-fPIC -shared -Wall -Werror`, into `libNAME.so`; the manifest then names it.
 
-use crate::Manifest;
+use crate::emit::manifest::Manifest;
 use crate::error::CompileError;
 use std::path::{Path, PathBuf};
 use std::process::Command;

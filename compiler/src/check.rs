@@ -2,8 +2,8 @@
 //! tract running the ONNX file; every output must match within the kernels' tolerance
 //! (`measure::check`: relative 1e-3 of the larger of the element and the output's RMS).
 
-use crate::Library;
 use crate::error::CompileError;
+use crate::library::Library;
 use rand::{Rng, SeedableRng};
 use tunehub_engine::measure::check::compare;
 use tunehub_onnx::InputShapes;

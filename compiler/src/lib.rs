@@ -12,13 +12,14 @@
 //! - [`memory`]: the arena plan; [`weights`]: the weights file.
 //! - [`emit`]: `NAME.c`, `NAME.h`, `manifest.json`; [`cc`]: the shared library.
 //! - [`library`]: a built model loaded and run; [`check`]: its outputs against tract's.
-//! - [`error`]: what can go wrong, naming the node, task or file.
+//! - [`error`]: what can go wrong, naming the node, task or file; `files`: whole-file writes.
 
 pub mod cc;
 pub mod check;
 pub mod constants;
 pub mod emit;
 pub mod error;
+mod files;
 pub mod glue;
 pub mod library;
 pub mod memory;
@@ -33,7 +34,7 @@ pub use library::{Latency, Library, Profile};
 use emit::header::Io;
 use emit::manifest::{FORMAT, NodeEntry, StepEntry, TaskEntry};
 use program::Program;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tunehub_engine::package::{Kernel, check_identifier};
 use tunehub_onnx::TaskList;
 use tunehub_onnx::graph::Graph;
@@ -184,24 +185,8 @@ impl Compiled {
             (format!("{}.weights", self.name), &self.weights),
         ];
         for (file, bytes) in files {
-            write_whole(&dir.join(file), bytes)?;
+            files::write_whole(&dir.join(file), bytes)?;
         }
         self.manifest.write(dir)
     }
-}
-
-/// Writes `path` through a temporary file beside it and a rename: never half a file.
-pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), CompileError> {
-    let mut tmp = PathBuf::from(path);
-    tmp.as_mut_os_string().push(".tmp");
-    let io = |what, p: &Path| {
-        let p = p.display().to_string();
-        move |source| CompileError::Io {
-            what,
-            path: p,
-            source,
-        }
-    };
-    std::fs::write(&tmp, bytes).map_err(io("writing", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(io("writing", path))
 }

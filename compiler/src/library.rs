@@ -1,8 +1,8 @@
 //! A built model loaded in this process: its manifest read, `libNAME.so` opened, the model
 //! created on its weights file; `run` takes and returns dense float32 arrays.
 
-use crate::Manifest;
 use crate::emit::manifest::FORMAT;
+use crate::emit::manifest::Manifest;
 use crate::error::CompileError;
 use std::ffi::{CString, c_char, c_int, c_void};
 use std::path::Path;

@@ -86,8 +86,8 @@ impl From<&NodeNote> for NodeEntry {
 
 impl Manifest {
     /// Writes `dir/manifest.json` (through a temporary file and a rename).
-    pub fn write(&self, dir: &std::path::Path) -> Result<(), crate::CompileError> {
+    pub fn write(&self, dir: &std::path::Path) -> Result<(), crate::error::CompileError> {
         let json = serde_json::to_string_pretty(self).expect("plain data") + "\n";
-        crate::write_whole(&dir.join("manifest.json"), json.as_bytes())
+        crate::files::write_whole(&dir.join("manifest.json"), json.as_bytes())
     }
 }
