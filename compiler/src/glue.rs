@@ -4,7 +4,8 @@
 //! is a `Gather`. Anything else is an error naming the node.
 
 use crate::error::CompileError;
-use crate::program::{Copy, Gather, Lowering, Step, Storage, ValueId};
+use crate::lowering::Lowering;
+use crate::program::{Copy, Gather, Step, Storage, ValueId};
 use tunehub_onnx::graph::Node;
 
 /// Row-major strides of `shape`, in elements.

@@ -7,7 +7,8 @@
 //!
 //! # Layout
 //!
-//! - [`program`]: tensors (where each lives) and steps; [`order`]: the steps' order;
+//! - [`program`]: tensors (where each lives) and steps; [`lowering`]: the graph to them;
+//!   [`order`]: the steps' order;
 //!   [`glue`]: the nodes no kernel runs; [`constants`]: folded batch norms.
 //! - [`memory`]: the arena plan; [`weights`]: the weights file.
 //! - [`emit`]: `NAME.c`, `NAME.h`, `manifest.json`; [`cc`]: the shared library.
@@ -22,6 +23,7 @@ pub mod error;
 mod files;
 pub mod glue;
 pub mod library;
+pub mod lowering;
 pub mod memory;
 pub mod order;
 pub mod program;
