@@ -75,6 +75,25 @@ pub fn compile(
             tasks.tasks.len()
         )));
     }
+    // The kernels come from a service: every name that lands in the C must be an identifier.
+    for (i, k) in kernels.iter().enumerate() {
+        let names = std::iter::once(&k.symbol)
+            .chain(std::iter::once(&k.set_num_threads))
+            .chain(k.args.iter().filter_map(|a| a.pack_function.as_ref()));
+        for n in names {
+            let ok = !n.is_empty()
+                && n.len() <= 255
+                && !n.starts_with(|c: char| c.is_ascii_digit())
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return Err(CompileError::Kernel {
+                    task: i,
+                    label: tasks.tasks[i].label.clone(),
+                    msg: format!("its function name {n:?} is not a C identifier"),
+                });
+            }
+        }
+    }
     let p = Program::build(g, tasks, kernels)?;
     let plan = memory::plan(&p);
     let weights = weights::layout(&p);
