@@ -248,3 +248,20 @@ fn a_weights_file_of_another_build_is_refused() {
     let e = Library::open(a.path()).err().expect("refused").to_string();
     assert!(e.contains("not this build's"), "{e}");
 }
+
+#[test]
+fn a_kernel_whose_names_are_not_identifiers_is_refused() {
+    let bytes = nets::tiny_in(ModelBuilder::seeded(14));
+    let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
+    let list = tasks::extract(&g, true).unwrap();
+    let mut ks = kernels(&list, &Target::detect());
+    ks[0].symbol = "f(); system(\"x\")".into();
+    let e = compile(&g, &list, &ks, "m", "test", &Options::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("task 0") && e.contains("not a C identifier"),
+        "{e}"
+    );
+}
