@@ -13,7 +13,6 @@ use crate::fleet::service::REPORT_DECODE_FACTOR;
 use crate::fleet::{Fleet, FleetBackend, FleetConfig, OwnerStore, PoolOwners, WorkersService};
 use crate::jobs::store::{JobState, JobStore};
 use crate::jobs::{JobContext, MeasureBackend, run_loop};
-use crate::metrics::grpc::GrpcMetricsLayer;
 use crate::metrics::{FleetStates, Metrics, StateSource, States};
 use crate::records::{SqlStore, StoreError};
 use std::future::Future;
@@ -291,20 +290,21 @@ async fn start_inner(
         .build_v1alpha()
         .map_err(|e| ServeError::Reflection(e.to_string()))?;
 
-    // Every call is counted (by service, method and code) before the token and role check,
-    // which admits the health check untouched (load balancers and probes have no token).
+    // Outermost, the hooks on a call's status, so that they see the token and role check's
+    // answers too (which admits the health check untouched: load balancers and probes have no
+    // token): the decode-failure rewrite, then the count of every call by service, method and
+    // the code the caller gets, then the log of reports refused for their size.
     let auth = AuthLayer::new(Auth::new(cfg.tokens.clone()), Some(Arc::clone(&metrics)))
         .with_worker_certificates(cfg.tls_worker_ca.is_some());
-    // Innermost, the hooks on a call's status: the decode-failure rewrite (the metrics count
-    // the code the caller gets), then the log of reports refused for their size.
-    let status_hook: crate::status_hook::Hook = Arc::new(|call, headers| {
+    let count = crate::metrics::grpc::hook(Arc::clone(&metrics));
+    let status_hook: crate::status_hook::Hook = Arc::new(move |call, headers| {
         crate::undecodable::rewrite(call, headers);
+        count(call, headers);
         crate::fleet::oversized::log_refused_report(call, headers);
     });
     let mut builder = Server::builder()
-        .layer(GrpcMetricsLayer(Arc::clone(&metrics)))
-        .layer(auth)
-        .layer(crate::status_hook::StatusHookLayer(status_hook));
+        .layer(crate::status_hook::StatusHookLayer(status_hook))
+        .layer(auth);
     if let Some((cert, key)) = &cfg.tls {
         let read = |p: &std::path::PathBuf| {
             std::fs::read(p).map_err(|source| ServeError::TlsFile {

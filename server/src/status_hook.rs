@@ -1,7 +1,7 @@
 //! A tower layer that hands each call's gRPC status to a hook, where the status is: in the
 //! response headers when the call failed before any message (tonic's "trailers-only" answer,
 //! as a request the decoder refused), else in the trailers. The hook may read the status (to
-//! log it) or rewrite it. `undecodable` and `fleet::oversized` are such hooks.
+//! log it) or rewrite it. `undecodable`, `fleet::oversized` and `metrics::grpc` are such hooks.
 
 use http_body_util::BodyExt;
 use std::future::Future;
@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
 /// What a hook knows of the call.
@@ -17,6 +18,9 @@ pub struct CallInfo {
     pub path: String,
     /// The client's address, when the transport knows it.
     pub peer: Option<SocketAddr>,
+    /// How long the service took to answer: until the response's head (a unary call's whole
+    /// handler; a stream's start).
+    pub answered: Duration,
 }
 
 /// Called with the headers or trailers that hold the call's status (`grpc-status`).
@@ -62,8 +66,9 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let started = Instant::now();
         let ext = req.extensions();
-        let info = CallInfo {
+        let mut info = CallInfo {
             path: req.uri().path().to_string(),
             peer: ext
                 .get::<TcpConnectInfo>()
@@ -72,11 +77,13 @@ where
                     ext.get::<TlsConnectInfo<TcpConnectInfo>>()
                         .and_then(|t| t.get_ref().remote_addr())
                 }),
+            answered: Duration::ZERO,
         };
         let hook = Arc::clone(&self.hook);
         let fut = self.inner.call(req);
         Box::pin(async move {
             let mut resp = fut.await?;
+            info.answered = started.elapsed();
             if resp.headers().contains_key("grpc-status") {
                 hook(&info, resp.headers_mut());
                 return Ok(resp);

@@ -1,16 +1,10 @@
-//! A tower layer in front of every gRPC service: counts calls by service, method and status
-//! code, and times the Query service's calls.
-//!
-//! A call's status is in the response headers when it failed before any message (tonic's
-//! "trailers-only" answer) and in the trailers otherwise, so the body is watched for them.
+//! Every gRPC call counted by service, method and status code, and the Query service's calls
+//! timed: a hook of the status-hook layer (`crate::status_hook`), which finds the status in the
+//! headers or the trailers.
 
 use super::{GrpcLabels, MethodLabel, Metrics};
-use http_body_util::BodyExt;
-use std::future::Future;
-use std::pin::Pin;
+use crate::status_hook::CallInfo;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Instant;
 use tonic::Code;
 
 /// Services whose calls get their own label; anything else is `other` (label values come from
@@ -24,26 +18,6 @@ const SERVICES: [&str; 7] = [
     "grpc.reflection.v1.ServerReflection",
     "grpc.reflection.v1alpha.ServerReflection",
 ];
-
-#[derive(Clone)]
-pub struct GrpcMetricsLayer(pub Arc<Metrics>);
-
-impl<S> tower_layer::Layer<S> for GrpcMetricsLayer {
-    type Service = GrpcMetrics<S>;
-
-    fn layer(&self, inner: S) -> GrpcMetrics<S> {
-        GrpcMetrics {
-            inner,
-            metrics: Arc::clone(&self.0),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct GrpcMetrics<S> {
-    inner: S,
-    metrics: Arc<Metrics>,
-}
 
 /// The gRPC spec's name of a status code.
 pub fn code_name(code: Code) -> &'static str {
@@ -127,53 +101,13 @@ impl Call {
     }
 }
 
-type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
-
-impl<S, B> tower_service::Service<http::Request<B>> for GrpcMetrics<S>
-where
-    S: tower_service::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Send + 'static,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = BoxFuture<Self::Response, S::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let call = Call::of(req.uri().path());
-        let started = Instant::now();
-        let metrics = Arc::clone(&self.metrics);
-        let fut = self.inner.call(req);
-        Box::pin(async move {
-            let resp = fut.await?;
-            // For unary calls (all of Query's), the handler's time: the answer is ready.
-            let took = started.elapsed().as_secs_f64();
-            if let Some(code) = status_of(resp.headers()) {
-                // Trailers-only: the call failed before any message.
-                call.finish(&metrics, code, took);
-                return Ok(resp);
-            }
-            let (parts, body) = resp.into_parts();
-            let mut call = Some(call);
-            let body = body.map_frame(move |frame| {
-                if let Some(code) = frame.trailers_ref().and_then(status_of)
-                    && let Some(c) = call.take()
-                {
-                    c.finish(&metrics, code, took);
-                }
-                frame
-            });
-            Ok(http::Response::from_parts(
-                parts,
-                tonic::body::Body::new(body),
-            ))
-        })
+/// The hook (`status_hook`) that counts every call by service, method and the code its caller
+/// got, and times the Query service's calls (the handler's time: the answer is ready when the
+/// response's head is).
+pub fn hook(metrics: Arc<Metrics>) -> impl Fn(&CallInfo, &mut http::HeaderMap) + Send + Sync {
+    move |call, headers| {
+        if let Some(code) = status_of(headers) {
+            Call::of(&call.path).finish(&metrics, code, call.answered.as_secs_f64());
+        }
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! Events are counted where they happen: measurements and their errors and the measurement
 //! queue by the job driver, fleet lease expiries by the registry, cache hits by the best-record
-//! cache, calls and their codes (and the Query service's latency) by a layer in front of every
-//! gRPC service (`grpc`). States are read when scraped, through `StateSource` (the server
+//! cache, calls and their codes (and the Query service's latency) by a hook on every call's
+//! status (`grpc`, in `crate::status_hook`'s layer). States are read when scraped, through `StateSource` (the server
 //! assembles one): jobs by state from the database (so every server of one database shows the
 //! same numbers), workers by target and state from the fleet. The seam keeps this module below
 //! the job and fleet modules, which count events here.
