@@ -236,6 +236,14 @@ async fn metrics_endpoint_serves_the_text_format_and_moves_with_a_job() {
             .await
             .unwrap();
     }
+    // A call the token check refuses is counted too, its method unknown.
+    let mut stranger = server.client_with(Some("not-a-token")).await;
+    let refused = stranger
+        .jobs
+        .get(pb::GetJobRequest { id: "x".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
 
     let m2 = scrape(&maddr);
     assert_eq!(sample(&m2, "tunehub_jobs{state=\"done\"}"), 2.0);
@@ -273,6 +281,7 @@ async fn metrics_endpoint_serves_the_text_format_and_moves_with_a_job() {
     };
     assert_eq!(calls(&m2, "Submit", "OK"), 2.0);
     assert_eq!(calls(&m2, "Submit", "INVALID_ARGUMENT"), 1.0);
+    assert_eq!(calls(&m2, "unknown", "UNAUTHENTICATED"), 1.0);
     assert!(calls(&m2, "Get", "OK") >= 2.0);
     assert_eq!(
         sample(&m2, "tunehub_query_duration_seconds_count{method=\"Best\"}"),
