@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::process::Command;
 use tunehub::client::Clients;
-use tunehub_compiler::{Library, Options, cc, check, compile};
+use tunehub_compiler::{Options, check, compile};
 use tunehub_onnx::InputShapes;
 use tunehub_onnx::graph::Graph;
 
@@ -45,12 +45,15 @@ pub async fn build_and_time(
         &model.display().to_string(),
         &Options::default(),
     )?;
-    compiled.write(dir)?;
-    let mut manifest = compiled.manifest.clone();
-    cc::build(dir, &mut manifest, None)?;
-    let mut lib = Library::open(dir)?;
-    check::against_reference(&mut lib, &bytes, shapes, model_dir, 0)
+    let reference = check::Reference {
+        model: &bytes,
+        shapes,
+        dir: model_dir,
+    };
+    let (mut lib, _) = compiled
+        .build_checked(dir, None, &reference, 0)
         .context("the built model against tract")?;
+    let manifest = lib.manifest.clone();
     lib.set_num_threads(threads);
     let inputs = check::random_inputs(&lib, 0);
     let t = lib.time(&inputs, 20, runs)?;

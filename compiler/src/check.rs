@@ -59,3 +59,11 @@ pub fn against_reference(
     }
     Ok(names)
 }
+
+/// The model a compiled one is checked against: its file's bytes, the shapes it was compiled
+/// with, where its external weights are.
+pub struct Reference<'a> {
+    pub model: &'a [u8],
+    pub shapes: &'a InputShapes,
+    pub dir: Option<&'a str>,
+}

@@ -192,6 +192,42 @@ fn step_entry(p: &Program, s: &program::Step) -> StepEntry {
 }
 
 impl Compiled {
+    /// Writes the files into `dir`, builds the library (with `compiler`, else the kernels'
+    /// own), loads it and checks it against `reference` on random inputs from `seed`. A library
+    /// that does not match is removed, and the manifest then names none: never a wrong model
+    /// left to link. The loaded library and the outputs that matched.
+    pub fn build_checked(
+        &self,
+        dir: &Path,
+        compiler: Option<&str>,
+        reference: &check::Reference,
+        seed: u64,
+    ) -> Result<(Library, Vec<String>), CompileError> {
+        self.write(dir)?;
+        let mut manifest = self.manifest.clone();
+        let lib_path = cc::build(dir, &mut manifest, compiler)?;
+        let mut lib = Library::open(dir)?;
+        match check::against_reference(
+            &mut lib,
+            reference.model,
+            reference.shapes,
+            reference.dir,
+            seed,
+        ) {
+            Ok(outputs) => Ok((lib, outputs)),
+            Err(e) => {
+                drop(lib);
+                let _ = std::fs::remove_file(&lib_path);
+                manifest.library = None;
+                manifest.write(dir)?;
+                Err(CompileError::Library(format!(
+                    "{e}; {} removed",
+                    lib_path.display()
+                )))
+            }
+        }
+    }
+
     /// Writes the files into `dir` (created if missing), each through a temporary name and a
     /// rename, the manifest last.
     pub fn write(&self, dir: &Path) -> Result<(), CompileError> {

@@ -3,7 +3,7 @@
 //! against tract on the same inputs.
 
 use std::path::Path;
-use tunehub_compiler::{Library, Options, cc, check, compile};
+use tunehub_compiler::{Library, Options, check, compile};
 use tunehub_engine::package::{self, Kernel, Provenance};
 use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
@@ -40,11 +40,14 @@ fn build_and_check_with(bytes: &[u8], name: &str, dir: &Path, options: &Options)
     let target = Target::detect();
     let compiled =
         compile(&g, &list, &kernels(&list, &target), name, "test", options).expect("compiles");
-    compiled.write(dir).expect("written");
-    let mut manifest = compiled.manifest.clone();
-    cc::build(dir, &mut manifest, None).expect("the library builds");
-    let mut lib = Library::open(dir).expect("the library loads");
-    check::against_reference(&mut lib, bytes, &shapes, None, 7).expect("matches tract");
+    let reference = check::Reference {
+        model: bytes,
+        shapes: &shapes,
+        dir: None,
+    };
+    let (lib, _) = compiled
+        .build_checked(dir, None, &reference, 7)
+        .expect("builds and matches tract");
     lib
 }
 

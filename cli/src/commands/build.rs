@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, value_parser};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use tunehub_compiler::{CompileError, Library, Options, cc, check, compile};
+use tunehub_compiler::{CompileError, Options, check, compile};
 use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
 use tunehub_onnx::TaskList;
@@ -140,24 +140,19 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     };
     let compiled =
         compile(&g, &list, &kernels, &name, &args.model, &options).map_err(usage_or_internal)?;
-    compiled.write(&args.out)?;
-    let mut manifest = compiled.manifest.clone();
-    let mut checked = None;
-    if !args.no_compile {
-        let lib_path = cc::build(&args.out, &mut manifest, args.cc.as_deref())?;
-        let mut lib = Library::open(&args.out)?;
-        match check::against_reference(&mut lib, &bytes, &shapes, model_dir.as_deref(), 0) {
-            Ok(outputs) => checked = Some(outputs),
-            Err(e) => {
-                // Never a wrong model left to link: the library goes, the manifest says so.
-                drop(lib);
-                let _ = std::fs::remove_file(&lib_path);
-                manifest.library = None;
-                manifest.write(&args.out)?;
-                bail!("{e}; {} removed", lib_path.display());
-            }
-        }
-    }
+    let reference = check::Reference {
+        model: &bytes,
+        shapes: &shapes,
+        dir: model_dir.as_deref(),
+    };
+    let (manifest, checked) = if args.no_compile {
+        compiled.write(&args.out)?;
+        (compiled.manifest.clone(), None)
+    } else {
+        let (lib, outputs) =
+            compiled.build_checked(&args.out, args.cc.as_deref(), &reference, 0)?;
+        (lib.manifest.clone(), Some(outputs))
+    };
     let zero_shot = kernels
         .iter()
         .filter(|k| k.provenance.record_id.is_empty())
