@@ -1,5 +1,5 @@
-//! The network benchmark's model as `tunehub build` compiles it, run and timed: every task's
-//! kernel from the service (`tunehub::kernels`, one `BestBatch` call), the library built and
+//! The network benchmark's model as `tunehub build` compiles it, run and timed: the files from
+//! the service (`Query.BuildModel`: every task's best kernel), the library built here and
 //! checked against tract, then the median and 90th percentile of its latency over many runs
 //! after a warm-up; and ONNX Runtime's on the same file and thread count (`bench/ort_latency.py`)
 //! in the same run.
@@ -8,9 +8,9 @@ use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::process::Command;
 use tunehub::client::Clients;
-use tunehub_compiler::{Options, check, compile};
+use tunehub_compiler::check;
 use tunehub_onnx::InputShapes;
-use tunehub_onnx::graph::Graph;
+use tunehub_proto::v1 as pb;
 
 pub struct Built {
     pub median_ms: f64,
@@ -33,25 +33,19 @@ pub async fn build_and_time(
     runs: u32,
 ) -> Result<Built> {
     let bytes = tunehub_onnx::read_model(model)?;
-    let model_dir = model.parent().and_then(Path::to_str);
-    let g = Graph::load(&bytes, shapes, model_dir)?;
-    let list = tunehub_onnx::tasks::extract(&g, true)?;
-    let kernels = tunehub::kernels::best_kernels(clients, &list, "local", "net_").await?;
-    let compiled = compile(
-        &g,
-        &list,
-        &kernels,
-        "net",
-        &model.display().to_string(),
-        &Options::default(),
-    )?;
+    let req = pb::BuildModelRequest {
+        model: Some(tunehub::model_files::source(bytes.clone(), shapes)),
+        target: "local".into(),
+        name: "net".into(),
+        ..Default::default()
+    };
+    let summary = tunehub::model_files::receive(clients, req, dir).await?;
     let reference = check::Reference {
         model: &bytes,
         shapes,
-        dir: model_dir,
+        dir: model.parent().and_then(Path::to_str),
     };
-    let (mut lib, _) = compiled
-        .build_checked(dir, None, &reference, 0)
+    let (mut lib, _) = tunehub_compiler::build_checked(dir, None, &reference, 0)
         .context("the built model against tract")?;
     let manifest = lib.manifest.clone();
     lib.set_num_threads(threads);
@@ -65,10 +59,7 @@ pub async fn build_and_time(
         arena_bytes: manifest.arena_bytes,
         intermediate_bytes: manifest.intermediate_bytes,
         weights_bytes: manifest.weights_bytes,
-        zero_shot: kernels
-            .iter()
-            .filter(|k| k.provenance.record_id.is_empty())
-            .count(),
+        zero_shot: summary.zero_shot_tasks as usize,
     })
 }
 

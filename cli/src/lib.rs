@@ -15,8 +15,8 @@
 //! - `embedded`: the service inside this process, and a job run in it to its end.
 //! - `escaped`: others' text (a worker's device id) with its control characters escaped.
 //! - `workload`: workloads as the command line gives them, as the API's.
-//! - `model`: an ONNX model's tasks, extracted here; `kernels`: its kernels from the service,
-//!   as the compiler takes them.
+//! - `model`: an ONNX model's tasks, extracted here; `model_files`: a compiled model's files
+//!   from the service, written into a directory.
 //! - `session`: the service a command talks to: a server, or one embedded on `--db`.
 //! - `progress`: progress bars.
 //! - `show`: the API's messages as text and JSON.
@@ -27,8 +27,8 @@ pub mod client;
 pub mod commands;
 pub mod embedded;
 pub mod escaped;
-pub mod kernels;
 pub mod model;
+pub mod model_files;
 pub mod progress;
 pub mod session;
 pub mod show;

@@ -192,10 +192,7 @@ fn step_entry(p: &Program, s: &program::Step) -> StepEntry {
 }
 
 impl Compiled {
-    /// Writes the files into `dir`, builds the library (with `compiler`, else the kernels'
-    /// own), loads it and checks it against `reference` on random inputs from `seed`. A library
-    /// that does not match is removed, and the manifest then names none: never a wrong model
-    /// left to link. The loaded library and the outputs that matched.
+    /// Writes the files into `dir` and builds them there: [`build_checked`].
     pub fn build_checked(
         &self,
         dir: &Path,
@@ -204,46 +201,70 @@ impl Compiled {
         seed: u64,
     ) -> Result<(Library, Vec<String>), CompileError> {
         self.write(dir)?;
-        let mut manifest = self.manifest.clone();
-        let lib_path = cc::build(dir, &mut manifest, compiler)?;
-        let mut lib = Library::open(dir)?;
-        match check::against_reference(
-            &mut lib,
-            reference.model,
-            reference.shapes,
-            reference.dir,
-            seed,
-        ) {
-            Ok(outputs) => Ok((lib, outputs)),
-            Err(e) => {
-                drop(lib);
-                let _ = std::fs::remove_file(&lib_path);
-                manifest.library = None;
-                manifest.write(dir)?;
-                Err(CompileError::Library(format!(
-                    "{e}; {} removed",
-                    lib_path.display()
-                )))
-            }
-        }
+        build_checked(dir, compiler, reference, seed)
+    }
+
+    /// The files by name, `manifest.json` last (a reader that sees it sees the rest).
+    pub fn files(&self) -> Vec<(String, Vec<u8>)> {
+        vec![
+            (format!("{}.c", self.name), self.source.clone().into_bytes()),
+            (format!("{}.h", self.name), self.header.clone().into_bytes()),
+            (format!("{}.weights", self.name), self.weights.clone()),
+            ("manifest.json".into(), self.manifest.json().into_bytes()),
+        ]
     }
 
     /// Writes the files into `dir` (created if missing), each through a temporary name and a
     /// rename, the manifest last.
     pub fn write(&self, dir: &Path) -> Result<(), CompileError> {
-        std::fs::create_dir_all(dir).map_err(|source| CompileError::Io {
-            what: "creating",
-            path: dir.display().to_string(),
-            source,
-        })?;
-        let files: [(String, &[u8]); 3] = [
-            (format!("{}.c", self.name), self.source.as_bytes()),
-            (format!("{}.h", self.name), self.header.as_bytes()),
-            (format!("{}.weights", self.name), &self.weights),
-        ];
-        for (file, bytes) in files {
-            files::write_whole(&dir.join(file), bytes)?;
+        create_dir(dir)?;
+        for (file, bytes) in self.files() {
+            files::write_whole(&dir.join(file), &bytes)?;
         }
-        self.manifest.write(dir)
+        Ok(())
+    }
+}
+
+/// Creates `dir` if missing.
+pub fn create_dir(dir: &Path) -> Result<(), CompileError> {
+    std::fs::create_dir_all(dir).map_err(|source| CompileError::Io {
+        what: "creating",
+        path: dir.display().to_string(),
+        source,
+    })
+}
+
+/// Builds the model whose files are in `dir` (written by [`Compiled::write`] or received from a
+/// service) with `compiler` (else the kernels' own), loads it and checks it against
+/// `reference` on random inputs from `seed`. A library that does not match is removed, and the
+/// manifest then names none: never a wrong model left to link. The loaded library and the
+/// outputs that matched.
+pub fn build_checked(
+    dir: &Path,
+    compiler: Option<&str>,
+    reference: &check::Reference,
+    seed: u64,
+) -> Result<(Library, Vec<String>), CompileError> {
+    let mut manifest = Manifest::read(dir)?;
+    let lib_path = cc::build(dir, &mut manifest, compiler)?;
+    let mut lib = Library::open(dir)?;
+    match check::against_reference(
+        &mut lib,
+        reference.model,
+        reference.shapes,
+        reference.dir,
+        seed,
+    ) {
+        Ok(outputs) => Ok((lib, outputs)),
+        Err(e) => {
+            drop(lib);
+            let _ = std::fs::remove_file(&lib_path);
+            manifest.library = None;
+            manifest.write(dir)?;
+            Err(CompileError::Library(format!(
+                "{e}; {} removed",
+                lib_path.display()
+            )))
+        }
     }
 }

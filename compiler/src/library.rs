@@ -1,7 +1,6 @@
 //! A built model loaded in this process: its manifest read, `libNAME.so` opened, the model
 //! created on its weights file; `run` takes and returns dense float32 arrays.
 
-use crate::emit::manifest::FORMAT;
 use crate::emit::manifest::Manifest;
 use crate::error::CompileError;
 use std::ffi::{CString, c_char, c_int, c_void};
@@ -34,25 +33,7 @@ fn fail(msg: impl Into<String>) -> CompileError {
 impl Library {
     /// Opens the model built in `dir`.
     pub fn open(dir: &Path) -> Result<Library, CompileError> {
-        let path = dir.join("manifest.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| CompileError::Io {
-            what: "reading",
-            path: path.display().to_string(),
-            source,
-        })?;
-        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| {
-            fail(format!(
-                "{}: not a tunehub model manifest: {e}",
-                path.display()
-            ))
-        })?;
-        if manifest.format != FORMAT {
-            return Err(fail(format!(
-                "{}: manifest format {}, this tunehub reads {FORMAT}: build the model again",
-                path.display(),
-                manifest.format
-            )));
-        }
+        let manifest = Manifest::read(dir)?;
         let lib_name = manifest.library.clone().ok_or_else(|| {
             fail(format!(
                 "{} was built with --no-compile: no library to run",

@@ -77,6 +77,17 @@ async fn each_role_reaches_its_methods_and_no_other() {
     };
     assert_eq!(code(q.query.best(best.clone()).await), Code::NotFound);
     assert_eq!(code(w.query.best(best).await), Code::PermissionDenied);
+    // Building a model runs the C compiler: a client's call (here refused for its empty model,
+    // so past the role check), not a read-only token's.
+    let build = pb::BuildModelRequest::default;
+    assert_eq!(
+        code(q.query.build_model(build()).await),
+        Code::PermissionDenied
+    );
+    assert_eq!(
+        code(a.query.build_model(build()).await),
+        Code::InvalidArgument
+    );
     // A client's token does not pull work.
     let pull = pb::PullRequest {
         worker_id: "w-1".into(),
@@ -143,7 +154,7 @@ async fn each_role_reaches_its_methods_and_no_other() {
     );
     assert_eq!(
         sample(r#"token="ci-a",role="client",outcome="allowed""#),
-        3.0
+        4.0
     );
     for secret in [CLIENT_A, CLIENT_B, WORKER, QUERY, tunehub_tests::TOKEN] {
         assert!(!body.contains(secret), "a secret in the metrics");

@@ -1,16 +1,16 @@
-//! `tunehub build MODEL.onnx --out DIR`: the model as a C library that runs it whole. Its tasks
-//! are extracted here; the service (a database through an embedded one, `--db`, or a server)
-//! is asked for every task's kernel in one `BestBatch` call, as a compiler would: a tuned record
-//! where one exists, else a zero-shot answer from the nearest tuned shapes of the same
-//! structure. With `--tune N` (and `--db`) the tasks without a record of their own are tuned
-//! first, N trials each, on this machine. `tunehub-compiler` then writes NAME.c, NAME.h,
-//! NAME.weights and manifest.json, builds libNAME.so and checks it against tract on random
-//! inputs: a library that does not match is removed and the command fails.
+//! `tunehub build MODEL.onnx --out DIR`: the model as a C library that runs it whole. The
+//! service (a database through an embedded one, `--db`, or a server) compiles it
+//! (`Query.BuildModel`, as the Python client asks): every task's kernel a tuned record where one
+//! exists, else a zero-shot answer from the nearest tuned shapes of the same structure; NAME.c,
+//! NAME.h, NAME.weights and manifest.json come back and are written into DIR. Here, on the
+//! machine that will run it, libNAME.so is built and checked against tract on random inputs: a
+//! library that does not match is removed and the command fails. With `--tune N` (and `--db`)
+//! the tasks without a record of their own are tuned first, N trials each, on this machine.
 
 use super::tune::run_job;
 use crate::args::{MAX_TRIALS, MeasureArgs, ModelArgs};
 use crate::embedded::{Embedded, EmbeddedOptions};
-use crate::kernels::best_kernels;
+use crate::model_files;
 use crate::progress::{TrialsDone, progress_bar};
 use crate::session::{ServiceArgs, Session};
 use crate::usage::{UsageError, emit, status_error};
@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, value_parser};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use tunehub_compiler::{CompileError, Options, check, compile};
+use tunehub_compiler::{Manifest, build_checked, check};
 use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
 use tunehub_onnx::TaskList;
@@ -110,58 +110,48 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     if args.tune.is_some() && args.service.db.is_none() {
         return Err(UsageError("--tune measures on this machine: give --db FILE".into()).into());
     }
-    // The model is read and every node checked before the service is asked anything.
     let shapes = crate::model::input_shapes(args.shapes.model_batch, &args.shapes.shapes)?;
     let path = Path::new(&args.model);
     let bytes =
         tunehub_onnx::read_model(path).map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
-    let model_dir = path.parent().and_then(Path::to_str).map(str::to_string);
-    let g = Graph::load(&bytes, &shapes, model_dir.as_deref())
+    // The model is read and every node checked here before the service is asked anything (the
+    // service checks it again: a server takes no client's word).
+    let model_dir = path.parent().and_then(Path::to_str);
+    let g = Graph::load(&bytes, &shapes, model_dir)
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
     let list = tunehub_onnx::tasks::extract(&g, true)
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
-    let workloads: Vec<pb::Workload> = list.tasks.iter().map(workload::of_net_task).collect();
-
     if let Some(trials) = args.tune {
-        tune_missing(&args, &list, &workloads, trials).await?;
+        tune_missing(&args, &list, trials).await?;
     }
-    let mut session = Session::open(&args.service).await?;
-    let kernels = best_kernels(
-        &mut session.clients,
-        &list,
-        &args.target,
-        &format!("{name}_"),
-    )
-    .await;
-    session.close().await?;
-    let kernels = kernels?;
-    let options = Options {
+    let req = pb::BuildModelRequest {
+        model: Some(model_files::source(bytes.clone(), &shapes)),
+        target: args.target.clone(),
+        name: name.clone(),
         embed_weights: args.embed_weights,
+        // Built here, on the machine that runs it, with --cc if given.
+        compile: false,
     };
-    let compiled =
-        compile(&g, &list, &kernels, &name, &args.model, &options).map_err(usage_or_internal)?;
-    let reference = check::Reference {
-        model: &bytes,
-        shapes: &shapes,
-        dir: model_dir.as_deref(),
-    };
+    let mut session = Session::open(&args.service).await?;
+    let summary = model_files::receive(&mut session.clients, req, &args.out).await;
+    session.close().await?;
+    let summary = summary?;
     let (manifest, checked) = if args.no_compile {
-        compiled.write(&args.out)?;
-        (compiled.manifest.clone(), None)
+        (Manifest::read(&args.out)?, None)
     } else {
-        let (lib, outputs) =
-            compiled.build_checked(&args.out, args.cc.as_deref(), &reference, 0)?;
+        let reference = check::Reference {
+            model: &bytes,
+            shapes: &shapes,
+            dir: model_dir,
+        };
+        let (lib, outputs) = build_checked(&args.out, args.cc.as_deref(), &reference, 0)?;
         (lib.manifest.clone(), Some(outputs))
     };
-    let zero_shot = kernels
-        .iter()
-        .filter(|k| k.provenance.record_id.is_empty())
-        .count();
     let summary = Summary {
         args: &args,
         name: &name,
         manifest: &manifest,
-        zero_shot,
+        zero_shot: summary.zero_shot_tasks as usize,
         checked: checked.as_deref(),
     };
     emit(&if args.json {
@@ -221,23 +211,9 @@ impl Summary<'_> {
     }
 }
 
-/// A model the compiler cannot take is bad input (exit 2); anything else is ours.
-fn usage_or_internal(e: CompileError) -> anyhow::Error {
-    match e {
-        CompileError::Import(_) | CompileError::Node { .. } | CompileError::BadName(_) => {
-            UsageError(e.to_string()).into()
-        }
-        e => e.into(),
-    }
-}
-
 /// Tunes the tasks with no record of their own, as one job on the embedded service.
-async fn tune_missing(
-    args: &BuildArgs,
-    list: &TaskList,
-    workloads: &[pb::Workload],
-    trials: u32,
-) -> Result<()> {
+async fn tune_missing(args: &BuildArgs, list: &TaskList, trials: u32) -> Result<()> {
+    let workloads: Vec<pb::Workload> = list.tasks.iter().map(workload::of_net_task).collect();
     let db = args.service.db.clone().expect("checked by run");
     let n = u32::try_from(list.tasks.len()).context("too many tasks")?;
     let mut service = Embedded::start(EmbeddedOptions {
@@ -265,7 +241,7 @@ async fn tune_missing(
     let tasks: Vec<pb::TaskSpec> = list
         .tasks
         .iter()
-        .zip(workloads)
+        .zip(&workloads)
         .zip(&found)
         .filter(|(_, r)| !r.found)
         .map(|((t, w), _)| pb::TaskSpec {

@@ -1,6 +1,7 @@
 """`Model(dir)`: a model `tunehub build` compiled, called on numpy arrays. The model is tuned
 briefly on a database file and built with the command line, then called from Python; its
-outputs are checked against numpy computing the same two layers."""
+outputs are checked against numpy computing the same two layers. `Client.build_model`: the
+same built by a server (tuned there through `submit_model`), written into a directory."""
 
 import subprocess
 
@@ -9,7 +10,7 @@ import pytest
 from conftest import tunehub_bin
 from onnx_bytes import two_dense, weight_values
 
-from tunehub import Model, ModelError
+from tunehub import Client, Model, ModelError, TunehubError, pb
 
 QUICK = ["--repeat", "1", "--number", "1", "--min-repeat-ms", "1", "--noise-threshold", "0", "--batch", "2"]
 
@@ -43,3 +44,29 @@ def test_a_built_model_is_callable_on_numpy_arrays(tmp_path):
 def test_a_directory_without_a_model_is_an_error(tmp_path):
     with pytest.raises(ModelError, match="not a built model"):
         Model(tmp_path)
+
+
+def test_a_server_builds_a_model_the_client_then_runs(server, tmp_path):
+    n, batch = 12, 2
+    onnx = two_dense(batch=batch, n=n, filled=True)
+    with Client(server.url, token=server.token, timeout=120) as c:
+        with pytest.raises(TunehubError) as e:
+            c.build_model(onnx, tmp_path / "none", name="two")
+        assert e.value.code.name == "NOT_FOUND" and "task 0" in e.value.message, e.value
+        quick = dict(number=1, repeat=1, min_repeat_ms=1, warmup=0, noise_threshold=0.0)
+        job = c.submit_model(onnx, trials=2, measure=quick, batch_size=2)
+        assert c.wait(job, timeout=300).state == pb.JOB_STATE_DONE
+        out = tmp_path / "two"
+        summary = c.build_model(onnx, out, name="two")
+    assert (summary.name, summary.zero_shot_tasks) == ("two", 0)
+    assert list(summary.checked_outputs) and not list(out.glob("*.tmp"))
+    assert sorted(p.name for p in out.iterdir()) == [
+        "libtwo.so", "manifest.json", "two.c", "two.h", "two.weights"
+    ]
+    m = Model(out)
+    x = np.random.default_rng(1).uniform(-1, 1, size=(batch, n)).astype(np.float32)
+    (name,) = [o["name"] for o in m.outputs]
+    w = np.array(weight_values(n * n), dtype=np.float64).reshape(n, n)
+    want = np.maximum(np.maximum(x @ w, 0) @ w, 0)
+    np.testing.assert_allclose(m({"x": x})[name], want, rtol=1e-4, atol=1e-5)
+    m.close()

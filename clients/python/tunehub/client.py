@@ -9,6 +9,7 @@ Names are the command line's: schedulers "gradient" and "round-robin", job state
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -222,14 +223,8 @@ class Client:
         unsupported operator, no task at all, larger than the server takes) raises
         TunehubError INVALID_ARGUMENT saying what and where; nothing is stored.
         """
-        if isinstance(model, (bytes, bytearray, memoryview)):
-            onnx = bytes(model)
-        elif isinstance(model, (str, os.PathLike)):
-            onnx = Path(model).read_bytes()
-        else:
-            raise TypeError(f"a model is a file's path or its bytes, not {type(model).__name__}")
         source = pb.ModelSource(
-            onnx=onnx,
+            onnx=_model_bytes(model),
             batch=batch,
             shapes=_input_shapes(shapes),
             strict=strict,
@@ -247,6 +242,76 @@ class Client:
                 stacklevel=2,
             )
         return resp.job
+
+    def build_model(
+        self,
+        model: PathLike | bytes,
+        out_dir: PathLike,
+        *,
+        name: str = "",
+        batch: int | None = None,
+        shapes: Mapping[str, Sequence[int] | str] | Iterable[str] | None = None,
+        target: str | None = None,
+        embed_weights: bool = False,
+        compile: bool = True,
+    ) -> pb.BuildModelSummary:
+        """Compiles an ONNX model as a C library that runs it whole, as `tunehub build` does,
+        and writes its files into `out_dir` (created if missing): NAME.c, NAME.h,
+        NAME.weights, manifest.json and, with `compile`, libNAME.so, built on the server and
+        checked there against a reference execution of the model (tract). `tunehub.Model(
+        out_dir)` then runs it. Every task's kernel is its tuned record, else a zero-shot
+        answer from tuned neighbours of the same structure (`zero_shot_tasks` counts them).
+
+        `name`: the library's, a C identifier ("": "model"). `batch`, `shapes`: as in
+        `submit_model`. `compile=False`: the sources only, to build elsewhere (needed for a
+        `target` other than the server's own machine).
+
+        Raises TunehubError: INVALID_ARGUMENT for a bad model or name or a node no library can
+        run, NOT_FOUND listing every task with neither a record nor a tuned neighbour (tune
+        them first: `submit_model`), FAILED_PRECONDITION for `compile` on another target.
+        """
+        req = pb.BuildModelRequest(
+            model=pb.ModelSource(onnx=_model_bytes(model), batch=batch, shapes=_input_shapes(shapes)),
+            target=target or "",
+            name=name,
+            embed_weights=embed_weights,
+            compile=compile,
+        )
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        stream = self._query.BuildModel(req, metadata=self._metadata, timeout=self.timeout)
+        current: tuple[str, Any] | None = None
+        done: set[str] = set()
+        try:
+            for piece in stream:
+                if piece.HasField("summary"):
+                    if current is not None:
+                        _finish(out, *current)
+                    return cast(pb.BuildModelSummary, piece.summary)
+                if current is not None and current[0] != piece.file:
+                    done.add(current[0])
+                    _finish(out, *current)
+                    current = None
+                if current is None:
+                    if not _BARE_NAME.fullmatch(piece.file) or piece.file in done:
+                        raise TunehubError(
+                            grpc.StatusCode.INTERNAL,
+                            f"the server sent a file named {piece.file!r}: not a new bare file name",
+                            "Query.BuildModel",
+                        )
+                    current = (piece.file, open(out / f"{piece.file}.tmp", "wb"))
+                current[1].write(piece.data)
+        except grpc.RpcError as e:
+            raise TunehubError.from_rpc(e, "Query.BuildModel") from None
+        finally:
+            if current is not None and not current[1].closed:
+                current[1].close()
+                (out / f"{current[0]}.tmp").unlink(missing_ok=True)
+        raise TunehubError(
+            grpc.StatusCode.INTERNAL,
+            "the server's answer ended before its summary: the build is incomplete",
+            "Query.BuildModel",
+        )
 
     def _job_request(
         self,
@@ -542,6 +607,24 @@ def _state(s: str | int) -> pb.JobState:
     if s not in STATES:
         raise ValueError(f"job state {s!r}: one of {', '.join(STATES)}")
     return STATES[s]
+
+
+# A file name from BuildModel: bare, staying in the directory it is written to.
+_BARE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
+
+
+def _model_bytes(model: PathLike | bytes) -> bytes:
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
+    if isinstance(model, (str, os.PathLike)):
+        return Path(model).read_bytes()
+    raise TypeError(f"a model is a file's path or its bytes, not {type(model).__name__}")
+
+
+def _finish(out: Path, name: str, f: Any) -> None:
+    """A received file complete: closed and renamed into place (never half a file)."""
+    f.close()
+    os.replace(out / f"{name}.tmp", out / name)
 
 
 def _input_shapes(

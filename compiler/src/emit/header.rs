@@ -14,6 +14,8 @@ pub struct Io {
 
 pub fn header(name: &str, model: &str, inputs: &[Io], outputs: &[Io], steps: usize) -> String {
     let up = name.to_ascii_uppercase();
+    // The model's name comes from a path or a request: text a comment can hold.
+    let model = c_text(model);
     let mut h = format!(
         "/* {name}: the model {model}, compiled by tunehub.\n\
          *\n\

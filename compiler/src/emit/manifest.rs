@@ -4,8 +4,10 @@
 //! build time).
 
 use super::header::Io;
+use crate::error::CompileError;
 use crate::program::NodeNote;
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// The manifest's version: a reader refuses another.
 pub const FORMAT: u32 = 1;
@@ -85,9 +87,37 @@ impl From<&NodeNote> for NodeEntry {
 }
 
 impl Manifest {
+    /// The file's text.
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("plain data") + "\n"
+    }
+
     /// Writes `dir/manifest.json` (through a temporary file and a rename).
-    pub fn write(&self, dir: &std::path::Path) -> Result<(), crate::error::CompileError> {
-        let json = serde_json::to_string_pretty(self).expect("plain data") + "\n";
-        crate::files::write_whole(&dir.join("manifest.json"), json.as_bytes())
+    pub fn write(&self, dir: &Path) -> Result<(), CompileError> {
+        crate::files::write_whole(&dir.join("manifest.json"), self.json().as_bytes())
+    }
+
+    /// Reads `dir/manifest.json`, refusing another format.
+    pub fn read(dir: &Path) -> Result<Manifest, CompileError> {
+        let path = dir.join("manifest.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| CompileError::Io {
+            what: "reading",
+            path: path.display().to_string(),
+            source,
+        })?;
+        let manifest: Manifest = serde_json::from_str(&text).map_err(|e| {
+            CompileError::Library(format!(
+                "{}: not a tunehub model manifest: {e}",
+                path.display()
+            ))
+        })?;
+        if manifest.format != FORMAT {
+            return Err(CompileError::Library(format!(
+                "{}: manifest format {}, this tunehub reads {FORMAT}: build the model again",
+                path.display(),
+                manifest.format
+            )));
+        }
+        Ok(manifest)
     }
 }

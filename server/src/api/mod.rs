@@ -4,11 +4,13 @@
 //! `ansor` converts such a file to and from TVM auto_scheduler logs; `kernel` makes the
 //! linkable kernel of an answer, `pack` many of them into one pack; `range`: shape ranges
 //! (dynamic shapes): their jobs, their answers, their dispatch table and their line in record
-//! files; `model`: an ONNX model submitted whole, its tasks extracted here.
+//! files; `model`: an ONNX model submitted whole, its tasks extracted here; `build`: a model compiled
+//! as a C library (`tunehub-compiler`).
 //!
 //! Every request is checked in full before anything is stored: a bad input is a status that
 //! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
 
+pub mod build;
 pub mod jobs;
 pub mod kernel;
 mod measure_transfer;

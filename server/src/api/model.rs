@@ -26,7 +26,7 @@ pub const MAX_SHAPE_DIMS: usize = 32;
 
 /// Models extracted at once: each is CPU-bound work on the blocking pool and holds a few times
 /// the model's size in memory, so a burst of submissions waits here rather than piling up.
-static EXTRACTING: Semaphore = Semaphore::const_new(2);
+pub(super) static EXTRACTING: Semaphore = Semaphore::const_new(2);
 
 /// The largest model a server with this message limit takes: the request carries the rest, and
 /// no model is larger than protobuf allows, whatever the limit (`tunehub_onnx::MAX_MODEL_BYTES`,
@@ -119,7 +119,7 @@ pub fn task_specs(list: &TaskList, trials: u32) -> Vec<pb::TaskSpec> {
 
 /// Each task's memory (`checks::memory`), refused naming the task by its label and nodes:
 /// `submit_job` would name it only by its index and workload.
-fn check_task_sizes(list: &TaskList) -> Result<(), Status> {
+pub(super) fn check_task_sizes(list: &TaskList) -> Result<(), Status> {
     for (i, t) in list.tasks.iter().enumerate() {
         let task = t
             .task()
@@ -157,6 +157,26 @@ async fn extract(onnx: Vec<u8>, shapes: InputShapes, strict: bool) -> Result<Tas
 }
 
 impl Api {
+    /// The model's bytes: some, and no more than this server takes.
+    pub(super) fn check_model_size(&self, model: &pb::ModelSource) -> Result<(), Status> {
+        if model.onnx.is_empty() {
+            return Err(Status::invalid_argument(
+                "model.onnx is empty: give the model file's bytes",
+            ));
+        }
+        let max = max_model_bytes(self.limits.max_message_bytes);
+        if model.onnx.len() > max {
+            return Err(Status::invalid_argument(format!(
+                "the model is {} bytes; this server takes models up to {max} bytes (its \
+                 max_message_bytes, {}, less {MODEL_REQUEST_HEADROOM} for the rest of the \
+                 request)",
+                model.onnx.len(),
+                self.limits.max_message_bytes
+            )));
+        }
+        Ok(())
+    }
+
     /// The job's settings checked before the model is parsed, so that a typo in a target or a
     /// priority is answered at once; `submit_job` checks them again with the tasks.
     async fn check_job_settings(&self, job: &pb::SubmitRequest) -> Result<(), Status> {
@@ -201,21 +221,7 @@ impl Api {
                 "job.tasks and job.range must be empty: the model gives the tasks",
             ));
         }
-        if model.onnx.is_empty() {
-            return Err(Status::invalid_argument(
-                "model.onnx is empty: give the model file's bytes",
-            ));
-        }
-        let max = max_model_bytes(self.limits.max_message_bytes);
-        if model.onnx.len() > max {
-            return Err(Status::invalid_argument(format!(
-                "the model is {} bytes; this server takes models up to {max} bytes (its \
-                 max_message_bytes, {}, less {MODEL_REQUEST_HEADROOM} for the rest of the \
-                 request)",
-                model.onnx.len(),
-                self.limits.max_message_bytes
-            )));
-        }
+        self.check_model_size(&model)?;
         if model.trials_per_task == 0 {
             return Err(Status::invalid_argument(
                 "model.trials_per_task must be at least 1",

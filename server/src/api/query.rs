@@ -20,7 +20,7 @@ const TOP_K_KERNELS: usize = 64;
 
 /// What an answer carries besides the record (the request's kernel options).
 #[derive(Clone, Copy)]
-struct Want<'a> {
+pub(super) struct Want<'a> {
     source: bool,
     kernel: bool,
     prefix: &'a str,
@@ -28,7 +28,11 @@ struct Want<'a> {
 
 impl<'a> Want<'a> {
     /// The options of a request; INVALID_ARGUMENT for a prefix that is not a C identifier.
-    fn new(source: bool, omit_kernel: bool, prefix: &'a str) -> Result<Want<'a>, Status> {
+    pub(super) fn new(
+        source: bool,
+        omit_kernel: bool,
+        prefix: &'a str,
+    ) -> Result<Want<'a>, Status> {
         if !prefix.is_empty() {
             package::check_identifier("symbol prefix", prefix)
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -92,6 +96,29 @@ impl Api {
         want: Want<'_>,
         allow_transfer: bool,
     ) -> Result<pb::BestResponse, Status> {
+        let (mut resp, kernel) = self
+            .answer(workload, target_key, want, allow_transfer)
+            .await?;
+        if let Some(k) = kernel {
+            if want.source {
+                resp.source = k.source.clone();
+            }
+            if want.kernel {
+                resp.kernel = Some(kernel_to_pb(&k));
+            }
+        }
+        Ok(resp)
+    }
+
+    /// The answer for a workload on a target (its record, or a transferred one), without the
+    /// kernel's text, and the kernel when `want` asks for its source or itself.
+    pub(super) async fn answer(
+        &self,
+        workload: Option<&pb::Workload>,
+        target_key: &str,
+        want: Want<'_>,
+        allow_transfer: bool,
+    ) -> Result<(pb::BestResponse, Option<Arc<package::Kernel>>), Status> {
         let task = Arc::new(self.resolve_workload(workload).await?);
         let flops = task.flops;
         let cached = self
@@ -124,11 +151,12 @@ impl Api {
             resp.transfer = Some(a.transfer.clone());
             resp.range = a.range.clone();
         }
+        let mut kernel = None;
         if let Some(rec) = &resp.record
             && (want.source || want.kernel)
         {
-            let k = self
-                .kernel(
+            kernel = Some(
+                self.kernel(
                     &task,
                     KernelOf {
                         target_key,
@@ -138,15 +166,10 @@ impl Api {
                     },
                     want.prefix,
                 )
-                .await?;
-            if want.source {
-                resp.source = k.source.clone();
-            }
-            if want.kernel {
-                resp.kernel = Some(kernel_to_pb(&k));
-            }
+                .await?,
+            );
         }
-        Ok(resp)
+        Ok((resp, kernel))
     }
 }
 
@@ -302,6 +325,18 @@ impl Query for Api {
         req: Request<pb::PackRequest>,
     ) -> Result<Response<pb::PackResponse>, Status> {
         Api::pack(self, req.get_ref()).await.map(Response::new)
+    }
+
+    type BuildModelStream = super::build::PieceStream;
+
+    async fn build_model(
+        &self,
+        req: Request<pb::BuildModelRequest>,
+    ) -> Result<Response<Self::BuildModelStream>, Status> {
+        let pieces = Api::build_model(self, req.into_inner()).await?;
+        Ok(Response::new(Box::pin(tokio_stream::iter(
+            pieces.into_iter().map(Ok),
+        ))))
     }
 
     async fn range(

@@ -61,6 +61,8 @@ const RULES: &[(&str, &[Role])] = &[
     ),
     ("/tunehub.v1.Jobs/", &[Client]),
     ("/tunehub.v1.Query/", &[Client, Query]),
+    // It runs the C compiler: not for read-only tokens.
+    ("/tunehub.v1.Query/BuildModel", &[Client]),
     ("/tunehub.v1.Records/Export", &[Client, Query]),
     ("/tunehub.v1.Records/Import", &[]),
     ("/tunehub.v1.Workers/Register", &[Worker]),
@@ -166,6 +168,8 @@ mod tests {
         }
 
         assert!(can(Query, "/tunehub.v1.Query/BestBatch"));
+        assert!(can(Client, "/tunehub.v1.Query/BuildModel"));
+        assert!(!can(Query, "/tunehub.v1.Query/BuildModel"));
         assert!(can(Query, "/tunehub.v1.Records/Export"));
         assert!(!can(Query, "/tunehub.v1.Jobs/Submit"));
         assert!(!can(Query, "/tunehub.v1.Jobs/List"));

@@ -413,6 +413,44 @@ class TaskError(_message.Message):
     message: str
     def __init__(self, task_index: _Optional[int] = ..., errors: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
+class BuildModelRequest(_message.Message):
+    __slots__ = ("model", "target", "name", "embed_weights", "compile")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EMBED_WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    COMPILE_FIELD_NUMBER: _ClassVar[int]
+    model: ModelSource
+    target: str
+    name: str
+    embed_weights: bool
+    compile: bool
+    def __init__(self, model: _Optional[_Union[ModelSource, _Mapping]] = ..., target: _Optional[str] = ..., name: _Optional[str] = ..., embed_weights: _Optional[bool] = ..., compile: _Optional[bool] = ...) -> None: ...
+
+class BuildModelPiece(_message.Message):
+    __slots__ = ("file", "data", "summary")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    file: str
+    data: bytes
+    summary: BuildModelSummary
+    def __init__(self, file: _Optional[str] = ..., data: _Optional[bytes] = ..., summary: _Optional[_Union[BuildModelSummary, _Mapping]] = ...) -> None: ...
+
+class BuildModelSummary(_message.Message):
+    __slots__ = ("name", "tasks", "zero_shot_tasks", "checked_outputs", "manifest_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    ZERO_SHOT_TASKS_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    tasks: int
+    zero_shot_tasks: int
+    checked_outputs: _containers.RepeatedScalarFieldContainer[str]
+    manifest_json: str
+    def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., zero_shot_tasks: _Optional[int] = ..., checked_outputs: _Optional[_Iterable[str]] = ..., manifest_json: _Optional[str] = ...) -> None: ...
+
 class BestRequest(_message.Message):
     __slots__ = ("workload", "target", "with_source", "allow_transfer", "symbol_prefix", "omit_kernel", "measure_transfer")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]

@@ -376,6 +376,11 @@ class QueryStub:
                 request_serializer=tunehub_dot_v1_dot_tunehub__pb2.RangeRequest.SerializeToString,
                 response_deserializer=tunehub_dot_v1_dot_tunehub__pb2.RangeResponse.FromString,
                 _registered_method=True)
+        self.BuildModel = channel.unary_stream(
+                '/tunehub.v1.Query/BuildModel',
+                request_serializer=tunehub_dot_v1_dot_tunehub__pb2.BuildModelRequest.SerializeToString,
+                response_deserializer=tunehub_dot_v1_dot_tunehub__pb2.BuildModelPiece.FromString,
+                _registered_method=True)
 
 
 class QueryServicer:
@@ -432,6 +437,21 @@ class QueryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BuildModel(self, request, context):
+        """A model compiled as a C library that runs it whole (`tunehub build`): the server extracts
+        the model's tasks, answers each as BestBatch with `allow_transfer` does (a tuned record,
+        else a zero-shot answer from tuned neighbours of the same structure), and writes
+        NAME.c, NAME.h, NAME.weights and manifest.json; with `compile`, it also builds libNAME.so
+        and checks it against a reference execution of the model (tract) on random inputs before
+        answering. The files come as pieces, one file after another, then a summary.
+        INVALID_ARGUMENT for a bad model, name or node no library can run; NOT_FOUND listing every
+        task with neither a record nor a tuned neighbour; FAILED_PRECONDITION for `compile` on a
+        target other than the server's own machine. Client tokens only: it runs a C compiler.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_QueryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -464,6 +484,11 @@ def add_QueryServicer_to_server(servicer, server):
                     servicer.Range,
                     request_deserializer=tunehub_dot_v1_dot_tunehub__pb2.RangeRequest.FromString,
                     response_serializer=tunehub_dot_v1_dot_tunehub__pb2.RangeResponse.SerializeToString,
+            ),
+            'BuildModel': grpc.unary_stream_rpc_method_handler(
+                    servicer.BuildModel,
+                    request_deserializer=tunehub_dot_v1_dot_tunehub__pb2.BuildModelRequest.FromString,
+                    response_serializer=tunehub_dot_v1_dot_tunehub__pb2.BuildModelPiece.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -631,6 +656,33 @@ class Query:
             '/tunehub.v1.Query/Range',
             tunehub_dot_v1_dot_tunehub__pb2.RangeRequest.SerializeToString,
             tunehub_dot_v1_dot_tunehub__pb2.RangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BuildModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tunehub.v1.Query/BuildModel',
+            tunehub_dot_v1_dot_tunehub__pb2.BuildModelRequest.SerializeToString,
+            tunehub_dot_v1_dot_tunehub__pb2.BuildModelPiece.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,228 @@
+//! `Query.BuildModel`: an ONNX model compiled as a C library that runs it whole, the service's
+//! side of `tunehub build` and of the Python client's `build_model`.
+//!
+//! The model is checked at the door as `SubmitModel` checks it (size, input shapes, every
+//! task's memory); each task is answered as `BestBatch` with `allow_transfer` answers it (a
+//! tuned record, else a zero-shot answer), and tasks with neither are one NOT_FOUND listing
+//! every one. `tunehub-compiler` writes the files; with `compile` the library is built here
+//! with the kernels' own compiler (never one the request names: this runs on the server) and
+//! checked against tract before a byte is sent. The files go out in pieces, the manifest last.
+
+use super::Api;
+use super::model::{EXTRACTING, check_task_sizes, import_status, input_shapes};
+use super::query::Want;
+use crate::checks::limits::check_len;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio_stream::Stream;
+use tonic::Status;
+use tunehub_compiler::{CompileError, Compiled, Options, check};
+use tunehub_engine::package::{self, Kernel};
+use tunehub_onnx::graph::Graph;
+use tunehub_onnx::{InputShapes, TaskList};
+use tunehub_proto::v1 as pb;
+
+/// The library's name when the request gives none.
+const DEFAULT_NAME: &str = "model";
+/// Bytes of a file per message: well under any message limit.
+const PIECE_BYTES: usize = 1 << 20;
+
+/// Libraries built at once: each runs the C compiler over a few MB of C and the model once
+/// through tract; a burst waits here.
+static BUILDING: Semaphore = Semaphore::const_new(1);
+
+pub type PieceStream = Pin<Box<dyn Stream<Item = Result<pb::BuildModelPiece, Status>> + Send>>;
+
+impl Api {
+    /// The request checked, the model compiled (and with `compile` built and checked), as the
+    /// messages of the answer.
+    pub(super) async fn build_model(
+        &self,
+        r: pb::BuildModelRequest,
+    ) -> Result<Vec<pb::BuildModelPiece>, Status> {
+        let name = if r.name.is_empty() {
+            DEFAULT_NAME.to_string()
+        } else {
+            r.name.clone()
+        };
+        check_len("name", &name, 64)?;
+        package::check_identifier("name", &name)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let Some(model) = r.model else {
+            return Err(Status::invalid_argument(
+                "no model: give model.onnx, the model file's bytes",
+            ));
+        };
+        self.check_model_size(&model)?;
+        let shapes = input_shapes(&model)?;
+        let target = self.query_target(&r.target).await?;
+        if r.compile && target != self.local_target().key() {
+            return Err(Status::failed_precondition(format!(
+                "compile builds and checks the library on this server's machine (target {}); \
+                 kernels for target {target} are built where they run: ask without compile",
+                self.local_target().key()
+            )));
+        }
+        let onnx = Arc::new(model.onnx);
+        let (g, list) = load(Arc::clone(&onnx), shapes.clone()).await?;
+        check_task_sizes(&list)?;
+        let kernels = self.kernels_of(&list, &target, &format!("{name}_")).await?;
+        let zero_shot = kernels
+            .iter()
+            .filter(|k| k.provenance.record_id.is_empty())
+            .count();
+        let tasks = list.tasks.len();
+        let _permit = BUILDING
+            .acquire()
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let options = Options {
+            embed_weights: r.embed_weights,
+        };
+        let compile = r.compile;
+        let summary_name = name.clone();
+        let (files, checked, manifest) = tokio::task::spawn_blocking(move || {
+            let kernels: Vec<Kernel> = kernels.iter().map(|k| (**k).clone()).collect();
+            let compiled = tunehub_compiler::compile(
+                &g,
+                &list,
+                &kernels,
+                &name,
+                &format!("{name}.onnx"),
+                &options,
+            )?;
+            if compile {
+                build_here(&compiled, &onnx, &shapes)
+            } else {
+                let manifest = compiled.manifest.json();
+                Ok((compiled.files(), vec![], manifest))
+            }
+        })
+        .await
+        .map_err(|e| Status::internal(format!("building the model failed: {e}")))?
+        .map_err(compile_status)?;
+        tracing::info!(tasks, zero_shot, compile, "model built");
+        let mut pieces = vec![];
+        for (file, bytes) in files {
+            // An empty file is still one piece: the caller creates it.
+            for data in bytes
+                .chunks(PIECE_BYTES)
+                .chain(bytes.is_empty().then_some(&[][..]))
+            {
+                pieces.push(pb::BuildModelPiece {
+                    file: file.clone(),
+                    data: data.to_vec(),
+                    summary: None,
+                });
+            }
+        }
+        pieces.push(pb::BuildModelPiece {
+            summary: Some(pb::BuildModelSummary {
+                name: summary_name,
+                tasks: tasks as u32,
+                zero_shot_tasks: zero_shot as u32,
+                checked_outputs: checked,
+                manifest_json: manifest,
+            }),
+            ..Default::default()
+        });
+        Ok(pieces)
+    }
+
+    /// Every task's kernel on `target`, named under `prefix`: NOT_FOUND listing every task with
+    /// neither a record nor a tuned neighbour.
+    async fn kernels_of(
+        &self,
+        list: &TaskList,
+        target: &str,
+        prefix: &str,
+    ) -> Result<Vec<Arc<Kernel>>, Status> {
+        let want = Want::new(false, false, prefix)?;
+        let mut kernels = vec![];
+        let mut missing = vec![];
+        for (i, t) in list.tasks.iter().enumerate() {
+            let w = crate::workload::of_net_task(t);
+            let (_, kernel) = self
+                .answer(Some(&w), target, want, true)
+                .await
+                .map_err(|s| Status::new(s.code(), format!("task {i}: {}", s.message())))?;
+            match kernel {
+                Some(k) => kernels.push(k),
+                None => missing.push(format!("task {i} ({})", t.label)),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(Status::not_found(format!(
+                "no record and no tuned neighbour of the same structure on target {target} \
+                 for: {}; tune them first (`tunehub build --tune N`, or submit the model)",
+                missing.join("; ")
+            )));
+        }
+        Ok(kernels)
+    }
+}
+
+/// The model's graph and tasks, off the async threads (parsing and shape inference are CPU
+/// work), sharing `SubmitModel`'s permits.
+async fn load(onnx: Arc<Vec<u8>>, shapes: InputShapes) -> Result<(Graph, TaskList), Status> {
+    let _permit = EXTRACTING
+        .acquire()
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
+    tokio::task::spawn_blocking(move || {
+        let g = Graph::load(&onnx, &shapes, None)?;
+        let list = tunehub_onnx::tasks::extract(&g, true)?;
+        Ok((g, list))
+    })
+    .await
+    .map_err(|e| Status::internal(format!("reading the model failed: {e}")))?
+    .map_err(import_status)
+}
+
+type Files = (Vec<(String, Vec<u8>)>, Vec<String>, String);
+
+/// Builds `compiled` in a directory of its own, checks it against tract, and reads back every
+/// file, the library among them (the manifest, which names it, last).
+fn build_here(
+    compiled: &Compiled,
+    onnx: &[u8],
+    shapes: &InputShapes,
+) -> Result<Files, CompileError> {
+    let io =
+        |what: &'static str, path: String| move |source| CompileError::Io { what, path, source };
+    let dir = tempfile::Builder::new()
+        .prefix("tunehub-model-")
+        .tempdir()
+        .map_err(io("creating", "a temporary directory".into()))?;
+    let reference = check::Reference {
+        model: onnx,
+        shapes,
+        dir: None,
+    };
+    let (lib, checked) = compiled.build_checked(dir.path(), None, &reference, 0)?;
+    let manifest = lib.manifest.clone();
+    drop(lib);
+    let mut names: Vec<String> = compiled.files().into_iter().map(|(f, _)| f).collect();
+    let last = names.pop().expect("the manifest is a file");
+    names.extend(manifest.library.clone());
+    names.push(last);
+    let mut files = vec![];
+    for n in names {
+        let p = dir.path().join(&n);
+        let bytes = std::fs::read(&p).map_err(io("reading", p.display().to_string()))?;
+        files.push((n, bytes));
+    }
+    Ok((files, checked, manifest.json()))
+}
+
+/// A model no library can run is the caller's (INVALID_ARGUMENT); anything else is ours.
+fn compile_status(e: CompileError) -> Status {
+    match e {
+        CompileError::Import(e) => import_status(e),
+        CompileError::Node { .. } | CompileError::BadName(_) => {
+            Status::invalid_argument(e.to_string())
+        }
+        e => Status::internal(e.to_string()),
+    }
+}
