@@ -202,6 +202,43 @@ fn a_shufflenet_unit_runs_as_tract_does() {
     assert_eq!(how("Split").as_deref(), Some("copy"));
 }
 
+/// Means over axes that are not the last ones: over a sequence (`axes=[1]`, keepdims 0, the
+/// pooled sentence embedding), over the channels and width of a map keeping its rank
+/// (`axes=[1,-1]`), and over the first axis.
+fn means() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(9);
+    let x = b.input_fixed("tokens", &[2, 5, 6]);
+    let pooled = b.node(
+        "ReduceMean",
+        &[&x],
+        vec![ints("axes", &[1]), int("keepdims", 0)],
+    );
+    b.output(&pooled);
+    let m = b.input_fixed("map", &[1, 4, 3, 5]);
+    let kept = b.node("ReduceMean", &[&m], vec![ints("axes", &[1, -1])]);
+    b.output(&kept);
+    let first = b.node(
+        "ReduceMean",
+        &[&x],
+        vec![ints("axes", &[0]), int("keepdims", 0)],
+    );
+    b.output(&first);
+    b.encode()
+}
+
+#[test]
+fn means_over_any_axes_run_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_and_check(&means(), "means", dir.path());
+    let shapes: Vec<&[i64]> = lib
+        .manifest
+        .outputs
+        .iter()
+        .map(|o| o.shape.as_slice())
+        .collect();
+    assert_eq!(shapes, [&[2, 6][..], &[1, 1, 3, 1], &[5, 6]]);
+}
+
 #[test]
 fn an_unsupported_operator_is_named() {
     let mut b = ModelBuilder::seeded(7);

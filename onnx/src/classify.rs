@@ -142,7 +142,7 @@ fn anchor_limits(g: &Graph, n: &Node) -> Result<(), String> {
                 && reduced_axes(g, n, s.len()).is_none()
             {
                 return Err(
-                    "only a mean over trailing axes with constant axes is supported".into(),
+                    "only a mean over constant axes, some but not all of them, is supported".into(),
                 );
             }
         }
@@ -151,9 +151,9 @@ fn anchor_limits(g: &Graph, n: &Node) -> Result<(), String> {
     Ok(())
 }
 
-/// The axes a ReduceMean averages over, when they are the input's last ones (the last axis, a
-/// global pool's `[2, 3]`): how many.
-pub fn reduced_axes(g: &Graph, n: &Node, rank: usize) -> Option<usize> {
+/// The axes a ReduceMean averages over (constant, some but not all of them; the last axis, a
+/// global pool's `[2, 3]`, a mean over the sequence `[1]`), sorted.
+pub fn reduced_axes(g: &Graph, n: &Node, rank: usize) -> Option<Vec<usize>> {
     let axes = match n.ints("axes") {
         Some(a) => a,
         None => match n.input(1) {
@@ -170,13 +170,8 @@ pub fn reduced_axes(g: &Graph, n: &Node, rank: usize) -> Option<usize> {
         .collect();
     a.sort_unstable();
     a.dedup();
-    let k = a.len();
-    let trailing = k > 0
-        && k < rank
-        && a.iter()
-            .enumerate()
-            .all(|(i, &x)| x == r - k as i64 + i as i64);
-    trailing.then_some(k)
+    let ok = !a.is_empty() && a.len() < rank && a.iter().all(|&x| (0..r).contains(&x));
+    ok.then(|| a.into_iter().map(|x| x as usize).collect())
 }
 
 fn elementwise_limits(g: &Graph, n: &Node) -> Result<(), String> {

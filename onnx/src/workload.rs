@@ -396,14 +396,29 @@ impl<'g> Gen<'g> {
                 })
             }
             "ReduceMean" => {
-                let k = crate::classify::reduced_axes(g, n, xs.len())
-                    .ok_or_else(|| ImportError::node(n, "axes that are not the last ones"))?;
+                let axes = crate::classify::reduced_axes(g, n, xs.len())
+                    .ok_or_else(|| ImportError::node(n, "axes that are not constant"))?;
                 let xn = self.input(x, "X", &xs);
-                let r = xs.len() - k;
-                let v = vars("i", &xs[..r]);
-                let red = vars("k", &xs[r..]);
-                let mut read = names(&v);
-                read.extend(names(&red));
+                let extents = |summed: bool| -> Vec<i64> {
+                    (0..xs.len())
+                        .filter(|d| axes.contains(d) == summed)
+                        .map(|d| xs[d])
+                        .collect()
+                };
+                let v = vars("i", &extents(false));
+                let red = vars("k", &extents(true));
+                // The input read in its own order: a kept axis by its `i`, a summed one by its `k`.
+                let (mut iv, mut kv) = (names(&v).into_iter(), names(&red).into_iter());
+                let read: Vec<String> = (0..xs.len())
+                    .map(|d| {
+                        if axes.contains(&d) {
+                            kv.next()
+                        } else {
+                            iv.next()
+                        }
+                    })
+                    .map(|s| s.expect("one name per axis"))
+                    .collect();
                 self.stmts.push(format!(
                     "O[{}] += {xn}[{}] where {}, {}",
                     list(&names(&v)),
@@ -411,12 +426,24 @@ impl<'g> Gen<'g> {
                     wheres(&v),
                     wheres(&red)
                 ));
-                let count: i64 = xs[r..].iter().product();
+                let count: i64 = extents(true).iter().product();
                 let value = format!("O[{}] * {}", list(&names(&v)), num(1.0 / count as f64));
-                let mut logical = names(&v);
-                if n.int("keepdims").unwrap_or(1) != 0 {
-                    logical.extend((0..k).map(|_| "0".to_string()));
-                }
+                // The output's indices: with keepdims, each summed axis stays as a 0 in place.
+                let mut iv = names(&v).into_iter();
+                let logical: Vec<String> = if n.int("keepdims").unwrap_or(1) != 0 {
+                    (0..xs.len())
+                        .map(|d| {
+                            if axes.contains(&d) {
+                                Some("0".into())
+                            } else {
+                                iv.next()
+                            }
+                        })
+                        .map(|s| s.expect("one name per kept axis"))
+                        .collect()
+                } else {
+                    names(&v)
+                };
                 Ok(Anchor {
                     vars: v,
                     logical,
