@@ -202,38 +202,82 @@ fn a_model_never_tuned_builds_from_zero_shot_answers_and_one_without_any_exits_2
     let tuned = write(dir.path(), "a.onnx", &conv_model(8, 1));
     let never = write(dir.path(), "b.onnx", &conv_model(12, 2));
     let db = dir.path().join("t.db");
+    let provenance = |out: &Path| -> String {
+        let m: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap())
+                .unwrap();
+        assert_eq!(m["tasks"][0]["record_id"], "", "{m}");
+        m["tasks"][0]["provenance"].as_str().unwrap().to_string()
+    };
 
-    // An empty database: nothing serves the model's task.
+    // Records of another structure only, and no cost model (imported records bring none):
+    // nothing serves the model's task.
     let mut args = vec!["tune", "matmul(8,8,8)", "--db", s(&db), "--trials", "2"];
     args.extend_from_slice(&QUICK);
     ok(&tunehub(&args));
+    let lines = dir.path().join("records.jsonl");
+    let bare = dir.path().join("bare.db");
+    ok(&tunehub(&[
+        "records",
+        "export",
+        "--db",
+        s(&db),
+        "--out",
+        s(&lines),
+    ]));
+    ok(&tunehub(&[
+        "records",
+        "import",
+        s(&lines),
+        "--db",
+        s(&bare),
+    ]));
     let out = dir.path().join("b");
     bad_input(
-        &tunehub(&["build", s(&never), "--out", s(&out), "--db", s(&db)]),
+        &tunehub(&["build", s(&never), "--out", s(&out), "--db", s(&bare)]),
         &[
             "no record and no tuned neighbour",
+            "no saved cost model",
             "task 0 (Conv+Relu",
             "--tune",
         ],
     );
 
-    // Its neighbour of another shape tuned: the model builds without a trial of its own.
+    // The tuned database's cost model searches a schedule for it: built without a trial.
+    let build = || {
+        ok(&tunehub(&[
+            "build",
+            s(&never),
+            "--out",
+            s(&out),
+            "--db",
+            s(&db),
+        ]))
+    };
+    let text = build();
+    assert!(
+        text.contains("(0 tuned, 1 zero-shot, 1 of them with no tuned neighbour"),
+        "{text}"
+    );
+    assert!(text.contains("match tract"), "{text}");
+    assert!(
+        provenance(&out).contains("searched"),
+        "{}",
+        provenance(&out)
+    );
+
+    // Its neighbour of another shape tuned: its schedule, adapted.
     let mut args = vec!["tune", s(&tuned), "--db", s(&db), "--trials", "2"];
     args.extend_from_slice(&QUICK);
     ok(&tunehub(&args));
-    let text = ok(&tunehub(&[
-        "build",
-        s(&never),
-        "--out",
-        s(&out),
-        "--db",
-        s(&db),
-    ]));
+    let text = build();
     assert!(text.contains("(0 tuned, 1 zero-shot)"), "{text}");
     assert!(text.contains("match tract"), "{text}");
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["tasks"][0]["record_id"], "", "{manifest}");
+    assert!(
+        provenance(&out).contains("transferred"),
+        "{}",
+        provenance(&out)
+    );
 }
 
 #[test]

@@ -152,6 +152,7 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         name: &name,
         manifest: &manifest,
         zero_shot: summary.zero_shot_tasks as usize,
+        searched: summary.searched_tasks as usize,
         checked: checked.as_deref(),
     };
     emit(&if args.json {
@@ -168,6 +169,8 @@ struct Summary<'a> {
     name: &'a str,
     manifest: &'a tunehub_compiler::Manifest,
     zero_shot: usize,
+    /// Of the zero-shot tasks, those searched with the cost model (no tuned neighbour).
+    searched: usize,
     /// The outputs that matched the reference (None: not built).
     checked: Option<&'a [String]>,
 }
@@ -176,6 +179,7 @@ impl Summary<'_> {
     fn json(&self) -> String {
         let j = serde_json::json!({
             "dir": self.args.out, "manifest": self.manifest, "zero_shot_tasks": self.zero_shot,
+            "searched_tasks": self.searched,
             "checked_against_reference": self.checked.is_some(),
         });
         format!("{j}\n")
@@ -190,8 +194,16 @@ impl Summary<'_> {
             self.name,
             self.args.out.display()
         );
+        let searched = if self.searched > 0 {
+            format!(
+                ", {} of them with no tuned neighbour: searched with the cost model",
+                self.searched
+            )
+        } else {
+            String::new()
+        };
         t += &format!(
-            "tasks     {tasks} ({} tuned, {} zero-shot), {} nodes\n",
+            "tasks     {tasks} ({} tuned, {} zero-shot{searched}), {} nodes\n",
             tasks - self.zero_shot,
             self.zero_shot,
             m.nodes.len()

@@ -3,12 +3,15 @@
 //!
 //! The model is checked at the door as `SubmitModel` checks it (size, input shapes, every
 //! task's memory); each task is answered as `BestBatch` with `allow_transfer` answers it (a
-//! tuned record, else a zero-shot answer), and tasks with neither are one NOT_FOUND listing
-//! every one. `tunehub-compiler` writes the files; with `compile` the library is built here
+//! tuned record, else a zero-shot answer from tuned neighbours), else by a search with the
+//! target's saved cost model (`searched`): no task of a model is left out because nothing of
+//! its structure was tuned. Without a saved model, the tasks with no answer are one NOT_FOUND
+//! listing every one. `tunehub-compiler` writes the files; with `compile` the library is built here
 //! with the kernels' own compiler (never one the request names: this runs on the server) and
 //! checked against tract before a byte is sent. The files go out in pieces, the manifest last.
 
 use super::Api;
+use super::kernel::KernelOf;
 use super::model::{EXTRACTING, check_task_sizes, import_status, input_shapes};
 use super::query::Want;
 use crate::checks::limits::check_len;
@@ -25,6 +28,9 @@ use tunehub_proto::v1 as pb;
 
 /// The library's name when the request gives none.
 const DEFAULT_NAME: &str = "model";
+/// A task's provenance in the manifest when nothing of its structure was tuned.
+const SEARCHED: &str =
+    "zero-shot (no tuned neighbour: searched with the target's cost model, predicted)";
 /// Bytes of a file per message: well under any message limit.
 const PIECE_BYTES: usize = 1 << 20;
 
@@ -67,7 +73,7 @@ impl Api {
         let onnx = Arc::new(model.onnx);
         let (g, list) = load(Arc::clone(&onnx), shapes.clone()).await?;
         check_task_sizes(&list)?;
-        let kernels = self.kernels_of(&list, &target, &format!("{name}_")).await?;
+        let (kernels, searched) = self.kernels_of(&list, &target, &format!("{name}_")).await?;
         let zero_shot = kernels
             .iter()
             .filter(|k| k.provenance.record_id.is_empty())
@@ -82,9 +88,10 @@ impl Api {
         };
         let compile = r.compile;
         let summary_name = name.clone();
+        let n_searched = searched.len();
         let (files, checked, manifest) = tokio::task::spawn_blocking(move || {
             let kernels: Vec<Kernel> = kernels.iter().map(|k| (**k).clone()).collect();
-            let compiled = tunehub_compiler::compile(
+            let mut compiled = tunehub_compiler::compile(
                 &g,
                 &list,
                 &kernels,
@@ -92,6 +99,9 @@ impl Api {
                 &format!("{name}.onnx"),
                 &options,
             )?;
+            for &i in &searched {
+                compiled.manifest.tasks[i].provenance = SEARCHED.into();
+            }
             if compile {
                 build_here(&compiled, &onnx, &shapes)
             } else {
@@ -102,7 +112,13 @@ impl Api {
         .await
         .map_err(|e| Status::internal(format!("building the model failed: {e}")))?
         .map_err(compile_status)?;
-        tracing::info!(tasks, zero_shot, compile, "model built");
+        tracing::info!(
+            tasks,
+            zero_shot,
+            searched = n_searched,
+            compile,
+            "model built"
+        );
         let mut pieces = vec![];
         for (file, bytes) in files {
             // An empty file is still one piece: the caller creates it.
@@ -124,42 +140,60 @@ impl Api {
                 zero_shot_tasks: zero_shot as u32,
                 checked_outputs: checked,
                 manifest_json: manifest,
+                searched_tasks: n_searched as u32,
             }),
             ..Default::default()
         });
         Ok(pieces)
     }
 
-    /// Every task's kernel on `target`, named under `prefix`: NOT_FOUND listing every task with
-    /// neither a record nor a tuned neighbour.
+    /// Every task's kernel on `target`, named under `prefix`, and which tasks had no tuned
+    /// neighbour (their schedule searched with the cost model): NOT_FOUND listing every task
+    /// with neither a record nor a tuned neighbour when the target has no saved cost model.
     async fn kernels_of(
         &self,
         list: &TaskList,
         target: &str,
         prefix: &str,
-    ) -> Result<Vec<Arc<Kernel>>, Status> {
+    ) -> Result<(Vec<Arc<Kernel>>, Vec<usize>), Status> {
         let want = Want::new(false, false, prefix)?;
         let mut kernels = vec![];
+        let mut searched = vec![];
         let mut missing = vec![];
         for (i, t) in list.tasks.iter().enumerate() {
+            let at = |s: Status| Status::new(s.code(), format!("task {i}: {}", s.message()));
             let w = crate::workload::of_net_task(t);
             let (_, kernel) = self
                 .answer(Some(&w), target, want, true)
                 .await
-                .map_err(|s| Status::new(s.code(), format!("task {i}: {}", s.message())))?;
-            match kernel {
-                Some(k) => kernels.push(k),
-                None => missing.push(format!("task {i} ({})", t.label)),
+                .map_err(at)?;
+            if let Some(k) = kernel {
+                kernels.push(k);
+                continue;
             }
+            let task = Arc::new(self.resolve_workload(Some(&w)).await.map_err(at)?);
+            let Some(steps) = self.searched(&task, target).await.map_err(at)? else {
+                missing.push(format!("task {i} ({})", t.label));
+                continue;
+            };
+            let of = KernelOf {
+                target_key: target,
+                steps_json: &steps,
+                record_id: "",
+                gflops: 0.0,
+            };
+            kernels.push(self.kernel(&task, of, prefix).await.map_err(at)?);
+            searched.push(i);
         }
         if !missing.is_empty() {
             return Err(Status::not_found(format!(
-                "no record and no tuned neighbour of the same structure on target {target} \
-                 for: {}; tune them first (`tunehub build --tune N`, or submit the model)",
+                "no record and no tuned neighbour of the same structure on target {target}, \
+                 and no saved cost model to search with, for: {}; tune them first (`tunehub \
+                 build --tune N`, or submit the model)",
                 missing.join("; ")
             )));
         }
-        Ok(kernels)
+        Ok((kernels, searched))
     }
 }
 

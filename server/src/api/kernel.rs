@@ -55,6 +55,18 @@ pub(super) struct KernelOf<'a> {
 }
 
 impl Api {
+    /// The stored description of a known target.
+    pub(super) async fn target_of(&self, target_key: &str) -> Result<Target, Status> {
+        let json = self
+            .store()
+            .target_json(target_key)
+            .await
+            .map_err(store_status)?
+            .ok_or_else(|| Status::internal(format!("target {target_key} has no description")))?;
+        serde_json::from_str(&json)
+            .map_err(|e| Status::internal(format!("target {target_key}: {e}")))
+    }
+
     /// The kernel of `of` on `task`, named under `prefix` (INVALID_ARGUMENT for a prefix that
     /// is not a C identifier).
     pub(super) async fn kernel(
@@ -72,16 +84,7 @@ impl Api {
         if let Some(k) = self.kernels.get(&key) {
             return Ok(k);
         }
-        let json = self
-            .store()
-            .target_json(of.target_key)
-            .await
-            .map_err(store_status)?
-            .ok_or_else(|| {
-                Status::internal(format!("target {} has no description", of.target_key))
-            })?;
-        let target: Target = serde_json::from_str(&json)
-            .map_err(|e| Status::internal(format!("target {}: {e}", of.target_key)))?;
+        let target = self.target_of(of.target_key).await?;
         let record = if of.record_id.is_empty() {
             "transferred"
         } else {

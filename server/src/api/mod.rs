@@ -20,6 +20,7 @@ pub mod query;
 pub mod range;
 pub mod ranking_model;
 pub mod records;
+mod searched;
 mod transfer;
 pub mod tune_transferred;
 

@@ -438,18 +438,20 @@ class BuildModelPiece(_message.Message):
     def __init__(self, file: _Optional[str] = ..., data: _Optional[bytes] = ..., summary: _Optional[_Union[BuildModelSummary, _Mapping]] = ...) -> None: ...
 
 class BuildModelSummary(_message.Message):
-    __slots__ = ("name", "tasks", "zero_shot_tasks", "checked_outputs", "manifest_json")
+    __slots__ = ("name", "tasks", "zero_shot_tasks", "checked_outputs", "manifest_json", "searched_tasks")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     ZERO_SHOT_TASKS_FIELD_NUMBER: _ClassVar[int]
     CHECKED_OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    SEARCHED_TASKS_FIELD_NUMBER: _ClassVar[int]
     name: str
     tasks: int
     zero_shot_tasks: int
     checked_outputs: _containers.RepeatedScalarFieldContainer[str]
     manifest_json: str
-    def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., zero_shot_tasks: _Optional[int] = ..., checked_outputs: _Optional[_Iterable[str]] = ..., manifest_json: _Optional[str] = ...) -> None: ...
+    searched_tasks: int
+    def __init__(self, name: _Optional[str] = ..., tasks: _Optional[int] = ..., zero_shot_tasks: _Optional[int] = ..., checked_outputs: _Optional[_Iterable[str]] = ..., manifest_json: _Optional[str] = ..., searched_tasks: _Optional[int] = ...) -> None: ...
 
 class BestRequest(_message.Message):
     __slots__ = ("workload", "target", "with_source", "allow_transfer", "symbol_prefix", "omit_kernel", "measure_transfer")

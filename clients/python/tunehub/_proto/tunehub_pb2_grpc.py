@@ -440,12 +440,14 @@ class QueryServicer:
     def BuildModel(self, request, context):
         """A model compiled as a C library that runs it whole (`tunehub build`): the server extracts
         the model's tasks, answers each as BestBatch with `allow_transfer` does (a tuned record,
-        else a zero-shot answer from tuned neighbours of the same structure), and writes
+        else a zero-shot answer from tuned neighbours of the same structure), else with the
+        schedule the target's saved cost model predicts best in a round of search, and writes
         NAME.c, NAME.h, NAME.weights and manifest.json; with `compile`, it also builds libNAME.so
         and checks it against a reference execution of the model (tract) on random inputs before
         answering. The files come as pieces, one file after another, then a summary.
         INVALID_ARGUMENT for a bad model, name or node no library can run; NOT_FOUND listing every
-        task with neither a record nor a tuned neighbour; FAILED_PRECONDITION for `compile` on a
+        task with neither a record nor a tuned neighbour when the target has no saved cost model;
+        FAILED_PRECONDITION for `compile` on a
         target other than the server's own machine. Client tokens only: it runs a C compiler.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
