@@ -35,7 +35,12 @@ impl EmbeddedOptions {
             db: db.into(),
             target,
             population: DEFAULT_POPULATION,
-            limits: Limits::default(),
+            limits: Limits {
+                // Its one client is this process: a model of any size a model file may have is
+                // sent whole (`Query.BuildModel`), as `tunehub build --db` reads it.
+                max_message_bytes: crate::api::model::max_message_for_models(),
+                ..Limits::default()
+            },
             instance: "local".into(),
         }
     }

@@ -387,3 +387,33 @@ fn the_documented_c_example_builds_and_runs() {
         "{first} vs {text}"
     );
 }
+
+/// A model larger than a server's default message limit (16 MiB) builds through `--db`: the
+/// embedded service takes a model of any size a model file may have, as the file is read.
+#[test]
+fn a_model_past_the_message_limit_builds_on_a_db() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = ModelBuilder::seeded(4);
+    let x = b.input_fixed("x", &[1, 64]);
+    // 64 x 70000 float32 weights: 17.9 MB.
+    let y = b.linear(&x, 64, 70_000);
+    b.output(&y);
+    let bytes = b.encode();
+    assert!(bytes.len() > 16 << 20, "{}", bytes.len());
+    let model = write(dir.path(), "big.onnx", &bytes);
+    let out = dir.path().join("big");
+    let db = dir.path().join("t.db");
+    let mut args = vec![
+        "build",
+        s(&model),
+        "--out",
+        s(&out),
+        "--db",
+        s(&db),
+        "--tune",
+        "1",
+    ];
+    args.extend_from_slice(&QUICK);
+    let text = ok(&tunehub(&args));
+    assert!(text.contains("match tract"), "{text}");
+}

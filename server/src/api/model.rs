@@ -38,6 +38,14 @@ pub fn max_model_bytes(max_message_bytes: usize) -> usize {
         .min(max)
 }
 
+/// The message limit under which a model of any size a model file may have fits, with the
+/// rest of its request: for a service whose one client is its own process.
+pub fn max_message_for_models() -> usize {
+    usize::try_from(tunehub_onnx::MAX_MODEL_BYTES)
+        .unwrap_or(usize::MAX)
+        .saturating_add(MODEL_REQUEST_HEADROOM)
+}
+
 /// The request's input shapes and batch, checked as the command line checks its flags.
 pub fn input_shapes(m: &pb::ModelSource) -> Result<InputShapes, Status> {
     let bad = |msg: String| Err(Status::invalid_argument(msg));
