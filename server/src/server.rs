@@ -213,6 +213,8 @@ async fn start_inner(
         models: Arc::default(),
         tune_transferred: cfg.tune_transferred,
         queued_transfers: Arc::default(),
+        feeds: Arc::default(),
+        watch_slots: Arc::default(),
     };
     let listener = TcpListener::bind(cfg.listen)
         .await

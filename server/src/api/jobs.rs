@@ -9,7 +9,8 @@ use crate::jobs::live::{Candidate, Stage};
 use crate::jobs::store::{JobState, NewJob};
 use crate::records::RecordStore;
 use std::pin::Pin;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -22,9 +23,6 @@ use tunehub_proto::v1::jobs_server::Jobs;
 pub use crate::jobs::priority::{MAX_PRIORITY, MIN_PRIORITY};
 /// Most targets of one submission (`SubmitRequest.targets`).
 pub const MAX_TARGETS: usize = 16;
-
-/// How often a watcher re-reads a job it was not woken for (it may run on another server).
-const WATCH_POLL: Duration = Duration::from_millis(300);
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -423,7 +421,7 @@ fn candidate_proto(c: &Candidate) -> pb::CandidateProgress {
     }
 }
 
-fn is_final(state: i32) -> bool {
+pub(super) fn is_final(state: i32) -> bool {
     pb::JobState::try_from(state).is_ok_and(|s| {
         matches!(
             s,
@@ -542,14 +540,23 @@ impl Jobs for Api {
 
     async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<EventStream>, Status> {
         use pb::job_event::Event;
+        let slot = self.watch_slots.take(&Principal::of(&req).name)?;
         let id = req.get_ref().id.clone();
         // Before the snapshot: no candidate measured after it is missed.
         let mut live = self.ctx.live.subscribe();
-        let mut last = self.get_job(&id).await?;
+        let first = self.get_job(&id).await?;
+        // The job's one feed (this read starts it if none runs); its current read is the
+        // snapshot, so that every later read it brings is newer.
+        let mut feed = self.feeds.subscribe(self, &id, Arc::new(first));
+        let mut last = match &*feed.borrow_and_update() {
+            Ok(j) => (**j).clone(),
+            Err(e) => return Err(e.clone()),
+        };
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let api = self.clone();
         tokio::spawn(async move {
-            let mut changes = api.ctx.subscribe();
+            // Held while the stream is: given back when this task ends.
+            let _slot = slot;
             let snap = pb::JobEvent {
                 job_id: id.clone(),
                 at_ms: now_ms(),
@@ -596,7 +603,15 @@ impl Jobs for Api {
                         }
                         continue;
                     }
-                    _ = tokio::time::timeout(WATCH_POLL, changes.changed()) => {}
+                    read = feed.changed() => {
+                        // The feed ended without this job's end (it retired as this watcher
+                        // joined, or the server stops): join the job's current feed.
+                        let ended = feed.borrow().as_ref().map_or(true, |j| is_final(j.state));
+                        if read.is_err() && !ended && !api.ctx.shutting_down() {
+                            feed = api.feeds.subscribe(&api, &id, Arc::new(last.clone()));
+                            continue;
+                        }
+                    }
                     () = tx.closed() => return,
                 }
                 // A stream left open would hold the server's graceful stop.
@@ -609,8 +624,9 @@ impl Jobs for Api {
                         .await;
                     return;
                 }
-                let now = match api.get_job(&id).await {
-                    Ok(j) => j,
+                let read = feed.borrow_and_update().clone();
+                let now = match read {
+                    Ok(j) => (*j).clone(),
                     Err(e) => {
                         let _ = tx.send(Err(e)).await;
                         return;

@@ -11,6 +11,7 @@
 //! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
 
 pub mod build;
+pub mod job_feed;
 pub mod jobs;
 pub mod kernel;
 mod measure_transfer;
@@ -23,6 +24,7 @@ pub mod records;
 mod searched;
 mod transfer;
 pub mod tune_transferred;
+pub mod watch_slots;
 
 use crate::checks::limits::{
     MAX_EXPR, MAX_INPUT_NAME, MAX_KEY, MAX_LAYOUT_FREE, MAX_OP_SPEC, check_len,
@@ -56,6 +58,10 @@ pub struct Api {
     /// (workload, target) pairs this server queued such a job for.
     pub queued_transfers:
         std::sync::Arc<std::sync::Mutex<std::collections::HashSet<(String, String)>>>,
+    /// One reader per watched job, shared by its watchers (`job_feed`).
+    pub feeds: std::sync::Arc<job_feed::JobFeeds>,
+    /// Open Watch streams per token (`watch_slots`).
+    pub watch_slots: std::sync::Arc<watch_slots::WatchSlots>,
 }
 
 pub(crate) fn gflops(flops: u64, seconds: f64) -> f64 {
