@@ -18,13 +18,14 @@
 //! - `model`: an ONNX model's tasks, extracted here; `model_files`: a compiled model's files
 //!   from the service, written into a directory.
 //! - `session`: the service a command talks to: a server, or one embedded on `--db`.
-//! - `progress`: progress bars.
+//! - `progress`: progress bars; `curves`: a job's tuning curves drawn as SVG (`report`).
 //! - `show`: the API's messages as text and JSON.
 //! - `usage`: exit statuses and one-line errors.
 
 pub mod args;
 pub mod client;
 pub mod commands;
+pub mod curves;
 pub mod embedded;
 pub mod escaped;
 pub mod model;

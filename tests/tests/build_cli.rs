@@ -50,18 +50,7 @@ fn build_tunes_checks_and_runs_a_model() {
         &nets::tiny_in(ModelBuilder::seeded(11)),
     );
     let (db, out) = (dir.path().join("t.db"), dir.path().join("built"));
-    let mut args = vec![
-        "build",
-        s(&model),
-        "--out",
-        s(&out),
-        "--db",
-        s(&db),
-        "--tune",
-        "2",
-    ];
-    args.extend_from_slice(&QUICK);
-    let text = ok(&tunehub(&args));
+    let text = build_tuned(&model, &out, &db, "2");
     assert!(text.contains("(12 tuned, 0 zero-shot)"), "{text}");
     assert!(text.contains("match tract"), "{text}");
     for f in [
@@ -403,17 +392,22 @@ fn a_model_past_the_message_limit_builds_on_a_db() {
     let model = write(dir.path(), "big.onnx", &bytes);
     let out = dir.path().join("big");
     let db = dir.path().join("t.db");
+    let text = build_tuned(&model, &out, &db, "1");
+    assert!(text.contains("match tract"), "{text}");
+}
+
+/// `tunehub build MODEL --out OUT --db DB --tune TRIALS` with quick measurements: its stdout.
+fn build_tuned(model: &Path, out: &Path, db: &Path, trials: &str) -> String {
     let mut args = vec![
         "build",
-        s(&model),
+        s(model),
         "--out",
-        s(&out),
+        s(out),
         "--db",
-        s(&db),
+        s(db),
         "--tune",
-        "1",
+        trials,
     ];
     args.extend_from_slice(&QUICK);
-    let text = ok(&tunehub(&args));
-    assert!(text.contains("match tract"), "{text}");
+    ok(&tunehub(&args))
 }

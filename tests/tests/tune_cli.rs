@@ -218,3 +218,88 @@ async fn a_workload_too_large_to_measure_exits_2_with_its_size() {
         store.close().await;
     }
 }
+
+/// `tunehub report`: a tuned model's job drawn as SVG (it parses, and names the job and each
+/// task) and as an HTML page (a row per task, the peer's line, the SVG inline); an unknown job
+/// and a file type it cannot write exit 2.
+#[test]
+fn report_draws_a_jobs_curves() {
+    use tunehub_onnx::builder::ModelBuilder;
+    use tunehub_tests::cli::{bad_input, stdout_ok};
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = ModelBuilder::seeded(5);
+    let x = b.input_fixed("x", &[1, 4, 8, 8]);
+    let y = b.conv_bn(&x, 4, 8, 3, 1, 1, 1, true);
+    let g = b.node("GlobalAveragePool", &[&y], vec![]);
+    b.output(&g);
+    let model = dir.path().join("m.onnx");
+    std::fs::write(&model, b.encode()).unwrap();
+    let db = dir.path().join("t.db");
+    let (model, db) = (model.to_str().unwrap(), db.to_str().unwrap());
+    let mut args = vec!["tune", model, "--db", db, "--trials", "2"];
+    args.extend_from_slice(&QUICK);
+    let text = stdout_ok(&tunehub(&args));
+    let job = text
+        .lines()
+        .find_map(|l| l.strip_prefix("job "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no job line in:\n{text}"))
+        .to_string();
+
+    let svg = dir.path().join("c.svg");
+    let out = stdout_ok(&tunehub(&[
+        "report",
+        &job,
+        "--db",
+        db,
+        "--out",
+        svg.to_str().unwrap(),
+    ]));
+    assert!(out.contains("2 tasks"), "{out}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("the SVG parses");
+    let words: String = doc
+        .descendants()
+        .filter_map(|n| n.text())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for want in [job.as_str(), "task 0:", "task 1:"] {
+        assert!(
+            words.contains(want),
+            "{want} not in the SVG's text:\n{words}"
+        );
+    }
+
+    let html = dir.path().join("c.html");
+    stdout_ok(&tunehub(&[
+        "report",
+        &job,
+        "--db",
+        db,
+        "--out",
+        html.to_str().unwrap(),
+        "--peer-ms",
+        "1.5",
+    ]));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<tr><td>0</td>") && page.contains("<tr><td>1</td>"));
+    assert!(page.contains("peer 1.5 ms"), "the peer's line is drawn");
+    let (start, end) = (page.find("<svg").unwrap(), page.rfind("</svg>").unwrap());
+    roxmltree::Document::parse(&page[start..end + "</svg>".len()]).expect("its SVG parses");
+
+    bad_input(
+        &tunehub(&[
+            "report",
+            "j-none",
+            "--db",
+            db,
+            "--out",
+            svg.to_str().unwrap(),
+        ]),
+        &["not found", "j-none"],
+    );
+    bad_input(
+        &tunehub(&["report", &job, "--db", db, "--out", "c.png"]),
+        &["--out c.png", ".svg or .html"],
+    );
+}

@@ -9,6 +9,7 @@ mod ops;
 mod pack;
 mod query;
 mod records;
+mod report;
 mod run;
 mod server;
 mod submit;
@@ -23,6 +24,7 @@ pub use jobs::JobsArgs;
 pub use pack::PackArgs;
 pub use query::QueryArgs;
 pub use records::{DistillArgs, ExportArgs, ImportArgs, RecordFormat, RecordsCommand};
+pub use report::ReportArgs;
 pub use run::RunArgs;
 pub use submit::SubmitArgs;
 pub use tasks::TasksArgs;
@@ -73,6 +75,9 @@ pub enum Command {
     Jobs(JobsArgs),
     /// Follow a job until it ends: a progress bar per task.
     Watch(WatchArgs),
+    /// Draw a job's tuning curves (best GFLOP/s so far per task by trials and by wall time; a
+    /// model's end-to-end estimate by trials) into an SVG or an HTML page.
+    Report(ReportArgs),
     /// Cancel a queued or running job (it stops after its current batch).
     Cancel(CancelArgs),
     /// Ask a server, or a database file (--db), for the best schedule of a workload and its
@@ -113,6 +118,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Jobs(args) => jobs::run(args).await,
         Command::Workers(args) => workers::run(args).await,
         Command::Watch(args) => watch::run(args).await,
+        Command::Report(args) => report::run(args).await,
         Command::Cancel(args) => cancel::run(args).await,
         Command::Query(args) => query::run(args).await,
         Command::Pack(args) => pack::run(args).await,

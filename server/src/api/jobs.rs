@@ -536,6 +536,33 @@ impl Jobs for Api {
         Ok(Response::new(self.job_proto(&job).await?))
     }
 
+    async fn trials(
+        &self,
+        req: Request<pb::JobTrialsRequest>,
+    ) -> Result<Response<pb::JobTrialsResponse>, Status> {
+        let id = &req.get_ref().id;
+        let job = self.get_job(id).await?;
+        let mut tasks: Vec<pb::TaskTrials> = (0..job.tasks.len() as u32)
+            .map(|i| pb::TaskTrials {
+                task_index: i,
+                trials: vec![],
+            })
+            .collect();
+        for (task, at_ms, seconds, noisy) in self.ctx.jobs.trials(id).await.map_err(store_status)? {
+            if let Some(t) = tasks.get_mut(task as usize) {
+                t.trials.push(pb::Trial {
+                    at_ms,
+                    seconds,
+                    noisy,
+                });
+            }
+        }
+        Ok(Response::new(pb::JobTrialsResponse {
+            job: Some(job),
+            tasks,
+        }))
+    }
+
     type WatchStream = EventStream;
 
     async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<EventStream>, Status> {

@@ -411,6 +411,32 @@ impl JobStore {
         Ok(out)
     }
 
+    /// Every candidate job `job_id` measured: (task index, when stored, its time unless it
+    /// failed, noisy), in the order stored.
+    pub async fn trials(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<(u32, i64, Option<f64>, bool)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT jr.task_idx, jr.created_at, r.mean_cost, r.noisy \
+             FROM job_records jr JOIN records r ON r.id = jr.record_id WHERE jr.job_id = $1 \
+             ORDER BY jr.created_at, r.created_at, r.id",
+        )
+        .bind(job_id)
+        .fetch_all(self.db.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get::<i64, _>(0)? as u32,
+                    r.try_get::<i64, _>(1)?,
+                    r.try_get::<Option<f64>, _>(2)?,
+                    r.try_get::<i64, _>(3)? == 1,
+                ))
+            })
+            .collect()
+    }
+
     /// Cancels a queued or running job; returns it as it is now (None: no such job).
     pub async fn cancel(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
         sqlx::query(

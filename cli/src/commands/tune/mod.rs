@@ -122,3 +122,8 @@ pub(crate) async fn run_job(
     bar.finish_and_clear();
     end
 }
+
+/// The summary's line naming the job, and how to see its curves.
+fn job_line(id: &str, db: &str) -> String {
+    format!("job       {id}  (curves: tunehub report {id} --db {db} --out curves.html)")
+}

@@ -52,6 +52,7 @@ pub async fn run(args: &TuneArgs, path: &str) -> Result<ExitCode> {
         path,
         list: &list,
         job: &job,
+        db: &args.db.db,
     };
     if args.json {
         emit(&format!("{}\n", summary.json()))?;
@@ -68,6 +69,7 @@ struct Summary<'a> {
     path: &'a str,
     list: &'a TaskList,
     job: &'a pb::Job,
+    db: &'a str,
 }
 
 impl Summary<'_> {
@@ -110,6 +112,7 @@ impl Summary<'_> {
         );
         let _ = writeln!(t, "target    {}", j.target_key);
         let _ = writeln!(t, "seed      {}", j.seed);
+        let _ = writeln!(t, "{}", super::job_line(&j.id, self.db));
         for (i, (task, p)) in l.tasks.iter().zip(&j.tasks).enumerate() {
             let best = match (p.best_seconds, p.best_gflops) {
                 (Some(s), Some(g)) => format!(

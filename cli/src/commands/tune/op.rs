@@ -128,6 +128,8 @@ pub async fn run(args: &TuneArgs) -> Result<ExitCode> {
     let summary = TuneSummary {
         task: &t,
         target_key: &job.target_key,
+        job_id: &job.id,
+        db: &args.db.db,
         seed: job.seed,
         known,
         stats: &stats,
@@ -226,6 +228,8 @@ impl RunStats {
 struct TuneSummary<'a> {
     task: &'a pb::TaskProgress,
     target_key: &'a str,
+    job_id: &'a str,
+    db: &'a str,
     seed: u64,
     known: u64,
     stats: &'a RunStats,
@@ -249,6 +253,7 @@ impl TuneSummary<'_> {
             "layout_free": crate::show::workload::layout_free(self.task.options.as_ref()),
             "flops": self.task.flops,
             "target_key": self.target_key,
+            "job_id": self.job_id,
             "seed": self.seed,
             "trials": s.trials,
             "ok": s.ok,
@@ -277,6 +282,7 @@ impl TuneSummary<'_> {
         );
         let _ = writeln!(t, "target    {}", self.target_key);
         let _ = writeln!(t, "seed      {}", self.seed);
+        let _ = writeln!(t, "{}", super::job_line(self.job_id, self.db));
         let failed = if s.errors.is_empty() {
             String::new()
         } else {

@@ -76,6 +76,38 @@ class MeasureOptions(_message.Message):
     noise_threshold: float
     def __init__(self, number: _Optional[int] = ..., repeat: _Optional[int] = ..., min_repeat_ms: _Optional[int] = ..., warmup: _Optional[int] = ..., flush_cache: _Optional[bool] = ..., timeout_s: _Optional[float] = ..., noise_threshold: _Optional[float] = ...) -> None: ...
 
+class JobTrialsRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class JobTrialsResponse(_message.Message):
+    __slots__ = ("job", "tasks")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskTrials]
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskTrials, _Mapping]]] = ...) -> None: ...
+
+class TaskTrials(_message.Message):
+    __slots__ = ("task_index", "trials")
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    task_index: int
+    trials: _containers.RepeatedCompositeFieldContainer[Trial]
+    def __init__(self, task_index: _Optional[int] = ..., trials: _Optional[_Iterable[_Union[Trial, _Mapping]]] = ...) -> None: ...
+
+class Trial(_message.Message):
+    __slots__ = ("at_ms", "seconds", "noisy")
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    NOISY_FIELD_NUMBER: _ClassVar[int]
+    at_ms: int
+    seconds: float
+    noisy: bool
+    def __init__(self, at_ms: _Optional[int] = ..., seconds: _Optional[float] = ..., noisy: _Optional[bool] = ...) -> None: ...
+
 class TaskSpec(_message.Message):
     __slots__ = ("workload", "trials", "weight")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]

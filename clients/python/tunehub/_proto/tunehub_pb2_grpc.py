@@ -67,6 +67,11 @@ class JobsStub:
                 request_serializer=tunehub_dot_v1_dot_tunehub__pb2.SubmitModelRequest.SerializeToString,
                 response_deserializer=tunehub_dot_v1_dot_tunehub__pb2.SubmitModelResponse.FromString,
                 _registered_method=True)
+        self.Trials = channel.unary_unary(
+                '/tunehub.v1.Jobs/Trials',
+                request_serializer=tunehub_dot_v1_dot_tunehub__pb2.JobTrialsRequest.SerializeToString,
+                response_deserializer=tunehub_dot_v1_dot_tunehub__pb2.JobTrialsResponse.FromString,
+                _registered_method=True)
 
 
 class JobsServicer:
@@ -124,6 +129,14 @@ class JobsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Trials(self, request, context):
+        """Every candidate a job measured, per task in the order they were stored, with its time:
+        what tuning curves are drawn from (`tunehub report`). NOT_FOUND for an unknown job.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +169,11 @@ def add_JobsServicer_to_server(servicer, server):
                     servicer.SubmitModel,
                     request_deserializer=tunehub_dot_v1_dot_tunehub__pb2.SubmitModelRequest.FromString,
                     response_serializer=tunehub_dot_v1_dot_tunehub__pb2.SubmitModelResponse.SerializeToString,
+            ),
+            'Trials': grpc.unary_unary_rpc_method_handler(
+                    servicer.Trials,
+                    request_deserializer=tunehub_dot_v1_dot_tunehub__pb2.JobTrialsRequest.FromString,
+                    response_serializer=tunehub_dot_v1_dot_tunehub__pb2.JobTrialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -323,6 +341,33 @@ class Jobs:
             '/tunehub.v1.Jobs/SubmitModel',
             tunehub_dot_v1_dot_tunehub__pb2.SubmitModelRequest.SerializeToString,
             tunehub_dot_v1_dot_tunehub__pb2.SubmitModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Trials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tunehub.v1.Jobs/Trials',
+            tunehub_dot_v1_dot_tunehub__pb2.JobTrialsRequest.SerializeToString,
+            tunehub_dot_v1_dot_tunehub__pb2.JobTrialsResponse.FromString,
             options,
             channel_credentials,
             insecure,
