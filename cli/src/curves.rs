@@ -107,6 +107,19 @@ fn plot_err(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow!("drawing the curves: {e}")
 }
 
+/// A chart's frame on `area`: its caption, margins and room for the axes' labels.
+fn builder<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(area);
+    b.caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(60);
+    b
+}
+
 /// The curves as one SVG document.
 pub fn svg(c: &Curves) -> Result<String> {
     let charts = if c.tasks.len() > 1 { 3 } else { 2 };
@@ -136,16 +149,12 @@ pub fn svg(c: &Curves) -> Result<String> {
             .fold(0.0_f64, f64::max)
             .max(1.0);
 
-        let mut chart = ChartBuilder::on(&areas[0])
-            .caption(
-                format!("job {}: best GFLOP/s so far, by trials", c.job.id),
-                ("sans-serif", 18),
-            )
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0u32..trials, 0.0..gflops)
-            .map_err(plot_err)?;
+        let mut chart = builder(
+            &areas[0],
+            &format!("job {}: best GFLOP/s so far, by trials", c.job.id),
+        )
+        .build_cartesian_2d(0u32..trials, 0.0..gflops)
+        .map_err(plot_err)?;
         chart
             .configure_mesh()
             .x_desc("trials of the task")
@@ -168,11 +177,7 @@ pub fn svg(c: &Curves) -> Result<String> {
             .draw()
             .map_err(plot_err)?;
 
-        let mut chart = ChartBuilder::on(&areas[1])
-            .caption("best GFLOP/s so far, by wall time", ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(60)
+        let mut chart = builder(&areas[1], "best GFLOP/s so far, by wall time")
             .build_cartesian_2d(0.0..seconds, 0.0..gflops)
             .map_err(plot_err)?;
         chart
@@ -202,16 +207,12 @@ pub fn svg(c: &Curves) -> Result<String> {
         if charts == 3 {
             let job_trials = c.estimate.last().map_or(1, |p| p.0).max(1);
             let ms = top(c.estimate.iter().map(|p| p.1).chain(c.peer_ms));
-            let mut chart = ChartBuilder::on(&areas[2])
-                .caption(
-                    "end-to-end estimate (weights x best times), by trials",
-                    ("sans-serif", 18),
-                )
-                .margin(12)
-                .x_label_area_size(36)
-                .y_label_area_size(60)
-                .build_cartesian_2d(0u32..job_trials, 0.0..ms)
-                .map_err(plot_err)?;
+            let mut chart = builder(
+                &areas[2],
+                "end-to-end estimate (weights x best times), by trials",
+            )
+            .build_cartesian_2d(0u32..job_trials, 0.0..ms)
+            .map_err(plot_err)?;
             chart
                 .configure_mesh()
                 .x_desc("trials of the job")
