@@ -1397,3 +1397,44 @@ async fn a_request_that_does_not_decode_is_invalid_argument() {
     let jobs = c.jobs.list(pb::ListJobsRequest::default()).await.unwrap();
     assert!(jobs.into_inner().jobs.is_empty());
 }
+
+/// Another process holding SQLite's write lock past the server's busy timeout (30 s): an
+/// operator's `sqlite3`, a backup. The job's writes meet a locked database, which is an outage
+/// (retried until it ends), not a failure: the job stands still while the lock is held and ends
+/// done with every trial once it is let go.
+#[tokio::test]
+async fn a_write_lock_held_past_the_busy_timeout_fails_no_job() {
+    use sqlx::{Connection, Executor, SqliteConnection};
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_path(dir.path(), "locked.db");
+    let server = Server::start(&db, "s1", &[]);
+    let mut c = server.client().await;
+    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 12)], 2)).await;
+    wait_trials(&mut c, &job.id, 2, Duration::from_secs(120)).await;
+
+    let mut holder = SqliteConnection::connect(&format!("sqlite://{db}"))
+        .await
+        .unwrap();
+    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    let done = |j: &pb::Job| j.tasks.iter().map(|t| t.trials_done).sum::<u32>();
+    let at_lock = done(&get(&mut c, &job.id).await);
+    // The fault itself: the lock held for longer than the busy timeout.
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    let while_held = get(&mut c, &job.id).await;
+    assert_eq!(
+        done(&while_held),
+        at_lock,
+        "nothing is stored under the lock"
+    );
+    assert_ne!(
+        while_held.state,
+        pb::JobState::Failed as i32,
+        "{while_held:?}"
+    );
+    holder.execute("ROLLBACK").await.unwrap();
+    holder.close().await.unwrap();
+
+    let end = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(end.state, pb::JobState::Done as i32, "{end:?}");
+    assert_eq!(done(&end), 12, "{end:?}");
+}
