@@ -59,15 +59,6 @@ impl JobFeeds {
         }
         true
     }
-
-    /// Jobs with a feed running (for tests and metrics).
-    pub fn len(&self) -> usize {
-        self.feeds.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Reads job `id` until its last watcher has gone, it is final, or a read fails, publishing
