@@ -138,23 +138,8 @@ async fn a_pack_builds_into_a_library_whose_kernels_match_the_reference() {
     };
     let mut submit = vec!["submit"];
     submit.extend_from_slice(SPECS);
-    submit.extend_from_slice(&[
-        "--expr",
-        EXPR,
-        "--trials",
-        "2",
-        "--batch",
-        "2",
-        "--watch",
-        "--repeat",
-        "1",
-        "--number",
-        "1",
-        "--min-repeat-ms",
-        "1",
-        "--noise-threshold",
-        "0",
-    ]);
+    submit.extend_from_slice(&["--expr", EXPR, "--trials", "2", "--batch", "2", "--watch"]);
+    submit.extend_from_slice(&tunehub_tests::cli::MEASURE);
     let out = run(&submit);
     assert!(
         out.status.success(),

@@ -737,16 +737,7 @@ async fn the_cli_commands_are_clients_of_the_server() {
         );
         String::from_utf8_lossy(&out.stdout).to_string()
     };
-    let quick = [
-        "--repeat",
-        "1",
-        "--number",
-        "1",
-        "--min-repeat-ms",
-        "1",
-        "--noise-threshold",
-        "0",
-    ];
+    let quick = tunehub_tests::cli::MEASURE;
     let mut args = vec![
         "submit",
         "matmul(16,16,16)",

@@ -4,6 +4,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 use tunehub_server::records::{RecordStore, SqlStore};
+use tunehub_tests::cli::MEASURE as QUICK;
 
 fn tunehub(args: &[&str]) -> Output {
     Command::new(tunehub_tests::binaries::tunehub())
@@ -11,18 +12,6 @@ fn tunehub(args: &[&str]) -> Output {
         .output()
         .expect("tunehub runs")
 }
-
-/// Short timing, and no noise guard (tests share the machine): they check behaviour, not speed.
-const QUICK: [&str; 8] = [
-    "--repeat",
-    "1",
-    "--number",
-    "1",
-    "--min-repeat-ms",
-    "1",
-    "--noise-threshold",
-    "0",
-];
 
 fn tune_json(db: &Path, spec: &str, extra: &[&str]) -> Value {
     let mut args = vec!["tune", spec, "--db", db.to_str().unwrap(), "--json"];
