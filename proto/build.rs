@@ -9,6 +9,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
         .file_descriptor_set_path(out.join("tunehub_v1_descriptor.bin"))
+        // The web dashboard answers its page's requests with the API's own messages as JSON
+        // (server/src/dashboard): one shape for gRPC and the browser, nothing to keep in step.
+        .type_attribute(".tunehub.v1", "#[derive(serde::Serialize)]")
         .compile_protos(&["tunehub/v1/tunehub.proto"], &["."])?;
     println!("cargo:rerun-if-changed=tunehub");
     Ok(())

@@ -56,6 +56,7 @@ pub struct ServerFile {
     pub listen: Option<SocketAddr>,
     pub advertise_addr: Option<String>,
     pub metrics_addr: Option<SocketAddr>,
+    pub http: Option<SocketAddr>,
     pub db: Option<String>,
     /// Admin tokens (`token-1`, ...), as `--token` gives them.
     pub tokens: Option<Vec<String>>,
@@ -164,6 +165,13 @@ pub struct ServerArgs {
     /// from gRPC [default: off]. Port 0 picks a free port (`metrics on ADDR` on stdout).
     #[arg(long, value_name = "ADDR", env = "TUNEHUB_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+
+    /// Serve the web dashboard (jobs and their curves, the fleet, records and kernels, health)
+    /// at http://ADDR/ [default: off]. It asks for an API token and shows what the token's role
+    /// may call; a `viewer` token looks only. Port 0 picks a free port (`dashboard on
+    /// http://ADDR/` on stdout).
+    #[arg(long, value_name = "ADDR", env = "TUNEHUB_HTTP")]
+    pub http: Option<SocketAddr>,
 
     #[arg(long, value_name = "PATH_OR_URL", env = "TUNEHUB_DB", help = help(
         "Database: a SQLite file (created if missing), a sqlite:// or a postgres:// URL",
@@ -289,6 +297,8 @@ pub struct ServerConfig {
     pub advertise_addr: Option<String>,
     /// Where to serve metrics; `None`: not at all.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where to serve the web dashboard; `None`: not at all.
+    pub http: Option<SocketAddr>,
     pub db: String,
     pub tokens: Vec<crate::auth::ApiToken>,
     pub allow_unauthenticated: bool,
@@ -425,6 +435,7 @@ impl ServerConfig {
                 .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid address")),
             advertise_addr,
             metrics_addr: args.metrics_addr.or(f.metrics_addr),
+            http: args.http.or(f.http),
             db: args
                 .db
                 .clone()

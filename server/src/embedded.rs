@@ -59,6 +59,7 @@ impl Embedded {
             advertise_addr: None,
             listen: "127.0.0.1:0".parse().expect("a valid address"),
             metrics_addr: None,
+            http: None,
             db: o.db,
             tokens: vec![ApiToken::admin(0, token.clone())],
             allow_unauthenticated: false,

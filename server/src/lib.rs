@@ -14,6 +14,8 @@
 //! - `cache`: the best-record cache in front of the database.
 //! - `answer_cache`: answers by range or transfer, for workloads with no record of their own.
 //! - `metrics`: Prometheus metrics and their HTTP endpoint.
+//! - `dashboard`: the web dashboard (`--http`): a page and JSON endpoints that call the API
+//!   in-process as the browser's token.
 //! - `auth`: bearer-token checking of gRPC calls.
 //! - `status`: store failures as gRPC statuses (UNAVAILABLE while the database is out of reach).
 //! - `health`: the health service following the database's probes.
@@ -29,6 +31,7 @@ pub mod auth;
 pub mod cache;
 pub mod checks;
 pub mod config;
+pub mod dashboard;
 pub mod embedded;
 pub mod fleet;
 mod health;

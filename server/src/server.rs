@@ -1,5 +1,6 @@
 //! Serving: the database, the job loop and the gRPC services (with health, reflection, the token
-//! interceptor, and TLS when configured) on one listener; metrics on another when asked for.
+//! interceptor, and TLS when configured) on one listener; metrics and the web dashboard each on
+//! another when asked for.
 //!
 //! Shutdown is graceful (`RunningServer::shutdown`): no new jobs, the batch in hand is stored,
 //! leases are handed back, the database is closed; `run_until_signal` exits at once on a second
@@ -59,6 +60,8 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     /// Where metrics are served (`--metrics-addr`), if anywhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// Where the web dashboard is served (`--http`), if anywhere.
+    pub http_addr: Option<SocketAddr>,
     pub ctx: JobContext,
     health: tonic_health::server::HealthReporter,
     /// Sets the health service from the database's probes (`health`).
@@ -72,6 +75,7 @@ pub struct RunningServer {
     /// The fleet's pool ownership among replicas, and its renewals.
     owners: Option<(Arc<PoolOwners>, JoinHandle<()>)>,
     metrics: Option<JoinHandle<()>>,
+    dashboard: Option<JoinHandle<()>>,
 }
 
 impl RunningServer {
@@ -111,6 +115,9 @@ impl RunningServer {
         let served = self.serve.await;
         if let Some(m) = self.metrics {
             let _ = m.await;
+        }
+        if let Some(d) = self.dashboard {
+            let _ = d.await;
         }
         self.ctx.jobs.records().close().await;
         tracing::info!("stopped");
@@ -237,16 +244,17 @@ async fn start_inner(
             Duration::from_millis(ctx.lease_ms),
         ))
     });
-    let workers = fleet.as_ref().map(|f| {
-        WorkersServer::new(WorkersService {
-            fleet: Arc::clone(f),
-            store: ctx.jobs.records().clone(),
-            owners: owners.clone(),
-            max_report_bytes: max_of(cfg),
-        })
-        // Past the limit a report is refused by `report` itself, logged (`service`).
-        .max_decoding_message_size(max_of(cfg).saturating_mul(REPORT_DECODE_FACTOR))
-        .max_encoding_message_size(max_of(cfg))
+    let workers_service = fleet.as_ref().map(|f| WorkersService {
+        fleet: Arc::clone(f),
+        store: ctx.jobs.records().clone(),
+        owners: owners.clone(),
+        max_report_bytes: max_of(cfg),
+    });
+    let workers = workers_service.clone().map(|w| {
+        WorkersServer::new(w)
+            // Past the limit a report is refused by `report` itself, logged (`service`).
+            .max_decoding_message_size(max_of(cfg).saturating_mul(REPORT_DECODE_FACTOR))
+            .max_encoding_message_size(max_of(cfg))
     });
     let max = cfg.limits.max_message_bytes;
 
@@ -296,7 +304,8 @@ async fn start_inner(
     // answers too (which admits the health check untouched: load balancers and probes have no
     // token): the decode-failure rewrite, then the count of every call by service, method and
     // the code the caller gets, then the log of reports refused for their size.
-    let auth = AuthLayer::new(Auth::new(cfg.tokens.clone()), Some(Arc::clone(&metrics)))
+    let tokens = Auth::new(cfg.tokens.clone());
+    let auth = AuthLayer::new(tokens.clone(), Some(Arc::clone(&metrics)))
         .with_worker_certificates(cfg.tls_worker_ca.is_some());
     let count = crate::metrics::grpc::hook(Arc::clone(&metrics));
     let status_hook: crate::status_hook::Hook = Arc::new(move |call, headers| {
@@ -340,7 +349,7 @@ async fn start_inner(
                 .max_encoding_message_size(max),
         )
         .add_service(
-            RecordsServer::new(api)
+            RecordsServer::new(api.clone())
                 .max_decoding_message_size(max)
                 .max_encoding_message_size(max),
         )
@@ -363,7 +372,35 @@ async fn start_inner(
             addr: cfg.listen,
             source,
         })?;
+    let http_listener = match cfg.http {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .map_err(|source| ServeError::Bind { addr: a, source })?,
+        ),
+        None => None,
+    };
+    let http_addr = http_listener
+        .as_ref()
+        .map(|l| l.local_addr())
+        .transpose()
+        .map_err(|source| ServeError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
     let (shutdown, mut stop) = tokio::sync::watch::channel(false);
+    let dashboard_task = http_listener.map(|l| {
+        crate::dashboard::spawn(
+            l,
+            crate::dashboard::Dashboard {
+                api,
+                workers: workers_service,
+                auth: tokens,
+                started: std::time::Instant::now(),
+            },
+            shutdown.subscribe(),
+        )
+    });
     let metrics_task = metrics_listener.map(|l| {
         crate::metrics::http::spawn(
             l,
@@ -400,11 +437,13 @@ async fn start_inner(
         let renewals = tokio::spawn(Arc::clone(&o).renew_loop());
         (o, renewals)
     });
-    tracing::info!(%addr, metrics = %metrics_addr.map_or("off".into(), |a| a.to_string()), instance = %cfg.instance,
+    tracing::info!(%addr, metrics = %metrics_addr.map_or("off".into(), |a| a.to_string()),
+        dashboard = %http_addr.map_or("off".into(), |a| a.to_string()), instance = %cfg.instance,
         target_key = %ctx.backend.target().key(), "serving");
     Ok(RunningServer {
         addr,
         metrics_addr,
+        http_addr,
         ctx,
         health,
         health_probe,
@@ -415,6 +454,7 @@ async fn start_inner(
         reaper,
         owners,
         metrics: metrics_task,
+        dashboard: dashboard_task,
     })
 }
 

@@ -23,7 +23,8 @@
 //! listed, carried), `python_client.rs` (clients/python's pytest suite against the server), `submit_model.rs`
 //! (a model submitted as a file to `Jobs.SubmitModel` and as the CLI's tasks: the same job),
 //! `first_contact.rs` (a URL without a scheme, TLS on one side only, an unknown CA: one line
-//! naming the fix; logs in files and pipes without colour codes).
+//! naming the fix; logs in files and pipes without colour codes), `dashboard.rs` (the web
+//! dashboard in headless Chromium: a job followed live, a quarantined worker, a viewer).
 
 pub mod binaries;
 pub mod certs;
@@ -45,4 +46,4 @@ pub use jobs::{
 pub use metrics::scrape_raw;
 pub use pg::fresh_db;
 pub use server::{Server, TOKEN, sqlite_path};
-pub use worker::{Worker, wait_pool};
+pub use worker::{Worker, broken_compiler, wait_pool};

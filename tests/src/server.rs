@@ -18,6 +18,8 @@ pub struct Server {
     pub instance: String,
     /// The metrics endpoint's address, when started with `--metrics-addr`.
     pub metrics_addr: Option<String>,
+    /// The dashboard's URL (`http://ADDR/`), when started with `--http`.
+    pub dashboard: Option<String>,
 }
 
 /// How to start a server: `Server::on(db, instance)`, then `.args`, `.listen`, `.log`.
@@ -49,8 +51,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Starts it and waits for its `listening on ADDR` line (and `metrics on ADDR`, when asked
-    /// for).
+    /// Starts it and waits for its `listening on ADDR` line (and `metrics on ADDR`, `dashboard
+    /// on URL`, when asked for).
     pub fn start(self) -> Server {
         let mut cmd = Command::new(binaries::tunehub());
         cmd.args(["server", "--listen", &self.listen, "--db", &self.db])
@@ -82,11 +84,17 @@ impl ServerBuilder {
             .iter()
             .any(|a| a == "--metrics-addr")
             .then(|| first("metrics on "));
+        let dashboard = self
+            .args
+            .iter()
+            .any(|a| a == "--http")
+            .then(|| first("dashboard on "));
         Server {
             child,
             addr,
             instance: self.instance,
             metrics_addr,
+            dashboard,
         }
     }
 }

@@ -98,3 +98,18 @@ pub async fn wait_pool(c: &mut tunehub::client::Clients) -> String {
     })
     .await
 }
+
+/// A compiler for a worker (`--compiler=PATH`) that reports the real one's version, so that the
+/// device keys alike, and fails every build: a real worker process that is quarantined at its
+/// first piece.
+pub fn broken_compiler(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let broken = dir.join("broken-cc");
+    std::fs::write(
+        &broken,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then exec cc --version; fi\necho 'broken-cc: no' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    broken
+}

@@ -10,8 +10,8 @@ use tunehub::client::Clients;
 use tunehub_proto::v1 as pb;
 use tunehub_tests::faulty_worker::{self, measured_ok};
 use tunehub_tests::{
-    FaultyWorker, Server, TOKEN, Worker, binaries, get, quick, submit, task, tools, wait,
-    wait_final, wait_trials,
+    FaultyWorker, Server, TOKEN, Worker, binaries, broken_compiler, get, quick, submit, task,
+    tools, wait, wait_final, wait_trials,
 };
 
 /// These tests start many processes that compile kernels: one at a time on a small machine.
@@ -101,20 +101,6 @@ async fn records(c: &mut Clients, spec: &str, target: &str) -> (u64, Vec<String>
         .map(|r| r.into_inner().records)
         .unwrap_or_default();
     (trials, top.into_iter().map(|r| r.worker).collect())
-}
-
-/// A compiler that reports the real one's version (so the device keys alike) and fails every
-/// build.
-fn broken_cc(dir: &std::path::Path) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let broken = dir.join("broken-cc");
-    std::fs::write(
-        &broken,
-        "#!/bin/sh\nif [ \"$1\" = --version ]; then exec cc --version; fi\necho 'broken-cc: no' >&2\nexit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
-    broken
 }
 
 /// Waits until the job says why it waits, and that `what` is in it.
@@ -229,7 +215,7 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
 async fn a_worker_whose_compiler_fails_is_quarantined_and_the_job_completes() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let broken = broken_cc(dir.path());
+    let broken = broken_compiler(dir.path());
     let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
     let cc = format!("--compiler={}", broken.display());
@@ -529,7 +515,7 @@ async fn bad_reports_are_refused_and_measured_elsewhere_and_never_fail_the_job()
 async fn a_broken_worker_alone_is_quarantined_and_once_mended_finishes_the_job() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let broken = broken_cc(dir.path());
+    let broken = broken_compiler(dir.path());
     let db = tunehub_tests::sqlite_path(dir.path(), "fleet.db");
     let server = Server::start(&db, "s1", &[]);
     let cc = format!("--compiler={}", broken.display());

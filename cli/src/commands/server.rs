@@ -14,6 +14,9 @@ pub async fn run(args: ServerArgs) -> Result<ExitCode> {
     if let Some(m) = running.metrics_addr {
         emit(&format!("metrics on {m}\n"))?;
     }
+    if let Some(h) = running.http_addr {
+        emit(&format!("dashboard on http://{h}/\n"))?;
+    }
     running.run_until_signal().await?;
     Ok(ExitCode::SUCCESS)
 }

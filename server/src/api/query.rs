@@ -4,7 +4,7 @@
 use super::kernel::{KernelOf, kernel_to_pb};
 use super::{Api, gflops, schedule_record, store_status};
 use crate::answer_cache::{Kept, NoRecordAnswer};
-use crate::auth::{Principal, Role};
+use crate::auth::Principal;
 use crate::checks::memory::check_workload_bytes;
 use crate::records::RecordStore;
 use crate::workload;
@@ -226,11 +226,11 @@ impl Query for Api {
         if r.measure_transfer {
             // Measuring stores records: not for a read-only token.
             let caller = Principal::of(&req);
-            if caller.role == Role::Query {
+            if caller.role.read_only() {
                 return Err(Status::permission_denied(format!(
-                    "token '{}' has the query role, which may not measure (measure_transfer \
+                    "token '{}' has the {} role, which may not measure (measure_transfer \
                      stores records): ask without it, or with a client token",
-                    caller.name
+                    caller.name, caller.role
                 )));
             }
             self.measure_before_answer(r.workload.as_ref(), &target, r.allow_transfer)

@@ -101,10 +101,7 @@ impl AuthLayer {
             Ok(p)
         } else {
             tracing::info!(token = %p.name, role = %p.role, path, "call outside the token's role");
-            Err(Status::permission_denied(format!(
-                "token '{}' has the {} role, which may not call {path}",
-                p.name, p.role
-            )))
+            Err(p.refused(path))
         }
     }
 }

@@ -76,6 +76,14 @@ impl Principal {
             .unwrap_or_else(Principal::anonymous)
     }
 
+    /// PERMISSION_DENIED for a call to `path` outside this principal's role.
+    pub fn refused(&self, path: &str) -> Status {
+        Status::permission_denied(format!(
+            "token '{}' has the {} role, which may not call {path}",
+            self.name, self.role
+        ))
+    }
+
     pub fn is_admin(&self) -> bool {
         self.role == Role::Admin
     }

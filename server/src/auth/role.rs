@@ -20,6 +20,9 @@ pub enum Role {
     Worker,
     /// Read-only answers: queries and record export.
     Query,
+    /// Looking only: the jobs, their progress and curves, the fleet, the records and kernels
+    /// (the web dashboard's read-only role); no submit, cancel, build or export.
+    Viewer,
 }
 
 impl Role {
@@ -29,13 +32,26 @@ impl Role {
             Role::Client => "client",
             Role::Worker => "worker",
             Role::Query => "query",
+            Role::Viewer => "viewer",
         }
     }
 
+    /// Whether the role may only read: never store, measure, compile or cancel (a handler's
+    /// finer rule, beside the table's).
+    pub fn read_only(self) -> bool {
+        matches!(self, Role::Query | Role::Viewer)
+    }
+
     pub fn parse(s: &str) -> Option<Role> {
-        [Role::Admin, Role::Client, Role::Worker, Role::Query]
-            .into_iter()
-            .find(|r| r.as_str() == s)
+        [
+            Role::Admin,
+            Role::Client,
+            Role::Worker,
+            Role::Query,
+            Role::Viewer,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
     }
 }
 
@@ -45,7 +61,7 @@ impl fmt::Display for Role {
     }
 }
 
-use Role::{Client, Query, Worker};
+use Role::{Client, Query, Viewer, Worker};
 
 /// (method path or `service/` prefix, roles besides admin that may call it). Longest match wins:
 /// a method's own line before its service's.
@@ -60,7 +76,12 @@ const RULES: &[(&str, &[Role])] = &[
         &[Client, Worker, Query],
     ),
     ("/tunehub.v1.Jobs/", &[Client]),
-    ("/tunehub.v1.Query/", &[Client, Query]),
+    // Looking at jobs, not changing them.
+    ("/tunehub.v1.Jobs/Get", &[Client, Viewer]),
+    ("/tunehub.v1.Jobs/List", &[Client, Viewer]),
+    ("/tunehub.v1.Jobs/Watch", &[Client, Viewer]),
+    ("/tunehub.v1.Jobs/Trials", &[Client, Viewer]),
+    ("/tunehub.v1.Query/", &[Client, Query, Viewer]),
     // It runs the C compiler: not for read-only tokens.
     ("/tunehub.v1.Query/BuildModel", &[Client]),
     ("/tunehub.v1.Records/Export", &[Client, Query]),
@@ -69,7 +90,7 @@ const RULES: &[(&str, &[Role])] = &[
     ("/tunehub.v1.Workers/Heartbeat", &[Worker]),
     ("/tunehub.v1.Workers/Pull", &[Worker]),
     ("/tunehub.v1.Workers/Report", &[Worker]),
-    ("/tunehub.v1.Workers/List", &[Client]),
+    ("/tunehub.v1.Workers/List", &[Client, Viewer]),
 ];
 
 /// Whether `role` may call the method at `path` (`/package.Service/Method`).
@@ -173,6 +194,32 @@ mod tests {
         assert!(can(Query, "/tunehub.v1.Records/Export"));
         assert!(!can(Query, "/tunehub.v1.Jobs/Submit"));
         assert!(!can(Query, "/tunehub.v1.Jobs/List"));
+
+        // The viewer looks at everything a dashboard shows and changes nothing.
+        for p in [
+            "/tunehub.v1.Jobs/List",
+            "/tunehub.v1.Jobs/Get",
+            "/tunehub.v1.Jobs/Watch",
+            "/tunehub.v1.Jobs/Trials",
+            "/tunehub.v1.Workers/List",
+            "/tunehub.v1.Query/Best",
+            "/tunehub.v1.Query/ListTuned",
+        ] {
+            assert!(can(Viewer, p), "{p}");
+        }
+        for p in [
+            "/tunehub.v1.Jobs/Submit",
+            "/tunehub.v1.Jobs/SubmitModel",
+            "/tunehub.v1.Jobs/Cancel",
+            "/tunehub.v1.Query/BuildModel",
+            "/tunehub.v1.Records/Export",
+            "/tunehub.v1.Records/Import",
+            "/tunehub.v1.Workers/Pull",
+        ] {
+            assert!(!can(Viewer, p), "{p}");
+        }
+        assert!(Viewer.read_only() && Query.read_only() && !Client.read_only());
+        assert_eq!(Role::parse("viewer"), Some(Viewer));
 
         // Unknown paths, and prefixes that only look like a rule's, are admin-only.
         assert!(!can(Client, "/tunehub.v1.Secrets/Get"));
