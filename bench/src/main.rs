@@ -18,6 +18,8 @@
 //!   from a worker's death to the re-dispatch of its piece.
 //! - `reuse`: zero-shot answers for held-out shapes against their own tuning, and warm starts
 //!   from 5 nearby tuned shapes against cold runs (issue 29).
+//! - `dashboard`: the web dashboard's page weight and load time in headless Chromium, and the
+//!   server's CPU with N dashboards open on a fleet running M jobs, against none.
 //! - `swarm`: N simulated workers (register, heartbeat, long-poll) held by a server process:
 //!   its CPU and memory per 1,000 workers and the heartbeat round trip.
 //! - `network`: an ONNX model's tasks tuned as one job, its end-to-end estimate against
@@ -43,6 +45,7 @@ mod blas;
 mod built;
 mod compare;
 mod cprobe;
+mod dashboard;
 mod dispatch;
 mod finalists;
 mod mathroof;
@@ -93,6 +96,9 @@ enum Cmd {
     /// N simulated workers held by a server process: its CPU and memory per 1,000 workers,
     /// heartbeat round trips.
     Swarm(swarm::SwarmArgs),
+    /// The web dashboard: page weight, load time in headless Chromium, the server's CPU with N
+    /// dashboards open on a fleet running M jobs against none.
+    Dashboard(dashboard::DashboardArgs),
     /// A whole ONNX model tuned as one job: per task best GFLOP/s and share of the end-to-end
     /// estimate; the estimate against trials and wall time (SVG); the peer's latency beside it.
     Network(network::NetworkArgs),
@@ -126,6 +132,7 @@ fn main() -> Result<()> {
         Cmd::Dispatch(a) => runtime()?.block_on(dispatch::run(a)),
         Cmd::Reuse(a) => runtime()?.block_on(reuse::run(a)),
         Cmd::Swarm(a) => runtime()?.block_on(swarm::run(a)),
+        Cmd::Dashboard(a) => runtime()?.block_on(dashboard::run(a)),
         Cmd::Network(a) => runtime()?.block_on(network::run(a)),
         Cmd::Range(a) => runtime()?.block_on(range::run(a)),
     }

@@ -31,6 +31,10 @@ pub fn sibling_bin(name: &str) -> Result<PathBuf> {
 pub struct ServerProc {
     child: Child,
     pub addr: String,
+    /// The dashboard's URL, when started with `--http`.
+    pub dashboard: Option<String>,
+    /// Its stdout, kept open: a server writing to a closed pipe would fail.
+    _stdout: BufReader<std::process::ChildStdout>,
 }
 
 impl ServerProc {
@@ -58,7 +62,8 @@ impl ServerProc {
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        stdout
             .read_line(&mut line)
             .context("reading the server's first line")?;
         let Some(addr) = line.trim().strip_prefix("listening on ") else {
@@ -68,9 +73,26 @@ impl ServerProc {
                 log.display()
             );
         };
+        let addr = addr.to_string();
+        let dashboard = if extra.contains(&"--http") {
+            let mut l = String::new();
+            stdout
+                .read_line(&mut l)
+                .context("reading the dashboard's line")?;
+            Some(
+                l.trim()
+                    .strip_prefix("dashboard on ")
+                    .with_context(|| format!("expected `dashboard on URL`, got {l:?}"))?
+                    .to_string(),
+            )
+        } else {
+            None
+        };
         Ok(ServerProc {
-            addr: addr.to_string(),
+            addr,
+            dashboard,
             child,
+            _stdout: stdout,
         })
     }
 

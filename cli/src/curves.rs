@@ -2,7 +2,8 @@
 //! (`Jobs.Trials`), per task its best GFLOP/s so far against trials and against the seconds
 //! since the job was submitted, and for a job of several tasks (a model) its end-to-end
 //! estimate (the tasks' weights times their best times) against the job's trials, with a
-//! peer's latency as a line when given. Drawn with plotters as one SVG; HTML wraps it with a
+//! peer's latency as a line and the built model's measured latency as a mark when given.
+//! Drawn with plotters as one SVG; HTML wraps it with a
 //! table of the tasks.
 
 use anyhow::{Result, anyhow};
@@ -26,7 +27,11 @@ pub struct Curves {
     pub tasks: Vec<TaskCurve>,
     /// (trials of the job, end-to-end estimate in ms), once every task has a best.
     pub estimate: Vec<(u32, f64)>,
+    /// Every trial of the job, its tasks' together.
+    pub trials: u32,
     pub peer_ms: Option<f64>,
+    /// The built model's measured latency in ms (`--built`), drawn at the job's trials.
+    pub built_ms: Option<f64>,
 }
 
 /// A task's name in a legend: its index and the first line of its description, cut short.
@@ -37,7 +42,11 @@ fn label(t: &pb::TaskProgress) -> String {
 }
 
 /// The curves of a job's trials. Noisy and failed candidates count as trials, never as bests.
-pub fn curves(r: &pb::JobTrialsResponse, peer_ms: Option<f64>) -> Result<Curves> {
+pub fn curves(
+    r: &pb::JobTrialsResponse,
+    peer_ms: Option<f64>,
+    built_ms: Option<f64>,
+) -> Result<Curves> {
     let job = r
         .job
         .clone()
@@ -93,7 +102,9 @@ pub fn curves(r: &pb::JobTrialsResponse, peer_ms: Option<f64>) -> Result<Curves>
         job,
         tasks,
         estimate,
+        trials: all.len() as u32,
         peer_ms,
+        built_ms,
     })
 }
 
@@ -122,7 +133,12 @@ fn builder<'a, 'b>(
 
 /// The curves as one SVG document.
 pub fn svg(c: &Curves) -> Result<String> {
-    let charts = if c.tasks.len() > 1 { 3 } else { 2 };
+    // The end-to-end chart: for a model's job, or whenever a latency is to be drawn beside it.
+    let charts = if c.tasks.len() > 1 || c.peer_ms.is_some() || c.built_ms.is_some() {
+        3
+    } else {
+        2
+    };
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (960, 320 * charts)).into_drawing_area();
@@ -205,13 +221,19 @@ pub fn svg(c: &Curves) -> Result<String> {
         }
 
         if charts == 3 {
-            let job_trials = c.estimate.last().map_or(1, |p| p.0).max(1);
-            let ms = top(c.estimate.iter().map(|p| p.1).chain(c.peer_ms));
+            let job_trials = c.trials.max(1);
+            let ms = top(c
+                .estimate
+                .iter()
+                .map(|p| p.1)
+                .chain(c.peer_ms)
+                .chain(c.built_ms));
             let mut chart = builder(
                 &areas[2],
                 "end-to-end estimate (weights x best times), by trials",
             )
-            .build_cartesian_2d(0u32..job_trials, 0.0..ms)
+            // Room past the last trial for the built model's mark.
+            .build_cartesian_2d(0u32..job_trials + job_trials / 25 + 1, 0.0..ms)
             .map_err(plot_err)?;
             chart
                 .configure_mesh()
@@ -230,6 +252,14 @@ pub fn svg(c: &Curves) -> Result<String> {
                     .map_err(plot_err)?
                     .label(format!("peer {p} ms"))
                     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], RED));
+            }
+            if let Some(b) = c.built_ms {
+                let green = GREEN.mix(0.9).stroke_width(2);
+                chart
+                    .draw_series([Cross::new((job_trials, b), 7, green)])
+                    .map_err(plot_err)?
+                    .label(format!("built, measured {b:.3} ms"))
+                    .legend(move |(x, y)| Cross::new((x + 9, y), 5, green));
             }
             chart
                 .configure_series_labels()

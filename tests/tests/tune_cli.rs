@@ -209,8 +209,9 @@ async fn a_workload_too_large_to_measure_exits_2_with_its_size() {
 }
 
 /// `tunehub report`: a tuned model's job drawn as SVG (it parses, and names the job and each
-/// task) and as an HTML page (a row per task, the peer's line, the SVG inline); an unknown job
-/// and a file type it cannot write exit 2.
+/// task) and as an HTML page (a row per task, the peer's line, the SVG inline), with the model
+/// built from its records measured beside the estimate; an unknown job, a directory with no
+/// built model and a file type it cannot write exit 2.
 #[test]
 fn report_draws_a_jobs_curves() {
     use tunehub_onnx::builder::ModelBuilder;
@@ -275,6 +276,46 @@ fn report_draws_a_jobs_curves() {
     assert!(page.contains("peer 1.5 ms"), "the peer's line is drawn");
     let (start, end) = (page.find("<svg").unwrap(), page.rfind("</svg>").unwrap());
     roxmltree::Document::parse(&page[start..end + "</svg>".len()]).expect("its SVG parses");
+
+    // The model built from the job's records, run and drawn beside the estimate; a directory
+    // with no built model is a usage error.
+    let built = dir.path().join("built");
+    stdout_ok(&tunehub(&[
+        "build",
+        model,
+        "--db",
+        db,
+        "--out",
+        built.to_str().unwrap(),
+    ]));
+    stdout_ok(&tunehub(&[
+        "report",
+        &job,
+        "--db",
+        db,
+        "--out",
+        svg.to_str().unwrap(),
+        "--built",
+        built.to_str().unwrap(),
+        "--repeat",
+        "3",
+    ]));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    roxmltree::Document::parse(&text).expect("the SVG parses");
+    assert!(text.contains("built, measured "), "the built model's mark");
+    bad_input(
+        &tunehub(&[
+            "report",
+            &job,
+            "--db",
+            db,
+            "--out",
+            svg.to_str().unwrap(),
+            "--built",
+            dir.path().to_str().unwrap(),
+        ]),
+        &["--built"],
+    );
 
     bad_input(
         &tunehub(&[

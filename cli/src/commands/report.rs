@@ -1,7 +1,8 @@
 //! `tunehub report JOB --out FILE.svg|FILE.html`: a job's tuning curves as a picture, drawn
 //! from every candidate it measured (`Jobs.Trials`; `curves`): best GFLOP/s so far per task
 //! against trials and against wall time, and for a job of several tasks its end-to-end
-//! estimate against trials, beside a peer's latency given with `--peer-ms`. An `.html` file
+//! estimate against trials, beside a peer's latency given with `--peer-ms` and the measured
+//! latency of the model built from the job (`--built DIR`, run here). An `.html` file
 //! adds a table of the tasks; either works offline (nothing is fetched).
 
 use crate::curves;
@@ -27,6 +28,16 @@ pub struct ReportArgs {
     /// A peer's end-to-end latency in ms (ONNX Runtime's, Ansor's), drawn beside the estimate.
     #[arg(long, value_name = "MS")]
     pub peer_ms: Option<f64>,
+
+    /// A model built from this job's records (`tunehub build`'s DIR): it is run here and its
+    /// measured latency (the median of `--repeat` runs) drawn beside the estimate, at the
+    /// job's trials.
+    #[arg(long, value_name = "DIR")]
+    pub built: Option<PathBuf>,
+
+    /// Timed runs of the `--built` model.
+    #[arg(long, default_value_t = 50, requires = "built")]
+    pub repeat: u32,
 
     #[command(flatten)]
     pub service: ServiceArgs,
@@ -60,7 +71,11 @@ pub async fn run(args: ReportArgs) -> Result<ExitCode> {
         .await;
     session.close().await?;
     let answer = answer.map_err(status_error)?.into_inner();
-    let c = curves::curves(&answer, args.peer_ms)?;
+    let built_ms = match &args.built {
+        Some(dir) => Some(measure_built(dir, &answer, args.repeat)?),
+        None => None,
+    };
+    let c = curves::curves(&answer, args.peer_ms, built_ms)?;
     let svg = curves::svg(&c)?;
     let text = if html { curves::html(&c, &svg) } else { svg };
     std::fs::write(&args.out, text).with_context(|| format!("writing {}", args.out.display()))?;
@@ -71,4 +86,36 @@ pub async fn run(args: ReportArgs) -> Result<ExitCode> {
         c.tasks.len()
     ))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The median latency in ms of the model built in `dir`, on random inputs; a usage error when
+/// it was not built from `job`'s tasks (none of its kernels serves a workload of the job).
+fn measure_built(dir: &std::path::Path, job: &pb::JobTrialsResponse, repeat: u32) -> Result<f64> {
+    if repeat == 0 {
+        return Err(UsageError("--repeat 0: give at least 1 run".into()).into());
+    }
+    let mut lib = tunehub_compiler::Library::open(dir)
+        .map_err(|e| UsageError(format!("--built {}: {e}", dir.display())))?;
+    let keys: std::collections::HashSet<&str> = job
+        .job
+        .iter()
+        .flat_map(|j| &j.tasks)
+        .map(|t| t.workload_key.as_str())
+        .collect();
+    if !lib
+        .manifest
+        .tasks
+        .iter()
+        .any(|t| keys.contains(t.workload_key.as_str()))
+    {
+        return Err(UsageError(format!(
+            "--built {}: none of its kernels serves a task of this job (build the job's model \
+             from the database it tuned)",
+            dir.display()
+        ))
+        .into());
+    }
+    let inputs = tunehub_compiler::check::random_inputs(&lib, 0);
+    let t = lib.time(&inputs, (repeat / 10).max(1), repeat)?;
+    Ok(t.median_ms)
 }
