@@ -828,7 +828,8 @@ async fn an_oversized_report_quarantines_and_registering_again_does_not_lift_it(
 /// Issue 63: a job whose every time was taken on a slowed machine (a device reporting each
 /// candidate noisy: the noise injection) shows its noisy count apart from ok and errors, in
 /// Watch (each candidate, then the round), in `jobs --json` and in the metric; `jobs` and the
-/// summary say why there is no best and name `--noise-threshold` and a quieter machine.
+/// summary say why there is no best and name `--noise-threshold` and a quieter machine; Best
+/// answers the fastest noisy record, flagged, rather than no kernel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_noisy_run_shows_its_noisy_count_in_watch_jobs_and_metrics() {
     use tokio_stream::StreamExt;
@@ -942,6 +943,26 @@ async fn a_noisy_run_shows_its_noisy_count_in_watch_jobs_and_metrics() {
         .unwrap_or_else(|| panic!("no noisy counter: {body}"));
     assert!(line.contains(&key) && line.ends_with(" 4"), "{line}");
 
+    // No trusted time, yet the tuned workload is not left without a kernel: Best answers its
+    // fastest noisy record, flagged (not a transfer), and the CLI says what the flag means.
+    let best = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(tunehub_tests::op("matmul(16,16,16)")),
+            target: key.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("an answer, flagged")
+        .into_inner();
+    let r = best.record.as_ref().expect("a record");
+    assert!(
+        best.found && r.noisy && !r.record_id.is_empty() && best.transfer.is_none(),
+        "{best:?}"
+    );
+    let out = cli(&["query", "matmul(16,16,16)", "--target", &key]);
+    assert!(out.contains("noisy: "), "{out}");
+
     // The same, but a time measured again comes back clean: the task has its kernel, the
     // three other noisy times counted as such.
     let spec = "matmul(16,16,8)";
@@ -963,6 +984,17 @@ async fn a_noisy_run_shows_its_noisy_count_in_watch_jobs_and_metrics() {
         t.best_seconds.is_some(),
         "a kernel despite the noise: {t:?}"
     );
+    let best = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(tunehub_tests::op(spec)),
+            target: key.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!best.record.unwrap().noisy, "the clean time is the answer");
     let out = cli(&["watch", &job.id]);
     assert!(out.contains("(1 ok, 3 noisy, 0 failed)"), "{out}");
     assert!(!out.contains("--noise-threshold"), "{out}");

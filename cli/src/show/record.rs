@@ -30,6 +30,11 @@ pub fn record_text(r: &pb::ScheduleRecord) -> String {
         parenthesised(&[
             given(&r.record_id, |id| format!("record {id}")),
             given(&r.worker, |w| format!("by {w}")),
+            r.noisy.then(|| {
+                "noisy: every success was timed on a slowed machine; this time is an upper \
+                 bound (tune again on a quieter machine)"
+                    .to_string()
+            }),
         ]),
         r.steps_json
     )
@@ -65,6 +70,7 @@ pub fn record_json(r: &pb::ScheduleRecord) -> serde_json::Value {
         "costs": r.costs,
         "worker": r.worker,
         "created_at_ms": r.created_at_ms,
+        "noisy": r.noisy,
         "steps": serde_json::from_str::<serde_json::Value>(&r.steps_json).unwrap_or(serde_json::Value::Null),
     })
 }
@@ -137,6 +143,8 @@ mod tests {
             "{bare}"
         );
         assert!(!bare.contains("record") && !bare.contains("by"), "{bare}");
+        r.noisy = true;
+        assert!(record_text(&r).contains("(noisy: "), "{}", record_text(&r));
     }
 
     #[test]

@@ -31,6 +31,9 @@ const DEFAULT_NAME: &str = "model";
 /// A task's provenance in the manifest when nothing of its structure was tuned.
 const SEARCHED: &str =
     "zero-shot (no tuned neighbour: searched with the target's cost model, predicted)";
+/// A task's provenance when every success of its workload was timed on a slowed machine.
+const NOISY: &str = "tuned (noisy: every success was timed on a slowed machine; the fastest, \
+                     verified, its time an upper bound)";
 /// Bytes of a file per message: well under any message limit.
 const PIECE_BYTES: usize = 1 << 20;
 
@@ -73,7 +76,11 @@ impl Api {
         let onnx = Arc::new(model.onnx);
         let (g, list) = load(Arc::clone(&onnx), shapes.clone()).await?;
         check_task_sizes(&list)?;
-        let (kernels, searched) = self.kernels_of(&list, &target, &format!("{name}_")).await?;
+        let Answered {
+            kernels,
+            searched,
+            noisy,
+        } = self.kernels_of(&list, &target, &format!("{name}_")).await?;
         let zero_shot = kernels
             .iter()
             .filter(|k| k.provenance.record_id.is_empty())
@@ -101,6 +108,9 @@ impl Api {
             )?;
             for &i in &searched {
                 compiled.manifest.tasks[i].provenance = SEARCHED.into();
+            }
+            for &i in &noisy {
+                compiled.manifest.tasks[i].provenance = NOISY.into();
             }
             if compile {
                 build_here(&compiled, &onnx, &shapes)
@@ -155,19 +165,23 @@ impl Api {
         list: &TaskList,
         target: &str,
         prefix: &str,
-    ) -> Result<(Vec<Arc<Kernel>>, Vec<usize>), Status> {
+    ) -> Result<Answered, Status> {
         let want = Want::new(false, false, prefix)?;
         let mut kernels = vec![];
         let mut searched = vec![];
+        let mut noisy = vec![];
         let mut missing = vec![];
         for (i, t) in list.tasks.iter().enumerate() {
             let at = |s: Status| Status::new(s.code(), format!("task {i}: {}", s.message()));
             let w = crate::workload::of_net_task(t);
-            let (_, kernel) = self
+            let (answer, kernel) = self
                 .answer(Some(&w), target, want, true)
                 .await
                 .map_err(at)?;
             if let Some(k) = kernel {
+                if answer.record.is_some_and(|r| r.noisy) {
+                    noisy.push(i);
+                }
                 kernels.push(k);
                 continue;
             }
@@ -193,8 +207,20 @@ impl Api {
                 missing.join("; ")
             )));
         }
-        Ok((kernels, searched))
+        Ok(Answered {
+            kernels,
+            searched,
+            noisy,
+        })
     }
+}
+
+/// Every task's kernel, and which tasks' kernels came from the cost model's search (no tuned
+/// neighbour) or from noisy records only.
+struct Answered {
+    kernels: Vec<Arc<Kernel>>,
+    searched: Vec<usize>,
+    noisy: Vec<usize>,
 }
 
 /// The model's graph and tasks, off the async threads (parsing and shape inference are CPU

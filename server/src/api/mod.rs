@@ -395,5 +395,6 @@ pub fn schedule_record(r: &Record, flops: u64) -> pb::ScheduleRecord {
         gflops: gflops(flops, seconds),
         worker: r.worker.clone().unwrap_or_default(),
         created_at_ms: r.created_at,
+        noisy: r.noisy,
     }
 }

@@ -167,6 +167,7 @@ pub(super) fn answer(
             gflops: gflops(task.flops, predicted),
             worker: String::new(),
             created_at_ms: 0,
+            noisy: false,
         },
         transfer: pb::Transfer {
             source_record_id: c.source.id.clone(),

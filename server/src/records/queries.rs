@@ -91,6 +91,24 @@ impl RecordStore for SqlStore {
         row.as_ref().map(record_from_row).transpose()
     }
 
+    async fn quietest_noisy(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r \
+             WHERE r.workload_key = $1 AND r.target_key = $2 AND r.mean_cost IS NOT NULL AND r.noisy = 1 \
+             ORDER BY r.mean_cost ASC, r.created_at ASC, r.id ASC LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(workload_key)
+            .bind(target_key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
     async fn top_k(
         &self,
         workload_key: &str,

@@ -61,6 +61,15 @@ pub trait RecordStore: Send + Sync {
         target_key: &str,
     ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
 
+    /// The fastest noisy success, for a (workload, target) whose every success was timed on a
+    /// slowed machine: its kernel is verified, its time only an upper bound. Not a best; what a
+    /// query answers, flagged, rather than no kernel at all.
+    fn quietest_noisy(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> impl Future<Output = Result<Option<Record>, StoreError>> + Send;
+
     /// The `k` best trusted successes, cheapest first.
     fn top_k(
         &self,
