@@ -11,7 +11,8 @@
 //! (requests, and waiting on a job through its Watch stream), `metrics` (a scrape of the
 //! metrics endpoint), `wait` (waiting for what no stream reports, with a deadline), `tools` (a
 //! missing outside tool: a skip, or a failure under CI=true), `pg` (a fresh database on the
-//! PostgreSQL test cluster). The tests, in `tests/`:
+//! PostgreSQL test cluster), `immutable` (files made unwritable under a running process:
+//! `chattr +i`). The tests, in `tests/`:
 //! `service.rs` (the API and the command line's clients), `tune_cli.rs` (`tunehub tune` and
 //! `query --db`), `fleet.rs` (workers: kill -9, quarantine, restart, aarch64 under qemu),
 //! `operations.rs` (metrics, JSON logs, SIGTERM), `roles.rs` (tokens with roles),
@@ -30,6 +31,7 @@ pub mod binaries;
 pub mod certs;
 pub mod cli;
 pub mod faulty_worker;
+pub mod immutable;
 pub mod jobs;
 pub mod metrics;
 pub mod pg;
@@ -40,6 +42,7 @@ pub mod wait;
 pub mod worker;
 
 pub use faulty_worker::FaultyWorker;
+pub use immutable::Immutable;
 pub use jobs::{
     code_of, get, is_final, op, quick, submit, submit_req, task, tune_done, wait_final, wait_trials,
 };

@@ -1429,3 +1429,52 @@ async fn a_write_lock_held_past_the_busy_timeout_fails_no_job() {
     assert_eq!(end.state, pb::JobState::Done as i32, "{end:?}");
     assert_eq!(done(&end), 12, "{end:?}");
 }
+
+/// The SQLite file, its `-wal` and its `-shm` made unwritable under a running job (`chattr +i`)
+/// for longer than the driver's first retry steps, then writable again: the job goes on by
+/// itself and ends done with every trial, without a restart (issue 64). Writes failed with
+/// SQLite I/O errors; SQLite rolled those transactions back by itself, sqlx still counted them
+/// open, and a connection came back from the pool holding SQLite's write lock for good: every
+/// later write, this server's and other processes', was "database is locked".
+#[tokio::test]
+async fn a_database_unwritable_for_a_while_then_writable_again_needs_no_restart() {
+    let test = "a_database_unwritable_for_a_while_then_writable_again_needs_no_restart";
+    let dir = tempfile::tempdir().unwrap();
+    if !Immutable::available(test, dir.path()) {
+        return;
+    }
+    let db = sqlite_path(dir.path(), "unwritable.db");
+    let log = dir.path().join("server.log");
+    let server = Server::on(&db, "s1").log(&log).start();
+    let mut c = server.client().await;
+    let job = submit(&mut c, submit_req(vec![task("matmul(16,16,16)", 8)], 2)).await;
+    wait_trials(&mut c, &job.id, 2, Duration::from_secs(120)).await;
+
+    let files = ["", "-wal", "-shm"].map(|suffix| format!("{db}{suffix}"));
+    let retries = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("the database is unavailable, retrying")
+            .count()
+    };
+    let before = retries();
+    let fault = Immutable::set(&files);
+    // The fault lasts until the job's writes have failed and been retried several times: past
+    // the backoff's first steps (100 ms doubling), well into its 2 s ones.
+    wait::until("six retried writes", Duration::from_secs(60), async || {
+        (retries() >= before + 6).then_some(())
+    })
+    .await;
+    let while_unwritable = get(&mut c, &job.id).await;
+    assert_ne!(
+        while_unwritable.state,
+        pb::JobState::Failed as i32,
+        "{while_unwritable:?}"
+    );
+    fault.lift();
+
+    let end = wait_final(&mut c, &job.id, Duration::from_secs(60)).await;
+    assert_eq!(end.state, pb::JobState::Done as i32, "{end:?}");
+    let done: u32 = end.tasks.iter().map(|t| t.trials_done).sum();
+    assert_eq!(done, 8, "{end:?}");
+}

@@ -18,6 +18,7 @@
 //! - `ids`: canonical steps, schedule hashes, record ids, the clock.
 //! - `sql`: `SqlStore`, opening a database and migrating it.
 //! - `migrations`: the schema's migration files, embedded.
+//! - `release`: a SQLite connection given back to the pool with no transaction left open.
 //! - `rows`: decoding the columns queries select.
 //! - `queries`: `RecordStore` over SQL.
 //! - `commit`: storing one record inside a transaction (shared with the job store).
@@ -42,6 +43,7 @@ mod neighbours;
 mod queries;
 mod ranges;
 mod record;
+mod release;
 mod rows;
 mod sql;
 mod store;

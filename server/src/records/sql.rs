@@ -52,11 +52,22 @@ impl SqlStore {
         if backend == Backend::Sqlite {
             check_sqlite_file(&url, path_or_url).await?;
         }
-        let pool = AnyPoolOptions::new()
-            .max_connections(if backend == Backend::Sqlite { 4 } else { 8 })
+        let sqlite = backend == Backend::Sqlite;
+        let mut options = AnyPoolOptions::new().max_connections(if sqlite { 4 } else { 8 });
+        if sqlite {
+            // SQLite's connections are kept, never closed for age or idleness and opened again:
+            // one opened while the file is unwritable can kill the server (SIGBUS, SQLite
+            // mapping a `-shm` it cannot extend; docs/experiments/2026-12-03-sqlite-unwritable.md).
+            // And a failed transaction must not leave SQLite's write lock on one of them.
+            options = options
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .after_release(|conn, _meta| Box::pin(super::release::end_stray_transaction(conn)));
+        }
+        let pool = options
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
-                    if backend == Backend::Sqlite {
+                    if sqlite {
                         sqlite_pragmas(conn).await?;
                     }
                     Ok(())

@@ -877,3 +877,45 @@ async fn a_damaged_file_is_refused_at_open_naming_the_damage() {
     assert!(matches!(e, StoreError::Damaged { .. }), "{e}");
     assert!(e.to_string().contains("restore it"), "{e}");
 }
+
+/// A transaction SQLite ended by itself (as it does on an I/O error or a full disk, the file
+/// made unwritable), which sqlx still counts open: its connection must not go on holding a
+/// transaction, nor SQLite's write lock (issue 64: every later write "database is locked").
+#[tokio::test]
+async fn a_transaction_sqlite_ended_itself_leaves_no_lock_in_the_pool() {
+    use sqlx::{Acquire, Connection, Executor, SqliteConnection};
+    let dir = tempfile::tempdir().unwrap();
+    let store = new_store(&dir).await;
+    let insert = |k: &str| {
+        format!("INSERT INTO targets (key, target_json, created_at) VALUES ('{k}', '{{}}', 0)")
+    };
+    {
+        let mut conn = store.pool().acquire().await.unwrap();
+        let mut tx = conn.begin().await.unwrap();
+        tx.execute(insert("t8").as_str()).await.unwrap();
+        // SQLite's own rollback, behind sqlx's back; then sqlx's ROLLBACK on drop fails.
+        tx.execute("ROLLBACK").await.unwrap();
+    }
+    // Every connection the pool may hold, the one above among them, runs a transaction that is
+    // rolled back. On a connection whose count was left at 1 that was a `SAVEPOINT` and a
+    // `ROLLBACK TO`, which kept SQLite's write transaction open.
+    let mut held = vec![];
+    for _ in 0..store.pool().options().get_max_connections() {
+        held.push(store.pool().acquire().await.unwrap());
+    }
+    for conn in &mut held {
+        assert!(!conn.is_in_transaction());
+        let mut tx = conn.begin().await.unwrap();
+        tx.execute(insert("t9").as_str()).await.unwrap();
+        tx.rollback().await.unwrap();
+    }
+    drop(held);
+    // Another process takes the write lock at once.
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let mut other = SqliteConnection::connect(&url).await.unwrap();
+    other.execute("PRAGMA busy_timeout = 0").await.unwrap();
+    other.execute("BEGIN IMMEDIATE").await.unwrap();
+    other.execute("ROLLBACK").await.unwrap();
+    // And the pool writes.
+    store.pool().execute(insert("t9").as_str()).await.unwrap();
+}

@@ -31,6 +31,11 @@ where
     step.retry(backoff())
         .when(|e: &StoreError| e.is_unavailable() && !ctx.shutting_down())
         .notify(|e, pause| {
+            // With its cause: "disk I/O error" or "database is locked", not "database error".
+            let e = match std::error::Error::source(e) {
+                Some(cause) => format!("{e}: {cause}"),
+                None => e.to_string(),
+            };
             tracing::warn!(
                 job_id,
                 "{what}: the database is unavailable, retrying in {pause:?}: {e}"
