@@ -578,7 +578,7 @@ class Transfer(_message.Message):
     def __init__(self, source_record_id: _Optional[str] = ..., source_workload_key: _Optional[str] = ..., source_description: _Optional[str] = ..., distance: _Optional[float] = ..., predicted_seconds: _Optional[float] = ..., dropped: _Optional[_Iterable[str]] = ..., ranked_by: _Optional[str] = ...) -> None: ...
 
 class ScheduleRecord(_message.Message):
-    __slots__ = ("record_id", "workload_key", "target_key", "steps_json", "seconds", "costs", "gflops", "worker", "created_at_ms")
+    __slots__ = ("record_id", "workload_key", "target_key", "steps_json", "seconds", "costs", "gflops", "worker", "created_at_ms", "noisy")
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_KEY_FIELD_NUMBER: _ClassVar[int]
     TARGET_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -588,6 +588,7 @@ class ScheduleRecord(_message.Message):
     GFLOPS_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    NOISY_FIELD_NUMBER: _ClassVar[int]
     record_id: str
     workload_key: str
     target_key: str
@@ -597,7 +598,8 @@ class ScheduleRecord(_message.Message):
     gflops: float
     worker: str
     created_at_ms: int
-    def __init__(self, record_id: _Optional[str] = ..., workload_key: _Optional[str] = ..., target_key: _Optional[str] = ..., steps_json: _Optional[str] = ..., seconds: _Optional[float] = ..., costs: _Optional[_Iterable[float]] = ..., gflops: _Optional[float] = ..., worker: _Optional[str] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+    noisy: bool
+    def __init__(self, record_id: _Optional[str] = ..., workload_key: _Optional[str] = ..., target_key: _Optional[str] = ..., steps_json: _Optional[str] = ..., seconds: _Optional[float] = ..., costs: _Optional[_Iterable[float]] = ..., gflops: _Optional[float] = ..., worker: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., noisy: _Optional[bool] = ...) -> None: ...
 
 class BestResponse(_message.Message):
     __slots__ = ("found", "record", "description", "options", "flops", "source", "records_total", "records_ok", "transfer", "kernel", "range")
