@@ -355,39 +355,10 @@ async fn start_inner(
         )
         .add_optional_service(workers);
 
-    // Bound before anything runs: a taken metrics port fails the start, not a later scrape.
-    let metrics_listener = match cfg.metrics_addr {
-        Some(a) => Some(
-            TcpListener::bind(a)
-                .await
-                .map_err(|source| ServeError::Bind { addr: a, source })?,
-        ),
-        None => None,
-    };
-    let metrics_addr = metrics_listener
-        .as_ref()
-        .map(|l| l.local_addr())
-        .transpose()
-        .map_err(|source| ServeError::Bind {
-            addr: cfg.listen,
-            source,
-        })?;
-    let http_listener = match cfg.http {
-        Some(a) => Some(
-            TcpListener::bind(a)
-                .await
-                .map_err(|source| ServeError::Bind { addr: a, source })?,
-        ),
-        None => None,
-    };
-    let http_addr = http_listener
-        .as_ref()
-        .map(|l| l.local_addr())
-        .transpose()
-        .map_err(|source| ServeError::Bind {
-            addr: cfg.listen,
-            source,
-        })?;
+    // Bound before anything runs: a taken metrics or dashboard port fails the start, not a
+    // later scrape or page.
+    let (metrics_listener, metrics_addr) = bind_optional(cfg.metrics_addr).await?;
+    let (http_listener, http_addr) = bind_optional(cfg.http).await?;
     let (shutdown, mut stop) = tokio::sync::watch::channel(false);
     let dashboard_task = http_listener.map(|l| {
         crate::dashboard::spawn(
@@ -487,6 +458,19 @@ fn advertised(cfg: &ServerConfig, addr: SocketAddr) -> String {
         host
     };
     format!("{host}:{}", addr.port())
+}
+
+/// A listener on `addr` when one is asked for, and the address it got (port 0 picks one).
+async fn bind_optional(
+    addr: Option<SocketAddr>,
+) -> Result<(Option<TcpListener>, Option<SocketAddr>), ServeError> {
+    let Some(addr) = addr else {
+        return Ok((None, None));
+    };
+    let bind = |source| ServeError::Bind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind)?;
+    let bound = listener.local_addr().map_err(bind)?;
+    Ok((Some(listener), Some(bound)))
 }
 
 fn max_of(cfg: &ServerConfig) -> usize {

@@ -83,12 +83,7 @@ impl RecordStore for SqlStore {
             "SELECT {RECORD_COLUMNS} FROM best_records b JOIN records r ON r.id = b.record_id \
              WHERE b.workload_key = $1 AND b.target_key = $2"
         );
-        let row = sqlx::query(&sql)
-            .bind(workload_key)
-            .bind(target_key)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(record_from_row).transpose()
+        self.one_record(&sql, workload_key, target_key).await
     }
 
     async fn quietest_noisy(
@@ -101,12 +96,7 @@ impl RecordStore for SqlStore {
              WHERE r.workload_key = $1 AND r.target_key = $2 AND r.mean_cost IS NOT NULL AND r.noisy = 1 \
              ORDER BY r.mean_cost ASC, r.created_at ASC, r.id ASC LIMIT 1"
         );
-        let row = sqlx::query(&sql)
-            .bind(workload_key)
-            .bind(target_key)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(record_from_row).transpose()
+        self.one_record(&sql, workload_key, target_key).await
     }
 
     async fn top_k(
@@ -202,6 +192,21 @@ impl RecordStore for SqlStore {
 }
 
 impl SqlStore {
+    /// The record `sql` selects (`RECORD_COLUMNS`, `$1` the workload, `$2` the target), if any.
+    async fn one_record(
+        &self,
+        sql: &str,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<Option<Record>, StoreError> {
+        let row = sqlx::query(sql)
+            .bind(workload_key)
+            .bind(target_key)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
     /// `best` and `count` of one (workload, target) in one statement: what the best-record
     /// cache reads on a miss (every first question about a pair, and every zero-shot answer).
     pub async fn best_with_counts(
