@@ -407,10 +407,17 @@ async fn measure_transfer_stores_the_candidates_it_measures() {
         .records;
     let rec = r.record.unwrap();
     if top.is_empty() {
-        // No trusted success (a busy machine can make every timing noisy): still transferred.
-        assert!(r.transfer.is_some());
+        // No trusted success (a busy machine can make every timing noisy): the fastest noisy
+        // one, flagged, or still the transfer when none succeeded.
+        assert!(
+            (rec.noisy && r.transfer.is_none()) || r.transfer.is_some(),
+            "{rec:?}"
+        );
     } else {
-        assert!(r.transfer.is_none(), "a measured answer is not a transfer");
+        assert!(
+            r.transfer.is_none() && !rec.noisy,
+            "a measured answer is not a transfer"
+        );
         assert_eq!(rec.record_id, top[0].record_id);
     }
 
