@@ -12,7 +12,7 @@ use tonic_health::server::HealthReporter;
 const PROBE_EVERY: Duration = Duration::from_secs(2);
 /// How long a probe may take. A pool whose database went away waits for a connection up to its
 /// acquire timeout (30 s): far too long for a readiness answer.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Probes `store` until aborted and sets `services` ("" is the server as a whole) to what it
 /// found, logging each change once. `stopping` says the server is shutting down: its

@@ -9,13 +9,14 @@ use super::caller::{Refusal, admit, request};
 use crate::api::Api;
 use crate::auth::{Auth, permits};
 use crate::fleet::WorkersService;
+use crate::health::PROBE_TIMEOUT;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tonic::Status;
 use tunehub_proto::v1 as pb;
 use tunehub_proto::v1::jobs_server::Jobs;
@@ -31,8 +32,6 @@ const QUERY_BEST: &str = "/tunehub.v1.Query/Best";
 
 /// Jobs listed at most (newest first), as `tunehub jobs` lists them.
 const JOBS_SHOWN: u32 = 200;
-/// How long the health view waits for the database (the gRPC health probe's bound).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the endpoints call: the API's services, and the tokens they admit.
 #[derive(Clone)]
