@@ -9,7 +9,7 @@
 //! persistence, leases and events (and it moves the tuner onto a blocking thread per round),
 //! the benchmark with its timings. [`tune`] is the plain loop over rounds.
 
-use super::confirm::confirm_new_best;
+use super::confirm::{Second, Verdict, confirm_new_best, hold_unconfirmed};
 use super::cost_model::{CostModel, CostModelError};
 use super::evolve::{SearchParams, TaskSearch};
 use super::requiet::{REMEASURE_NOISY, remeasure_noisy};
@@ -230,19 +230,27 @@ impl Tuner {
         round.results = measurer.measure(&task, &round.batch);
         round.devices = measurer.devices();
         if round.complete() {
-            // A record is one device's timings: a second run from another device is not
-            // folded in (the candidate simply stays unconfirmed this round).
+            // A remote new best is measured again on another device of its pool when there
+            // is one (a device's time is its word); the slower run is kept (`confirm`).
+            let best_before = t.search.best().map(|(_, c)| c);
+            let mut second_device = None;
             let devices = &round.devices;
-            confirm_new_best(
-                t.search.best().map(|(_, c)| c),
-                &round.batch,
-                &mut round.results,
-                |k, s| {
-                    let again = measurer.measure(&task, std::slice::from_ref(s)).pop()?;
+            let confirmed =
+                confirm_new_best(best_before, &round.batch, &mut round.results, |k, s| {
                     let first = devices.get(k).cloned().flatten();
-                    (measurer.devices().first().cloned().flatten() == first).then_some(again)
-                },
-            );
+                    let (result, device) =
+                        measurer.measure_elsewhere(&task, s, first.as_deref())?;
+                    let other_device = device != first;
+                    second_device = device;
+                    Some(Second {
+                        result,
+                        other_device,
+                    })
+                });
+            let hold = confirmed.and_then(|(k, verdict)| {
+                cross_checked(&mut round, k, verdict, second_device, best_before, measurer)
+            });
+            let devices = &round.devices;
             // No trusted time yet and only noisy ones in the batch: the fastest measured
             // again until one is clean (never both: confirming needs a clean one).
             let clean = remeasure_noisy(
@@ -258,6 +266,16 @@ impl Tuner {
             );
             if let Some(k) = clean {
                 tracing::info!(candidate = k, "a noisy time measured again came back clean");
+            }
+            // Last, so that no time made clean above escapes it.
+            if let Some((k, bar)) = hold {
+                let held = hold_unconfirmed(bar, &mut round.results, &round.devices, k);
+                if held > 0 {
+                    tracing::info!(
+                        held,
+                        "remote times faster than every confirmed one kept unconfirmed (never a best)"
+                    );
+                }
             }
         }
         let measure_s = t1.elapsed().as_secs_f64();
@@ -296,6 +314,70 @@ impl Tuner {
         };
         Ok(round)
     }
+}
+
+/// What a new best's second run on another device settles: the device the kept run is
+/// from, and agreement or disagreement told to the measurer (it keeps the pool's trust).
+/// Returns the candidate and the bar above which the batch's other remote times stand
+/// (`hold_unconfirmed`: the best trusted time, or the one just confirmed). Nothing for a
+/// second run on the same device: a pool of one has no one else to ask.
+fn cross_checked(
+    round: &mut Round,
+    k: usize,
+    verdict: Verdict,
+    second: Option<String>,
+    best_before: Option<f64>,
+    measurer: &mut dyn MeasureBatch,
+) -> Option<(usize, Option<f64>)> {
+    let first = round.devices.get(k).cloned().flatten();
+    if verdict == Verdict::Folded || second == first {
+        return None;
+    }
+    let second_kept = match verdict {
+        Verdict::Agreed { second_kept } | Verdict::Unsettled { second_kept } => second_kept,
+        Verdict::Disagreed { first_s, second_s } => second_s > first_s,
+        Verdict::Failed | Verdict::Folded => true,
+    };
+    let name = |d: &Option<String>| d.clone().unwrap_or_else(|| "this machine".into());
+    match verdict {
+        Verdict::Agreed { .. } => {
+            for d in [&first, &second].into_iter().flatten() {
+                measurer.agreed(d);
+            }
+        }
+        Verdict::Disagreed { first_s, second_s } => {
+            let ((fast, fast_s), (slow, slow_s)) = if second_kept {
+                ((&first, first_s), (&second, second_s))
+            } else {
+                ((&second, second_s), (&first, first_s))
+            };
+            let why = format!(
+                "timed a kernel at {:.3} us where {} timed it at {:.3} us ({:.1}x apart)",
+                fast_s * 1e6,
+                name(slow),
+                slow_s * 1e6,
+                slow_s / fast_s
+            );
+            tracing::warn!(candidate = k, device = %name(fast), "times disagree: {why}");
+            round.results[k].error_msg =
+                format!("disputed: {} {why}; the slower time kept", name(fast));
+            if let Some(d) = fast {
+                measurer.disagreed(d, &why);
+            }
+        }
+        _ => {}
+    }
+    if second_kept && let Some(slot) = round.devices.get_mut(k) {
+        *slot = second;
+    }
+    let bar = match verdict {
+        Verdict::Agreed { .. } => {
+            let kept = round.results[k].mean_cost();
+            Some(best_before.map_or(kept, |b| b.min(kept)))
+        }
+        _ => best_before,
+    };
+    Some((k, bar))
 }
 
 /// Tunes `tasks` (with their weights) within `opts.trials` measurements. `on_round` sees each

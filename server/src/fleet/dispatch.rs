@@ -118,6 +118,53 @@ impl MeasureBatch for FleetMeasurer {
     /// server stops, the job is cancelled or lost, or another replica owns the pool now (the
     /// driver then stores nothing of it).
     fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
+        self.run(task, schedules, None)
+    }
+
+    /// A new best's second run: one piece, for another worker than `not_on` first (its
+    /// first run's device), the same one only when no other online, unquarantined worker of
+    /// the pool could take it.
+    fn measure_elsewhere(
+        &mut self,
+        task: &Task,
+        schedule: &Schedule,
+        not_on: Option<&str>,
+    ) -> Option<(MeasureResult, Option<String>)> {
+        let r = self
+            .run(task, std::slice::from_ref(schedule), not_on)
+            .pop()?;
+        Some((r, self.devices.first().cloned().flatten()))
+    }
+
+    fn disagreed(&mut self, device: &str, why: &str) {
+        self.fleet.disagreed(device, why);
+    }
+
+    fn agreed(&mut self, device: &str) {
+        self.fleet.agreed(device);
+    }
+
+    fn devices(&self) -> Vec<Option<String>> {
+        self.devices.clone()
+    }
+
+    fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
+        self.abort = Some(abort);
+    }
+
+    fn set_on_result(&mut self, on_result: OnResult) {
+        self.on_result = Some(on_result);
+    }
+}
+
+impl FleetMeasurer {
+    /// `measure`, its pieces for other workers than `avoid` first.
+    fn run(
+        &mut self,
+        task: &Task,
+        schedules: &[Schedule],
+        avoid: Option<&str>,
+    ) -> Vec<MeasureResult> {
         self.devices.clear();
         if schedules.is_empty() || !self.fleet.owns(&self.key) {
             return vec![];
@@ -139,12 +186,16 @@ impl MeasureBatch for FleetMeasurer {
         let pieces = split(n, parts)
             .into_iter()
             .map(|indices| {
-                Piece::new(
+                let p = Piece::new(
                     self.key.clone(),
                     Arc::clone(&payload),
                     indices,
                     Arc::clone(&batch),
-                )
+                );
+                match avoid {
+                    Some(w) => p.elsewhere_first(w),
+                    None => p,
+                }
             })
             .collect();
         self.fleet.enqueue(pieces);
@@ -170,18 +221,6 @@ impl MeasureBatch for FleetMeasurer {
                 return vec![];
             }
         }
-    }
-
-    fn devices(&self) -> Vec<Option<String>> {
-        self.devices.clone()
-    }
-
-    fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
-        self.abort = Some(abort);
-    }
-
-    fn set_on_result(&mut self, on_result: OnResult) {
-        self.on_result = Some(on_result);
     }
 }
 
