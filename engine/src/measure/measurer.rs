@@ -37,6 +37,24 @@ pub trait MeasureBatch: Send {
     fn set_on_result(&mut self, _on_result: OnResult) {}
     /// Where to tell each build of every later batch as it ends; a remote measurer tells none.
     fn set_on_built(&mut self, _on_built: OnBuilt) {}
+    /// Measures `schedule` once more, on another device than those in `not_on` when there is
+    /// one, the first of them only when no other could (a new best's confirmation, a dispute's
+    /// tie-break: a device's time is not trusted on its own word); the result and the device
+    /// that measured it (`None`: this machine).
+    fn measure_elsewhere(
+        &mut self,
+        task: &Task,
+        schedule: &Schedule,
+        _not_on: &[&str],
+    ) -> Option<(MeasureResult, Option<String>)> {
+        let r = self.measure(task, std::slice::from_ref(schedule)).pop()?;
+        Some((r, self.devices().first().cloned().flatten()))
+    }
+    /// `device` timed a candidate faster than another device did, beyond the noise bound
+    /// (`why`): a sign of a lying device, for the measurer to count against it.
+    fn disagreed(&mut self, _device: &str, _why: &str) {}
+    /// `device`'s time of a candidate agreed with another device's.
+    fn agreed(&mut self, _device: &str) {}
 }
 
 impl MeasureBatch for Measurer {

@@ -24,7 +24,7 @@ pub mod scheduler;
 pub mod sketch;
 pub mod tune;
 
-pub use confirm::confirm_new_best;
+pub use confirm::{Second, Verdict, confirm_new_best, hold_unconfirmed};
 pub use cost_model::{CostModel, CostModelError, RandomModel};
 pub use evolve::{DEFAULT_POPULATION, SearchParams, SearchStats, TaskSearch};
 pub use scheduler::{SchedulerKind, TaskScheduler};

@@ -9,7 +9,9 @@
 //! persistence, leases and events (and it moves the tuner onto a blocking thread per round),
 //! the benchmark with its timings. [`tune`] is the plain loop over rounds.
 
-use super::confirm::confirm_new_best;
+use super::confirm::{
+    Second, TieBreak, Verdict, confirm_new_best, hold_unconfirmed, settle_dispute,
+};
 use super::cost_model::{CostModel, CostModelError};
 use super::evolve::{SearchParams, TaskSearch};
 use super::requiet::{REMEASURE_NOISY, remeasure_noisy};
@@ -230,19 +232,35 @@ impl Tuner {
         round.results = measurer.measure(&task, &round.batch);
         round.devices = measurer.devices();
         if round.complete() {
-            // A record is one device's timings: a second run from another device is not
-            // folded in (the candidate simply stays unconfirmed this round).
+            // A remote new best is measured again on another device of its pool when there
+            // is one (a device's time is its word); the slower run is kept (`confirm`).
+            let best_before = t.search.best().map(|(_, c)| c);
+            let mut second_device = None;
             let devices = &round.devices;
-            confirm_new_best(
-                t.search.best().map(|(_, c)| c),
-                &round.batch,
-                &mut round.results,
-                |k, s| {
-                    let again = measurer.measure(&task, std::slice::from_ref(s)).pop()?;
+            let confirmed =
+                confirm_new_best(best_before, &round.batch, &mut round.results, |k, s| {
                     let first = devices.get(k).cloned().flatten();
-                    (measurer.devices().first().cloned().flatten() == first).then_some(again)
-                },
-            );
+                    let avoid: Vec<&str> = first.as_deref().into_iter().collect();
+                    let (result, device) = measurer.measure_elsewhere(&task, s, &avoid)?;
+                    let other_device = device != first;
+                    second_device = device;
+                    Some(Second {
+                        result,
+                        other_device,
+                    })
+                });
+            let hold = confirmed.and_then(|(k, verdict)| {
+                cross_checked(
+                    &mut round,
+                    &task,
+                    k,
+                    verdict,
+                    second_device,
+                    best_before,
+                    measurer,
+                )
+            });
+            let devices = &round.devices;
             // No trusted time yet and only noisy ones in the batch: the fastest measured
             // again until one is clean (never both: confirming needs a clean one).
             let clean = remeasure_noisy(
@@ -258,6 +276,16 @@ impl Tuner {
             );
             if let Some(k) = clean {
                 tracing::info!(candidate = k, "a noisy time measured again came back clean");
+            }
+            // Last, so that no time made clean above escapes it.
+            if let Some((k, bar)) = hold {
+                let held = hold_unconfirmed(bar, &mut round.results, &round.devices, k);
+                if held > 0 {
+                    tracing::info!(
+                        held,
+                        "remote times faster than every confirmed one kept unconfirmed (never a best)"
+                    );
+                }
             }
         }
         let measure_s = t1.elapsed().as_secs_f64();
@@ -295,6 +323,118 @@ impl Tuner {
             errors: results.iter().filter(|r| !r.is_ok()).count(),
         };
         Ok(round)
+    }
+}
+
+/// What a new best's second run on another device settles: the device the kept run is
+/// from, agreement told to the measurer, and a dispute taken to a tie-break ([`dispute`]).
+/// Returns the candidate and the bar above which the batch's other remote times stand
+/// (`hold_unconfirmed`: the best trusted time, or the one just confirmed). Nothing for a
+/// second run on the same device: a pool of one has no one else to ask.
+fn cross_checked(
+    round: &mut Round,
+    task: &Task,
+    k: usize,
+    verdict: Verdict,
+    second: Option<String>,
+    best_before: Option<f64>,
+    measurer: &mut dyn MeasureBatch,
+) -> Option<(usize, Option<f64>)> {
+    let first = round.devices.get(k).cloned().flatten();
+    if verdict == Verdict::Folded || second == first {
+        return None;
+    }
+    let (kept_on, trusted) = match verdict {
+        Verdict::Agreed { second_kept } => {
+            for d in [&first, &second].into_iter().flatten() {
+                measurer.agreed(d);
+            }
+            (if second_kept { second } else { first }, true)
+        }
+        Verdict::Unsettled { second_kept } => (if second_kept { second } else { first }, false),
+        Verdict::Failed | Verdict::Folded => (second, false),
+        Verdict::Disagreed {
+            first_s,
+            second_s,
+            faster,
+        } => {
+            let (fast, slow) = if second_s > first_s {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            dispute(round, task, k, fast, slow, faster, measurer)
+        }
+    };
+    if let Some(slot) = round.devices.get_mut(k) {
+        *slot = kept_on;
+    }
+    let bar = if trusted {
+        let kept = round.results[k].mean_cost();
+        Some(best_before.map_or(kept, |b| b.min(kept)))
+    } else {
+        best_before
+    };
+    Some((k, bar))
+}
+
+/// Two devices' times of candidate `k` disagree (`fast`'s run set aside as `faster`, `slow`'s
+/// kept, flagged): a third device, else `slow` again, breaks the tie (`settle_dispute`), and
+/// only a dispute it upholds is counted against `fast`. Returns the kept run's device and
+/// whether the kept run is trusted.
+fn dispute(
+    round: &mut Round,
+    task: &Task,
+    k: usize,
+    fast: Option<String>,
+    slow: Option<String>,
+    faster: MeasureResult,
+    measurer: &mut dyn MeasureBatch,
+) -> (Option<String>, bool) {
+    let name = |d: &Option<String>| d.clone().unwrap_or_else(|| "this machine".into());
+    let (fast_s, slow_s) = (faster.mean_cost(), round.results[k].mean_cost());
+    let why = format!(
+        "timed a kernel at {:.3} us where {} timed it at {:.3} us ({:.1}x apart)",
+        fast_s * 1e6,
+        name(&slow),
+        slow_s * 1e6,
+        slow_s / fast_s
+    );
+    let avoid: Vec<&str> = [&fast, &slow]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let (tie_break, tie_on) = match measurer.measure_elsewhere(task, &round.batch[k], &avoid) {
+        // The faster device alone is left to ask: nothing to settle.
+        Some((tie, on)) if on != fast => (settle_dispute(&mut round.results[k], faster, tie), on),
+        _ => (TieBreak::Open, None),
+    };
+    match tie_break {
+        TieBreak::Reproduced { tie_kept } => {
+            tracing::info!(candidate = k, device = %name(&fast), "a tie-break on {} reproduced a disputed time: {why}", name(&tie_on));
+            for d in [&fast, &tie_on].into_iter().flatten() {
+                measurer.agreed(d);
+            }
+            (if tie_kept { tie_on } else { fast }, true)
+        }
+        TieBreak::Upheld => {
+            tracing::warn!(candidate = k, device = %name(&fast), "times disagree, upheld by a tie-break on {}: {why}", name(&tie_on));
+            round.results[k].error_msg =
+                format!("disputed: {} {why}; the slower time kept", name(&fast));
+            if let Some(d) = &fast {
+                measurer.disagreed(d, &why);
+            }
+            (slow, false)
+        }
+        TieBreak::Open => {
+            round.results[k].error_msg = format!(
+                "disputed: {} {why}; no clean tie-break, the slower time kept",
+                name(&fast)
+            );
+            (slow, false)
+        }
+        TieBreak::Failed => (tie_on, false),
     }
 }
 

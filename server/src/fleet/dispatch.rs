@@ -118,6 +118,56 @@ impl MeasureBatch for FleetMeasurer {
     /// server stops, the job is cancelled or lost, or another replica owns the pool now (the
     /// driver then stores nothing of it).
     fn measure(&mut self, task: &Task, schedules: &[Schedule]) -> Vec<MeasureResult> {
+        self.run(task, schedules, &[])
+    }
+
+    /// A new best's second run, or a dispute's tie-break: one piece, for another worker than
+    /// `not_on`'s (`Piece::avoiding`: its first only when no other online, unquarantined
+    /// worker of the pool could take it).
+    fn measure_elsewhere(
+        &mut self,
+        task: &Task,
+        schedule: &Schedule,
+        not_on: &[&str],
+    ) -> Option<(MeasureResult, Option<String>)> {
+        let r = self
+            .run(task, std::slice::from_ref(schedule), not_on)
+            .pop()?;
+        Some((r, self.devices.first().cloned().flatten()))
+    }
+
+    /// Counted against `device` only when the job's noise guard is on: without it a slower
+    /// side's time may be its machine's load (on one machine shared by several workers, 2-thread
+    /// kernels of 1.5 us were timed at 8-12 ms on every repeat), and an honest device would be
+    /// charged for another's neighbour.
+    fn disagreed(&mut self, device: &str, why: &str) {
+        if self.options.noise_threshold <= 0.0 {
+            tracing::info!(worker_id = %device, "not counted against it: the job's noise guard is off ({why})");
+            return;
+        }
+        self.fleet.disagreed(device, why);
+    }
+
+    fn agreed(&mut self, device: &str) {
+        self.fleet.agreed(device);
+    }
+
+    fn devices(&self) -> Vec<Option<String>> {
+        self.devices.clone()
+    }
+
+    fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
+        self.abort = Some(abort);
+    }
+
+    fn set_on_result(&mut self, on_result: OnResult) {
+        self.on_result = Some(on_result);
+    }
+}
+
+impl FleetMeasurer {
+    /// `measure`, its pieces for other workers than `avoid`'s first (`Piece::avoiding`).
+    fn run(&mut self, task: &Task, schedules: &[Schedule], avoid: &[&str]) -> Vec<MeasureResult> {
         self.devices.clear();
         if schedules.is_empty() || !self.fleet.owns(&self.key) {
             return vec![];
@@ -145,6 +195,7 @@ impl MeasureBatch for FleetMeasurer {
                     indices,
                     Arc::clone(&batch),
                 )
+                .avoiding(avoid)
             })
             .collect();
         self.fleet.enqueue(pieces);
@@ -170,18 +221,6 @@ impl MeasureBatch for FleetMeasurer {
                 return vec![];
             }
         }
-    }
-
-    fn devices(&self) -> Vec<Option<String>> {
-        self.devices.clone()
-    }
-
-    fn set_abort(&mut self, abort: Arc<dyn Fn() -> bool + Send + Sync>) {
-        self.abort = Some(abort);
-    }
-
-    fn set_on_result(&mut self, on_result: OnResult) {
-        self.on_result = Some(on_result);
     }
 }
 

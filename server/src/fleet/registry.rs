@@ -165,6 +165,9 @@ pub struct Piece {
     /// Workers whose lease of it lapsed (or that handed it back): it goes to another first,
     /// else a worker that pulls again would be handed the same piece at once, for ever.
     lapsed_on: Vec<String>,
+    /// The worker to take it only when no other of the pool is there: a new best's second run
+    /// checks the first device's word, and a dispute's tie-break the faster device's.
+    last_on: Option<String>,
 }
 
 impl Piece {
@@ -181,7 +184,19 @@ impl Piece {
             batch,
             failed_on: vec![],
             lapsed_on: vec![],
+            last_on: None,
         }
+    }
+
+    /// The piece for other workers than `avoid`'s: the first of them takes it only when no
+    /// other worker of the pool is there, the rest (as if it had lapsed there) when every
+    /// other one is among them.
+    pub fn avoiding(mut self, avoid: &[&str]) -> Self {
+        if let Some((first, rest)) = avoid.split_first() {
+            self.last_on = Some(first.to_string());
+            self.lapsed_on.extend(rest.iter().map(|w| w.to_string()));
+        }
+        self
     }
 }
 
@@ -223,6 +238,10 @@ struct Quarantine {
     next_wait: Duration,
     /// A changed description brought the probation forward already.
     early_probation: bool,
+    /// Its times disagreed with its pool's: no probation piece lifts it (a piece that succeeds
+    /// proves a toolchain, not an honest clock), nor does a changed description. It lasts
+    /// while this server runs (the fleet is in memory), and is the operator's to look into.
+    distrusted: bool,
 }
 
 impl Quarantine {
@@ -232,7 +251,13 @@ impl Quarantine {
             probation_at: now + cfg.probation,
             next_wait: cfg.probation * 2,
             early_probation: false,
+            distrusted: false,
         }
+    }
+
+    /// Whether it may take a probation piece at `now`.
+    fn probation_due(&self, now: Instant) -> bool {
+        !self.distrusted && now >= self.probation_at
     }
 
     /// A probation piece failed or lapsed: the next one after a longer wait.
@@ -258,6 +283,9 @@ struct Worker {
     /// Successful candidates since it registered with this description: its toolchain works.
     ok: u64,
     failing_pieces: u32,
+    /// Its times disagreed with another worker's, beyond the noise bound and faster, this many
+    /// times since they last agreed (`disagreed`).
+    disagreements: u32,
     /// Leases it let lapse since its last report.
     lapses: Lapses,
     /// A device of its token was quarantined when this one first registered (its id): until
@@ -476,6 +504,7 @@ impl Fleet {
                     // probation piece comes at once, once.
                     if let Some(q) = &mut w.quarantine
                         && !q.early_probation
+                        && !q.distrusted
                     {
                         q.early_probation = true;
                         q.probation_at = now;
@@ -516,6 +545,7 @@ impl Fleet {
                         errors: 0,
                         ok: 0,
                         failing_pieces: 0,
+                        disagreements: 0,
                         lapses: Lapses::default(),
                         on_notice,
                         quarantine: None,
@@ -631,7 +661,7 @@ impl Fleet {
         }
         let w = &st.workers[id];
         let probation = match &w.quarantine {
-            Some(q) if now < q.probation_at => return Ok(None),
+            Some(q) if !q.probation_due(now) => return Ok(None),
             Some(_) => true,
             None => false,
         };
@@ -646,10 +676,12 @@ impl Fleet {
             .map(|(wid, _)| wid)
             .collect();
         let mine = |p: &Piece| {
+            let last = |w: &str| p.last_on.as_deref() == Some(w);
             // A probation piece may be one that failed on this device before: it may be mended.
             (probation || !p.failed_on.iter().any(|f| f == id))
+                && (!last(id) || others.is_empty())
                 && (!p.lapsed_on.iter().any(|f| f == id)
-                    || others.iter().all(|o| p.lapsed_on.contains(o)))
+                    || others.iter().all(|o| p.lapsed_on.contains(o) || last(o)))
         };
         // Per job, the first such piece in the queue; the pool's fair share picks the job.
         let mut firsts: Vec<usize> = vec![];
@@ -726,12 +758,17 @@ impl Fleet {
         let Some(mut lease) = self.take_lease(st, id, lease_id)? else {
             return Ok(false);
         };
-        if handed_back {
+        let distrusted = st.workers[id]
+            .quarantine
+            .as_ref()
+            .is_some_and(|q| q.distrusted);
+        if handed_back || distrusted {
             // Another worker first: handing back and pulling again must not loop on one piece.
+            // A worker distrusted while it held the piece: its times are not taken any more.
             lease.piece.lapsed_on.push(id.to_string());
             st.queue.push_front(lease.piece);
             self.queued.notify_waiters();
-            return Ok(true);
+            return Ok(!distrusted);
         }
         // It reports: the leases it let lapse before were not a habit.
         st.workers
@@ -768,7 +805,7 @@ impl Fleet {
         w.measured += n as u64;
         w.errors += results.iter().filter(|r| !r.is_ok()).count() as u64;
         w.ok += results.iter().filter(|r| r.is_ok()).count() as u64;
-        if let Some(q) = w.quarantine.take() {
+        if let Some(q) = w.quarantine.take_if(|q| !q.distrusted) {
             tracing::info!(worker_id = %id, was = %q.reason, "quarantine lifted: a probation piece succeeded");
             forget_failures(st, id);
             self.queued.notify_waiters();
@@ -796,6 +833,41 @@ impl Fleet {
             Err(e) => return e,
         }
         FleetError::Invalid(why)
+    }
+
+    /// Worker `id` timed a new best (or its second run) faster than another worker of its pool
+    /// did, beyond the noise bound (`why`). `quarantine_after` such times with no agreement in
+    /// between quarantine it for good (`Quarantine::distrusted`): the kept time is the slower
+    /// one anyway, so a single disagreement costs nothing, but a device that keeps claiming
+    /// speeds its pool cannot reproduce is not to be asked again.
+    pub fn disagreed(&self, id: &str, why: &str) {
+        let mut st = lock(&self.state);
+        let Some(w) = st.workers.get_mut(id) else {
+            return;
+        };
+        w.disagreements += 1;
+        if w.quarantine.as_ref().is_some_and(|q| q.distrusted) {
+            return;
+        }
+        if w.disagreements < self.cfg.quarantine_after {
+            tracing::warn!(worker_id = %id, disagreements = w.disagreements, "its time disagrees with its pool's: {why}");
+            return;
+        }
+        let reason = format!(
+            "its times disagreed with its pool's {} times in a row (too fast); last: {why}",
+            w.disagreements
+        );
+        tracing::warn!(worker_id = %id, %reason, "worker quarantined");
+        let mut q = Quarantine::new(reason, Instant::now(), &self.cfg);
+        q.distrusted = true;
+        w.quarantine = Some(q);
+    }
+
+    /// Worker `id`'s time agreed with another worker's: its disagreements were noise.
+    pub fn agreed(&self, id: &str) {
+        if let Some(w) = lock(&self.state).workers.get_mut(id) {
+            w.disagreements = 0;
+        }
     }
 
     /// The lease `lease_id` of worker `id`, removed; `None` when it is gone (a late report).
@@ -982,7 +1054,7 @@ impl Fleet {
             .workers
             .values()
             .filter(|w| {
-                w.quarantine.as_ref().is_none_or(|q| now >= q.probation_at)
+                w.quarantine.as_ref().is_none_or(|q| q.probation_due(now))
                     && self.online(w, now)
                     && self.owns_in(&st, &w.key, now)
             })
@@ -1022,6 +1094,12 @@ impl Fleet {
                 .take(3)
                 .filter_map(|(id, w)| {
                     let q = w.quarantine.as_ref()?;
+                    if q.distrusted {
+                        return Some(format!(
+                            "{id} (device {}): {}; no probation",
+                            w.device_id, q.reason
+                        ));
+                    }
                     let secs = q.probation_at.saturating_duration_since(now).as_secs();
                     Some(format!(
                         "{id} (device {}): {}; probation piece in {secs}s",
@@ -1522,6 +1600,84 @@ mod tests {
         assert_eq!(view(&f, &c).status, "idle");
         assert!(measure(&f, &good, true).unwrap());
         assert!(batch.wait(Duration::ZERO).unwrap()[0].0.is_ok());
+    }
+
+    #[test]
+    fn a_second_run_goes_elsewhere_first_and_a_worker_disagreeing_twice_is_distrusted() {
+        let (f, key, t) = fleet();
+        let (a, _) = f.register("s", "a", t.clone(), "{}".into());
+        let (b, _) = f.register("s", "b", t.clone(), "{}".into());
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![single(&key, 0, &batch).avoiding(&[&a])]);
+        assert!(f.pull(&a).unwrap().is_none(), "b could take it");
+        let l = f.pull(&b).unwrap().expect("b's");
+        assert!(
+            f.report(&b, &l.lease_id, vec![result(true)], false)
+                .unwrap()
+        );
+        // One disagreement is noise; an agreement clears it; two in a row are not.
+        f.disagreed(&a, "x");
+        f.agreed(&a);
+        f.disagreed(&a, "x");
+        assert_eq!(view(&f, &a).status, "idle");
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![single(&key, 0, &batch)]);
+        let held = f.pull(&a).unwrap().expect("a's");
+        f.disagreed(&a, "timed it 3x faster");
+        let w = view(&f, &a);
+        assert_eq!(w.status, "quarantined");
+        assert!(w.quarantine_reason.contains("disagreed"), "{w:?}");
+        // Its report under the lease it held is not taken: the piece goes to b.
+        assert!(
+            !f.report(&a, &held.lease_id, vec![result(true)], false)
+                .unwrap()
+        );
+        assert_eq!(view(&f, &a).status, "quarantined");
+        let l = f.pull(&b).unwrap().expect("the piece, now b's");
+        assert!(
+            f.report(&b, &l.lease_id, vec![result(true)], false)
+                .unwrap()
+        );
+        assert_eq!(batch.wait(Duration::ZERO).expect("in")[0].1, b);
+        // No probation, nor a changed description, lifts it.
+        f.register("s", "a", t, "{\"changed\":1}".into());
+        f.enqueue(vec![single(&key, 0, &BatchSlot::new(1))]);
+        assert!(f.pull(&a).unwrap().is_none());
+        assert!(!f.ready_keys().is_empty(), "b serves the pool");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tie_break_goes_to_a_third_worker_then_the_slower_and_the_faster_only_alone() {
+        let (f, key, t) = fleet();
+        let (fast, _) = f.register("s", "fast", t.clone(), "{}".into());
+        let (slow, _) = f.register("s", "slow", t.clone(), "{}".into());
+        let (third, _) = f.register("s", "third", t.clone(), "{}".into());
+        let tie = |batch: &Arc<BatchSlot>| single(&key, 0, batch).avoiding(&[&fast, &slow]);
+        f.enqueue(vec![tie(&BatchSlot::new(1))]);
+        assert!(f.pull(&fast).unwrap().is_none());
+        assert!(f.pull(&slow).unwrap().is_none(), "a third worker is there");
+        let l = f.pull(&third).unwrap().expect("the third's");
+        assert!(
+            f.report(&third, &l.lease_id, vec![result(true)], false)
+                .unwrap()
+        );
+        // The third goes silent past its grace: the slower one, never the faster while
+        // another is there.
+        tokio::time::advance(Duration::from_millis(300)).await;
+        for w in [&fast, &slow] {
+            f.heartbeat(w, "").unwrap();
+        }
+        f.enqueue(vec![tie(&BatchSlot::new(1))]);
+        assert!(f.pull(&fast).unwrap().is_none(), "the slower one is there");
+        let l = f.pull(&slow).unwrap().expect("the slower's");
+        assert!(
+            f.report(&slow, &l.lease_id, vec![result(true)], false)
+                .unwrap()
+        );
+        // Alone, the faster one: a job never waits on a device that is gone.
+        tokio::time::advance(Duration::from_millis(300)).await;
+        f.enqueue(vec![tie(&BatchSlot::new(1))]);
+        assert!(f.pull(&fast).unwrap().is_some());
     }
 
     #[test]

@@ -94,6 +94,7 @@ impl RecordStore for SqlStore {
         let sql = format!(
             "SELECT {RECORD_COLUMNS} FROM records r \
              WHERE r.workload_key = $1 AND r.target_key = $2 AND r.mean_cost IS NOT NULL AND r.noisy = 1 \
+               AND r.error_msg = '' \
              ORDER BY r.mean_cost ASC, r.created_at ASC, r.id ASC LIMIT 1"
         );
         self.one_record(&sql, workload_key, target_key).await

@@ -63,7 +63,8 @@ pub trait RecordStore: Send + Sync {
 
     /// The fastest noisy success, for a (workload, target) whose every success was timed on a
     /// slowed machine: its kernel is verified, its time only an upper bound. Not a best; what a
-    /// query answers, flagged, rather than no kernel at all.
+    /// query answers, flagged, rather than no kernel at all. A time flagged for another reason
+    /// (disputed or unconfirmed by another device: it carries a message) is never one.
     fn quietest_noisy(
         &self,
         workload_key: &str,

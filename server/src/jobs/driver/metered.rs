@@ -24,6 +24,24 @@ impl MeasureBatch for Metered {
         self.inner.measure(task, schedules)
     }
 
+    fn measure_elsewhere(
+        &mut self,
+        task: &Task,
+        schedule: &Schedule,
+        not_on: &[&str],
+    ) -> Option<(MeasureResult, Option<String>)> {
+        let _queued = self.metrics.queued(&self.inner.target().key(), 1);
+        self.inner.measure_elsewhere(task, schedule, not_on)
+    }
+
+    fn disagreed(&mut self, device: &str, why: &str) {
+        self.inner.disagreed(device, why);
+    }
+
+    fn agreed(&mut self, device: &str) {
+        self.inner.agreed(device);
+    }
+
     fn devices(&self) -> Vec<Option<String>> {
         self.inner.devices()
     }
