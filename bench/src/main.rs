@@ -58,6 +58,7 @@ mod remeasure;
 mod reuse;
 mod search;
 mod settings;
+mod soak;
 mod stalls;
 mod swarm;
 mod zero_shot;
@@ -105,6 +106,10 @@ enum Cmd {
     /// A shape range tuned as one job; held-out shapes of it answered from the range, against
     /// tuning each alone: GFLOP/s share and trials.
     Range(range::RangeArgs),
+    /// The service under faults for a long while (kill -9 of workers and servers, database
+    /// restarts and locks, a lying worker, idle Watch streams): jobs failed, records lost,
+    /// Best latency during faults.
+    Soak(soak::SoakArgs),
 }
 
 /// The search allocates many small index expressions from several threads; see the workspace
@@ -135,6 +140,7 @@ fn main() -> Result<()> {
         Cmd::Dashboard(a) => runtime()?.block_on(dashboard::run(a)),
         Cmd::Network(a) => runtime()?.block_on(network::run(a)),
         Cmd::Range(a) => runtime()?.block_on(range::run(a)),
+        Cmd::Soak(a) => runtime()?.block_on(soak::run(a)),
     }
 }
 
