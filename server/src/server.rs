@@ -267,7 +267,7 @@ async fn start_inner(
             .set_serving::<WorkersServer<crate::fleet::WorkersService>>()
             .await;
     }
-    let health_probe = {
+    let (health_probe, database_health) = {
         use tonic::server::NamedService;
         let mut services = vec![
             "",
@@ -367,6 +367,7 @@ async fn start_inner(
                 api,
                 workers: workers_service,
                 auth: tokens,
+                database: database_health,
                 started: std::time::Instant::now(),
             },
             shutdown.subscribe(),
