@@ -274,6 +274,8 @@ struct Worker {
     device_id: String,
     key: String,
     target_json: String,
+    /// Its description as registered (`target_json` parsed).
+    target: Target,
     last_seen: Instant,
     last_seen_ms: i64,
     lease: Option<String>,
@@ -487,7 +489,7 @@ impl Fleet {
         let key = target.key();
         let mut guard = lock(&self.state);
         let st = &mut *guard;
-        st.targets.insert(key.clone(), target);
+        st.targets.insert(key.clone(), target.clone());
         let now = Instant::now();
         // A worker registering again has lost whatever it was measuring (it restarted). Lapsed
         // first: a lapsed probation piece must not undo the probation a new description earns.
@@ -518,6 +520,7 @@ impl Fleet {
                 }
                 w.device_id = device_id.to_string();
                 w.target_json = target_json;
+                w.target = target;
                 w.last_seen = now;
                 w.last_seen_ms = now_ms();
             }
@@ -538,6 +541,7 @@ impl Fleet {
                         device_id: device_id.to_string(),
                         key: key.clone(),
                         target_json,
+                        target,
                         last_seen: now,
                         last_seen_ms: now_ms(),
                         lease: None,
@@ -1065,8 +1069,18 @@ impl Fleet {
         keys
     }
 
+    /// A pool's description, as a kernel's contract names it (its compiler path, flags): that
+    /// of its unquarantined worker with the most successes, so that a broken toolchain that
+    /// registered last is never what a compiler is told to use; else the last registered.
     pub fn target(&self, key: &str) -> Option<Target> {
-        lock(&self.state).targets.get(key).cloned()
+        let st = lock(&self.state);
+        let proven = st
+            .workers
+            .values()
+            .filter(|w| w.key == key && w.quarantine.is_none() && w.ok > 0)
+            .max_by_key(|w| w.ok)
+            .map(|w| w.target.clone());
+        proven.or_else(|| st.targets.get(key).cloned())
     }
 
     /// Why the pool of target `key` measures nothing for now, or `None` when a worker of it
@@ -1644,6 +1658,29 @@ mod tests {
         f.enqueue(vec![single(&key, 0, &BatchSlot::new(1))]);
         assert!(f.pull(&a).unwrap().is_none());
         assert!(!f.ready_keys().is_empty(), "b serves the pool");
+    }
+
+    #[test]
+    fn a_pools_description_is_its_proven_workers_not_the_last_registered() {
+        let (f, key, t) = fleet();
+        let (good, _) = f.register("s", "good", t.clone(), "{}".into());
+        let mut broken = t.clone();
+        broken.compiler = "/opt/broken-cc".into();
+        assert_eq!(broken.key(), key, "the compiler's path is not in the key");
+        f.register("s", "broken", broken, "{}".into());
+        assert_eq!(
+            f.target(&key).unwrap().compiler,
+            "/opt/broken-cc",
+            "none proven yet"
+        );
+        let batch = BatchSlot::new(1);
+        f.enqueue(vec![single(&key, 0, &batch)]);
+        let l = f.pull(&good).unwrap().expect("good's");
+        assert!(
+            f.report(&good, &l.lease_id, vec![result(true)], false)
+                .unwrap()
+        );
+        assert_eq!(f.target(&key).unwrap().compiler, t.compiler);
     }
 
     #[tokio::test(start_paused = true)]
