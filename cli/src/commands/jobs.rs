@@ -1,6 +1,7 @@
-//! `tunehub jobs`: a server's jobs, newest first.
+//! `tunehub jobs`: a server's jobs, or a database file's (`--db`: what `tunehub tune` ran), newest
+//! first.
 
-use crate::client::{ClientArgs, connect_with};
+use crate::session::{ServiceArgs, Session};
 use crate::show::job::{
     all_noisy, all_noisy_text, best_gflops_cell, job_json, outcomes_cell, parse_state, state_name,
     trials,
@@ -32,7 +33,7 @@ pub struct JobsArgs {
     pub json: bool,
 
     #[command(flatten)]
-    pub client: ClientArgs,
+    pub service: ServiceArgs,
 }
 
 pub async fn run(args: JobsArgs) -> Result<ExitCode> {
@@ -41,18 +42,18 @@ pub async fn run(args: JobsArgs) -> Result<ExitCode> {
         .iter()
         .map(|s| parse_state(s).map(|s| s as i32))
         .collect::<Result<Vec<_>>>()?;
-    let mut c = connect_with(&args.client).await?;
-    let jobs = c
+    let mut session = Session::open(&args.service).await?;
+    let listed = session
+        .clients
         .jobs
         .list(pb::ListJobsRequest {
             states,
             limit: args.limit,
             group: args.group.clone().unwrap_or_default(),
         })
-        .await
-        .map_err(status_error)?
-        .into_inner()
-        .jobs;
+        .await;
+    session.close().await?;
+    let jobs = listed.map_err(status_error)?.into_inner().jobs;
     let mut out = String::new();
     if args.json {
         for j in &jobs {
