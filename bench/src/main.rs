@@ -61,6 +61,7 @@ mod settings;
 mod soak;
 mod stalls;
 mod swarm;
+mod sweep;
 mod zero_shot;
 
 use anyhow::Result;
@@ -110,6 +111,9 @@ enum Cmd {
     /// restarts and locks, a lying worker, idle Watch streams): jobs failed, records lost,
     /// Best latency during faults.
     Soak(soak::SoakArgs),
+    /// Layer shapes no benchmark names, drawn with a seed from real networks' families, each
+    /// tuned by tunehub, Ansor and MetaSchedule in the same run: ratios sorted worst first.
+    Sweep(sweep::SweepArgs),
 }
 
 /// The search allocates many small index expressions from several threads; see the workspace
@@ -141,6 +145,7 @@ fn main() -> Result<()> {
         Cmd::Network(a) => runtime()?.block_on(network::run(a)),
         Cmd::Range(a) => runtime()?.block_on(range::run(a)),
         Cmd::Soak(a) => runtime()?.block_on(soak::run(a)),
+        Cmd::Sweep(a) => sweep::run(a),
     }
 }
 
