@@ -480,31 +480,23 @@ fn job(spec: &str, trials: u32, target: &str, n: u64) -> pb::SubmitRequest {
     }
 }
 
-/// Every (job, record) pair the database holds.
+/// Every (job, record) pair the database holds (read-only on SQLite: the servers write).
 async fn job_records(db: &str) -> Result<BTreeSet<(String, String)>> {
-    let rows = if db.starts_with("postgres") {
-        let mut c = sqlx::PgConnection::connect(db).await?;
-        let r: Vec<(String, String)> = sqlx::query("SELECT job_id, record_id FROM job_records")
-            .fetch_all(&mut c)
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        c.close().await?;
-        r
+    sqlx::any::install_default_drivers();
+    let url = if db.starts_with("postgres") {
+        db.to_string()
     } else {
-        let url = format!("sqlite://{db}?mode=ro");
-        let mut c = sqlx::SqliteConnection::connect(&url).await?;
-        let r: Vec<(String, String)> = sqlx::query("SELECT job_id, record_id FROM job_records")
-            .fetch_all(&mut c)
-            .await?
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        c.close().await?;
-        r
+        format!("sqlite://{db}?mode=ro")
     };
-    Ok(rows.into_iter().collect())
+    let mut c = sqlx::AnyConnection::connect(&url).await?;
+    let rows = sqlx::query("SELECT job_id, record_id FROM job_records")
+        .fetch_all(&mut c)
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    c.close().await?;
+    Ok(rows)
 }
 
 /// A simulated worker on another pool: registers, heartbeats and long-polls for as long as the

@@ -326,12 +326,13 @@ async fn a_worker_killed_while_serving_two_jobs_loses_nothing_of_either() {
         assert_eq!(stored, u64::from(trials), "{key}: {tuned:?}");
     }
     // The devices reported each candidate once (the piece lost with the first worker was never
-    // reported), but for a second run of a new best per round (`search::confirm`).
+    // reported), but for a second run of a new best per round of each job and, when the two
+    // runs disagree (a loaded machine), one tie-break (`search::confirm`).
     let w = workers(&mut c).await;
     let taken: u64 = w.iter().map(|w| w.measured).sum();
-    let rounds = 2 * u64::from(trials.div_ceil(4));
+    let reruns = 2 * jobs.len() as u64 * u64::from(trials.div_ceil(4));
     assert!(
-        (u64::from(measured)..=u64::from(measured) + rounds).contains(&taken),
+        (u64::from(measured)..=u64::from(measured) + reruns).contains(&taken),
         "{w:?}"
     );
     let dead = w.iter().find(|w| w.id == w1).unwrap();

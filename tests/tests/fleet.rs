@@ -148,14 +148,15 @@ async fn three_workers_tune_a_job_and_a_killed_worker_costs_nothing() {
     let j = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
     assert_done(&j, trials);
     // Every candidate stored once, and taken once from the workers, but for at most one second
-    // run of a new best per round of 6 (`search::confirm`).
+    // run of a new best per round of 6 and, when the two runs disagree (a loaded machine), one
+    // tie-break (`search::confirm`).
     let (stored, by) = records(&mut c, spec, &key).await;
     assert_eq!(stored, u64::from(trials));
     let l = workers(&mut c).await;
     let measured: u64 = l.workers.iter().map(|w| w.measured).sum();
-    let rounds = u64::from(trials.div_ceil(6));
+    let reruns = 2 * u64::from(trials.div_ceil(6));
     assert!(
-        (u64::from(trials)..=u64::from(trials) + rounds).contains(&measured),
+        (u64::from(trials)..=u64::from(trials) + reruns).contains(&measured),
         "{l:?}"
     );
     let dead = l.workers.iter().find(|w| w.id == killed).unwrap();
