@@ -17,7 +17,9 @@
 //! once and gone later) and each done job's records against its trials (must match: a record
 //! is content-addressed, so a duplicate is a second job_records row or a count over the
 //! budget); Query.Best latency (p50, p99, errors) over the run and during faults; the liar's
-//! state at the end of its minute.
+//! state at the end of its minute, and at the end of the run what its word bought: records
+//! attributed to it and trusted (not noisy, no error), and workloads whose Best it measured
+//! (both must be 0 while honest workers share its pool).
 //!
 //! `tunehub-bench soak [--minutes 30] [--pg URL --replicas 2 --pg-restart CMD]`
 
@@ -304,6 +306,7 @@ pub async fn run(a: SoakArgs) -> Result<()> {
     kinds.extend([Fault::Liar, Fault::WatchStreams]);
     let mut seen_records: BTreeSet<(String, String)> = BTreeSet::new();
     let mut lost = 0usize;
+    let mut liars = vec![];
     let mut k = 0usize;
     let end = Duration::from_secs_f64(a.minutes * 60.0);
     while t0.elapsed() < end {
@@ -348,7 +351,8 @@ pub async fn run(a: SoakArgs) -> Result<()> {
                 "SQLite write lock held 20 s".into()
             }
             Fault::Liar => {
-                let state = lie(&cfg(&urls[0]), &target, k).await?;
+                let (id, state) = lie(&cfg(&urls[0]), &target, k).await?;
+                liars.push(id);
                 format!("a lying worker for 60 s: {state}")
             }
             Fault::WatchStreams => {
@@ -389,6 +393,28 @@ pub async fn run(a: SoakArgs) -> Result<()> {
     }
     let now = job_records(&db).await?;
     lost += seen_records.difference(&now).count();
+    let trusted = trusted_lies(&db, &liars).await?;
+    let mut bests = 0;
+    for spec in SPECS {
+        if let Ok(b) = c
+            .query
+            .best(pb::BestRequest {
+                workload: Some(op(spec)),
+                target: target_key.clone(),
+                omit_kernel: true,
+                ..Default::default()
+            })
+            .await
+            && b.into_inner().record.is_some_and(|r| liars.contains(&r.worker))
+        {
+            bests += 1;
+        }
+    }
+    println!(
+        "a liar's word ({} liars): {trusted} records trusted, {bests} of {} workloads' Best",
+        liars.len(),
+        SPECS.len()
+    );
     report(
         &jobs,
         &now,
@@ -480,15 +506,20 @@ fn job(spec: &str, trials: u32, target: &str, n: u64) -> pb::SubmitRequest {
     }
 }
 
-/// Every (job, record) pair the database holds (read-only on SQLite: the servers write).
-async fn job_records(db: &str) -> Result<BTreeSet<(String, String)>> {
+/// A connection to the servers' database for reading (read-only on SQLite: the servers write).
+async fn read_only(db: &str) -> Result<sqlx::AnyConnection> {
     sqlx::any::install_default_drivers();
     let url = if db.starts_with("postgres") {
         db.to_string()
     } else {
         format!("sqlite://{db}?mode=ro")
     };
-    let mut c = sqlx::AnyConnection::connect(&url).await?;
+    Ok(sqlx::AnyConnection::connect(&url).await?)
+}
+
+/// Every (job, record) pair the database holds.
+async fn job_records(db: &str) -> Result<BTreeSet<(String, String)>> {
+    let mut c = read_only(db).await?;
     let rows = sqlx::query("SELECT job_id, record_id FROM job_records")
         .fetch_all(&mut c)
         .await?
@@ -497,6 +528,26 @@ async fn job_records(db: &str) -> Result<BTreeSet<(String, String)>> {
         .collect();
     c.close().await?;
     Ok(rows)
+}
+
+/// Records attributed to one of `liars` and trusted: successes not flagged noisy.
+async fn trusted_lies(db: &str, liars: &[String]) -> Result<i64> {
+    if liars.is_empty() {
+        return Ok(0);
+    }
+    let mut c = read_only(db).await?;
+    let mut n = 0i64;
+    for id in liars {
+        let row = sqlx::query(
+            "SELECT COUNT(*) FROM records WHERE worker = $1 AND noisy = 0 AND error_code = 0",
+        )
+        .bind(id)
+        .fetch_one(&mut c)
+        .await?;
+        n += row.get::<i64, _>(0);
+    }
+    c.close().await?;
+    Ok(n)
 }
 
 /// A simulated worker on another pool: registers, heartbeats and long-polls for as long as the
@@ -563,8 +614,9 @@ async fn simulate(
 }
 
 /// A worker of the real workers' pool that reports every candidate it pulls at 1.2x the
-/// target's peak bound for 60 s. Returns its state as the server lists it afterwards.
-async fn lie(cfg: &ClientConfig, target: &Target, n: usize) -> Result<String> {
+/// target's peak bound for 60 s. Returns its worker id and its state as the server lists it
+/// afterwards.
+async fn lie(cfg: &ClientConfig, target: &Target, n: usize) -> Result<(String, String)> {
     let mut c = client::connect(cfg).await?.workers;
     let r = c
         .register(pb::RegisterWorkerRequest {
@@ -617,14 +669,15 @@ async fn lie(cfg: &ClientConfig, target: &Target, n: usize) -> Result<String> {
     }
     let listed = c.list(pb::ListWorkersRequest {}).await?.into_inner();
     let me = listed.workers.iter().find(|w| w.id == id);
-    Ok(format!(
+    let state = format!(
         "{told} candidates lied about; then {}",
         me.map_or("not listed".into(), |w| if w.quarantine_reason.is_empty() {
             w.status.clone()
         } else {
             format!("{} ({})", w.status, w.quarantine_reason)
         })
-    ))
+    );
+    Ok((id, state))
 }
 
 /// Opens `n` Watch streams on the newest job still running, reads none for 60 s, drops them.
