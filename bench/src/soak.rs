@@ -405,7 +405,9 @@ pub async fn run(a: SoakArgs) -> Result<()> {
                 ..Default::default()
             })
             .await
-            && b.into_inner().record.is_some_and(|r| liars.contains(&r.worker))
+            && b.into_inner()
+                .record
+                .is_some_and(|r| liars.contains(&r.worker))
         {
             bests += 1;
         }
