@@ -275,17 +275,7 @@ fn worst_tunehub(bin: &Path, spec: &str, a: &SweepArgs) -> Result<f64> {
             .arg(&db)
             .output()
             .with_context(|| format!("tunehub tune {spec}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let v: Value = text
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str(l).ok())
-            .with_context(|| {
-                format!(
-                    "tunehub tune {spec} printed no JSON: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            })?;
+        let v = last_json(&out).with_context(|| format!("tunehub tune {spec}"))?;
         let ms = v["best"]["mean_ms"]
             .as_f64()
             .with_context(|| format!("tunehub tune {spec}: no best in {v}"))?;
@@ -308,20 +298,31 @@ fn run_peer(peer: &str, spec: &str, a: &SweepArgs) -> Result<f64> {
     let out = cmd
         .output()
         .with_context(|| format!("running {}", script.display()))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let v: Value = text
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .with_context(|| {
-            let err = String::from_utf8_lossy(&out.stderr);
-            format!("no JSON line; stderr ends: {}", tail(&err, 400))
-        })?;
+    let v = last_json(&out).with_context(|| format!("{peer} on {spec}"))?;
     v["best_ms"].as_f64().context("no best_ms")
 }
 
-fn tail(s: &str, n: usize) -> &str {
-    &s[s.len().saturating_sub(n)..]
+/// The last line of a tool's output that is one JSON object (tunehub's `--json` and the peers
+/// both end with their result), or an error with the end of what it wrote on stderr.
+fn last_json(out: &std::process::Output) -> Result<Value> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    if let Some(v) = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+    {
+        return Ok(v);
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let tail: String = err
+        .chars()
+        .rev()
+        .take(400)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    bail!("no JSON line; stderr ends: {tail}")
 }
 
 /// Peer ms / tunehub ms (above 1: tunehub faster); MetaSchedule against the plain form.
