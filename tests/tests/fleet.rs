@@ -76,6 +76,23 @@ fn job_req(spec: &str, trials: u32, batch: u32, target: &str) -> pb::SubmitReque
 }
 
 /// Records of the job's workload on `target`, and who measured them.
+/// Query.Best for an op spec on a target.
+async fn best_of(
+    c: &mut Clients,
+    spec: &str,
+    target: &str,
+) -> Result<pb::BestResponse, tonic::Status> {
+    let r = c
+        .query
+        .best(pb::BestRequest {
+            workload: Some(tunehub_tests::op(spec)),
+            target: target.into(),
+            ..Default::default()
+        })
+        .await?;
+    Ok(r.into_inner())
+}
+
 async fn records(c: &mut Clients, spec: &str, target: &str) -> (u64, Vec<String>) {
     let tuned = c
         .query
@@ -803,16 +820,9 @@ async fn the_plausible_liar_is_never_a_best_and_is_quarantined() {
         w.quarantine_reason.contains("disagreed with its pool's"),
         "{l:?}"
     );
-    let best = c
-        .query
-        .best(pb::BestRequest {
-            workload: Some(tunehub_tests::op(spec)),
-            target: key.clone(),
-            ..Default::default()
-        })
+    let best = best_of(&mut c, spec, &key)
         .await
-        .expect("the workload has a best")
-        .into_inner();
+        .expect("the workload has a best");
     let record = best.record.expect("a record");
     assert_eq!(record.worker, honest_id, "{record:?}");
     assert!(record.seconds > 2.0 * lie, "{record:?} (the lie: {lie} s)");
@@ -1051,16 +1061,9 @@ async fn a_noisy_run_shows_its_noisy_count_in_watch_jobs_and_metrics() {
 
     // No trusted time, yet the tuned workload is not left without a kernel: Best answers its
     // fastest noisy record, flagged (not a transfer), and the CLI says what the flag means.
-    let best = c
-        .query
-        .best(pb::BestRequest {
-            workload: Some(tunehub_tests::op("matmul(16,16,16)")),
-            target: key.clone(),
-            ..Default::default()
-        })
+    let best = best_of(&mut c, "matmul(16,16,16)", &key)
         .await
-        .expect("an answer, flagged")
-        .into_inner();
+        .expect("an answer, flagged");
     let r = best.record.as_ref().expect("a record");
     assert!(
         best.found && r.noisy && !r.record_id.is_empty() && best.transfer.is_none(),
@@ -1090,16 +1093,7 @@ async fn a_noisy_run_shows_its_noisy_count_in_watch_jobs_and_metrics() {
         t.best_seconds.is_some(),
         "a kernel despite the noise: {t:?}"
     );
-    let best = c
-        .query
-        .best(pb::BestRequest {
-            workload: Some(tunehub_tests::op(spec)),
-            target: key.clone(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let best = best_of(&mut c, spec, &key).await.unwrap();
     assert!(!best.record.unwrap().noisy, "the clean time is the answer");
     let out = cli(&["watch", &job.id]);
     assert!(out.contains("(1 ok, 3 noisy, 0 failed)"), "{out}");
