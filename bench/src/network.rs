@@ -15,11 +15,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 use tunehub::embedded::{Embedded, EmbeddedOptions};
 use tunehub::workload;
+use tunehub_engine::measure::MeasureOptions;
 use tunehub_engine::search::DEFAULT_POPULATION;
 use tunehub_engine::target::{Target, TargetOverrides};
 use tunehub_onnx::InputShapes;
 use tunehub_proto::v1 as pb;
-use tunehub_server::config::Limits;
+use tunehub_server::api::jobs::measure_over;
 
 #[derive(Args)]
 pub struct NetworkArgs {
@@ -45,11 +46,11 @@ pub struct NetworkArgs {
     /// The peer's latency in ms (ONNX Runtime, from bench/onnx_peer.py), drawn and compared.
     #[arg(long)]
     peer_ms: Option<f64>,
-    /// Flush the caches before each timed run of a candidate (Ansor's enable_cpu_cache_flush,
-    /// with one run per repeat as TVM asks): each kernel timed as a network runs it, its
-    /// weights not left in cache by its previous run.
+    /// Time each candidate warm (several runs per repeat, with what its previous run left in
+    /// cache) instead of cold, the default of a model's tasks (`MeasureOptions::cold`: one run
+    /// per repeat from a flushed cache, as `tunehub tune MODEL.onnx` times them).
     #[arg(long)]
-    flush_cache: bool,
+    warm_cache: bool,
     /// Build the model with the tuned kernels (`tunehub build`) and time it: its measured
     /// latency beside the estimate.
     #[arg(long)]
@@ -84,16 +85,13 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         cores: a.cores,
         ..TargetOverrides::default()
     });
-    let mut service = Embedded::start(EmbeddedOptions {
-        population: a.population,
-        limits: Limits {
-            max_trials_per_job: a.trials.saturating_mul(n),
-            max_tasks_per_job: n,
-            ..Limits::default()
-        },
-        ..EmbeddedOptions::new(db.to_string_lossy(), target)
-    })
-    .await?;
+    // The embedded defaults' limits (a model of any size is taken whole by BuildModel), with
+    // room for this job.
+    let mut options = EmbeddedOptions::new(db.to_string_lossy(), target);
+    options.population = a.population;
+    options.limits.max_trials_per_job = a.trials.saturating_mul(n);
+    options.limits.max_tasks_per_job = n;
+    let mut service = Embedded::start(options).await?;
     let tasks = list
         .tasks
         .iter()
@@ -106,12 +104,14 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     let req = pb::SubmitRequest {
         tasks,
         target: "local".into(),
-        measure: a.flush_cache.then(|| pb::MeasureOptions {
-            flush_cache: Some(true),
-            number: Some(1),
-            min_repeat_ms: Some(0),
-            ..Default::default()
-        }),
+        measure: Some(measure_over(
+            &if a.warm_cache {
+                MeasureOptions::default()
+            } else {
+                MeasureOptions::cold()
+            },
+            None,
+        )),
         batch_size: a.batch,
         seed: a.seed,
         scheduler: pb::SchedulerKind::Gradient as i32,
@@ -150,22 +150,18 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         bail!("no task has a successful kernel");
     };
     let threads = a.cores.unwrap_or(Target::detect().cores).max(1) as u32;
-    let built = if a.build {
-        let dir = a.out.join("built");
-        let b = crate::built::build_and_time(
-            &mut service.clients,
-            &a.model,
-            &shapes,
-            &dir,
-            threads,
-            a.runs,
-        )
-        .await?;
-        Some(b)
+    let dir = a.out.join("built");
+    let files = if a.build {
+        Some(crate::built::build(&mut service.clients, &a.model, &shapes, &dir).await?)
     } else {
         None
     };
+    // Timed with the service stopped, in a process of its own.
     service.shutdown().await?;
+    let built = match files {
+        Some(f) => Some((f, crate::built::time(&dir, threads, a.runs)?)),
+        None => None,
+    };
     let peer_ms = match &a.ort_python {
         Some(py) => Some(crate::built::ort_median_ms(py, &a.model, threads, a.runs)?),
         None => a.peer_ms,
@@ -203,7 +199,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         list.glue,
         list.skipped.len()
     );
-    if let Some(b) = &built {
+    if let Some((f, b)) = &built {
         let _ = writeln!(
             md,
             "Built model (`tunehub build`, checked against tract): median {:.4} ms, p90 {:.4} ms \
@@ -215,10 +211,10 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             a.runs,
             b.median_ms / (est.seconds * 1e3),
             b.median_ms - est.seconds * 1e3,
-            b.arena_bytes,
-            b.intermediate_bytes,
-            b.weights_bytes,
-            b.zero_shot
+            f.arena_bytes,
+            f.intermediate_bytes,
+            f.weights_bytes,
+            f.zero_shot
         );
         let p = &b.profile;
         let _ = writeln!(
@@ -237,7 +233,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             md,
             "ONNX Runtime: {peer:.4} ms; estimate / ONNX Runtime = {:.3}{}.",
             est.seconds * 1e3 / peer,
-            built.as_ref().map_or(String::new(), |b| format!(
+            built.as_ref().map_or(String::new(), |(_, b)| format!(
                 "; measured / ONNX Runtime = {:.3}",
                 b.median_ms / peer
             ))
@@ -281,9 +277,9 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     let v = json!({
         "model": a.model, "trials_per_task": a.trials, "wall_s": wall,
         "estimate_s": est.seconds, "missing": est.missing, "peer_ms": peer_ms,
-        "built_median_ms": built.as_ref().map(|b| b.median_ms), "built_p90_ms": built.as_ref().map(|b| b.p90_ms),
-        "arena_bytes": built.as_ref().map(|b| b.arena_bytes), "threads": threads,
-        "profile": built.as_ref().map(|b| json!({"kernels_ms": b.profile.kernels_ms, "kernels_alone_ms": b.profile.kernels_alone_ms, "glue_ms": b.profile.glue_ms, "io_ms": b.profile.io_ms})),
+        "built_median_ms": built.as_ref().map(|(_, b)| b.median_ms), "built_p90_ms": built.as_ref().map(|(_, b)| b.p90_ms),
+        "arena_bytes": built.as_ref().map(|(f, _)| f.arena_bytes), "threads": threads,
+        "profile": built.as_ref().map(|(_, b)| json!({"kernels_ms": b.profile.kernels_ms, "kernels_alone_ms": b.profile.kernels_alone_ms, "glue_ms": b.profile.glue_ms, "io_ms": b.profile.io_ms})),
         "curve": curve.iter().map(|c| json!({"trials": c.0, "wall_s": c.1, "estimate_s": c.2, "missing": c.3})).collect::<Vec<_>>(),
         "tasks": list.tasks.iter().zip(&job.tasks).map(|(t, p)| json!({
             "label": t.label, "weight": t.weight, "flops": t.flops, "best_seconds": p.best_seconds,

@@ -68,70 +68,84 @@ pub struct DbArgs {
     pub db: String,
 }
 
-/// How each candidate is timed (Ansor's measure options).
+/// How each candidate is timed (Ansor's measure options). A flag not given takes the default
+/// of what is tuned: an operator warm ([`MeasureOptions::default`]), a model's tasks cold
+/// ([`MeasureOptions::cold`]: one run per repeat from a flushed cache, as a network runs them).
 #[derive(Debug, Clone, Args)]
 pub struct MeasureArgs {
-    /// Kernel runs per timed repeat (grown until a repeat lasts --min-repeat-ms).
-    #[arg(long, value_name = "N", default_value_t = MeasureOptions::default().number,
-          value_parser = value_parser!(u32).range(1..=1_000_000))]
-    pub number: u32,
+    /// Kernel runs per timed repeat (grown until a repeat lasts --min-repeat-ms) [default: 3;
+    /// a model's tasks: 1]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1_000_000))]
+    pub number: Option<u32>,
 
-    /// Timed repeats per candidate; each gives one cost.
-    #[arg(long, value_name = "N", default_value_t = MeasureOptions::default().repeat,
-          value_parser = value_parser!(u32).range(1..=1000))]
-    pub repeat: u32,
+    /// Timed repeats per candidate; each gives one cost [default: 2; a model's tasks: 10]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(1..=1000))]
+    pub repeat: Option<u32>,
 
-    /// Smallest duration of one timed repeat, in milliseconds.
-    #[arg(long, value_name = "MS", default_value_t = MeasureOptions::default().min_repeat_ms,
-          value_parser = value_parser!(u32).range(0..=600_000))]
-    pub min_repeat_ms: u32,
+    /// Smallest duration of one timed repeat, in milliseconds [default: 25; a model's tasks: 0]
+    #[arg(long, value_name = "MS", value_parser = value_parser!(u32).range(0..=600_000))]
+    pub min_repeat_ms: Option<u32>,
 
-    /// Untimed runs before timing.
-    #[arg(long, value_name = "N", default_value_t = MeasureOptions::default().warmup,
-          value_parser = value_parser!(u32).range(0..=1000))]
-    pub warmup: u32,
+    /// Untimed runs before timing [default: 1]
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(0..=1000))]
+    pub warmup: Option<u32>,
 
-    /// Flush the CPU caches before each timed repeat (times from a cold cache).
-    #[arg(long)]
+    /// Flush the CPU caches before each timed repeat (times from a cold cache; the default for
+    /// a model's tasks)
+    #[arg(long, conflicts_with = "warm_cache")]
     pub flush_cache: bool,
 
-    /// Limit on one candidate's run, in seconds; a candidate past it is recorded as a timeout.
-    #[arg(long, value_name = "SECONDS", default_value_t = MeasureOptions::default().run_timeout_s,
-          value_parser = positive_seconds)]
-    pub timeout_s: f64,
+    /// Never flush the caches, a model's tasks included: each kernel timed with what its
+    /// previous run left in cache
+    #[arg(long)]
+    pub warm_cache: bool,
+
+    /// Limit on one candidate's run, in seconds; a candidate past it is recorded as a timeout
+    /// [default: 10]
+    #[arg(long, value_name = "SECONDS", value_parser = positive_seconds)]
+    pub timeout_s: Option<f64>,
 
     /// Noise guard: a candidate timed while the calibration loop ran below this fraction of the
-    /// machine's usual speed is re-measured, then stored flagged noisy. 0 turns the guard off.
-    #[arg(long, value_name = "FRACTION", default_value_t = MeasureOptions::default().noise_threshold,
-          value_parser = fraction)]
-    pub noise_threshold: f64,
+    /// machine's usual speed is re-measured, then stored flagged noisy. 0 turns the guard off
+    /// [default: 0.85]
+    #[arg(long, value_name = "FRACTION", value_parser = fraction)]
+    pub noise_threshold: Option<f64>,
 }
 
 impl MeasureArgs {
-    /// The options as the API takes them: every field set, so the job measures as the flags
-    /// (or their defaults, which are the engine's) say.
-    pub fn to_proto(&self) -> pb::MeasureOptions {
+    /// The options as the API takes them: every field set, the flags over `base` (the
+    /// defaults of what is tuned), so the job measures as this command says.
+    pub fn to_proto(&self, base: &MeasureOptions) -> pb::MeasureOptions {
+        let o = self.options(base);
         pb::MeasureOptions {
-            number: Some(self.number),
-            repeat: Some(self.repeat),
-            min_repeat_ms: Some(self.min_repeat_ms),
-            warmup: Some(self.warmup),
-            flush_cache: Some(self.flush_cache),
-            timeout_s: Some(self.timeout_s),
-            noise_threshold: Some(self.noise_threshold),
+            number: Some(o.number),
+            repeat: Some(o.repeat),
+            min_repeat_ms: Some(o.min_repeat_ms),
+            warmup: Some(o.warmup),
+            flush_cache: Some(o.flush_cache),
+            timeout_s: Some(o.run_timeout_s),
+            noise_threshold: Some(o.noise_threshold),
         }
     }
 
-    pub fn options(&self) -> MeasureOptions {
+    /// The flags over `base`.
+    pub fn options(&self, base: &MeasureOptions) -> MeasureOptions {
+        let flush_cache = if self.flush_cache {
+            true
+        } else if self.warm_cache {
+            false
+        } else {
+            base.flush_cache
+        };
         MeasureOptions {
-            number: self.number,
-            repeat: self.repeat,
-            min_repeat_ms: self.min_repeat_ms,
-            warmup: self.warmup,
-            flush_cache: self.flush_cache,
-            run_timeout_s: self.timeout_s,
-            noise_threshold: self.noise_threshold,
-            ..MeasureOptions::default()
+            number: self.number.unwrap_or(base.number),
+            repeat: self.repeat.unwrap_or(base.repeat),
+            min_repeat_ms: self.min_repeat_ms.unwrap_or(base.min_repeat_ms),
+            warmup: self.warmup.unwrap_or(base.warmup),
+            flush_cache,
+            run_timeout_s: self.timeout_s.unwrap_or(base.run_timeout_s),
+            noise_threshold: self.noise_threshold.unwrap_or(base.noise_threshold),
+            ..base.clone()
         }
     }
 }

@@ -8,12 +8,15 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 use tonic::Code;
 use tunehub::client::Clients;
+use tunehub_engine::measure::MeasureOptions;
 use tunehub_onnx::builder::ModelBuilder;
 use tunehub_onnx::nets;
 use tunehub_proto::v1 as pb;
-use tunehub_tests::{Server, TOKEN, binaries, code_of, quick, sqlite_path};
+use tunehub_server::records::SqlStore;
+use tunehub_tests::{Server, TOKEN, binaries, code_of, quick, sqlite_path, wait_final};
 
 /// `tunehub submit MODEL --trials 2 ARGS...` against `server`; the job's id.
 fn cli_submit(server: &Server, model: &Path, args: &[&str]) -> String {
@@ -217,6 +220,99 @@ async fn a_model_submitted_whole_is_the_command_lines_task_list() {
         .jobs;
     assert_eq!(jobs.len(), 5);
     assert_ne!(jobs[0].tasks[0].workload_key, jobs[1].tasks[0].workload_key);
+}
+
+/// The number of costs (timed repeats) of every success stored in `db`.
+async fn repeats_in(db: &str) -> Vec<usize> {
+    let store = SqlStore::open(db).await.unwrap();
+    let all = store.export_records(None, None).await.unwrap();
+    store.close().await;
+    all.iter()
+        .filter(|r| r.error_code == 0)
+        .map(|r| r.costs.len())
+        .collect()
+}
+
+/// A model of one task: a convolution with its batch norm folded and a ReLU.
+fn one_conv_model() -> Vec<u8> {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 4, 6, 6]);
+    let y = b.conv_bn(&x, 4, 4, 3, 1, 1, 1, true);
+    b.output(&y);
+    b.encode()
+}
+
+#[tokio::test]
+async fn a_models_tasks_are_timed_cold_unless_the_job_says_otherwise() {
+    // Cold is Ansor's network set-up: one run per repeat, each from a flushed cache. The noise
+    // guard is turned off (tests share the machine); every other field is the model's default.
+    let cold = MeasureOptions::cold();
+    assert!(
+        cold.flush_cache && cold.number == 1 && cold.repeat != MeasureOptions::default().repeat
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("conv.onnx");
+    std::fs::write(&model, one_conv_model()).unwrap();
+
+    // Through SubmitModel, the measure options naming only the guard.
+    let db = sqlite_path(dir.path(), "api.db");
+    let server = Server::start(&db, "api", &[]);
+    let mut c = server.client().await;
+    let mut req = model_req(one_conv_model(), None, &[]);
+    req.job.as_mut().unwrap().measure = Some(pb::MeasureOptions {
+        noise_threshold: Some(0.0),
+        ..Default::default()
+    });
+    let job = c
+        .jobs
+        .submit_model(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .job
+        .unwrap();
+    let done = wait_final(&mut c, &job.id, Duration::from_secs(300)).await;
+    assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
+    let repeats = repeats_in(&db).await;
+    assert!(!repeats.is_empty());
+    // A candidate measured once keeps its repeats' costs; a confirmed best, its second run's
+    // too, and a disputed one a tie-break's: one to three times the repeats.
+    let timed = |repeats: &[usize], want: u32| {
+        let want = want as usize;
+        repeats
+            .iter()
+            .all(|&n| n % want == 0 && (1..=3).contains(&(n / want)))
+    };
+    assert!(timed(&repeats, cold.repeat), "{repeats:?}");
+
+    // `tunehub tune MODEL.onnx`: cold as well, and warm when told.
+    for (name, flags, want) in [
+        ("cold.db", &[][..], cold.repeat),
+        (
+            "warm.db",
+            &["--warm-cache"][..],
+            MeasureOptions::default().repeat,
+        ),
+    ] {
+        let db = dir.path().join(name);
+        let out = Command::new(binaries::tunehub())
+            .arg("tune")
+            .arg(&model)
+            .args(["--trials", "1", "--noise-threshold", "0", "--db"])
+            .arg(&db)
+            .args(flags)
+            .env_remove("TUNEHUB_CONFIG")
+            .output()
+            .expect("tunehub runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let repeats = repeats_in(&sqlite_path(dir.path(), name)).await;
+        assert!(!repeats.is_empty(), "{name}");
+        assert!(timed(&repeats, want), "{name}: {repeats:?}");
+    }
 }
 
 #[tokio::test]

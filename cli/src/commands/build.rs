@@ -20,6 +20,7 @@ use clap::{Args, value_parser};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tunehub_compiler::{Manifest, build_checked, check};
+use tunehub_engine::measure::MeasureOptions;
 use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
 use tunehub_onnx::TaskList;
@@ -269,7 +270,7 @@ async fn tune_missing(args: &BuildArgs, list: &TaskList, trials: u32) -> Result<
     let req = pb::SubmitRequest {
         tasks,
         target: "local".into(),
-        measure: Some(args.measure.to_proto()),
+        measure: Some(args.measure.to_proto(&MeasureOptions::cold())),
         batch_size: args.batch,
         name: format!("tunehub build {}", args.model),
         ..Default::default()

@@ -167,7 +167,7 @@ mod tests {
         assert!(!t.print_source && !t.json && t.out_c.is_none());
         assert_eq!(t.target.cflags_list(), None);
         let d = MeasureOptions::default();
-        let o = t.measure.options();
+        let o = t.measure.options(&MeasureOptions::default());
         assert_eq!(
             (o.number, o.repeat, o.min_repeat_ms, o.run_timeout_s),
             (d.number, d.repeat, d.min_repeat_ms, d.run_timeout_s)
@@ -220,11 +220,36 @@ mod tests {
             (Some(2), Some("clang"), Some("native"))
         );
         assert_eq!(t.target.cflags_list().unwrap(), ["-O3", "-ffast-math"]);
-        let o = t.measure.options();
+        let o = t.measure.options(&MeasureOptions::default());
         assert_eq!(
             (o.number, o.repeat, o.min_repeat_ms, o.run_timeout_s),
             (5, 2, 0, 2.5)
         );
+    }
+
+    #[test]
+    fn measure_flags_go_over_the_defaults_of_what_is_tuned() {
+        // A model's tasks: cold unless told; an operator: warm unless told.
+        let cold = MeasureOptions::cold();
+        let o = tune(&["m.onnx"]).measure.options(&cold);
+        assert!(o.flush_cache);
+        assert_eq!(
+            (o.number, o.repeat, o.min_repeat_ms),
+            (cold.number, cold.repeat, cold.min_repeat_ms)
+        );
+        let o = tune(&["m.onnx", "--warm-cache", "--number", "4"])
+            .measure
+            .options(&cold);
+        assert!(!o.flush_cache);
+        assert_eq!((o.number, o.repeat), (4, cold.repeat));
+        let warm = MeasureOptions::default();
+        assert!(!tune(&["matmul(8,8,8)"]).measure.options(&warm).flush_cache);
+        let o = tune(&["matmul(8,8,8)", "--flush-cache"])
+            .measure
+            .options(&warm);
+        assert!(o.flush_cache);
+        assert_eq!(o.number, warm.number);
+        assert!(parse(&["tune", "m.onnx", "--flush-cache", "--warm-cache"]).is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 use clap::{Args, value_parser};
 use std::fmt::Write as _;
 use std::process::ExitCode;
+use tunehub_engine::measure::MeasureOptions;
 use tunehub_proto::v1 as pb;
 
 #[derive(Debug, Clone, Args)]
@@ -113,6 +114,12 @@ pub async fn run(args: SubmitArgs) -> Result<ExitCode> {
         .into_iter()
         .filter(|s| !workload::is_range(s))
         .collect();
+    // A job with a model's tasks times them cold, as the network runs them.
+    let base = if models.is_empty() {
+        MeasureOptions::default()
+    } else {
+        MeasureOptions::cold()
+    };
     let mut model_tasks = vec![];
     for m in models {
         let list = crate::model::load_with(m, &args.model)?;
@@ -156,7 +163,7 @@ pub async fn run(args: SubmitArgs) -> Result<ExitCode> {
         target,
         targets,
         range,
-        measure: Some(args.measure.to_proto()),
+        measure: Some(args.measure.to_proto(&base)),
         batch_size: args.batch.unwrap_or(0),
         seed: args.seed.unwrap_or(0),
         scheduler: args.scheduler.to_proto() as i32,

@@ -210,7 +210,9 @@ class Client:
         """Queues the tasks of an ONNX model as one job and returns it, as `tunehub submit
         MODEL.onnx` does: the server extracts the tasks (the same workloads, weighted by how
         often each occurs) and each gets `trials` candidates. The other arguments are
-        `submit`'s.
+        `submit`'s, except that the fields `measure` leaves unset time the tasks cold, as a
+        network runs them (one run per repeat, ten repeats, each after a cache flush; Ansor's
+        network set-up): `measure={"flush_cache": False}` times them warm.
 
         `model`: the model file's path, or its bytes (weights inside the file: external data
         files cannot be sent). `batch`: the value of every input's dynamic first dimension

@@ -89,6 +89,21 @@ impl Default for MeasureOptions {
 }
 
 impl MeasureOptions {
+    /// How a model's tasks are timed: one run per repeat, each from a flushed cache, ten
+    /// repeats (Ansor's network set-up: `LocalRunner(repeat=10, enable_cpu_cache_flush=True)`).
+    /// In a network a kernel's weights and inputs arrive cold; timed warm, GPT-2's matrix-vector
+    /// products were 5-12x faster alone than in the built model, and the schedules chosen warm
+    /// made it 1.55x slower than those chosen cold (docs/experiments/2026-12-03-compiled-models.md).
+    pub fn cold() -> Self {
+        MeasureOptions {
+            number: 1,
+            repeat: 10,
+            min_repeat_ms: 0,
+            flush_cache: true,
+            ..MeasureOptions::default()
+        }
+    }
+
     /// One short run per kernel, no warm-up, no calibration and no noise guard (side-by-side
     /// runs would only trigger re-runs): for checking that kernels build, run and match the
     /// reference, not for timing them.

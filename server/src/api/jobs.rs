@@ -30,6 +30,21 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
+/// `m`'s fields over `base`'s, every field set: what a job given `m` measures with when what
+/// it tunes has defaults of its own (a model's tasks: [`MeasureOptions::cold`]).
+pub fn measure_over(base: &MeasureOptions, m: Option<&pb::MeasureOptions>) -> pb::MeasureOptions {
+    let m = m.cloned().unwrap_or_default();
+    pb::MeasureOptions {
+        number: m.number.or(Some(base.number)),
+        repeat: m.repeat.or(Some(base.repeat)),
+        min_repeat_ms: m.min_repeat_ms.or(Some(base.min_repeat_ms)),
+        warmup: m.warmup.or(Some(base.warmup)),
+        flush_cache: m.flush_cache.or(Some(base.flush_cache)),
+        timeout_s: m.timeout_s.or(Some(base.run_timeout_s)),
+        noise_threshold: m.noise_threshold.or(Some(base.noise_threshold)),
+    }
+}
+
 /// The request's measure options over the defaults, checked.
 pub fn measure_options(m: Option<&pb::MeasureOptions>) -> Result<MeasureOptions, Status> {
     let mut o = MeasureOptions::default();

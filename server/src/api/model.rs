@@ -7,11 +7,12 @@
 //! naming the input, node or reason; nothing is stored unless the job is.
 
 use super::Api;
-use super::jobs::{MAX_PRIORITY, MIN_PRIORITY, measure_options};
+use super::jobs::{MAX_PRIORITY, MIN_PRIORITY, measure_options, measure_over};
 use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
 use crate::checks::memory::check_workload_bytes;
 use tokio::sync::Semaphore;
 use tonic::Status;
+use tunehub_engine::measure::MeasureOptions;
 use tunehub_onnx::{ImportError, InputShapes, TaskList};
 use tunehub_proto::v1 as pb;
 
@@ -240,8 +241,11 @@ impl Api {
         let bytes = model.onnx.len();
         let list = extract(model.onnx, shapes, model.strict).await?;
         check_task_sizes(&list)?;
+        // A model's tasks are timed as the network runs them: cold, unless the job says.
+        let measure = Some(measure_over(&MeasureOptions::cold(), job.measure.as_ref()));
         let submit = pb::SubmitRequest {
             tasks: task_specs(&list, model.trials_per_task),
+            measure,
             ..job
         };
         let jobs = self.submit_job(&submit, owner).await?;
@@ -278,6 +282,25 @@ mod tests {
             trials_per_task: 1,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_models_measure_options_are_the_jobs_over_cold() {
+        let cold = MeasureOptions::cold();
+        let o = measure_options(Some(&measure_over(&cold, None))).unwrap();
+        assert!(o.flush_cache);
+        assert_eq!(
+            (o.number, o.repeat, o.min_repeat_ms, o.warmup),
+            (cold.number, cold.repeat, cold.min_repeat_ms, cold.warmup)
+        );
+        let given = pb::MeasureOptions {
+            flush_cache: Some(false),
+            number: Some(3),
+            ..Default::default()
+        };
+        let o = measure_options(Some(&measure_over(&cold, Some(&given)))).unwrap();
+        assert!(!o.flush_cache);
+        assert_eq!((o.number, o.repeat), (3, cold.repeat));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::process::ExitCode;
+use tunehub_engine::measure::MeasureOptions;
 use tunehub_onnx::TaskList;
 use tunehub_proto::v1 as pb;
 
@@ -25,7 +26,8 @@ pub async fn run(args: &TuneArgs, path: &str) -> Result<ExitCode> {
     let req = pb::SubmitRequest {
         tasks: model::task_specs(&list, args.trials),
         target: "local".into(),
-        measure: Some(args.measure.to_proto()),
+        // A model's tasks are timed as the network runs them: cold.
+        measure: Some(args.measure.to_proto(&MeasureOptions::cold())),
         batch_size: args.batch,
         seed: run_seed(args.seed),
         scheduler: args.scheduler.to_proto() as i32,

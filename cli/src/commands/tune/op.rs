@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
+use tunehub_engine::measure::MeasureOptions;
 use tunehub_proto::v1 as pb;
 
 /// The API's workload of OP_SPEC or --expr, checked here: bad input is refused before the
@@ -68,7 +69,7 @@ pub async fn run(args: &TuneArgs) -> Result<ExitCode> {
             weight: 1.0,
         }],
         target: "local".into(),
-        measure: Some(args.measure.to_proto()),
+        measure: Some(args.measure.to_proto(&MeasureOptions::default())),
         batch_size: args.batch,
         seed,
         scheduler: pb::SchedulerKind::Gradient as i32,

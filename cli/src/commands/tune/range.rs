@@ -10,6 +10,7 @@ use crate::usage::{UsageError, emit, status_error};
 use crate::workload;
 use anyhow::{Result, bail};
 use std::process::ExitCode;
+use tunehub_engine::measure::MeasureOptions;
 use tunehub_engine::transfer::range::MAX_REPRESENTATIVES;
 use tunehub_proto::v1 as pb;
 
@@ -29,7 +30,7 @@ pub async fn run(args: &TuneArgs, spec: &str) -> Result<ExitCode> {
     let req = pb::SubmitRequest {
         range: Some(req_range.clone()),
         target: "local".into(),
-        measure: Some(args.measure.to_proto()),
+        measure: Some(args.measure.to_proto(&MeasureOptions::default())),
         batch_size: args.batch,
         seed,
         scheduler: args.scheduler.to_proto() as i32,
