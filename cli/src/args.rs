@@ -130,6 +130,9 @@ impl MeasureArgs {
 
     /// The flags over `base`.
     pub fn options(&self, base: &MeasureOptions) -> MeasureOptions {
+        // Warm is the operator's timing whole, not only the flush turned off.
+        let warm = MeasureOptions::default();
+        let base = if self.warm_cache { &warm } else { base };
         let flush_cache = if self.flush_cache {
             true
         } else if self.warm_cache {

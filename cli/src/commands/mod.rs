@@ -241,7 +241,7 @@ mod tests {
             .measure
             .options(&cold);
         assert!(!o.flush_cache);
-        assert_eq!((o.number, o.repeat), (4, cold.repeat));
+        assert_eq!((o.number, o.repeat), (4, MeasureOptions::default().repeat));
         let warm = MeasureOptions::default();
         assert!(!tune(&["matmul(8,8,8)"]).measure.options(&warm).flush_cache);
         let o = tune(&["matmul(8,8,8)", "--flush-cache"])
