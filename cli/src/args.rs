@@ -95,8 +95,8 @@ pub struct MeasureArgs {
     #[arg(long, conflicts_with = "warm_cache")]
     pub flush_cache: bool,
 
-    /// Never flush the caches, a model's tasks included: each kernel timed with what its
-    /// previous run left in cache
+    /// Time a model's tasks as an operator is timed (warm: no flush, several runs per repeat),
+    /// each kernel with what its previous run left in cache
     #[arg(long)]
     pub warm_cache: bool,
 
