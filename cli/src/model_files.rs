@@ -34,13 +34,13 @@ pub fn source(onnx: Vec<u8>, shapes: &InputShapes) -> pb::ModelSource {
     }
 }
 
-/// Asks the service to build `req` and writes the files into `dir` (created if missing).
+/// Asks the service to build `req` and writes the files into `dir`, created with the first
+/// file (a refused build leaves no directory behind).
 pub async fn receive(
     clients: &mut Clients,
     req: pb::BuildModelRequest,
     dir: &Path,
 ) -> Result<pb::BuildModelSummary> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut stream = clients
         .query
         .build_model(req)
@@ -66,6 +66,7 @@ pub async fn receive(
             if done.contains(&piece.file) {
                 bail!("the service sent {} twice", piece.file);
             }
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             open = Some(Open::create(dir, &piece.file)?);
         }
         let f = open.as_mut().expect("opened above");

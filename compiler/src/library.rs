@@ -11,6 +11,14 @@ type Create = unsafe extern "C" fn(*const c_char) -> *mut c_void;
 type Run = unsafe extern "C" fn(*mut c_void, *const *const f32, *const *mut f32) -> c_int;
 type RunProfiled =
     unsafe extern "C" fn(*mut c_void, *const *const f32, *const *mut f32, *mut f64) -> c_int;
+type RunProfiledCold = unsafe extern "C" fn(
+    *mut c_void,
+    *const *const f32,
+    *const *mut f32,
+    *mut f64,
+    *mut u8,
+    usize,
+) -> c_int;
 type Destroy = unsafe extern "C" fn(*mut c_void);
 type SetThreads = unsafe extern "C" fn(c_int);
 type LastError = unsafe extern "C" fn() -> *const c_char;
@@ -20,6 +28,8 @@ pub struct Library {
     model: *mut c_void,
     run: Run,
     run_profiled: RunProfiled,
+    /// `None` in a library built before it existed.
+    run_profiled_cold: Option<RunProfiledCold>,
     destroy: Destroy,
     set_threads: SetThreads,
     // Last: dropped after the model is destroyed.
@@ -60,6 +70,12 @@ impl Library {
             let l: libloading::Symbol<LastError> = lib.get(&sym("last_error")).map_err(bad)?;
             (*c, *r, *p, *d, *t, *l)
         };
+        // SAFETY: as above.
+        let run_profiled_cold = unsafe {
+            lib.get::<RunProfiledCold>(format!("{name}_run_profiled_cold").as_bytes())
+                .ok()
+                .map(|s| *s)
+        };
         let weights = dir.join(&manifest.weights);
         let c_path = CString::new(weights.to_string_lossy().into_owned())
             .map_err(|_| fail("the weights path has a NUL byte"))?;
@@ -83,6 +99,7 @@ impl Library {
             model,
             run,
             run_profiled,
+            run_profiled_cold,
             destroy,
             set_threads,
             _lib: lib,
@@ -106,16 +123,26 @@ impl Library {
         &mut self,
         inputs: &[Array],
     ) -> Result<(Vec<Array>, Vec<f64>), CompileError> {
+        self.profiled(inputs, None)
+    }
+
+    /// One run timed phase by phase, each step after `flush` is walked (when given and the
+    /// library has `run_profiled_cold`; the walks are not in the times).
+    fn profiled(
+        &mut self,
+        inputs: &[Array],
+        flush: Option<&mut [u8]>,
+    ) -> Result<(Vec<Array>, Vec<f64>), CompileError> {
         let n = self.manifest.steps.len();
         let mut t = vec![0f64; n + 3];
-        let out = self.exec(inputs, Some(&mut t))?;
+        let out = self.exec(inputs, Some((&mut t, flush)))?;
         Ok((out, t.windows(2).map(|w| w[1] - w[0]).collect()))
     }
 
     fn exec(
         &mut self,
         inputs: &[Array],
-        times: Option<&mut Vec<f64>>,
+        times: Option<(&mut Vec<f64>, Option<&mut [u8]>)>,
     ) -> Result<Vec<Array>, CompileError> {
         let m = &self.manifest;
         if inputs.len() != m.inputs.len() {
@@ -148,12 +175,20 @@ impl Library {
         let ins: Vec<*const f32> = inputs.iter().map(|a| a.data.as_ptr()).collect();
         let outs: Vec<*mut f32> = outputs.iter_mut().map(|a| a.data.as_mut_ptr()).collect();
         // SAFETY: every pointer has the manifest's element count (checked above), `times` the
-        // header's NUM_STEPS + 3 entries; the model is ours and used from one thread at a time
+        // header's NUM_STEPS + 3 entries, the flush buffer its length; the model is ours and used from one thread at a time
         // (`&mut self`).
         let rc = unsafe {
-            match times {
-                None => (self.run)(self.model, ins.as_ptr(), outs.as_ptr()),
-                Some(t) => {
+            match (times, self.run_profiled_cold) {
+                (None, _) => (self.run)(self.model, ins.as_ptr(), outs.as_ptr()),
+                (Some((t, Some(f))), Some(cold)) => cold(
+                    self.model,
+                    ins.as_ptr(),
+                    outs.as_ptr(),
+                    t.as_mut_ptr(),
+                    f.as_mut_ptr(),
+                    f.len(),
+                ),
+                (Some((t, _)), _) => {
                     (self.run_profiled)(self.model, ins.as_ptr(), outs.as_ptr(), t.as_mut_ptr())
                 }
             }
@@ -197,32 +232,44 @@ impl Library {
         })
     }
 
-    /// Where a run's time goes, the median of each phase over `runs` profiled runs.
+    /// Where a run's time goes, the median of each phase over `runs` profiled runs; and, when
+    /// the library can, each step again from a cold cache in `COLD_RUNS` runs interleaved with
+    /// them (`Profile::kernels_cold_ms`).
     pub fn profile(&mut self, inputs: &[Array], runs: u32) -> Result<Profile, CompileError> {
-        let mut all: Vec<Vec<f64>> = vec![];
-        for _ in 0..runs.max(1) {
-            all.push(self.run_profiled(inputs)?.1);
+        let runs = runs.max(1) as usize;
+        let mut flush = self.run_profiled_cold.map(|_| vec![0u8; flush_bytes()]);
+        if let Some(f) = flush.as_deref_mut() {
+            // Its pages faulted in before anything is timed.
+            self.profiled(inputs, Some(f))?;
         }
-        let phases = all[0].len();
-        let median: Vec<f64> = (0..phases)
-            .map(|i| {
-                let mut v: Vec<f64> = all.iter().map(|r| r[i]).collect();
-                v.sort_by(f64::total_cmp);
-                v[v.len() / 2]
-            })
-            .collect();
+        let (mut warm, mut cold) = (vec![], vec![]);
+        for i in 0..runs {
+            warm.push(self.profiled(inputs, None)?.1);
+            // Spread over the warm runs, so that both see the machine in the same state.
+            if let Some(f) = flush.as_deref_mut()
+                && i * COLD_RUNS / runs != (i + 1) * COLD_RUNS / runs
+            {
+                cold.push(self.profiled(inputs, Some(f))?.1);
+            }
+        }
+        let median = medians(&warm);
         let m = &self.manifest;
+        let phases = median.len();
         let steps = &median[1..phases - 1];
         let mut p = Profile {
             io_ms: (median[0] + median[phases - 1]) * 1e3,
             ..Profile::default()
         };
-        for (s, &sec) in m.steps.iter().zip(steps) {
+        let cold = (!cold.is_empty()).then(|| medians(&cold));
+        for (i, (s, &sec)) in m.steps.iter().zip(steps).enumerate() {
             if let Some(t) = s.task {
                 p.kernels_ms += sec * 1e3;
                 let task = &m.tasks[t];
                 if task.gflops > 0.0 {
                     p.kernels_alone_ms += task.flops as f64 / (task.gflops * 1e9) * 1e3;
+                }
+                if let Some(c) = &cold {
+                    *p.kernels_cold_ms.get_or_insert(0.0) += c[i + 1] * 1e3;
                 }
             } else {
                 p.glue_ms += sec * 1e3;
@@ -233,6 +280,27 @@ impl Library {
     }
 }
 
+/// Cold runs of a profile: each walks the flush buffer before every step (a 60-step model,
+/// 64 MB: about 0.3 s a run).
+const COLD_RUNS: usize = 20;
+
+/// The flush's size, as the tuner's: twice the last-level cache, within 8 MB and 1 GB.
+fn flush_bytes() -> usize {
+    let llc = tunehub_engine::target::Target::detect().last_level_cache_bytes();
+    (2 * llc).clamp(8 << 20, 1 << 30) as usize
+}
+
+/// Each phase's median over `runs` (each one run's phase times).
+fn medians(runs: &[Vec<f64>]) -> Vec<f64> {
+    (0..runs[0].len())
+        .map(|i| {
+            let mut v: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
+        .collect()
+}
+
 /// Where a run's time goes (medians over profiled runs), in ms.
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
@@ -240,6 +308,10 @@ pub struct Profile {
     pub kernels_ms: f64,
     /// The same kernels' times as measured alone (their records: FLOPs over GFLOP/s).
     pub kernels_alone_ms: f64,
+    /// The same kernels timed in this profile, each from a cold cache as a model's tasks are
+    /// tuned: the estimate measured again in the machine's present state (`None`: a library
+    /// built before it could).
+    pub kernels_cold_ms: Option<f64>,
     /// Views cost nothing; copies, fills and gathers.
     pub glue_ms: f64,
     /// Inputs copied into the arena and outputs out of it.

@@ -124,6 +124,7 @@ fn build_tunes_checks_and_runs_a_model() {
         "1",
         "--out-dir",
         s(&outs),
+        "--profile",
     ])))
     .unwrap();
     let (median, p90) = (
@@ -131,6 +132,14 @@ fn build_tunes_checks_and_runs_a_model() {
         v["p90_ms"].as_f64().unwrap(),
     );
     assert!(median > 0.0 && p90 >= median, "{v}");
+    // The profile times every step, and the kernels again each from a cold cache.
+    let profile = &v["profile"];
+    assert_eq!(
+        profile["steps_ms"].as_array().unwrap().len(),
+        manifest["steps"].as_array().unwrap().len(),
+        "{v}"
+    );
+    assert!(profile["kernels_cold_ms"].as_f64().unwrap() > 0.0, "{v}");
     let name = v["outputs"][0]["name"].as_str().unwrap().to_string();
     assert_eq!(
         v["outputs"][0]["shape"],
@@ -199,25 +208,14 @@ fn a_model_never_tuned_builds_from_zero_shot_answers_and_one_without_any_exits_2
         m["tasks"][0]["provenance"].as_str().unwrap().to_string()
     };
 
-    // Records of another structure only, and no cost model (imported records bring none):
-    // nothing serves the model's task.
-    let mut args = vec!["tune", "matmul(8,8,8)", "--db", s(&db), "--trials", "2"];
-    args.extend_from_slice(&QUICK);
-    ok(&tunehub(&args));
-    let lines = dir.path().join("records.jsonl");
+    // A database with neither records nor a cost model: nothing serves the model's task.
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
     let bare = dir.path().join("bare.db");
     ok(&tunehub(&[
         "records",
-        "export",
-        "--db",
-        s(&db),
-        "--out",
-        s(&lines),
-    ]));
-    ok(&tunehub(&[
-        "records",
         "import",
-        s(&lines),
+        s(&empty),
         "--db",
         s(&bare),
     ]));
@@ -231,35 +229,60 @@ fn a_model_never_tuned_builds_from_zero_shot_answers_and_one_without_any_exits_2
             "--tune",
         ],
     );
+    assert!(!out.exists(), "nothing written");
 
-    // The tuned database's cost model searches a schedule for it: built without a trial.
-    let build = || {
+    // Records of another structure only, enough of them to rank: the cost model that tuning
+    // them saved, or that importing them taught a database of its own, searches a schedule for
+    // the task. Built without a trial.
+    let mut args = vec!["tune", "matmul(8,8,8)", "--db", s(&db), "--trials", "12"];
+    args.extend_from_slice(&QUICK);
+    ok(&tunehub(&args));
+    let lines = dir.path().join("records.jsonl");
+    ok(&tunehub(&[
+        "records",
+        "export",
+        "--db",
+        s(&db),
+        "--out",
+        s(&lines),
+    ]));
+    let imported = dir.path().join("imported.db");
+    ok(&tunehub(&[
+        "records",
+        "import",
+        s(&lines),
+        "--db",
+        s(&imported),
+    ]));
+    let build = |db: &Path| {
         ok(&tunehub(&[
             "build",
             s(&never),
             "--out",
             s(&out),
             "--db",
-            s(&db),
+            s(db),
         ]))
     };
-    let text = build();
-    assert!(
-        text.contains("(0 tuned, 1 zero-shot, 1 of them with no tuned neighbour"),
-        "{text}"
-    );
-    assert!(text.contains("match tract"), "{text}");
-    assert!(
-        provenance(&out).contains("searched"),
-        "{}",
-        provenance(&out)
-    );
+    for from in [&db, &imported] {
+        let text = build(from);
+        assert!(
+            text.contains("(0 tuned, 1 zero-shot, 1 of them with no tuned neighbour"),
+            "{from:?}: {text}"
+        );
+        assert!(text.contains("match tract"), "{text}");
+        assert!(
+            provenance(&out).contains("searched"),
+            "{}",
+            provenance(&out)
+        );
+    }
 
     // Its neighbour of another shape tuned: its schedule, adapted.
     let mut args = vec!["tune", s(&tuned), "--db", s(&db), "--trials", "2"];
     args.extend_from_slice(&QUICK);
     ok(&tunehub(&args));
-    let text = build();
+    let text = build(&db);
     assert!(text.contains("(0 tuned, 1 zero-shot)"), "{text}");
     assert!(text.contains("match tract"), "{text}");
     assert!(

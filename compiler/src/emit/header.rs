@@ -62,6 +62,9 @@ pub fn header(name: &str, model: &str, inputs: &[Io], outputs: &[Io], steps: usi
          * inputs are copied in, after each step (manifest.json's `steps`), after the outputs are\n\
          * copied out. */\n\
          int {name}_run_profiled({name}_model* model, const float* const* inputs, float* const* outputs, double* t);\n\
+         /* As run_profiled, with the `flush_bytes` of `flush` walked on every thread before each\n\
+         * step, outside the timestamps: each step timed from a cold cache. */\n\
+         int {name}_run_profiled_cold({name}_model* model, const float* const* inputs, float* const* outputs, double* t, unsigned char* flush, size_t flush_bytes);\n\
          void {name}_destroy({name}_model* model);\n\
          void {name}_set_num_threads(int n);\n\
          /* Why the last create or run failed. */\n\

@@ -175,12 +175,24 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
         }
     }
     s.push_str("}\n\n");
-    // Run: one body, with a timestamp after each phase when `t` is given (`run_profiled`).
+    // Run: one body, with a timestamp after each phase when `t` is given (`run_profiled`), and
+    // a cache flush before each step when `flush` is (`run_profiled_cold`): the time of the
+    // flushes is taken out of the timestamps, so that each step's time is its own from a cold
+    // cache, as a model's tasks were timed when tuned.
     let _ = write!(
         s,
         "static double {name}_now(void) {{\n  struct timespec ts;\n  clock_gettime(CLOCK_MONOTONIC, &ts);\n  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;\n}}\n\n\
-         #define TICK(i) if (t) t[i] = {name}_now()\n\n\
-         static int {name}_exec({name}_model* m, const float* const* inputs, float* const* outputs, double* t) {{\n  \
+         static volatile unsigned long {name}_sink;\n\n\
+         /* Writes then reads every cache line of `buf` on all the kernels' threads (the tuner's flush). */\n\
+         static void {name}_flush(unsigned char* buf, size_t n, double* paused) {{\n  \
+         const double a = {name}_now();\n  unsigned long s = 0;\n  size_t i;\n\
+         #ifdef _OPENMP\n#pragma omp parallel for schedule(static) reduction(+ : s)\n#endif\n  \
+         for (i = 0; i < n; i += 64) {{\n    buf[i] = (unsigned char)(buf[i] + 1u);\n    s += buf[i];\n  }}\n  \
+         {name}_sink += s;\n  *paused += {name}_now() - a;\n}}\n\n\
+         #define TICK(i) if (t) t[i] = {name}_now() - paused\n\
+         #define COLD if (flush) {name}_flush(flush, flush_bytes, &paused)\n\n\
+         static int {name}_exec({name}_model* m, const float* const* inputs, float* const* outputs, double* t, unsigned char* flush, size_t flush_bytes) {{\n  \
+         double paused = 0;\n  \
          if (!m || !inputs || !outputs) {{\n    snprintf({name}_error, sizeof {name}_error, \"a null model, inputs or outputs\");\n    return -1;\n  }}\n  TICK(0);\n"
     );
     for (i, &v) in p.inputs.iter().enumerate() {
@@ -196,6 +208,7 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
         if i > 0 {
             let _ = writeln!(s, "  TICK({});", i + 1);
         }
+        s.push_str("  COLD;\n");
         match step {
             Step::Kernel(k) => {
                 let args: Vec<String> = k
@@ -273,8 +286,9 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
     let _ = write!(
         s,
         "  TICK({});\n  return 0;\n}}\n\n\
-         int {name}_run({name}_model* m, const float* const* inputs, float* const* outputs) {{\n  return {name}_exec(m, inputs, outputs, NULL);\n}}\n\n\
-         int {name}_run_profiled({name}_model* m, const float* const* inputs, float* const* outputs, double* t) {{\n  return {name}_exec(m, inputs, outputs, t);\n}}\n",
+         int {name}_run({name}_model* m, const float* const* inputs, float* const* outputs) {{\n  return {name}_exec(m, inputs, outputs, NULL, NULL, 0);\n}}\n\n\
+         int {name}_run_profiled({name}_model* m, const float* const* inputs, float* const* outputs, double* t) {{\n  return {name}_exec(m, inputs, outputs, t, NULL, 0);\n}}\n\n\
+         int {name}_run_profiled_cold({name}_model* m, const float* const* inputs, float* const* outputs, double* t, unsigned char* flush, size_t flush_bytes) {{\n  return {name}_exec(m, inputs, outputs, t, flush, flush_bytes);\n}}\n",
         p.steps.len() + 2
     );
     s

@@ -2,7 +2,7 @@
 //! proto messages and the store's rows, and one module per service; `records` also holds the
 //! records file format, `distill` cuts such a file to the fastest records of each pair, and
 //! `ansor` converts such a file to and from TVM auto_scheduler logs; `kernel` makes the
-//! linkable kernel of an answer, `pack` many of them into one pack; `range`: shape ranges
+//! linkable kernel of an answer, `pack` many of them into one pack; `import_teaches`: the cost model an import trains; `range`: shape ranges
 //! (dynamic shapes): their jobs, their answers, their dispatch table and their line in record
 //! files; `model`: an ONNX model submitted whole, its tasks extracted here; `build`: a model compiled
 //! as a C library (`tunehub-compiler`).
@@ -11,6 +11,7 @@
 //! says what was wrong (INVALID_ARGUMENT, NOT_FOUND), and the database is untouched.
 
 pub mod build;
+mod import_teaches;
 pub mod job_feed;
 pub mod jobs;
 pub mod kernel;

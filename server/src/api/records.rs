@@ -439,13 +439,24 @@ impl Records for Api {
                 db_t.insert(key, t);
             }
         }
-        let checked = blocking(move || check_lines(parsed, &db_w, &db_t)).await?;
+        let (checked, db_w) = blocking(move || (check_lines(parsed, &db_w, &db_t), db_w)).await?;
         let (workloads, targets, ranges, records) = checked.map_err(Status::invalid_argument)?;
         let (new, known) = store
             .import(&workloads, &targets, &ranges, &records)
             .await
             .map_err(store_status)?;
         self.ctx.cache.clear();
+        // The file's workloads were checked as tasks: they read back.
+        let tasks = db_w
+            .into_iter()
+            .map(|(k, t)| (k, std::sync::Arc::new(t)))
+            .chain(
+                workloads
+                    .iter()
+                    .filter_map(|w| Some((w.key.clone(), std::sync::Arc::new(w.to_task().ok()?)))),
+            )
+            .collect();
+        super::import_teaches::teach(&self.ctx.jobs, tasks, &records).await;
         Ok(Response::new(pb::ImportResponse {
             records_new: new,
             records_known: known,
