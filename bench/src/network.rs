@@ -233,7 +233,9 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             let in_model = p.kernels_ms + p.glue_ms + p.io_ms;
             let _ = writeln!(
                 md,
-                "The estimate again, in this run: each kernel timed from a cold cache between                  the profiled runs, {cold:.4} ms (stored estimate / this = {:.3}); a profiled                  run {in_model:.4} ms, profiled run / estimate in this run = {:.3}.",
+                "The estimate again, in this run: each kernel timed from a cold cache between \
+                 the profiled runs, {cold:.4} ms (stored estimate / this = {:.3}); a profiled \
+                 run {in_model:.4} ms, profiled run / estimate in this run = {:.3}.",
                 est.seconds * 1e3 / cold.max(1e-12),
                 in_model / cold.max(1e-12)
             );

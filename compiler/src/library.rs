@@ -175,8 +175,8 @@ impl Library {
         let ins: Vec<*const f32> = inputs.iter().map(|a| a.data.as_ptr()).collect();
         let outs: Vec<*mut f32> = outputs.iter_mut().map(|a| a.data.as_mut_ptr()).collect();
         // SAFETY: every pointer has the manifest's element count (checked above), `times` the
-        // header's NUM_STEPS + 3 entries, the flush buffer its length; the model is ours and used from one thread at a time
-        // (`&mut self`).
+        // header's NUM_STEPS + 3 entries, the flush buffer its length; the model is ours and
+        // used from one thread at a time (`&mut self`).
         let rc = unsafe {
             match (times, self.run_profiled_cold) {
                 (None, _) => (self.run)(self.model, ins.as_ptr(), outs.as_ptr()),

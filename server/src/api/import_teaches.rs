@@ -38,6 +38,10 @@ const MIN_PER_WORKLOAD: usize = 8;
 /// would hold the import for minutes.
 const PER_WORKLOAD: usize = 512;
 
+/// Most records one target is taught by one import (fewer per workload when it has many; a
+/// job retrains on at most 5000 samples anyway).
+const PER_TARGET: usize = 20_000;
+
 /// Teaches the imported `records` to their targets' models and saves them; `tasks` holds every
 /// workload they name.
 pub(super) async fn teach(
@@ -72,10 +76,15 @@ pub(super) async fn teach(
                 continue;
             }
         };
+        let teaching = workloads
+            .values()
+            .filter(|rs| rs.len() >= MIN_PER_WORKLOAD)
+            .count();
+        let each = (PER_TARGET / teaching.max(1)).clamp(MIN_PER_WORKLOAD, PER_WORKLOAD);
         let tasks: Vec<Lesson> = workloads
             .into_iter()
             .filter(|(_, rs)| rs.len() >= MIN_PER_WORKLOAD)
-            .filter_map(|(key, rs)| Some((Arc::clone(tasks.get(&key)?), spread(rs))))
+            .filter_map(|(key, rs)| Some((Arc::clone(tasks.get(&key)?), spread(rs, each))))
             .collect();
         let trained = tokio::task::spawn_blocking(move || learn(saved, &tasks)).await;
         match trained {
@@ -97,16 +106,28 @@ pub(super) async fn teach(
     }
 }
 
-/// At most `PER_WORKLOAD` of `rs`, evenly spaced in order of cost.
-fn spread(mut rs: Vec<Measured>) -> Vec<Measured> {
+/// At most `most` of `rs`, evenly spaced in order of cost.
+fn spread(mut rs: Vec<Measured>, most: usize) -> Vec<Measured> {
     rs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    if rs.len() <= PER_WORKLOAD {
+    if rs.len() <= most {
         return rs;
     }
     let n = rs.len();
-    (0..PER_WORKLOAD)
-        .map(|i| rs[i * n / PER_WORKLOAD].clone())
-        .collect()
+    (0..most).map(|i| rs[i * n / most].clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long list is cut to evenly spaced costs from the cheapest on; a short one is kept.
+    #[test]
+    fn spread_keeps_the_range_of_costs() {
+        let rs: Vec<Measured> = (0..100).rev().map(|i| (i as f64, i.to_string())).collect();
+        let kept: Vec<f64> = spread(rs.clone(), 4).iter().map(|r| r.0).collect();
+        assert_eq!(kept, vec![0.0, 25.0, 50.0, 75.0]);
+        assert_eq!(spread(rs[..3].to_vec(), 4).len(), 3);
+    }
 }
 
 /// The model (`saved`, or a fresh one) trained on every record that still replays and lowers:

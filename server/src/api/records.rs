@@ -456,7 +456,10 @@ impl Records for Api {
                     .filter_map(|w| Some((w.key.clone(), std::sync::Arc::new(w.to_task().ok()?)))),
             )
             .collect();
-        super::import_teaches::teach(&self.ctx.jobs, tasks, &records).await;
+        // Only an import that stored something new teaches: the same file twice teaches once.
+        if new > 0 {
+            super::import_teaches::teach(&self.ctx.jobs, tasks, &records).await;
+        }
         Ok(Response::new(pb::ImportResponse {
             records_new: new,
             records_known: known,
