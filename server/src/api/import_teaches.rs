@@ -116,20 +116,6 @@ fn spread(mut rs: Vec<Measured>, most: usize) -> Vec<Measured> {
     (0..most).map(|i| rs[i * n / most].clone()).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A long list is cut to evenly spaced costs from the cheapest on; a short one is kept.
-    #[test]
-    fn spread_keeps_the_range_of_costs() {
-        let rs: Vec<Measured> = (0..100).rev().map(|i| (i as f64, i.to_string())).collect();
-        let kept: Vec<f64> = spread(rs.clone(), 4).iter().map(|r| r.0).collect();
-        assert_eq!(kept, vec![0.0, 25.0, 50.0, 75.0]);
-        assert_eq!(spread(rs[..3].to_vec(), 4).len(), 3);
-    }
-}
-
 /// The model (`saved`, or a fresh one) trained on every record that still replays and lowers:
 /// its bytes, the samples it learned and its total count; `None` when nothing was learned.
 fn learn(
@@ -165,4 +151,18 @@ fn learn(
     }
     model.retrain()?;
     Ok(Some((model.save()?, n, before + n as u64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long list is cut to evenly spaced costs from the cheapest on; a short one is kept.
+    #[test]
+    fn spread_keeps_the_range_of_costs() {
+        let rs: Vec<Measured> = (0..100).rev().map(|i| (i as f64, i.to_string())).collect();
+        let kept: Vec<f64> = spread(rs.clone(), 4).iter().map(|r| r.0).collect();
+        assert_eq!(kept, vec![0.0, 25.0, 50.0, 75.0]);
+        assert_eq!(spread(rs[..3].to_vec(), 4).len(), 3);
+    }
 }
