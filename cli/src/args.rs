@@ -133,19 +133,13 @@ impl MeasureArgs {
         // Warm is the operator's timing whole, not only the flush turned off.
         let warm = MeasureOptions::default();
         let base = if self.warm_cache { &warm } else { base };
-        let flush_cache = if self.flush_cache {
-            true
-        } else if self.warm_cache {
-            false
-        } else {
-            base.flush_cache
-        };
         MeasureOptions {
             number: self.number.unwrap_or(base.number),
             repeat: self.repeat.unwrap_or(base.repeat),
             min_repeat_ms: self.min_repeat_ms.unwrap_or(base.min_repeat_ms),
             warmup: self.warmup.unwrap_or(base.warmup),
-            flush_cache,
+            // The warm base never flushes, and --flush-cache conflicts with --warm-cache.
+            flush_cache: self.flush_cache || base.flush_cache,
             run_timeout_s: self.timeout_s.unwrap_or(base.run_timeout_s),
             noise_threshold: self.noise_threshold.unwrap_or(base.noise_threshold),
             ..base.clone()

@@ -16,6 +16,7 @@ use tunehub_onnx::builder::ModelBuilder;
 use tunehub_onnx::nets;
 use tunehub_proto::v1 as pb;
 use tunehub_server::records::SqlStore;
+use tunehub_tests::cli::{stdout_ok, tunehub};
 use tunehub_tests::{Server, TOKEN, binaries, code_of, quick, sqlite_path, wait_final};
 
 /// `tunehub submit MODEL --trials 2 ARGS...` against `server`; the job's id.
@@ -295,20 +296,19 @@ async fn a_models_tasks_are_timed_cold_unless_the_job_says_otherwise() {
         ),
     ] {
         let db = dir.path().join(name);
-        let out = Command::new(binaries::tunehub())
-            .arg("tune")
-            .arg(&model)
-            .args(["--trials", "1", "--noise-threshold", "0", "--db"])
-            .arg(&db)
-            .args(flags)
-            .env_remove("TUNEHUB_CONFIG")
-            .output()
-            .expect("tunehub runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (model, db) = (model.to_str().unwrap(), db.to_str().unwrap());
+        let mut args = vec![
+            "tune",
+            model,
+            "--trials",
+            "1",
+            "--noise-threshold",
+            "0",
+            "--db",
+            db,
+        ];
+        args.extend_from_slice(flags);
+        stdout_ok(&tunehub(&args));
         let repeats = repeats_in(&sqlite_path(dir.path(), name)).await;
         assert!(!repeats.is_empty(), "{name}");
         assert!(timed(&repeats, want), "{name}: {repeats:?}");
