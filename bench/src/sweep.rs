@@ -20,7 +20,7 @@
 //! file skips the shapes it holds (a sweep takes hours: it may be resumed).
 //!
 //! `tunehub-bench sweep [--seed 1] [--shapes 40] [--trials 200] [--peers ansor,metaschedule]
-//! [--results FILE] [--list]`
+//! [--results FILE] [--list] [--only TEXT]...`
 
 use crate::bandwidth::{Prober, Roofs};
 use crate::procs;
@@ -69,6 +69,10 @@ pub struct SweepArgs {
     /// Print the drawn shapes and exit.
     #[arg(long)]
     list: bool,
+    /// Only the drawn shapes whose spec contains this text (repeatable: any of them): a shape
+    /// measured again after a fix, into its own results file.
+    #[arg(long)]
+    only: Vec<String>,
 }
 
 /// Channel counts of real networks, most not multiples of 16.
@@ -180,7 +184,10 @@ fn has_weight(spec: &str) -> bool {
 }
 
 pub fn run(a: SweepArgs) -> Result<()> {
-    let list = shapes(a.seed, a.shapes)?;
+    let mut list = shapes(a.seed, a.shapes)?;
+    if !a.only.is_empty() {
+        list.retain(|s| a.only.iter().any(|o| s.contains(o.as_str())));
+    }
     if a.list {
         for s in &list {
             println!("{s}");

@@ -35,7 +35,7 @@ use crate::ir::ComputeDag;
 use crate::schedule::{Schedule, State, Step};
 use rand::Rng;
 use rfactor::rfactor;
-use row_tile::row_tile;
+use row_tile::{row_tile, row_tile_fused};
 use skip::skip;
 use steps::Gen;
 use tile::tile;
@@ -63,6 +63,9 @@ pub fn annotate<R: Rng>(
             StagePlan::Skip => skip(&mut g, dag, s, outputs.contains(&s), ctx, d)?,
             StagePlan::Rfactor => rfactor(&mut g, dag, s, outputs.contains(&s), ctx, d)?,
             StagePlan::RowTile => row_tile(&mut g, dag, s, ctx, d)?,
+            StagePlan::RowTileFused { consumer } => {
+                row_tile_fused(&mut g, dag, s, *consumer, ctx, d)?
+            }
         }
     }
     Ok((Schedule::new(g.steps), g.state))

@@ -29,6 +29,39 @@ fn fit_rows(rows: &mut [i64], cols: i64, lanes: i64) {
     }
 }
 
+/// The tile's rows and columns, each `[outer, inner]`: the columns at least one whole vector
+/// where the row is that wide, the whole row (one masked vector) where it is shorter, the rows
+/// as many as the register file holds beside them.
+fn row_and_col_tiles<R: Rng>(
+    d: &mut Decider<R>,
+    space: &[i64],
+    lanes: i64,
+) -> (Vec<i64>, Vec<i64>) {
+    let ns = space.len();
+    let mut cols = d.tile(space[ns - 1], 2);
+    whole_vectors(&mut cols, lanes);
+    at_least_one_vector(&mut cols, lanes);
+    if space[ns - 1] < lanes {
+        cols = vec![1, space[ns - 1]];
+    }
+    let mut rows = d.tile(space[ns - 2], 2);
+    fit_rows(&mut rows, cols[1], lanes);
+    (rows, cols)
+}
+
+/// The space extents of window reduction `s`, at least two.
+fn window_space(dag: &ComputeDag, s: usize) -> Result<Vec<i64>, String> {
+    let stage = &dag.stages[s];
+    let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
+    if space.len() < 2 {
+        return Err(format!(
+            "row tile of {}: two space axes expected",
+            stage.name
+        ));
+    }
+    Ok(space)
+}
+
 pub(super) fn row_tile<R: Rng>(
     g: &mut Gen,
     dag: &ComputeDag,
@@ -36,22 +69,9 @@ pub(super) fn row_tile<R: Rng>(
     ctx: &AnnotateContext,
     d: &mut Decider<R>,
 ) -> Result<(), String> {
-    let stage = &dag.stages[s];
-    let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
-    let (ns, nr) = (space.len(), stage.reduce_axes().len());
-    if ns < 2 {
-        return Err(format!(
-            "row tile of {}: two space axes expected",
-            stage.name
-        ));
-    }
-    let lanes = ctx.vector_lanes.max(1);
-    // Columns: at least one whole vector per tile row where the row is that wide.
-    let mut cols = d.tile(space[ns - 1], 2);
-    whole_vectors(&mut cols, lanes);
-    at_least_one_vector(&mut cols, lanes);
-    let mut rows = d.tile(space[ns - 2], 2);
-    fit_rows(&mut rows, cols[1], lanes);
+    let space = window_space(dag, s)?;
+    let (ns, nr) = (space.len(), dag.stages[s].reduce_axes().len());
+    let (rows, cols) = row_and_col_tiles(d, &space, ctx.vector_lanes.max(1));
     let t = g.cur[s];
     for (iter, len) in [(ns - 1, cols[1]), (ns - 2, rows[1])] {
         g.apply(Step::Split {
@@ -75,6 +95,67 @@ pub(super) fn row_tile<R: Rng>(
         .collect();
     let k = pick_parallel(d, &outer, ctx);
     parallel(g, t, k, &outer)?;
+    let last = g.leaves(t) - 1;
+    vectorize(g, t, last, cols[1])?;
+    pick_unroll(g, t, d)
+}
+
+/// The same tile computed at the column-tile loop of its elementwise consumer (an average
+/// pool's division): the consumer's loops are `outer.. ro xo | ri xi`, the window reduction's
+/// `window.. ri xi` over its tile's local buffer inside `xo`. One parallel region where the
+/// root form has two (a fork and join each, which on a 14x14 map cost as much as the pooling),
+/// and the running sums are read back from L1 where the root form writes the whole map out and
+/// reads it again.
+pub(super) fn row_tile_fused<R: Rng>(
+    g: &mut Gen,
+    dag: &ComputeDag,
+    s: usize,
+    consumer: usize,
+    ctx: &AnnotateContext,
+    d: &mut Decider<R>,
+) -> Result<(), String> {
+    let space = window_space(dag, s)?;
+    let (ns, nr) = (space.len(), dag.stages[s].reduce_axes().len());
+    let (rows, cols) = row_and_col_tiles(d, &space, ctx.vector_lanes.max(1));
+    let c = g.cur[consumer];
+    for (iter, len) in [(ns - 1, cols[1]), (ns - 2, rows[1])] {
+        g.apply(Step::Split {
+            stage: c,
+            iter,
+            extent: Some(space[iter]),
+            lengths: vec![len],
+            inner_to_outer: true,
+        })?;
+    }
+    // The consumer's leaves: outer.. ro ri xo xi; wanted: outer.. ro xo ri xi.
+    let (ro, ri, xo, xi) = (ns - 2, ns - 1, ns, ns + 1);
+    let order: Vec<usize> = (0..ns - 2).chain([ro, xo, ri, xi]).collect();
+    g.apply(Step::Reorder { stage: c, order })?;
+    let outer: Vec<i64> = space[..ns - 2]
+        .iter()
+        .copied()
+        .chain([rows[0], cols[0]])
+        .collect();
+    let k = pick_parallel(d, &outer, ctx);
+    parallel(g, c, k, &outer)?;
+    let fused = if k > 1 && outer[..k].iter().product::<i64>() >= 2 {
+        k - 1
+    } else {
+        0
+    };
+    let last = g.leaves(c) - 1;
+    vectorize(g, c, last, cols[1])?;
+    let t = g.cur[s];
+    g.apply(Step::ComputeAt {
+        stage: t,
+        target: c,
+        target_iter: ns - 1 - fused,
+    })?;
+    // Inside, over the tile's region: outer.. (extent 1) window.. ri xi.
+    let mut order: Vec<usize> = (0..ns - 2).collect();
+    order.extend(ns..ns + nr);
+    order.extend([ns - 2, ns - 1]);
+    g.apply(Step::Reorder { stage: t, order })?;
     let last = g.leaves(t) - 1;
     vectorize(g, t, last, cols[1])?;
     pick_unroll(g, t, d)
