@@ -62,6 +62,7 @@ mod soak;
 mod stalls;
 mod swarm;
 mod sweep;
+mod task_roofs;
 mod zero_shot;
 
 use anyhow::Result;
@@ -114,6 +115,9 @@ enum Cmd {
     /// Layer shapes no benchmark names, drawn with a seed from real networks' families, each
     /// tuned by tunehub, Ansor and MetaSchedule in the same run: ratios sorted worst first.
     Sweep(sweep::SweepArgs),
+    /// A model's tasks against their roofs, from the bests a database holds: those below half
+    /// their roof, and what the model's estimate would gain if each reached half.
+    TaskRoofs(task_roofs::TaskRoofsArgs),
 }
 
 /// The search allocates many small index expressions from several threads; see the workspace
@@ -146,6 +150,7 @@ fn main() -> Result<()> {
         Cmd::Range(a) => runtime()?.block_on(range::run(a)),
         Cmd::Soak(a) => runtime()?.block_on(soak::run(a)),
         Cmd::Sweep(a) => sweep::run(a),
+        Cmd::TaskRoofs(a) => runtime()?.block_on(task_roofs::run(a)),
     }
 }
 

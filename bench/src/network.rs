@@ -69,6 +69,10 @@ pub struct NetworkArgs {
     /// Where the report, the JSON and the SVG go.
     #[arg(long, default_value = "bench-out/network")]
     out: PathBuf,
+    /// The machine's FMA peak in GFLOP/s (`machine-check`): the report then lists the tasks
+    /// below half their roof and what the estimate would gain (`task_roofs`).
+    #[arg(long)]
+    fma_peak: Option<f64>,
 }
 
 pub async fn run(a: NetworkArgs) -> Result<()> {
@@ -251,6 +255,25 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
                 b.median_ms / peer
             ))
         );
+    }
+    if let Some(peak) = a.fma_peak {
+        let target = Target::detect().with_overrides(&TargetOverrides {
+            cores: a.cores,
+            ..TargetOverrides::default()
+        });
+        let prober = crate::bandwidth::Prober::new(&target)?;
+        let roofs = crate::bandwidth::Roofs::measure(&target, &prober)?;
+        let bests: Vec<crate::task_roofs::TaskBest> = list
+            .tasks
+            .iter()
+            .zip(&job.tasks)
+            .map(|(t, p)| crate::task_roofs::TaskBest {
+                task: t,
+                best_s: p.best_seconds,
+            })
+            .collect();
+        let rows = crate::task_roofs::rows(&bests, peak, !a.warm_cache, &roofs, &prober)?;
+        md.push_str(&crate::task_roofs::markdown(&rows, est.seconds * 1e3));
     }
     for s in &list.skipped {
         let _ = writeln!(md, "- skipped {} ({}): {}", s.node, s.op, s.reason);
