@@ -11,10 +11,11 @@
 //! A tile qualifies when the nest from the band's outermost loop down to the store is perfect
 //! (one statement per body), the innermost loop is the vectorized one (a last, or only, partial
 //! vector is loaded and stored under a mask, [`groups`]), the store is a sum, max or min whose
-//! index walks the vector loop contiguously, and the value needs nothing but `+`, `-`, `*`, `/`, negation, selects on lane-invariant conditions, and loads: contiguous,
-//! lane-invariant, at a stride of 2 along the lanes (two vector loads and a shuffle of their
-//! even lanes, where a plain loop gathers), or under a condition that is a range of the lane
-//! (inlined padding, loaded under a mask: see `peel`). Anything else keeps the plain emission.
+//! index walks the vector loop contiguously, and the value needs nothing but `+`, `-`, `*`,
+//! `/`, negation, selects on lane-invariant conditions, and loads: contiguous, lane-invariant,
+//! at a stride of 2 along the lanes (two vector loads and a shuffle of their even lanes, where
+//! a plain loop gathers), or under a condition that is a range of the lane (inlined padding,
+//! loaded under a mask: see `peel`). Anything else keeps the plain emission.
 
 use super::lanes::{cond_uses, lane_coef, uses};
 use super::peel::lane_range;

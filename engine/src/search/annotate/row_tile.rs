@@ -49,6 +49,33 @@ fn row_and_col_tiles<R: Rng>(
     (rows, cols)
 }
 
+/// Splits the rows and columns of stage `t` (space extents `space`) into the tile's, columns
+/// first so that the rows' position stays put: its leaves become `outer.. ro ri xo xi` and
+/// whatever followed. Returns the outer loops' extents (`outer.. ro xo`), parallel candidates.
+fn split_rows_and_cols(
+    g: &mut Gen,
+    t: usize,
+    space: &[i64],
+    rows: &[i64],
+    cols: &[i64],
+) -> Result<Vec<i64>, String> {
+    let ns = space.len();
+    for (iter, len) in [(ns - 1, cols[1]), (ns - 2, rows[1])] {
+        g.apply(Step::Split {
+            stage: t,
+            iter,
+            extent: Some(space[iter]),
+            lengths: vec![len],
+            inner_to_outer: true,
+        })?;
+    }
+    Ok(space[..ns - 2]
+        .iter()
+        .copied()
+        .chain([rows[0], cols[0]])
+        .collect())
+}
+
 /// The space extents of window reduction `s`, at least two.
 fn window_space(dag: &ComputeDag, s: usize) -> Result<Vec<i64>, String> {
     let stage = &dag.stages[s];
@@ -73,26 +100,13 @@ pub(super) fn row_tile<R: Rng>(
     let (ns, nr) = (space.len(), dag.stages[s].reduce_axes().len());
     let (rows, cols) = row_and_col_tiles(d, &space, ctx.vector_lanes.max(1));
     let t = g.cur[s];
-    for (iter, len) in [(ns - 1, cols[1]), (ns - 2, rows[1])] {
-        g.apply(Step::Split {
-            stage: t,
-            iter,
-            extent: Some(space[iter]),
-            lengths: vec![len],
-            inner_to_outer: true,
-        })?;
-    }
+    let outer = split_rows_and_cols(g, t, &space, &rows, &cols)?;
     // Leaves: outer.. ro ri xo xi window..; wanted: outer.. ro xo window.. ri xi.
     let (ro, ri, xo, xi) = (ns - 2, ns - 1, ns, ns + 1);
     let mut order: Vec<usize> = (0..ns - 2).chain([ro, xo]).collect();
     order.extend((0..nr).map(|b| ns + 2 + b));
     order.extend([ri, xi]);
     g.apply(Step::Reorder { stage: t, order })?;
-    let outer: Vec<i64> = space[..ns - 2]
-        .iter()
-        .copied()
-        .chain([rows[0], cols[0]])
-        .collect();
     let k = pick_parallel(d, &outer, ctx);
     parallel(g, t, k, &outer)?;
     let last = g.leaves(t) - 1;
@@ -118,31 +132,13 @@ pub(super) fn row_tile_fused<R: Rng>(
     let (ns, nr) = (space.len(), dag.stages[s].reduce_axes().len());
     let (rows, cols) = row_and_col_tiles(d, &space, ctx.vector_lanes.max(1));
     let c = g.cur[consumer];
-    for (iter, len) in [(ns - 1, cols[1]), (ns - 2, rows[1])] {
-        g.apply(Step::Split {
-            stage: c,
-            iter,
-            extent: Some(space[iter]),
-            lengths: vec![len],
-            inner_to_outer: true,
-        })?;
-    }
+    let outer = split_rows_and_cols(g, c, &space, &rows, &cols)?;
     // The consumer's leaves: outer.. ro ri xo xi; wanted: outer.. ro xo ri xi.
     let (ro, ri, xo, xi) = (ns - 2, ns - 1, ns, ns + 1);
     let order: Vec<usize> = (0..ns - 2).chain([ro, xo, ri, xi]).collect();
     g.apply(Step::Reorder { stage: c, order })?;
-    let outer: Vec<i64> = space[..ns - 2]
-        .iter()
-        .copied()
-        .chain([rows[0], cols[0]])
-        .collect();
     let k = pick_parallel(d, &outer, ctx);
-    parallel(g, c, k, &outer)?;
-    let fused = if k > 1 && outer[..k].iter().product::<i64>() >= 2 {
-        k - 1
-    } else {
-        0
-    };
+    let fused = parallel(g, c, k, &outer)?;
     let last = g.leaves(c) - 1;
     vectorize(g, c, last, cols[1])?;
     let t = g.cur[s];

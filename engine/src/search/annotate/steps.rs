@@ -145,10 +145,12 @@ pub(super) fn vectorize(g: &mut Gen, t: usize, k: usize, extent: i64) -> Result<
     Ok(())
 }
 
-/// Fuses the first `k` loops of `t` and marks the result parallel (when it has work to share).
-pub(super) fn parallel(g: &mut Gen, t: usize, k: usize, extents: &[i64]) -> Result<(), String> {
+/// Fuses the first `k` loops of `t` and marks the result parallel (when it has work to share);
+/// returns how many loops the fuse removed (`k - 1`, or 0), so that a caller can find a loop
+/// further in.
+pub(super) fn parallel(g: &mut Gen, t: usize, k: usize, extents: &[i64]) -> Result<usize, String> {
     if k == 0 || extents[..k].iter().product::<i64>() < 2 {
-        return Ok(());
+        return Ok(0);
     }
     if k > 1 {
         g.apply(Step::Fuse {
@@ -160,7 +162,8 @@ pub(super) fn parallel(g: &mut Gen, t: usize, k: usize, extents: &[i64]) -> Resu
         stage: t,
         iter: 0,
         ann: Annotation::Parallel,
-    })
+    })?;
+    Ok(k - 1)
 }
 
 /// Splits axis loops `0..lens.len()` of `t` (one loop per axis, in axis order) into the given

@@ -163,12 +163,7 @@ pub(super) fn tile<R: Rng>(
         .chain((0..ns).filter(|_| level == 2).map(|a| p[a][1]))
         .collect();
     let k = pick_parallel(d, &outer, ctx);
-    parallel(g, c, k, &outer)?;
-    let fused = if k > 1 && outer[..k].iter().product::<i64>() >= 2 {
-        k - 1
-    } else {
-        0
-    };
+    let fused = parallel(g, c, k, &outer)?;
     let last = g.leaves(c) - 1;
     let rest_last = lens[ns - 1].last().copied().unwrap_or(1);
     vectorize(g, c, last, rest_last)?;
