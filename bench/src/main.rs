@@ -47,7 +47,9 @@ mod compare;
 mod cprobe;
 mod dashboard;
 mod dispatch;
+mod dotroof;
 mod finalists;
+mod int8;
 mod mathroof;
 mod network;
 mod plot;
@@ -118,6 +120,9 @@ enum Cmd {
     /// A model's tasks against their roofs, from the bests a database holds: those below half
     /// their roof, and what the model's estimate would gain if each reached half.
     TaskRoofs(task_roofs::TaskRoofsArgs),
+    /// Integer kernels (dtype=u8i8, i8i8) against the int8 dot-product roof, the same shapes in
+    /// f32, and Ansor's int8 in the same run.
+    Int8(int8::Int8Args),
 }
 
 /// The search allocates many small index expressions from several threads; see the workspace
@@ -138,6 +143,7 @@ fn main() -> Result<()> {
         .init();
     match Cli::parse().cmd {
         Cmd::Search(a) => search::run(a),
+        Cmd::Int8(a) => int8::run(a),
         Cmd::Compare(a) => compare::run(a),
         Cmd::Remeasure(a) => remeasure::run(a),
         Cmd::MeasureSettings(a) => settings::run(a),

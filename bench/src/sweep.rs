@@ -273,22 +273,27 @@ pub fn run(a: SweepArgs) -> Result<()> {
 /// The slowest best of tunehub over `--tune-seeds`, in ms.
 fn worst_tunehub(bin: &Path, spec: &str, a: &SweepArgs) -> Result<f64> {
     let mut worst: f64 = 0.0;
-    for seed in &a.tune_seeds {
-        let dir = tempfile::tempdir()?;
-        let db = dir.path().join("sweep.db");
-        let out = Command::new(bin)
-            .args(["tune", spec, "--trials", &a.trials.to_string()])
-            .args(["--seed", &seed.to_string(), "--json", "--db"])
-            .arg(&db)
-            .output()
-            .with_context(|| format!("tunehub tune {spec}"))?;
-        let v = last_json(&out).with_context(|| format!("tunehub tune {spec}"))?;
-        let ms = v["best"]["mean_ms"]
-            .as_f64()
-            .with_context(|| format!("tunehub tune {spec}: no best in {v}"))?;
-        worst = worst.max(ms);
+    for &seed in &a.tune_seeds {
+        worst = worst.max(tunehub_best_ms(bin, spec, a.trials, seed)?);
     }
     Ok(worst)
+}
+
+/// `tunehub tune SPEC --trials N --seed S` with the CLI's defaults on a fresh database: its
+/// best record's mean, in ms.
+pub(crate) fn tunehub_best_ms(bin: &Path, spec: &str, trials: u32, seed: u64) -> Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let db = dir.path().join("sweep.db");
+    let out = Command::new(bin)
+        .args(["tune", spec, "--trials", &trials.to_string()])
+        .args(["--seed", &seed.to_string(), "--json", "--db"])
+        .arg(&db)
+        .output()
+        .with_context(|| format!("tunehub tune {spec}"))?;
+    let v = last_json(&out).with_context(|| format!("tunehub tune {spec}"))?;
+    v["best"]["mean_ms"]
+        .as_f64()
+        .with_context(|| format!("tunehub tune {spec}: no best in {v}"))
 }
 
 /// A peer's tuned best on `spec`, in ms (the last line of its output is one JSON object).
@@ -311,7 +316,7 @@ fn run_peer(peer: &str, spec: &str, a: &SweepArgs) -> Result<f64> {
 
 /// The last line of a tool's output that is one JSON object (tunehub's `--json` and the peers
 /// both end with their result), or an error with the end of what it wrote on stderr.
-fn last_json(out: &std::process::Output) -> Result<Value> {
+pub(crate) fn last_json(out: &std::process::Output) -> Result<Value> {
     let text = String::from_utf8_lossy(&out.stdout);
     if let Some(v) = text
         .lines()

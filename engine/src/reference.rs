@@ -14,12 +14,16 @@ struct FlatLoad {
 }
 
 /// Outputs of the DAG (in `ComputeDag::outputs()` order) on the deterministic inputs of
-/// [`data::input_value`], rounded to f32.
-pub fn outputs(dag: &ComputeDag) -> Vec<Vec<f32>> {
+/// [`data::input_typed`], as the kernel stores them: f32 outputs rounded to f32, integer ones
+/// exact (their values are integers far inside f64's 2^53).
+pub fn outputs(dag: &ComputeDag) -> Vec<Vec<f64>> {
     let vals = evaluate(dag);
     dag.outputs()
         .into_iter()
-        .map(|o| vals[o].iter().map(|&v| v as f32).collect())
+        .map(|o| match dag.stages[o].dtype {
+            d if d.is_int() => vals[o].clone(),
+            _ => vals[o].iter().map(|&v| f64::from(v as f32)).collect(),
+        })
         .collect()
 }
 
@@ -37,9 +41,8 @@ fn evaluate_rows(dag: &ComputeDag, row_len: usize) -> Vec<Vec<f64>> {
         match &s.kind {
             StageKind::Placeholder => {
                 vals.push(
-                    data::input_tensor(ordinal, n)
-                        .into_iter()
-                        .map(f64::from)
+                    (0..n as u32)
+                        .map(|i| data::input_typed(ordinal, i, s.dtype))
                         .collect(),
                 );
                 ordinal += 1;
@@ -343,7 +346,26 @@ mod tests {
                 let want: f64 = (0..k as usize)
                     .map(|r| f64::from(a[i * k as usize + r]) * f64::from(b[r * n as usize + j]))
                     .sum();
-                assert!((f64::from(out[0][i * n as usize + j]) - want).abs() < 1e-6);
+                assert!((out[0][i * n as usize + j] - want).abs() < 1e-6);
+            }
+        }
+    }
+
+    /// The integer forms read integer inputs and sum exactly: a direct loop in i64.
+    #[test]
+    fn integer_matmul_is_exact() {
+        use crate::ir::DType;
+        let (m, n, k) = (5i64, 7i64, 300i64);
+        for (dt, a_t) in [("u8i8", DType::U8), ("i8i8", DType::I8)] {
+            let spec = format!("matmul(m={m},n={n},k={k},dtype={dt})");
+            let out = outputs(&ops::OpSpec::parse(&spec).unwrap().dag().unwrap());
+            let a = |i: i64| data::input_typed(0, i as u32, a_t) as i64;
+            let b = |i: i64| data::input_typed(1, i as u32, DType::I8) as i64;
+            for i in 0..m {
+                for j in 0..n {
+                    let want: i64 = (0..k).map(|r| a(i * k + r) * b(r * n + j)).sum();
+                    assert_eq!(out[0][(i * n + j) as usize], want as f64, "{spec}");
+                }
             }
         }
     }
@@ -380,7 +402,7 @@ mod tests {
     fn softmax_rows_sum_to_one() {
         let out = outputs(&ops::softmax(3, 17).unwrap());
         for row in out[0].chunks(17) {
-            let s: f32 = row.iter().sum();
+            let s: f64 = row.iter().sum();
             assert!((s - 1.0).abs() < 1e-5, "row sums to {s}");
         }
     }
@@ -395,6 +417,6 @@ mod tests {
         let want = [x[0], x[1], x[4], x[5]]
             .into_iter()
             .fold(f32::NEG_INFINITY, f32::max);
-        assert_eq!(out[0][0], want);
+        assert_eq!(out[0][0], f64::from(want));
     }
 }

@@ -138,6 +138,18 @@ impl Target {
         self.vector_bits() / 32
     }
 
+    /// Whether the code generator writes an 8-bit dot product (4 byte products summed into
+    /// each i32 lane) for this target at its vector width: AVX-512 VNNI on 512-bit vectors,
+    /// AVX-VNNI on 256-bit ones, the dot-product extension on aarch64 (see `codegen::dot`).
+    pub fn has_int8_dot(&self) -> bool {
+        match (self.arch.as_str(), self.vector_bits()) {
+            ("x86_64", 512) => self.has_feature("avx512vnni"),
+            ("x86_64", 256) => self.has_feature("avxvnni"),
+            ("aarch64", 128) => self.has_feature("dotprod"),
+            _ => false,
+        }
+    }
+
     /// The last-level cache in bytes, or 32 MiB when unknown (a typical server L3).
     pub fn last_level_cache_bytes(&self) -> u64 {
         self.cache_bytes.last().copied().unwrap_or(32 << 20)
@@ -241,16 +253,25 @@ impl Target {
         // for GNU C; explicit so that a `-std=c11` among the user's flags keeps it (NEON's
         // fused multiply-add is the matmul's inner instruction).
         if self.arch == "aarch64" {
-            if self.has_feature("sve") && !self.march.contains("sve") && self.march != "native" {
-                let base = if self.march.is_empty() {
-                    "armv8-a"
-                } else {
-                    &self.march
-                };
+            // Likewise the dot-product extension the integer kernels' dot tiles use, on ARMv8.2
+            // at least: arm_neon.h defines its intrinsics for armv8.2-a+dotprod, which GCC
+            // does not inline into a function built for armv8-a+dotprod.
+            let mut march = self.march.clone();
+            for ext in ["dotprod", "sve"] {
+                if self.has_feature(ext) && !march.contains(ext) && self.march != "native" {
+                    let base = match march.as_str() {
+                        "" | "armv8-a" if ext == "dotprod" => "armv8.2-a",
+                        "" => "armv8-a",
+                        m => m,
+                    };
+                    march = format!("{base}+{ext}");
+                }
+            }
+            if march != self.march {
                 if let Some(m) = f.iter_mut().find(|x| x.starts_with("-march=")) {
-                    *m = format!("-march={base}+sve");
+                    *m = format!("-march={march}");
                 } else {
-                    f.push(format!("-march={base}+sve"));
+                    f.push(format!("-march={march}"));
                 }
             }
             f.push("-ffp-contract=fast".to_string());
@@ -313,6 +334,7 @@ fn host_features(_cpuinfo: &str) -> Vec<String> {
         "avx512dq",
         "avx512vl",
         "avx512vnni",
+        "avxvnni",
         "avx512bf16",
         "avx512fp16"
     );

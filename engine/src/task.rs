@@ -38,7 +38,7 @@ pub struct Task {
     /// constant weights, packed once outside the timed kernel (Ansor's layout-free
     /// placeholders). Schedules are unaffected; lowering packs what it can.
     pub layout_free: Vec<usize>,
-    reference: OnceLock<Arc<Vec<Vec<f32>>>>,
+    reference: OnceLock<Arc<Vec<Vec<f64>>>>,
 }
 
 impl Task {
@@ -105,7 +105,7 @@ impl Task {
     }
 
     /// Outputs of the reference implementation, computed on first use.
-    pub fn reference(&self) -> Arc<Vec<Vec<f32>>> {
+    pub fn reference(&self) -> Arc<Vec<Vec<f64>>> {
         self.reference
             .get_or_init(|| Arc::new(reference::outputs(&self.dag)))
             .clone()

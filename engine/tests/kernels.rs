@@ -944,10 +944,7 @@ fn sketch_schedules(
     use tunehub_engine::search::annotate::{AnnotateContext, Decider, annotate};
     use tunehub_engine::search::sketch::{cpu_rules, generate};
     let target = Target::detect();
-    let ctx = AnnotateContext {
-        cores: target.cores.max(1) as i64,
-        vector_lanes: i64::from(target.vector_lanes_f32()),
-    };
+    let ctx = AnnotateContext::for_target(&target);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let mut out = vec![];
     for sk in generate(dag, &cpu_rules()) {
@@ -1094,7 +1091,7 @@ fn row_steps_run_reduction_partials_of_several_rows_together_and_match_the_refer
     // the rows may be stepped, whatever this machine's cores.
     let ctx = AnnotateContext {
         cores: 2,
-        vector_lanes: i64::from(target.vector_lanes_f32()),
+        ..AnnotateContext::for_target(&target)
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
     let mut stepped = vec![];

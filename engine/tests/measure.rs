@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use tunehub_engine::data::input_tensor;
+use tunehub_engine::ir::DType;
 use tunehub_engine::measure::{
     ArgSpec, BuildInput, Builder, ErrorCode, LocalBuilder, LocalRunner, MeasureOptions,
     MeasureResult, RunInput, Runner, measure_batch,
@@ -34,14 +35,15 @@ fn args() -> Vec<ArgSpec> {
         shape: vec![N as i64],
         stage,
         is_output,
+        dtype: DType::F32,
         packed_len: None,
     };
     vec![a("A", 0, false), a("B", 1, false), a("C", 2, true)]
 }
 
-fn expected() -> Vec<Vec<f32>> {
+fn expected() -> Vec<Vec<f64>> {
     let (a, b) = (input_tensor(0, N), input_tensor(1, N));
-    vec![a.iter().zip(&b).map(|(x, y)| x + y).collect()]
+    vec![a.iter().zip(&b).map(|(x, y)| f64::from(x + y)).collect()]
 }
 
 /// A vector-add kernel whose loop body is `body` (over `i`, bound `n`).
@@ -126,6 +128,7 @@ fn several_outputs_are_checked_in_argument_order() {
         shape: vec![n],
         stage,
         is_output,
+        dtype: DType::F32,
         packed_len: None,
     };
     let args = vec![
@@ -134,8 +137,8 @@ fn several_outputs_are_checked_in_argument_order() {
         spec("D", 4, 2, true),
     ];
     let x = input_tensor(0, 8);
-    let sum: Vec<f32> = x.iter().map(|v| v + 1.0).collect();
-    let dbl: Vec<f32> = x[..4].iter().map(|v| v * 2.0).collect();
+    let sum: Vec<f64> = x.iter().map(|v| f64::from(v + 1.0)).collect();
+    let dbl: Vec<f64> = x[..4].iter().map(|v| f64::from(v * 2.0)).collect();
     let src = "void tunehub_kernel(const float* restrict X, float* restrict S, float* restrict D) {\n\
                for (int i = 0; i < 8; i++) S[i] = X[i] + 1.0f;\n\
                for (int i = 0; i < 4; i++) D[i] = X[i] * 2.0f;\n}\n";
@@ -341,7 +344,7 @@ fn a_batch_carries_on_past_bad_kernels() {
         kernel(N, "C[i] = A[i] + ;"),
         good(),
     ];
-    let inputs: Vec<(BuildInput, &[Vec<f32>])> = srcs
+    let inputs: Vec<(BuildInput, &[Vec<f64>])> = srcs
         .into_iter()
         .map(|s| (input(s), exp.as_slice()))
         .collect();

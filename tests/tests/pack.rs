@@ -243,6 +243,7 @@ async fn a_pack_builds_into_a_library_whose_kernels_match_the_reference() {
             .map(|&o| dag.stages[o].name.clone())
             .collect();
         for (name, want) in names.into_iter().zip(outs) {
+            let want: Vec<f32> = want.into_iter().map(|v| v as f32).collect();
             expected.push((format!("k{i}_{name}.out"), want));
         }
     }

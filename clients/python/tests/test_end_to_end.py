@@ -175,3 +175,24 @@ def test_submit_forms(client):
         client.submit(["C[i] = A[i] * 2.0 where i<"], trials=1)
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert tunehub.pb.TaskSpec(workload=op(PLAIN), trials=1).workload.op_spec == PLAIN
+
+
+def test_an_integer_kernel_matches_numpy_exactly(client):
+    """A `dtype=u8i8` matmul tuned and called as a quantized model's layer: uint8 data, int8
+    weights (packed), int32 out, equal to numpy's integer product at the types' extremes."""
+    spec = "matmul(8,32,16,dtype=u8i8)"
+    job = client.submit([spec], trials=4, measure=QUICK, batch_size=4, seed=3)
+    assert client.wait(job, timeout=300).state == pb.JOB_STATE_DONE
+    k = client.best(spec).kernel
+    assert [a.dtype for a in k.args] == ["uint8", "int8", "int32"]
+    f = kernel.build(k)
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 256, size=(8, 16)).astype(np.uint8)
+    b = rng.integers(-128, 128, size=(16, 32)).astype(np.int8)
+    a[0, :], b[:, 0] = 255, -128
+    want = a.astype(np.int32) @ b.astype(np.int32)
+    got = f(a, b)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError, match="uint8"):
+        f(a.astype(np.float32), b)

@@ -9,7 +9,8 @@ library, libm), then loaded with ctypes.
 Calling convention of the returned `CompiledKernel`:
 
 * positional arguments: one numpy array per input and weight of `kernel.args`, in their order
-  (outputs left out); each must be float32 with exactly the argument's shape;
+  (outputs left out); each must have the argument's dtype (float32, or uint8, int8 and int32 for
+  an integer kernel) and exactly its shape;
 * outputs: allocated (64-byte aligned) and returned, one array, or a tuple when the kernel has
   several; or passed as `out=` (an array, or a sequence of arrays in order), filled in place
   and returned;
@@ -42,7 +43,14 @@ from .errors import KernelBuildError
 
 __all__ = ["build", "CompiledKernel", "PackedWeight", "aligned_empty"]
 
-_DTYPES: dict[str, type[np.float32]] = {"float32": np.float32}
+# numpy's names, as KernelArg.dtype spells them: float32, and the integer kernels' types
+# (`dtype=u8i8` / `i8i8` op specs: 8-bit data and weights, int32 bias and result).
+_DTYPES: dict[str, Any] = {
+    "float32": np.float32,
+    "uint8": np.uint8,
+    "int8": np.int8,
+    "int32": np.int32,
+}
 # A numpy array of any dtype (checked when called).
 Array = npt.NDArray[Any]
 
@@ -66,8 +74,8 @@ def build(kernel: pb.Kernel, cc: str | None = None) -> CompiledKernel:
 
     `cc`: the compiler command to use instead of `kernel.compiler` (e.g. "clang"); either may
     carry arguments ("ccache gcc"). Raises `KernelBuildError` when the compiler fails, and
-    ValueError for a Kernel this module cannot call (no symbol, a dtype or layout other than
-    dense float32)."""
+    ValueError for a Kernel this module cannot call (no symbol, a dtype other than float32,
+    uint8, int8 or int32, a layout other than dense)."""
     if not kernel.symbol or not kernel.source:
         raise ValueError("the Kernel has no symbol or source (was it asked with omit_kernel?)")
     for a in kernel.args:
@@ -250,10 +258,12 @@ class CompiledKernel:
         return fn
 
 
-def _arg_dtype(arg: pb.KernelArg) -> type[np.float32]:
+def _arg_dtype(arg: pb.KernelArg) -> Any:
     dtype = arg.dtype or "float32"
     if dtype not in _DTYPES:
-        raise ValueError(f"argument {arg.name}: dtype {dtype!r} is not supported (float32 only)")
+        raise ValueError(
+            f"argument {arg.name}: dtype {dtype!r} is not supported ({', '.join(_DTYPES)})"
+        )
     return _DTYPES[dtype]
 
 

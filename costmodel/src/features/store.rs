@@ -9,8 +9,10 @@ use std::borrow::Cow;
 use tunehub_engine::ir::{BinaryOp, ReduceOp};
 use tunehub_engine::lower::{Atom, Buffer, Lin, LoopKind, VExpr, Var};
 
-/// Every tensor of the engine is f32.
-const ELEM_BYTES: f64 = 4.0;
+/// Bytes of one element of buffer `b`: 4 for f32 and i32, 1 for the 8-bit types.
+fn elem_bytes(bufs: &[Buffer], b: usize) -> f64 {
+    bufs[b].dtype.bytes() as f64
+}
 
 const CACHE_LINE_BYTES: f64 = 64.0;
 
@@ -76,6 +78,20 @@ impl<'a> Walker<'a> {
             + c[F_CMP]
             + c[F_MATH]
             + c[F_OTHER];
+        // An integer stage's arithmetic is integer: its value's operations move to the
+        // integer slots (where its index arithmetic already is), as Ansor counts them; the
+        // intensity above counts them as a float stage's.
+        if bufs[buf].dtype.is_int() {
+            for (f, i) in [
+                (F_MAD, I_MAD),
+                (F_ADDSUB, I_ADDSUB),
+                (F_MUL, I_MUL),
+                (F_MINMAX, I_MINMAX),
+                (F_CMP, I_CMP),
+            ] {
+                c[i] += std::mem::take(&mut c[f]);
+            }
+        }
         for (i, x) in c.iter().enumerate() {
             v[COMPUTE + i] = (x * outer_prod) as f32;
         }
@@ -189,9 +205,17 @@ impl<'a> Walker<'a> {
         }
         // Bytes touched by all buffers under each level, for reuse distances and intensity.
         let level_bytes: Vec<f64> = (0..=n)
-            .map(|lvl| groups.iter().map(|g| g.unique[lvl]).sum::<f64>() * ELEM_BYTES)
+            .map(|lvl| {
+                groups
+                    .iter()
+                    .map(|g| g.unique[lvl] * elem_bytes(bufs, g.buf))
+                    .sum::<f64>()
+            })
             .collect();
-        let iter_bytes: f64 = groups.iter().map(|g| g.count as f64).sum::<f64>() * ELEM_BYTES;
+        let iter_bytes: f64 = groups
+            .iter()
+            .map(|g| g.count as f64 * elem_bytes(bufs, g.buf))
+            .sum();
 
         let mut rows: Vec<(f64, usize, [f64; PER_BUFFER])> = groups
             .iter()
@@ -245,7 +269,7 @@ impl<'a> Walker<'a> {
         // Group 5.
         if let Some(&(_, around)) = self.allocs.iter().rev().find(|(b, _)| *b == buf) {
             let elems = bufs[buf].elems() as f64;
-            v[ALLOC] = (elems * ELEM_BYTES) as f32;
+            v[ALLOC] = (elems * elem_bytes(bufs, buf)) as f32;
             v[ALLOC + 1] = (elems * around) as f32;
             v[ALLOC + 2] = around as f32;
             v[ALLOC + 3] = (outer_prod / around) as f32;
@@ -307,8 +331,9 @@ impl<'a> Walker<'a> {
         };
         r[acc] = 1.0;
         let count = g.count as f64;
-        r[B_BYTES] = count * outer_prod * ELEM_BYTES;
-        r[B_UNIQUE_BYTES] = g.unique[0] * ELEM_BYTES;
+        let elem = elem_bytes(&self.func.buffers, g.buf);
+        r[B_BYTES] = count * outer_prod * elem;
+        r[B_UNIQUE_BYTES] = g.unique[0] * elem;
 
         // Stride: innermost loop that changes the index; the loops inside it repeat the same
         // element, so they do not add cache lines.
@@ -332,12 +357,12 @@ impl<'a> Walker<'a> {
         }
         r[B_STRIDE] = stride;
         r[B_LINES] = (count * outer_prod / reduce_ratio
-            * (stride * ELEM_BYTES / CACHE_LINE_BYTES).min(1.0))
+            * (stride * elem / CACHE_LINE_BYTES).min(1.0))
         .max(1.0);
         let per_line = if stride > 0.0 {
-            (CACHE_LINE_BYTES / (ELEM_BYTES * stride.max(1.0))).max(1.0)
+            (CACHE_LINE_BYTES / (elem * stride.max(1.0))).max(1.0)
         } else {
-            CACHE_LINE_BYTES / ELEM_BYTES
+            CACHE_LINE_BYTES / elem
         };
         r[B_UNIQUE_LINES] = (g.unique[0] / per_line).ceil().max(1.0);
 

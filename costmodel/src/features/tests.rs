@@ -150,6 +150,33 @@ fn naive_matmul_counts_and_accesses() {
     assert_eq!(update(&scaled).values[STORE], 1.0, "flags stay raw");
 }
 
+/// The integer form of the same program: its multiply-adds are integer ones, and its 8-bit
+/// inputs a quarter of the bytes (the accumulator stays 4).
+#[test]
+fn integer_matmul_counts_integer_operations_and_bytes() {
+    use super::layout::I_MAD;
+    let dag = ops::OpSpec::parse("matmul(64,64,64,dtype=u8i8,layout_free=none)")
+        .unwrap()
+        .dag()
+        .unwrap();
+    let raw = extract_raw(&lowered(&dag, &Schedule::default()));
+    let up = update(&raw);
+    assert_eq!(up.values[COMPUTE + F_MAD], 0.0);
+    let f32_form = extract_raw(&lowered(
+        &ops::matmul(64, 64, 64).unwrap(),
+        &Schedule::default(),
+    ));
+    let f = update(&f32_form);
+    // The index arithmetic's mads are in the integer slot in both; the product's move there.
+    assert_eq!(
+        up.values[COMPUTE + I_MAD],
+        f.values[COMPUTE + I_MAD] + 262_144.0
+    );
+    assert_eq!(buf_feature(up, "A", "bytes"), 262_144.0);
+    assert_eq!(buf_feature(up, "A", "unique_bytes"), 4096.0);
+    assert_eq!(buf_feature(up, "C", "unique_bytes"), 4096.0 * 4.0);
+}
+
 #[test]
 fn vectorize_and_parallel_annotations() {
     let dag = ops::matmul(64, 64, 64).unwrap();

@@ -1,5 +1,6 @@
 //! The kernel's arguments: what the code generator's signature takes and the harness fills.
 
+use crate::ir::DType;
 use serde::{Deserialize, Serialize};
 
 /// One kernel argument: a tensor of the DAG passed by pointer, in signature order.
@@ -11,6 +12,9 @@ pub struct ArgSpec {
     /// are filled with `data::input_value(stage, flat index)`, as the reference's are.
     pub stage: usize,
     pub is_output: bool,
+    /// The element type (f32 unless said, as in records written before integer kernels).
+    #[serde(default = "f32", skip_serializing_if = "is_f32")]
+    pub dtype: DType,
     /// For a layout-free input the kernel reads packed: the packed buffer's elements. The
     /// harness fills the tensor of `shape` as usual, then packs it once, before anything is
     /// run, with the kernel source's `tunehub_pack_<argument position>(src, dst)`.
@@ -18,8 +22,22 @@ pub struct ArgSpec {
     pub packed_len: Option<i64>,
 }
 
+fn f32() -> DType {
+    DType::F32
+}
+
+fn is_f32(d: &DType) -> bool {
+    *d == DType::F32
+}
+
 impl ArgSpec {
     pub fn num_elements(&self) -> i64 {
         self.shape.iter().product()
+    }
+
+    /// The C parameter type: `const T* restrict` for an input, `T* restrict` for an output.
+    pub fn c_param(&self) -> String {
+        let cq = if self.is_output { "" } else { "const " };
+        format!("{cq}{}* restrict", self.dtype.c_name())
     }
 }

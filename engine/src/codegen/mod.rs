@@ -14,13 +14,15 @@
 //! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `window`
 //! (stride-2 window tiles whose columns share their loads: pooling, depthwise convolution),
 //! `vreduce` (which loops reduce into one element), `hreduce` (those loops in vectors and a
-//! horizontal tree), `names` (C identifiers), `args` (the kernel's arguments).
+//! horizontal tree), `dot` (integer sums of 8-bit products in dot-product instructions),
+//! `names` (C identifiers), `args` (the kernel's arguments).
 //!
 //! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
 //! thread count comes from, never in the loops.
 
 mod args;
+mod dot;
 mod hreduce;
 mod lanes;
 mod masked;
@@ -36,7 +38,7 @@ pub use args::ArgSpec;
 pub use regtile::max_tile_vectors;
 pub use writer::float_literal;
 
-use crate::ir::ComputeDag;
+use crate::ir::{ComputeDag, DType};
 use crate::lower::{LowerOptions, LoweredFunc, PackedInput, Scope, lower_with};
 use crate::schedule::{Schedule, ScheduleError};
 use crate::target::Target;
@@ -170,7 +172,21 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
     } else {
         16
     };
-    let tiles = register_tiles(&func.body, lanes, regtile::max_tile_vectors(registers));
+    // The vector forms (register tiles and their relatives, vector reductions) are written for
+    // f32; a kernel with an integer tensor is plain C with `omp simd` (see `writer`'s typed
+    // values) until the integer tiles come.
+    let vectors = func.buffers.iter().all(|b| b.dtype == DType::F32);
+    let tiles = if vectors {
+        register_tiles(&func.body, lanes, regtile::max_tile_vectors(registers))
+    } else {
+        HashMap::new()
+    };
+    // Integer sums of 8-bit products, where the target has a dot-product instruction.
+    let dot_instruction = dot::Instruction::of(target).filter(|_| !vectors);
+    let dots = match dot_instruction {
+        Some(_) => dot::dot_tiles(func, lanes, regtile::max_tile_vectors(registers)),
+        None => HashMap::new(),
+    };
     let shares = tiles
         .iter()
         .filter_map(|(&k, t)| window::plan(t, lanes, registers).map(|w| (k, w)))
@@ -191,16 +207,23 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
             Linkage::Harness => target.cores.max(1).to_string(),
             Linkage::Named(_) => threads_var.clone(),
         },
-        bases: accumulator_bases(&func.body, &tiles),
+        bases: accumulator_bases(
+            &func.body,
+            &tiles.keys().chain(dots.keys()).copied().collect(),
+        ),
         base_names: HashMap::new(),
         lanes,
         registers,
         pin,
         tiles,
+        dots,
+        dot_instruction,
         shares,
         tile_init: HashMap::new(),
         inner: None,
         vector_reductions: false,
+        vectors,
+        int_value: false,
         in_lane: masked::in_lane_order(&target.arch, lanes),
     };
     // The helpers are guarded so that kernels concatenate into one file (a kernel pack), and
@@ -209,7 +232,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
     header.push_str(
         // clang warns (-Wpass-failed) where it cannot vectorize an `omp simd` loop: a hint it
         // declines, not a fault of the kernel, which must build under -Werror.
-        "#include <math.h>\n#include <stdlib.h>\n\n#ifndef TH_HELPERS\n#define TH_HELPERS\n\
+        "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n\n#ifndef TH_HELPERS\n#define TH_HELPERS\n\
          #if defined(__clang__)\n#pragma clang diagnostic ignored \"-Wpass-failed\"\n#endif\n",
     );
     header.push_str("static inline __attribute__((unused)) float th_maxf(float a, float b) { return a > b ? a : b; }\n");
@@ -237,10 +260,12 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         let name = g.names.bufs[b].clone();
         let is_output = buf.scope == Scope::Output;
         let cq = if is_output { "" } else { "const " };
-        params.push(format!("{cq}float* restrict {name}_arg"));
+        let dtype = buf.dtype;
+        let t = dtype.c_name();
+        params.push(format!("{cq}{t}* restrict {name}_arg"));
         writeln!(
             prologue,
-            "  {cq}float* restrict {name} = ({cq}float*)__builtin_assume_aligned({name}_arg, 64);"
+            "  {cq}{t}* restrict {name} = ({cq}{t}*)__builtin_assume_aligned({name}_arg, 64);"
         )
         .unwrap();
         let seed = if is_output {
@@ -252,17 +277,25 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         };
         let pk = func.packed.iter().find(|p| p.buf == b);
         if let Some(pk) = pk {
-            packs.push_str(&pack_function(&linkage.pack_function(pos, &name), pk));
+            packs.push_str(&pack_function(
+                &linkage.pack_function(pos, &name),
+                pk,
+                dtype,
+            ));
         }
         args.push(ArgSpec {
             name,
             shape: pk.map_or_else(|| buf.shape.clone(), |p| p.orig_shape.clone()),
             stage: seed,
             is_output,
+            dtype,
             packed_len: pk.map(PackedInput::packed_elems),
         });
     }
     g.stmts(&func.body);
+    if let Some(ins) = dot_instruction.filter(|_| !g.dots.is_empty()) {
+        header.push_str(&dot::helpers(ins));
+    }
     // After the body: whether it wrote vectors is known only then.
     if !g.tiles.is_empty() || g.vector_reductions {
         // memcpy: tile rows need not be vector-aligned; GCC turns it into one vector move.
@@ -315,11 +348,11 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
 
 /// `<fname>(src, dst)`: the layout rewrite of one argument (see [`PackedInput`]), run once
 /// outside the timed kernel (by the harness, or by the compiler that links the kernel).
-fn pack_function(fname: &str, pk: &PackedInput) -> String {
+fn pack_function(fname: &str, pk: &PackedInput, dtype: DType) -> String {
     let n: i64 = pk.orig_shape.iter().product();
-    let mut s = format!(
-        "\nvoid {fname}(const float* restrict src, float* restrict dst) {{\n  long p = 0;\n"
-    );
+    let t = dtype.c_name();
+    let mut s =
+        format!("\nvoid {fname}(const {t}* restrict src, {t}* restrict dst) {{\n  long p = 0;\n");
     let mut orig = format!("{}L", pk.c);
     for (d, g) in pk.digits.iter().enumerate() {
         let _ = writeln!(
@@ -333,7 +366,7 @@ fn pack_function(fname: &str, pk: &PackedInput) -> String {
     let ind = "  ".repeat(pk.digits.len() + 1);
     let _ = writeln!(
         s,
-        "{ind}{{ const long o = {orig}; dst[p++] = (o >= 0 && o < {n}L) ? src[o] : 0.0f; }}\n}}"
+        "{ind}{{ const long o = {orig}; dst[p++] = (o >= 0 && o < {n}L) ? src[o] : 0; }}\n}}"
     );
     s
 }

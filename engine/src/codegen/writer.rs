@@ -5,11 +5,11 @@
 use super::lanes::{lane_coef, uses};
 use super::names::Names;
 use super::regtile::{RegTile, groups, lanes_permutable, map_lins, tile_points};
-use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ir::{BinaryOp, CmpOp, DType, ReduceOp, UnaryOp};
 use crate::lower::{
     Buffer, Lin, LoopKind, LoweredFunc, STACK_LIMIT_BYTES, Scope, Stmt, VCond, VExpr, Var,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 pub(super) struct Gen<'a> {
     pub(super) func: &'a LoweredFunc,
@@ -31,6 +31,10 @@ pub(super) struct Gen<'a> {
     pub(super) pin: Option<&'static str>,
     /// Register tiles by their band's outermost loop (see [`super::regtile`]).
     pub(super) tiles: HashMap<*const Stmt, RegTile<'a>>,
+    /// Dot tiles likewise (see [`super::dot`]).
+    pub(super) dots: HashMap<*const Stmt, super::dot::DotTile<'a>>,
+    /// The dot-product instruction the dot tiles are written for.
+    pub(super) dot_instruction: Option<super::dot::Instruction>,
     /// The column-shared form of the tiles that qualify (see [`super::window`]), planned once.
     pub(super) shares: HashMap<*const Stmt, super::window::ColumnShare<'a>>,
     /// The constant a tile's accumulators start from, where the tile writes its own
@@ -44,6 +48,10 @@ pub(super) struct Gen<'a> {
     /// Whether a reduction was written in vectors (see [`super::hreduce`]): the kernel then
     /// needs the vector helpers.
     pub(super) vector_reductions: bool,
+    /// Whether the vector forms apply (every tensor f32; see `emit_linked`).
+    pub(super) vectors: bool,
+    /// Whether the value being written is an integer stage's (see [`Gen::value`]).
+    pub(super) int_value: bool,
 }
 
 /// For each accumulating store: the loop before which its base pointer is declared (the
@@ -64,16 +72,16 @@ pub(super) struct Bases {
 /// (a conv tile of 2 rows), vectorization gave the two different forms and every FMA went
 /// through memory: measured 63 against 104 GFLOP/s on the same conv2d schedule.
 /// Register tiles (`skip`) write their own accumulators.
-pub(super) fn accumulator_bases(body: &[Stmt], skip: &HashMap<*const Stmt, RegTile>) -> Bases {
+pub(super) fn accumulator_bases(body: &[Stmt], skip: &HashSet<*const Stmt>) -> Bases {
     fn walk<'s>(
         body: &'s [Stmt],
         stack: &mut Vec<(&'s Stmt, Var)>,
-        skip: &HashMap<*const Stmt, RegTile>,
+        skip: &HashSet<*const Stmt>,
         out: &mut Bases,
     ) {
         for st in body {
             match st {
-                Stmt::For { .. } if skip.contains_key(&(st as *const Stmt)) => {}
+                Stmt::For { .. } if skip.contains(&(st as *const Stmt)) => {}
                 Stmt::For { var, body, .. } => {
                     stack.push((st, *var));
                     walk(body, stack, skip, out);
@@ -193,15 +201,17 @@ impl Gen<'_> {
             Stmt::Alloc { buf, body } => {
                 let name = self.names.bufs[*buf].clone();
                 let elems = self.buf(*buf).elems();
-                let bytes = (elems * 4 + 63) / 64 * 64;
+                let dtype = self.dtype(*buf);
+                let t = dtype.c_name();
+                let bytes = (elems * dtype.bytes() as i64 + 63) / 64 * 64;
                 let heap = bytes > STACK_LIMIT_BYTES || self.buf(*buf).scope == Scope::Global;
                 if heap {
                     self.line(&format!(
-                        "float* restrict {name} = (float*)aligned_alloc(64, {bytes});"
+                        "{t}* restrict {name} = ({t}*)aligned_alloc(64, {bytes});"
                     ));
                 } else {
                     self.line(&format!(
-                        "float {name}[{elems}] __attribute__((aligned(64)));"
+                        "{t} {name}[{elems}] __attribute__((aligned(64)));"
                     ));
                 }
                 self.stmts(body);
@@ -229,13 +239,19 @@ impl Gen<'_> {
                     Some(base) => (base, self.lin(&self.bases.of_store[&key].clone())),
                     None => (self.names.bufs[*buf].clone(), self.lin(index)),
                 };
-                let v = self.value(value);
+                let int = self.dtype(*buf).is_int();
+                let v = self.typed_value(value, int);
                 let target = format!("{name}[{idx}]");
+                let (max, min) = if int {
+                    ("th_maxi", "th_mini")
+                } else {
+                    ("th_maxf", "th_minf")
+                };
                 let rhs = match reduce {
                     None => v,
                     Some(ReduceOp::Sum) => format!("{target} + {v}"),
-                    Some(ReduceOp::Max) => format!("th_maxf({target}, {v})"),
-                    Some(ReduceOp::Min) => format!("th_minf({target}, {v})"),
+                    Some(ReduceOp::Max) => format!("{max}({target}, {v})"),
+                    Some(ReduceOp::Min) => format!("{min}({target}, {v})"),
                 };
                 self.line(&format!("{target} = {rhs};"));
             }
@@ -244,6 +260,11 @@ impl Gen<'_> {
     /// A loop: a register tile, a peeled or reduction loop, or plain.
     fn for_loop(&mut self, s: &Stmt, var: Var, extent: i64, kind: LoopKind, body: &[Stmt]) {
         let key = s as *const Stmt;
+        if let (Some(t), Some(ins)) = (self.dots.get(&key).cloned(), self.dot_instruction) {
+            self.inner = None;
+            self.dot_tile(&t, ins);
+            return;
+        }
         if let Some(t) = self.tiles.get(&key).cloned() {
             // Its loops are written by the tile, which decides its divisions by the lane.
             self.inner = None;
@@ -260,7 +281,8 @@ impl Gen<'_> {
             let b = self.names.bufs[buf].clone();
             let name = self.names.fresh(&format!("{b}_acc"));
             let off = self.lin(&offset);
-            self.line(&format!("float* {name} = {b} + ({off});"));
+            let t = self.dtype(buf).c_name();
+            self.line(&format!("{t}* {name} = {b} + ({off});"));
             self.base_names.insert(store, name);
         }
         if kind == LoopKind::Vectorized
@@ -293,23 +315,31 @@ impl Gen<'_> {
             None => (self.names.bufs[buf].clone(), self.lin(index)),
         };
         let target = format!("{name}[{idx}]");
-        if let Some(acc) = super::hreduce::accumulators(var, extent, self.lanes, value) {
+        if self.vectors
+            && let Some(acc) = super::hreduce::accumulators(var, extent, self.lanes, value)
+        {
             self.vector_reduction((var, v, extent, acc), &target, value, op);
             return;
         }
+        let dtype = self.dtype(buf);
+        let (max, min) = if dtype.is_int() {
+            ("th_maxi", "th_mini")
+        } else {
+            ("th_maxf", "th_minf")
+        };
         let acc = self.names.fresh("th_red");
         let (clause, update) = match op {
             ReduceOp::Sum => ("+", format!("{acc} + ")),
-            ReduceOp::Max => ("max", format!("th_maxf({acc}, ")),
-            ReduceOp::Min => ("min", format!("th_minf({acc}, ")),
+            ReduceOp::Max => ("max", format!("{max}({acc}, ")),
+            ReduceOp::Min => ("min", format!("{min}({acc}, ")),
         };
         self.line("{");
         self.depth += 1;
-        self.line(&format!("float {acc} = {target};"));
+        self.line(&format!("{} {acc} = {target};", dtype.c_name()));
         self.line(&format!("#pragma omp simd reduction({clause}:{acc})"));
         self.line(&format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"));
         self.depth += 1;
-        let x = self.value(value);
+        let x = self.typed_value(value, dtype.is_int());
         let close = if op == ReduceOp::Sum { "" } else { ")" };
         self.line(&format!("{acc} = {update}{x}{close};"));
         self.depth -= 1;
@@ -469,7 +499,60 @@ impl Gen<'_> {
             self.stmt(s);
         }
     }
+    /// The element type of buffer `b`.
+    pub(super) fn dtype(&self, b: usize) -> DType {
+        self.func.buffers[b].dtype
+    }
+    /// [`Gen::value`] of an integer stage (`int`) or an f32 one.
+    fn typed_value(&mut self, e: &VExpr, int: bool) -> String {
+        let outer = std::mem::replace(&mut self.int_value, int);
+        let v = self.value(e);
+        self.int_value = outer;
+        v
+    }
+    /// An integer stage's value in C's `int`: the IR's typing rules (`ir::types`) allow only
+    /// integer operations there, loads of 8-bit tensors promote, and a sum of their products
+    /// fits (checked when the DAG was made).
+    fn int_value(&mut self, e: &VExpr) -> String {
+        match e {
+            VExpr::Const(c) if c.is_infinite() => {
+                (if *c > 0.0 { "INT32_MAX" } else { "INT32_MIN" }).into()
+            }
+            VExpr::Const(c) => format!("{}", *c as i64),
+            VExpr::Index(l) => format!("({})", self.lin(l)),
+            VExpr::Unary(op, a) => {
+                let a = self.value(a);
+                match op {
+                    UnaryOp::Neg => format!("(-{a})"),
+                    UnaryOp::Abs => format!("abs({a})"),
+                    UnaryOp::Relu => format!("th_maxi({a}, 0)"),
+                    _ => unreachable!("{} in an integer stage (refused by ir::types)", op.name()),
+                }
+            }
+            VExpr::Binary(op @ (BinaryOp::Min | BinaryOp::Max), a, b) => {
+                let (a, b) = (self.value(a), self.value(b));
+                let f = if *op == BinaryOp::Min {
+                    "th_mini"
+                } else {
+                    "th_maxi"
+                };
+                format!("{f}({a}, {b})")
+            }
+            _ => unreachable!("written by `value`"),
+        }
+    }
     pub(super) fn value(&mut self, e: &VExpr) -> String {
+        if self.int_value
+            && matches!(
+                e,
+                VExpr::Const(_)
+                    | VExpr::Index(_)
+                    | VExpr::Unary(..)
+                    | VExpr::Binary(BinaryOp::Min | BinaryOp::Max, ..)
+            )
+        {
+            return self.int_value(e);
+        }
         match e {
             VExpr::Const(c) => float_literal(*c),
             VExpr::Load { buf, index } => {

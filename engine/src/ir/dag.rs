@@ -194,12 +194,6 @@ impl ComputeDag {
                     s.shape
                 )));
             }
-            if s.dtype != DType::F32 {
-                return Err(bad(format!(
-                    "dtype {:?} is not supported yet (only f32)",
-                    s.dtype
-                )));
-            }
             let StageKind::Compute {
                 space,
                 reduce_axes,
@@ -256,6 +250,12 @@ impl ComputeDag {
                 return Err(e);
             }
             self.check_bounds(s, body, &ext, &mut vec![]).map_err(bad)?;
+        }
+        for s in &self.stages {
+            super::types::check_stage(self, s).map_err(|msg| DagError::Invalid {
+                stage: s.name.clone(),
+                msg,
+            })?;
         }
         Ok(())
     }

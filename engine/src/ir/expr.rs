@@ -6,8 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Element type of a tensor. Only `F32` is generated today; the others are kept in the IR so
-/// that records and workload keys do not change when they arrive.
+/// Element type of a tensor. f32 is computed everywhere; the integer types are those of
+/// quantized operators (8-bit data and weights, 32-bit accumulators and biases: see
+/// [`ComputeDag::new`](super::ComputeDag::new) for what an integer stage may compute). F16
+/// is kept in the IR so that records and workload keys do not change when it arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
@@ -15,6 +17,7 @@ pub enum DType {
     F16,
     I8,
     I32,
+    U8,
 }
 
 impl DType {
@@ -22,7 +25,7 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::F16 => 2,
-            DType::I8 => 1,
+            DType::I8 | DType::U8 => 1,
         }
     }
 
@@ -32,6 +35,32 @@ impl DType {
             DType::F16 => "_Float16",
             DType::I8 => "int8_t",
             DType::I32 => "int32_t",
+            DType::U8 => "uint8_t",
+        }
+    }
+
+    /// The name in op specs and the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::I8 => "i8",
+            DType::I32 => "i32",
+            DType::U8 => "u8",
+        }
+    }
+
+    pub fn is_int(self) -> bool {
+        matches!(self, DType::I8 | DType::I32 | DType::U8)
+    }
+
+    /// The values of an integer type, inclusive.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        match self {
+            DType::I8 => Some((-128, 127)),
+            DType::U8 => Some((0, 255)),
+            DType::I32 => Some((i32::MIN.into(), i32::MAX.into())),
+            DType::F32 | DType::F16 => None,
         }
     }
 }

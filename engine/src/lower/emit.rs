@@ -17,6 +17,10 @@ pub const MAX_UNROLLED_STEPS: i64 = 64;
 /// Local regions up to this size live on the stack; larger ones on the heap.
 pub const STACK_LIMIT_BYTES: i64 = 256 * 1024;
 
+/// The reduction iterations that may sit below a vectorized loop: the 4 products an 8-bit
+/// dot-product instruction sums per lane.
+const MAX_BELOW_VECTOR: i64 = 4;
+
 impl Lowerer<'_> {
     pub(super) fn make_buffers(&mut self) -> Result<Vec<usize>, ScheduleError> {
         let outputs = self.dag.outputs();
@@ -34,6 +38,7 @@ impl Lowerer<'_> {
                     self.buffers.push(Buffer {
                         name: stage.name.clone(),
                         stage: s,
+                        dtype: stage.dtype,
                         strides: strides(&stage.shape),
                         shape: stage.shape.clone(),
                         scope,
@@ -58,6 +63,7 @@ impl Lowerer<'_> {
             self.buffers.push(Buffer {
                 name: stage.name.clone(),
                 stage: s,
+                dtype: stage.dtype,
                 shape,
                 strides,
                 scope,
@@ -130,7 +136,16 @@ impl Lowerer<'_> {
                 Annotation::None => LoopKind::Serial,
             };
             if node.ann == Annotation::Vectorize {
-                if k != n - 1 {
+                // Innermost, but for the few products a dot-product instruction sums per lane
+                // (an integer reduction's 4 innermost: see `codegen::dot`).
+                let below: Vec<_> = leaves[k + 1..].iter().map(|&l| &st.nodes[l]).collect();
+                let dot = below.iter().all(|b| b.kind == IterKind::Reduce)
+                    && leaves[k + 1..]
+                        .iter()
+                        .map(|&l| info.node_ext[l])
+                        .product::<i64>()
+                        <= MAX_BELOW_VECTOR;
+                if !dot {
                     return Err(invalid(format!(
                         "{name}: a vectorized loop must be the innermost"
                     )));

@@ -2,7 +2,7 @@
 //! cost model's features read.
 
 use super::iexpr::{Lin, Var, VarMap};
-use crate::ir::{BinaryOp, CmpOp, ComputeDag, ReduceOp, UnaryOp};
+use crate::ir::{BinaryOp, CmpOp, ComputeDag, DType, ReduceOp, UnaryOp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LoopKind {
@@ -27,6 +27,8 @@ pub struct Buffer {
     pub name: String,
     /// The DAG stage it holds.
     pub stage: usize,
+    /// Its element type (the stage's).
+    pub dtype: DType,
     /// Dimensions of the buffer (the region for local buffers).
     pub shape: Vec<i64>,
     /// Element stride of each dimension: row-major, except that a local buffer is laid out in
@@ -41,7 +43,7 @@ impl Buffer {
     }
 }
 
-/// A float value expression over buffers.
+/// A value expression over buffers: f32, or i32 in an integer stage's store.
 #[derive(Debug, Clone, PartialEq)]
 pub enum VExpr {
     Const(f64),

@@ -7,6 +7,8 @@
 //! K = 1024, and in practice ~sqrt(K) * eps) and far below a missing or doubled term (an error
 //! of order rms(ref) / sqrt(K) or more).
 
+use crate::ir::DType;
+
 /// Relative tolerance.
 pub const RTOL: f64 = 1e-3;
 /// Absolute tolerance.
@@ -15,6 +17,34 @@ pub const ATOL: f64 = 1e-6;
 /// Compares with the default tolerances; the error names the first mismatch and the count.
 pub fn compare(got: &[f32], expected: &[f32]) -> Result<(), String> {
     compare_with(got, expected, RTOL, ATOL)
+}
+
+/// Compares an output of type `dtype` with its reference: integers exactly, f32 with
+/// [`compare`]'s tolerances.
+pub fn compare_typed(got: &[f64], expected: &[f64], dtype: DType) -> Result<(), String> {
+    if !dtype.is_int() {
+        let f = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        return compare(&f(got), &f(expected));
+    }
+    if got.len() != expected.len() {
+        return Err(format!(
+            "length mismatch: got {} elements, expected {}",
+            got.len(),
+            expected.len()
+        ));
+    }
+    let wrong: Vec<usize> = (0..got.len()).filter(|&i| got[i] != expected[i]).collect();
+    match wrong.first() {
+        None => Ok(()),
+        Some(&i) => Err(format!(
+            "{} of {} elements differ; first at flat index {i}: got {}, expected {} (integers \
+             compare exactly)",
+            wrong.len(),
+            got.len(),
+            got[i],
+            expected[i]
+        )),
+    }
 }
 
 /// Compares elementwise. NaN matches only NaN; an infinity only the same infinity.
@@ -109,6 +139,22 @@ mod tests {
         assert!(compare(&[f32::NEG_INFINITY], &[f32::INFINITY]).is_err());
         assert!(compare(&[f32::INFINITY], &[1e30]).is_err());
         assert!(compare(&[1e30], &[f32::INFINITY]).is_err());
+    }
+
+    #[test]
+    fn integers_compare_exactly() {
+        assert_eq!(
+            compare_typed(&[3.0, -7.0], &[3.0, -7.0], DType::I32),
+            Ok(())
+        );
+        // One unit off a large sum is inside f32's tolerance, never an integer's.
+        let msg = compare_typed(&[1_000_001.0], &[1_000_000.0], DType::I32).unwrap_err();
+        assert!(msg.contains("1 of 1") && msg.contains("exactly"), "{msg}");
+        assert_eq!(
+            compare_typed(&[1_000_001.0], &[1_000_000.0], DType::F32),
+            Ok(())
+        );
+        assert!(compare_typed(&[1.0], &[1.0, 2.0], DType::I32).is_err());
     }
 
     #[test]

@@ -6,10 +6,12 @@
 //!
 //! Command line: `number repeat min_repeat_ms warmup flush(0/1) out_path calib_ms [flush_bytes]`.
 //! The program
-//! 1. allocates every argument 64-byte aligned, fills inputs with `tunehub_input_value(stage,
-//!    i)` and outputs with NaN (an element the kernel never writes stays NaN and fails the check);
+//! 1. allocates every argument 64-byte aligned, fills inputs with the values of
+//!    `data::input_typed` for their type (`tunehub_input_value` for f32) and outputs with NaN,
+//!    or `INT32_MIN` for an i32 output (a value no sum of 8-bit products reaches): an element
+//!    the kernel never writes keeps it and fails the check;
 //! 2. runs the kernel once and writes all outputs, in argument order, as raw native-endian
-//!    (little-endian on every supported target) f32 to `out_path`;
+//!    (little-endian on every supported target) f64 to `out_path`: exact for f32 and i32;
 //! 3. runs the FMA calibration loop for `calib_ms` on the OpenMP threads (prints
 //!    `calib_before <GFLOP/s>`);
 //! 4. runs `warmup` untimed runs, grows `number` (Ansor/TVM rule) until `number` runs last at
@@ -25,6 +27,7 @@ use std::fmt::Write as _;
 
 use crate::codegen::ArgSpec;
 use crate::data::C_INPUT_VALUE;
+use crate::ir::DType;
 
 /// The FMA throughput loop shared by the harness and the standalone calibration program.
 ///
@@ -138,9 +141,10 @@ pub fn kernel_declarations(args: &[ArgSpec]) -> String {
     );
     for (i, a) in args.iter().enumerate() {
         if a.packed_len.is_some() {
+            let t = a.dtype.c_name();
             let _ = writeln!(
                 s,
-                "void tunehub_kernel_pack_{i}(const float* restrict, float* restrict);"
+                "void tunehub_kernel_pack_{i}(const {t}* restrict, {t}* restrict);"
             );
         }
     }
@@ -148,16 +152,7 @@ pub fn kernel_declarations(args: &[ArgSpec]) -> String {
 }
 
 fn kernel_params(args: &[ArgSpec]) -> String {
-    let params: Vec<&str> = args
-        .iter()
-        .map(|a| {
-            if a.is_output {
-                "float* restrict"
-            } else {
-                "const float* restrict"
-            }
-        })
-        .collect();
+    let params: Vec<String> = args.iter().map(ArgSpec::c_param).collect();
     if params.is_empty() {
         "void".to_string()
     } else {
@@ -165,23 +160,19 @@ fn kernel_params(args: &[ArgSpec]) -> String {
     }
 }
 
+/// The harness's code of an element type (`tunehub_type[]`).
+fn type_code(d: DType) -> u32 {
+    match d {
+        DType::F32 | DType::F16 => 0,
+        DType::U8 => 1,
+        DType::I8 => 2,
+        DType::I32 => 3,
+    }
+}
+
 /// The harness `main` for a kernel with these arguments (see the module docs).
 pub fn harness_source(args: &[ArgSpec]) -> String {
-    let params: Vec<&str> = args
-        .iter()
-        .map(|a| {
-            if a.is_output {
-                "float* restrict"
-            } else {
-                "const float* restrict"
-            }
-        })
-        .collect();
-    let params = if params.is_empty() {
-        "void".to_string()
-    } else {
-        params.join(", ")
-    };
+    let params = kernel_params(args);
     let call: Vec<String> = (0..args.len()).map(|i| format!("buf[{i}]")).collect();
     // Arrays get at least one element: C has no empty arrays.
     let list = |f: &dyn Fn(&ArgSpec) -> String| {
@@ -194,10 +185,12 @@ pub fn harness_source(args: &[ArgSpec]) -> String {
     let lens = list(&|a| format!("(size_t){}ULL", a.num_elements().max(0)));
     let stages = list(&|a| format!("{}u", a.stage));
     let outs = list(&|a| if a.is_output { "1".into() } else { "0".into() });
+    let types = list(&|a| type_code(a.dtype).to_string());
+    let sizes = list(&|a| a.dtype.bytes().to_string());
 
     let mut s = String::new();
     s.push_str("#line 1 \"tunehub_harness.c\"\n");
-    s.push_str("#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
+    s.push_str("#include <math.h>\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
     let _ = writeln!(
         s,
         "void tunehub_kernel({params}); /* must match the kernel's definition */"
@@ -207,14 +200,15 @@ pub fn harness_source(args: &[ArgSpec]) -> String {
     let mut pack = String::new();
     for (i, a) in args.iter().enumerate() {
         if let Some(n) = a.packed_len {
+            let t = a.dtype.c_name();
             let _ = writeln!(
                 s,
-                "void tunehub_kernel_pack_{i}(const float* restrict, float* restrict);"
+                "void tunehub_kernel_pack_{i}(const {t}* restrict, {t}* restrict);"
             );
-            let bytes = (n.max(1) * 4 + 63) / 64 * 64;
+            let bytes = (n.max(1) * a.dtype.bytes() as i64 + 63) / 64 * 64;
             let _ = write!(
                 pack,
-                "  {{\n    float* p = aligned_alloc(64, {bytes});\n    if (!p) {{ fprintf(stderr, \"tunehub harness: cannot allocate the packed argument {i}\\n\"); return 3; }}\n    tunehub_kernel_pack_{i}(buf[{i}], p);\n    free(buf[{i}]);\n    buf[{i}] = p;\n  }}\n"
+                "  {{\n    {t}* p = aligned_alloc(64, {bytes});\n    if (!p) {{ fprintf(stderr, \"tunehub harness: cannot allocate the packed argument {i}\\n\"); return 3; }}\n    tunehub_kernel_pack_{i}(buf[{i}], p);\n    free(buf[{i}]);\n    buf[{i}] = p;\n  }}\n"
             );
         }
     }
@@ -227,6 +221,9 @@ pub fn harness_source(args: &[ArgSpec]) -> String {
 static const size_t tunehub_len[] = {{{lens}}};
 static const unsigned int tunehub_stage[] = {{{stages}}};
 static const int tunehub_is_output[] = {{{outs}}};
+/* 0 f32, 1 u8, 2 i8, 3 i32 (see `type_code`), and the element sizes. */
+static const int tunehub_type[] = {{{types}}};
+static const size_t tunehub_size[] = {{{sizes}}};
 typedef void (*tunehub_kernel_fn)({params});
 
 /* Writes then reads every cache line of the buffer on all OpenMP threads, so each core's
@@ -256,16 +253,24 @@ int main(int argc, char** argv) {{
   const size_t flush_bytes = argc > 8 ? (size_t)strtoull(argv[8], NULL, 10) : ((size_t)64 << 20);
   if (number < 1) number = 1;
 
-  float* buf[TUNEHUB_NARGS + 1];
+  void* buf[TUNEHUB_NARGS + 1];
   for (int a = 0; a < TUNEHUB_NARGS; a++) {{
-    size_t bytes = (tunehub_len[a] * sizeof(float) + 63) / 64 * 64;
+    size_t bytes = (tunehub_len[a] * tunehub_size[a] + 63) / 64 * 64;
     buf[a] = aligned_alloc(64, bytes ? bytes : 64);
     if (!buf[a]) {{
       fprintf(stderr, "tunehub harness: cannot allocate %zu bytes for argument %d\n", bytes, a);
       return 3;
     }}
-    for (size_t i = 0; i < tunehub_len[a]; i++)
-      buf[a][i] = tunehub_is_output[a] ? NAN : tunehub_input_value(tunehub_stage[a], (unsigned int)i);
+    const unsigned int st = tunehub_stage[a];
+    for (size_t i = 0; i < tunehub_len[a]; i++) {{
+      const int out = tunehub_is_output[a];
+      switch (tunehub_type[a]) {{
+        case 1: ((uint8_t*)buf[a])[i] = out ? 0 : (uint8_t)tunehub_input_u8(st, (unsigned int)i); break;
+        case 2: ((int8_t*)buf[a])[i] = out ? 0 : (int8_t)tunehub_input_i8(st, (unsigned int)i); break;
+        case 3: ((int32_t*)buf[a])[i] = out ? INT32_MIN : tunehub_input_i32(st, (unsigned int)i); break;
+        default: ((float*)buf[a])[i] = out ? NAN : tunehub_input_value(st, (unsigned int)i);
+      }}
+    }}
   }}
 {pack}  tunehub_kernel_fn volatile kernel = tunehub_kernel;
 
@@ -276,11 +281,22 @@ int main(int argc, char** argv) {{
     fprintf(stderr, "tunehub harness: cannot open %s\n", out_path);
     return 4;
   }}
-  for (int a = 0; a < TUNEHUB_NARGS; a++)
-    if (tunehub_is_output[a] && fwrite(buf[a], sizeof(float), tunehub_len[a], out) != tunehub_len[a]) {{
-      fprintf(stderr, "tunehub harness: short write to %s\n", out_path);
-      return 4;
+  for (int a = 0; a < TUNEHUB_NARGS; a++) {{
+    if (!tunehub_is_output[a]) continue;
+    for (size_t i = 0; i < tunehub_len[a]; i++) {{
+      double v;
+      switch (tunehub_type[a]) {{
+        case 1: v = ((const uint8_t*)buf[a])[i]; break;
+        case 2: v = ((const int8_t*)buf[a])[i]; break;
+        case 3: v = ((const int32_t*)buf[a])[i]; break;
+        default: v = ((const float*)buf[a])[i];
+      }}
+      if (fwrite(&v, sizeof v, 1, out) != 1) {{
+        fprintf(stderr, "tunehub harness: short write to %s\n", out_path);
+        return 4;
+      }}
     }}
+  }}
   if (fclose(out) != 0) {{
     fprintf(stderr, "tunehub harness: cannot write %s\n", out_path);
     return 4;
@@ -454,6 +470,7 @@ mod tests {
             shape: shape.to_vec(),
             stage,
             is_output,
+            dtype: DType::F32,
             packed_len: None,
         }
     }

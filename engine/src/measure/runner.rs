@@ -35,7 +35,7 @@ pub struct RunInput<'a> {
     pub built: &'a Built,
     pub args: &'a [ArgSpec],
     /// The reference value of each output argument, in argument order.
-    pub expected: &'a [Vec<f32>],
+    pub expected: &'a [Vec<f64>],
     /// OpenMP threads for the kernel and its calibration.
     pub threads: usize,
 }
@@ -92,6 +92,7 @@ fn task_id(input: &RunInput) -> u64 {
         a.name.hash(&mut h);
         a.shape.hash(&mut h);
         a.packed_len.hash(&mut h);
+        a.dtype.hash(&mut h);
     }
     for e in input.expected {
         e.len().hash(&mut h);
@@ -381,29 +382,29 @@ impl Runner for LocalRunner {
 }
 
 /// Reads the harness's output file and compares each output tensor with its reference.
-fn check_outputs(path: &Path, args: &[ArgSpec], expected: &[Vec<f32>]) -> Result<(), String> {
+fn check_outputs(path: &Path, args: &[ArgSpec], expected: &[Vec<f64>]) -> Result<(), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("no output file: {e}"))?;
     let outputs: Vec<&ArgSpec> = args.iter().filter(|a| a.is_output).collect();
     let total: usize = outputs
         .iter()
         .map(|a| a.num_elements().max(0) as usize)
         .sum();
-    if bytes.len() != total * 4 {
+    if bytes.len() != total * 8 {
         return Err(format!(
             "output file holds {} bytes, expected {}",
             bytes.len(),
-            total * 4
+            total * 8
         ));
     }
-    // The harness writes native-endian f32; every supported target is little-endian.
-    let values: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    // The harness writes native-endian f64; every supported target is little-endian.
+    let values: Vec<f64> = bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().expect("chunks of 8")))
         .collect();
     let mut at = 0;
     for (arg, exp) in outputs.iter().zip(expected) {
         let n = arg.num_elements().max(0) as usize;
-        check::compare(&values[at..at + n], exp)
+        check::compare_typed(&values[at..at + n], exp, arg.dtype)
             .map_err(|m| format!("output `{}`: {m}", arg.name))?;
         at += n;
     }
@@ -415,7 +416,7 @@ fn check_outputs(path: &Path, args: &[ArgSpec], expected: &[Vec<f32>]) -> Result
 pub fn measure_batch(
     builder: &dyn Builder,
     runner: &mut dyn Runner,
-    inputs: &[(BuildInput, &[Vec<f32>])],
+    inputs: &[(BuildInput, &[Vec<f64>])],
 ) -> Vec<MeasureResult> {
     measure_batch_each(builder, runner, inputs, &|_| {}, &mut |_, _| {})
 }
@@ -426,7 +427,7 @@ pub fn measure_batch(
 pub fn measure_batch_each(
     builder: &dyn Builder,
     runner: &mut dyn Runner,
-    inputs: &[(BuildInput, &[Vec<f32>])],
+    inputs: &[(BuildInput, &[Vec<f64>])],
     built: &(dyn Fn(usize) + Sync),
     each: &mut dyn FnMut(usize, &MeasureResult),
 ) -> Vec<MeasureResult> {

@@ -15,10 +15,12 @@
 //! - [`syntax`]: the one tokenizer of `name(arg, key=value, ...)`, shared with shape ranges.
 //! - [`spec`]: [`OpSpec`], parsed once, printed canonically, built into a DAG or a task.
 //! - [`described`]: descriptions stored before `OpSpec` (the sugar, no default), read.
+//! - [`dtype`]: `dtype=`, the integer forms of the matrix products and convolutions.
 
 mod builder;
 mod conv;
 pub mod described;
+pub mod dtype;
 mod elementwise;
 mod matmul;
 mod pool;
@@ -30,6 +32,7 @@ mod window;
 pub use builder::DagBuilder;
 pub use conv::{conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw};
 pub use described::split_layout_free;
+pub use dtype::OpDType;
 pub use elementwise::elementwise;
 pub use matmul::{batch_matmul, dense, matmul};
 pub use pool::{PoolKind, pool2d};
@@ -97,6 +100,8 @@ pub struct OpDef {
     /// The input that is a constant at inference (a layer's weight): the one packed by default
     /// (see [`constant_weight`]).
     pub constant_weight: Option<&'static str>,
+    /// Whether it takes `dtype=` (its integer forms: see [`dtype`]).
+    pub integer: bool,
     build: Build,
 }
 
@@ -130,6 +135,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("A"), input("B")],
         constant_weight: Some("B"),
+        integer: true,
         build: |p| matmul(p["m"], p["n"], p["k"]),
     },
     OpDef {
@@ -143,6 +149,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("A"), input("B")],
         constant_weight: None,
+        integer: true,
         build: |p| batch_matmul(p["b"], p["m"], p["n"], p["k"]),
     },
     OpDef {
@@ -157,6 +164,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data"), input("weight"), input_if("bias", "bias")],
         constant_weight: Some("weight"),
+        integer: true,
         build: |p| dense(p["m"], p["n"], p["k"], p["bias"] != 0, p["relu"] != 0),
     },
     OpDef {
@@ -178,6 +186,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data"), input("kernel"), input_if("bias", "bias")],
         constant_weight: Some("kernel"),
+        integer: true,
         build: |p| {
             conv2d_nchw(
                 p["n"],
@@ -210,6 +219,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data"), input("kernel"), input_if("bias", "bias")],
         constant_weight: Some("kernel"),
+        integer: true,
         build: |p| {
             conv2d_nhwc(
                 p["n"],
@@ -241,6 +251,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data"), input("kernel"), input_if("bias", "bias")],
         constant_weight: Some("kernel"),
+        integer: true,
         build: |p| {
             depthwise_conv2d_nchw(
                 p["n"],
@@ -269,6 +280,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data")],
         constant_weight: None,
+        integer: false,
         build: |p| pool2d(PoolKind::Max, p["n"], p["c"], p["h"], p["w"], win(p)),
     },
     OpDef {
@@ -287,6 +299,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data")],
         constant_weight: None,
+        integer: false,
         build: |p| pool2d(PoolKind::Avg, p["n"], p["c"], p["h"], p["w"], win(p)),
     },
     OpDef {
@@ -295,6 +308,7 @@ pub const OPS: &[OpDef] = &[
         params: &[req("m", "rows"), req("n", "row length")],
         inputs: &[input("x")],
         constant_weight: None,
+        integer: false,
         build: |p| softmax(p["m"], p["n"]),
     },
     OpDef {
@@ -303,6 +317,7 @@ pub const OPS: &[OpDef] = &[
         params: &[req("m", "rows"), req("n", "columns")],
         inputs: &[input("a"), input("b")],
         constant_weight: None,
+        integer: false,
         build: |p| elementwise(p["m"], p["n"]),
     },
 ];

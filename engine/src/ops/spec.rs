@@ -7,6 +7,8 @@
 //! their defaults; `layout_free=` is one more named argument, the inputs to pack (`B`, `A+B`,
 //! or `none`). Without it an operator packs its constant weight (a layer's weight, packed
 //! once as at inference), so that every client tunes the same kernel for the same text.
+//! `dtype=` is another, the input types (`f32` unless said, or an integer form: see
+//! [`super::dtype`]), printed after the parameters.
 //!
 //! The canonical form ([`Display`](std::fmt::Display)): every parameter named in the
 //! operator's order, those at their default left out, no spaces, then the resolved inputs:
@@ -14,6 +16,7 @@
 //! is printed when the operator has a constant weight that is not packed, nothing when it has
 //! none (`softmax(m=8,n=8)`).
 
+use super::dtype::{OpDType, retype};
 use super::syntax;
 use super::{MAX_PARAM, OPS, OpDef, find_op};
 use crate::ir::{ComputeDag, DagError};
@@ -25,6 +28,9 @@ use std::str::FromStr;
 
 /// The argument that names the layout-free inputs.
 pub const LAYOUT_FREE: &str = "layout_free";
+
+/// The argument that names the input types (see [`OpDType`]).
+pub const DTYPE: &str = "dtype";
 
 /// `layout_free=none`: explicitly no packed input.
 pub const NONE: &str = "none";
@@ -56,6 +62,8 @@ pub enum OpSpecError {
     Param { op: String, msg: String },
     #[error("{op}: layout_free: {msg}")]
     LayoutFree { op: String, msg: String },
+    #[error("{op}: dtype: {msg}")]
+    DType { op: String, msg: String },
     #[error(transparent)]
     Dag(#[from] DagError),
 }
@@ -68,6 +76,7 @@ pub struct OpSpec {
     op: &'static OpDef,
     params: BTreeMap<&'static str, i64>,
     layout_free: LayoutFree,
+    dtype: OpDType,
 }
 
 /// The operator named `name`, or the error listing the known ones.
@@ -85,6 +94,25 @@ fn param_err(op: &OpDef, msg: String) -> OpSpecError {
         op: op.name.into(),
         msg,
     }
+}
+
+/// `value` as the input types of `op`: f32 for every operator, the integer forms for those
+/// that have them.
+fn parse_dtype(op: &OpDef, value: &str) -> Result<OpDType, OpSpecError> {
+    let err = |msg: String| OpSpecError::DType {
+        op: op.name.into(),
+        msg,
+    };
+    let d = OpDType::parse(value).ok_or_else(|| {
+        err(format!(
+            "unknown input types '{value}' (known: {})",
+            OpDType::ALL.map(OpDType::name).join(", ")
+        ))
+    })?;
+    if d != OpDType::F32 && !op.integer {
+        return Err(err(format!("{} has no integer form", op.name)));
+    }
+    Ok(d)
 }
 
 fn lf_err(op: &OpDef, msg: String) -> OpSpecError {
@@ -207,9 +235,20 @@ impl OpSpec {
     ) -> Result<OpSpec, OpSpecError> {
         let mut vals: BTreeMap<&'static str, i64> = BTreeMap::new();
         let mut layout_free: Option<&str> = None;
+        let mut dtype: Option<OpDType> = None;
         let mut named_seen = false;
         for (pos, &(key, value)) in args.iter().enumerate() {
             let pname = match key {
+                Some(DTYPE) => {
+                    named_seen = true;
+                    if dtype.replace(parse_dtype(op, value)?).is_some() {
+                        return Err(OpSpecError::DType {
+                            op: op.name.into(),
+                            msg: "given twice".into(),
+                        });
+                    }
+                    continue;
+                }
                 Some(LAYOUT_FREE) => {
                     named_seen = true;
                     if layout_free.replace(value).is_some() {
@@ -223,7 +262,7 @@ impl OpSpec {
                         param_err(
                             op,
                             format!(
-                                "unknown parameter '{k}' (parameters: {}; option: {LAYOUT_FREE})",
+                                "unknown parameter '{k}' (parameters: {}; options: {LAYOUT_FREE}, {DTYPE})",
                                 op.param_names()
                             ),
                         )
@@ -262,6 +301,7 @@ impl OpSpec {
             op,
             params,
             layout_free,
+            dtype: dtype.unwrap_or_default(),
         })
     }
 
@@ -293,8 +333,20 @@ impl OpSpec {
             op,
             params,
             layout_free: LayoutFree::Default,
+            dtype: OpDType::F32,
         }
         .with_layout_free(layout_free)
+    }
+
+    /// The input types (`dtype=`; f32 when not said).
+    pub fn dtype(&self) -> OpDType {
+        self.dtype
+    }
+
+    /// The spec with these input types (checked against the operator's forms).
+    pub fn with_dtype(self, dtype: OpDType) -> Result<OpSpec, OpSpecError> {
+        let dtype = parse_dtype(self.op, dtype.name())?;
+        Ok(OpSpec { dtype, ..self })
     }
 
     pub fn op(&self) -> &'static OpDef {
@@ -405,7 +457,7 @@ impl OpSpec {
 
     /// Builds the DAG (its size limit checked).
     pub fn dag(&self) -> Result<ComputeDag, DagError> {
-        self.op.build(&self.params)
+        retype(self.op.build(&self.params)?, self.dtype)
     }
 
     /// The tuning task: the DAG built once, the layout-free inputs applied, described by the
@@ -436,6 +488,10 @@ impl OpSpec {
                 }
                 write!(f, "{sep}{}={v}", p.name)?;
             }
+            sep = ",";
+        }
+        if self.dtype != OpDType::F32 {
+            write!(f, "{sep}{DTYPE}={}", self.dtype.name())?;
             sep = ",";
         }
         let packed = self.layout_free_inputs();
@@ -469,6 +525,7 @@ impl PartialEq for OpSpec {
         self.op.name == other.op.name
             && self.params == other.params
             && self.layout_free_inputs() == other.layout_free_inputs()
+            && self.dtype == other.dtype
     }
 }
 
@@ -479,6 +536,7 @@ impl Hash for OpSpec {
         self.op.name.hash(state);
         self.params.hash(state);
         self.layout_free_inputs().hash(state);
+        self.dtype.hash(state);
     }
 }
 
@@ -790,6 +848,49 @@ mod tests {
         );
     }
 
+    /// `dtype=` prints canonically, parses back, keys a workload of its own and types the DAG:
+    /// 8-bit data and weight, i32 bias and computed stages.
+    #[test]
+    fn input_types_are_part_of_the_workload() {
+        use crate::ir::DType;
+        let f = spec("dense(m=2,n=4,k=8,dtype=f32)");
+        assert_eq!(f, spec("dense(m=2,n=4,k=8)"));
+        assert!(!f.to_string().contains("dtype"));
+        let q = spec("dense(2,4,8,dtype=u8i8)");
+        assert_eq!(
+            q.to_string(),
+            "dense(m=2,n=4,k=8,dtype=u8i8,layout_free=weight)"
+        );
+        assert_eq!(spec(&q.to_string()), q);
+        let s8 = spec("dense(2,4,8,dtype=i8i8)");
+        let keys: Vec<String> = [&f, &q, &s8]
+            .iter()
+            .map(|s| s.dag().unwrap().workload_key())
+            .collect();
+        assert!(keys[0] != keys[1] && keys[1] != keys[2] && keys[0] != keys[2]);
+        let dag = q.dag().unwrap();
+        let types: Vec<(&str, DType)> = dag
+            .stages
+            .iter()
+            .map(|s| (s.name.as_str(), s.dtype))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("data", DType::U8),
+                ("weight", DType::I8),
+                ("dense", DType::I32),
+                ("bias", DType::I32),
+                ("bias_relu", DType::I32)
+            ]
+        );
+        for op in OPS.iter().filter(|o| o.integer) {
+            let text = crate::ops::tests::small_spec(op).replace(')', ",dtype=i8i8)");
+            let dag = spec(&text).dag().unwrap();
+            assert!(dag.stages.iter().all(|s| s.dtype.is_int()), "{text}");
+        }
+    }
+
     #[test]
     fn malformed_specs_are_refused_with_the_reason() {
         for (text, want) in [
@@ -803,7 +904,10 @@ mod tests {
             ("matmul(0,64,64)", "out of range"),
             ("matmul(1048577,1,1)", "out of range"),
             ("matmul(m=1,m=1,n=1,k=1)", "given twice"),
-            ("matmul(8,8,8,layout_fre=B)", "option: layout_free"),
+            ("matmul(8,8,8,layout_fre=B)", "options: layout_free, dtype"),
+            ("matmul(8,8,8,dtype=i4)", "unknown input types 'i4'"),
+            ("softmax(8,8,dtype=u8i8)", "softmax has no integer form"),
+            ("matmul(8,8,8,dtype=u8i8,dtype=f32)", "given twice"),
             ("nosuch(1)", "unknown operator"),
         ] {
             let e = OpSpec::parse(text).unwrap_err().to_string();

@@ -41,11 +41,17 @@ pub(super) fn comment(k: &Kernel) -> String {
     );
     for a in &k.args {
         let dims: String = a.shape.iter().map(|d| format!("[{d}]")).collect();
-        let _ = write!(c, " *   {}: float {dims} {}", a.name, a.role.as_str());
+        let _ = write!(
+            c,
+            " *   {}: {} {dims} {}",
+            a.name,
+            a.c_type,
+            a.role.as_str()
+        );
         if let (Some(f), Some(n)) = (&a.pack_function, a.packed_elements) {
             let _ = write!(
                 c,
-                ", passed packed: {f}(src, dst) writes its {n} floats once"
+                ", passed packed: {f}(src, dst) writes its {n} elements once"
             );
         }
         c.push('\n');
@@ -63,12 +69,15 @@ pub(super) fn prototypes(k: &Kernel) -> String {
         .iter()
         .map(|a| {
             let q = if a.role == Role::Output { "" } else { "const " };
-            format!("{q}float* {}", a.name)
+            format!("{q}{}* {}", a.c_type, a.name)
         })
         .collect();
     let mut s = format!("void {}({});\n", k.symbol, params.join(", "));
-    for f in k.args.iter().filter_map(|a| a.pack_function.as_ref()) {
-        let _ = writeln!(s, "void {f}(const float* src, float* dst);");
+    for a in &k.args {
+        if let Some(f) = &a.pack_function {
+            let t = a.c_type;
+            let _ = writeln!(s, "void {f}(const {t}* src, {t}* dst);");
+        }
     }
     let _ = writeln!(s, "void {}(int n);", k.set_num_threads);
     s
@@ -78,7 +87,7 @@ pub(super) fn prototypes(k: &Kernel) -> String {
 pub(super) fn wrap(name: &str, body: &str) -> String {
     let guard = format!("{}_H", name.to_ascii_uppercase());
     format!(
-        "#ifndef {guard}\n#define {guard}\n\n#ifdef __cplusplus\nextern \"C\" {{\n#endif\n\n{body}\n#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */\n"
+        "#ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n\n#ifdef __cplusplus\nextern \"C\" {{\n#endif\n\n{body}\n#ifdef __cplusplus\n}}\n#endif\n\n#endif /* {guard} */\n"
     )
 }
 

@@ -65,12 +65,17 @@ impl Role {
     }
 }
 
-/// One argument, in call order: a dense row-major float32 tensor passed by pointer.
+/// One argument, in call order: a dense row-major tensor passed by pointer (float32, or uint8,
+/// int8 and int32 for an integer kernel).
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelArg {
     pub name: String,
     pub role: Role,
+    /// numpy's name of the element type: `float32`, `uint8`, `int8`, `int32`.
     pub dtype: &'static str,
+    /// Its C type.
+    #[serde(skip)]
+    pub c_type: &'static str,
     pub shape: Vec<i64>,
     /// In elements.
     pub strides: Vec<i64>,
@@ -82,6 +87,18 @@ pub struct KernelArg {
     pub packed_elements: Option<i64>,
     /// "row-major" or "packed".
     pub layout: &'static str,
+}
+
+/// numpy's name of an element type, as the Python client and the manifest spell it.
+fn numpy_name(d: crate::ir::DType) -> &'static str {
+    use crate::ir::DType;
+    match d {
+        DType::F32 => "float32",
+        DType::F16 => "float16",
+        DType::U8 => "uint8",
+        DType::I8 => "int8",
+        DType::I32 => "int32",
+    }
 }
 
 /// A kernel ready to compile and call.
@@ -138,7 +155,8 @@ pub fn kernel(
             KernelArg {
                 name: a.name.clone(),
                 role,
-                dtype: "float32",
+                dtype: numpy_name(a.dtype),
+                c_type: a.dtype.c_name(),
                 strides: row_major_strides(&a.shape),
                 shape: a.shape.clone(),
                 alignment: ALIGNMENT,

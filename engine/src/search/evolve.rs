@@ -201,10 +201,7 @@ impl TaskSearch {
         let sketches = sketch::generate(&task.dag, rules);
         TaskSearch {
             lower_opts: task.lower_options(),
-            ctx: AnnotateContext {
-                cores: target.cores.max(1) as i64,
-                vector_lanes: i64::from(target.vector_lanes_f32()).max(1),
-            },
+            ctx: AnnotateContext::for_target(target),
             target: target.clone(),
             task,
             params,

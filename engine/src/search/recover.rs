@@ -155,6 +155,7 @@ mod tests {
     const CTX: AnnotateContext = AnnotateContext {
         cores: 2,
         vector_lanes: 16,
+        dot_product: false,
     };
 
     fn library() -> Vec<ComputeDag> {

@@ -15,6 +15,20 @@ pub const AUTO_UNROLL_STEPS: [i64; 4] = [0, 16, 32, MAX_UNROLLED_STEPS];
 pub struct AnnotateContext {
     pub cores: i64,
     pub vector_lanes: i64,
+    /// Whether the target has an 8-bit dot-product instruction the code generator writes
+    /// (`Target::has_int8_dot`): integer reductions then end in a loop of 4 for it (see
+    /// `tile`).
+    pub dot_product: bool,
+}
+
+impl AnnotateContext {
+    pub fn for_target(target: &crate::target::Target) -> AnnotateContext {
+        AnnotateContext {
+            cores: target.cores.max(1) as i64,
+            vector_lanes: i64::from(target.vector_lanes_f32()).max(1),
+            dot_product: target.has_int8_dot(),
+        }
+    }
 }
 
 /// The steps under construction and the state they lead to.

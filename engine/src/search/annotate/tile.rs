@@ -39,6 +39,46 @@ fn axis_orders(ns: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// Products summed 4 at a time by an 8-bit dot-product instruction (`vpdpbusd`, `sdot`).
+pub(crate) const DOT: i64 = 4;
+
+/// Whether an integer sum of `stage` (`ns` space axes) can end in a loop of [`DOT`] that the
+/// code generator writes as dot-product instructions (`codegen::dot`): its last reduction axis
+/// is a multiple of 4 and read contiguously (the last index, alone) by an input that the last
+/// space axis, the vector axis, does not move; that input's 4 bytes are then broadcast and
+/// the other input's (the packed weight) 4 bytes per lane are read in the order the loops
+/// walk them (the reduction's 4 innermost).
+fn dot_reduction(stage: &crate::ir::Stage, ns: usize, ctx: &AnnotateContext) -> bool {
+    let nr = stage.reduce_axes().len();
+    let crate::ir::StageKind::Compute {
+        reduce: Some(crate::ir::ReduceOp::Sum),
+        ..
+    } = stage.kind
+    else {
+        return false;
+    };
+    if !ctx.dot_product
+        || stage.dtype != crate::ir::DType::I32
+        || nr == 0
+        || stage.reduce_axes()[nr - 1].extent % DOT != 0
+    {
+        return false;
+    }
+    let dot = ns + nr - 1;
+    let mut broadcast = false;
+    if let Some(body) = stage.body() {
+        body.visit_loads(&mut |_, idx| {
+            let Some((last, rest)) = idx.split_last() else {
+                return;
+            };
+            broadcast |= last.coef(dot) == 1
+                && rest.iter().all(|e| e.coef(dot) == 0)
+                && idx.iter().all(|e| e.coef(ns - 1) == 0);
+        });
+    }
+    broadcast
+}
+
 /// Whether some read of `stage` steps more than one element per step of its axis `a`.
 fn strided_along(stage: &crate::ir::Stage, a: usize) -> bool {
     let mut strided = false;
@@ -63,7 +103,18 @@ pub(super) fn tile<R: Rng>(
     let reduce: Vec<i64> = stage.reduce_axes().iter().map(|a| a.extent).collect();
     let (ns, nr) = (space.len(), reduce.len());
     let mut p: Vec<Vec<i64>> = space.iter().map(|&e| d.tile(e, SPACE_LEVELS)).collect();
-    let r: Vec<Vec<i64>> = reduce.iter().map(|&e| d.tile(e, REDUCE_LEVELS)).collect();
+    // An integer sum for a dot-product instruction: its last reduction axis is tiled over a
+    // quarter of its length, and its 4 innermost products become a loop inside the vector
+    // loop (the instruction's operands; the weight is packed in that order).
+    let dot = dot_reduction(stage, ns, ctx);
+    let r: Vec<Vec<i64>> = reduce
+        .iter()
+        .enumerate()
+        .map(|(b, &e)| {
+            let e = if dot && b == nr - 1 { e / DOT } else { e };
+            d.tile(e, REDUCE_LEVELS)
+        })
+        .collect();
     let orders = axis_orders(ns);
     let oi = d.pick(DecisionKind::AxisOrder, orders.len(), |rng| {
         rng.gen_range(0..orders.len())
@@ -78,7 +129,7 @@ pub(super) fn tile<R: Rng>(
     // dilute the space with strided tiles. A last axis some input is read along with a stride
     // (a stride-2 conv's rows) makes gathers of its vectors: the others are offered then too.
     let mut options = vec![ns - 1];
-    if space[ns - 1] % ctx.vector_lanes.max(1) != 0 || strided_along(stage, ns - 1) {
+    if !dot && (space[ns - 1] % ctx.vector_lanes.max(1) != 0 || strided_along(stage, ns - 1)) {
         options.extend((0..ns - 1).filter(|&a| space[a] > 1));
     }
     let vi = d.pick(DecisionKind::VectorAxis, options.len(), |rng| {
@@ -114,6 +165,9 @@ pub(super) fn tile<R: Rng>(
         // Plain SSRSRS at root: S0 S1 R0 S2 R1 S3.
         let mut lens: Vec<Vec<i64>> = p.iter().map(|f| f[1..].to_vec()).collect();
         lens.extend(r.iter().map(|f| f[1..].to_vec()));
+        if dot {
+            lens[ns + nr - 1].push(DOT);
+        }
         let all: Vec<i64> = space.iter().chain(&reduce).copied().collect();
         split_axes(g, t, &all, &lens)?;
         let sp = |a: usize, l: usize| a * SPACE_LEVELS + l;
@@ -124,6 +178,9 @@ pub(super) fn tile<R: Rng>(
         order.extend((0..ns).map(|a| sp(a, 2)));
         order.extend((0..nr).map(|b| rp(b, 1)));
         order.extend(inner_axes.iter().map(|&a| sp(a, 3)));
+        if dot {
+            order.push(rp(nr, 0));
+        }
         g.apply(Step::Reorder { stage: t, order })?;
         let outer: Vec<i64> = order0
             .iter()
@@ -132,7 +189,7 @@ pub(super) fn tile<R: Rng>(
             .collect();
         let k = pick_parallel(d, &outer, ctx);
         parallel(g, t, k, &outer)?;
-        let last = g.leaves(t) - 1;
+        let last = g.leaves(t) - 1 - usize::from(dot);
         vectorize(g, t, last, p[va][3])?;
         return pick_unroll(g, t, d);
     };
@@ -183,7 +240,13 @@ pub(super) fn tile<R: Rng>(
                 vec![f[2], f[3]]
             }
         })
-        .chain(r.iter().map(|f| vec![f[1]]))
+        .chain(r.iter().enumerate().map(|(b, f)| {
+            if dot && b == nr - 1 {
+                vec![f[1], DOT]
+            } else {
+                vec![f[1]]
+            }
+        }))
         .collect();
     let region: Vec<i64> = p
         .iter()
@@ -202,8 +265,11 @@ pub(super) fn tile<R: Rng>(
     order.extend((0..ns).map(|a| sp(a, sl - 2)));
     order.extend((0..nr).map(|b| rp(b, 1)));
     order.extend(inner_axes.iter().map(|&a| sp(a, sl - 1)));
+    if dot {
+        order.push(rp(nr, 0));
+    }
     g.apply(Step::Reorder { stage: t, order })?;
-    let last = g.leaves(t) - 1;
+    let last = g.leaves(t) - 1 - usize::from(dot);
     vectorize(g, t, last, p[va][3])?;
     pick_unroll(g, t, d)
 }

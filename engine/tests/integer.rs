@@ -1,0 +1,254 @@
+//! Integer kernels (`dtype=u8i8` / `i8i8`, issue 62's first step): every schedule the search
+//! draws for the integer forms of the matrix products and convolutions, on odd shapes (channels
+//! not a multiple of 4, every 8-bit value in the data, extremes included), compiles with the
+//! real C compiler, writes integer C, and matches the reference exactly; a kernel off by one
+//! unit anywhere is a wrong answer.
+
+use rand::SeedableRng;
+use tunehub_engine::codegen;
+use tunehub_engine::measure::{
+    BuildInput, ErrorCode, LocalBuilder, LocalRunner, MeasureOptions, Measurer, measure_batch,
+};
+use tunehub_engine::ops::OpSpec;
+use tunehub_engine::reference;
+use tunehub_engine::sample::RandomSampler;
+use tunehub_engine::search::annotate::{AnnotateContext, Decider, annotate};
+use tunehub_engine::search::sketch::{cpu_rules, generate};
+use tunehub_engine::target::{Target, TargetOverrides};
+
+const SPECS: &[&str] = &[
+    "matmul(m=5,n=19,k=37,dtype=u8i8)",
+    "matmul(m=16,n=48,k=64,dtype=i8i8)",
+    "dense(m=3,n=17,k=30,dtype=u8i8)",
+    "batch_matmul(b=2,m=3,n=5,k=7,dtype=i8i8)",
+    "conv2d_nchw(n=1,c=3,h=7,w=9,f=5,kh=3,kw=3,pad=1,dtype=u8i8)",
+    "conv2d_nhwc(n=1,h=6,w=5,c=7,f=6,kh=3,kw=3,stride=2,pad=1,bias=1,relu=1,dtype=i8i8)",
+    "depthwise_conv2d_nchw(n=1,c=5,h=7,w=7,kh=3,kw=3,pad=1,bias=1,relu=1,dtype=u8i8)",
+];
+
+/// Specs whose sums the dot tiles take: the reduction a multiple of 4 and read contiguously
+/// by the data, the vector axis whole vectors; signed and unsigned data, inlined padding.
+const DOT_SPECS: &[&str] = &[
+    "matmul(m=6,n=32,k=20,dtype=u8i8)",
+    "matmul(m=5,n=48,k=36,dtype=i8i8)",
+    "dense(m=3,n=32,k=12,dtype=i8i8)",
+    "conv2d_nhwc(n=1,h=5,w=6,c=8,f=16,kh=3,kw=3,pad=1,dtype=u8i8)",
+    "conv2d_nhwc(n=1,h=5,w=5,c=12,f=32,kh=3,kw=3,stride=2,pad=1,dtype=i8i8)",
+];
+
+/// The targets the dot tiles are checked on: AVX-512 VNNI and AVX-VNNI as the code generator
+/// sees them, compiled for baseline x86-64 (so the portable form of the instruction runs, on
+/// any x86-64 host), and the host itself where it has the instruction (the native form).
+fn dot_targets(host: &Target) -> Vec<(String, Target)> {
+    assert_eq!(
+        host.arch, "x86_64",
+        "the dot tiles are written for x86 today"
+    );
+    let claim = |features: &[&str]| {
+        host.clone().with_overrides(&TargetOverrides {
+            march: Some("x86-64".into()),
+            features: Some(features.iter().map(|f| f.to_string()).collect()),
+            ..Default::default()
+        })
+    };
+    let mut out = vec![
+        (
+            "avx512vnni, portable".to_string(),
+            claim(&["sse2", "avx", "avx2", "fma", "avx512f", "avx512vnni"]),
+        ),
+        (
+            "avxvnni, portable".to_string(),
+            claim(&["sse2", "avx", "avx2", "fma", "avxvnni"]),
+        ),
+    ];
+    if host.has_int8_dot() {
+        out.push(("host, native".to_string(), host.clone()));
+    }
+    out
+}
+
+/// Schedules drawn with the dot-product rule: every spec gets dot tiles on every target, and
+/// every kernel matches the reference exactly.
+#[test]
+fn dot_tiles_are_exact_natively_and_portably() {
+    for (what, target) in dot_targets(&Target::detect()) {
+        assert!(target.has_int8_dot(), "{what}");
+        let ctx = AnnotateContext::for_target(&target);
+        let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+        for (n, spec) in DOT_SPECS.iter().enumerate() {
+            let task = OpSpec::parse(spec).unwrap().task().unwrap();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(n as u64);
+            let mut schedules = vec![];
+            for sk in generate(&task.dag, &cpu_rules()) {
+                for _ in 0..3 {
+                    let (s, _) =
+                        annotate(&task.dag, &sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
+                    schedules.push(s);
+                }
+            }
+            let dots = schedules
+                .iter()
+                .filter(|s| {
+                    codegen::generate_with(&task.dag, s, &target, &task.lower_options())
+                        .unwrap()
+                        .source
+                        .contains("= th_dot(")
+                })
+                .count();
+            assert!(
+                dots > 0,
+                "{what}: {spec}: no dot tile among {} schedules",
+                schedules.len()
+            );
+            for (s, r) in schedules.iter().zip(measurer.measure(&task, &schedules)) {
+                assert_eq!(
+                    r.error,
+                    ErrorCode::NoError,
+                    "{what}: {spec}: {}\nschedule: {}",
+                    r.error_msg,
+                    s.to_json()
+                );
+            }
+        }
+    }
+}
+
+/// Two schedules per sketch, as the search draws them, and four from the random sampler.
+#[test]
+fn integer_schedules_are_exact() {
+    let target = Target::detect();
+    let ctx = AnnotateContext::for_target(&target);
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+    for (n, spec) in SPECS.iter().enumerate() {
+        let task = OpSpec::parse(spec).unwrap().task().unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(n as u64);
+        let mut schedules = vec![];
+        for sk in generate(&task.dag, &cpu_rules()) {
+            for _ in 0..2 {
+                let (s, _) =
+                    annotate(&task.dag, &sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
+                schedules.push(s);
+            }
+        }
+        let mut sampler = RandomSampler::new(&task.dag, &target, n as u64);
+        schedules.extend((0..4).map(|_| sampler.sample()));
+        for s in &schedules {
+            let k = codegen::generate_with(&task.dag, s, &target, &task.lower_options()).unwrap();
+            assert!(
+                k.source.contains("int32_t* restrict") && !k.source.contains("float* restrict"),
+                "{spec}: an integer kernel has integer arguments only"
+            );
+        }
+        for (s, r) in schedules.iter().zip(measurer.measure(&task, &schedules)) {
+            assert_eq!(
+                r.error,
+                ErrorCode::NoError,
+                "{spec}: {}\nschedule: {}",
+                r.error_msg,
+                s.to_json()
+            );
+        }
+    }
+}
+
+/// The reference is exact and so is the check: the right kernel passes, one unit off in one
+/// element fails, naming the element.
+#[test]
+fn one_unit_off_is_a_wrong_answer() {
+    let target = Target::detect();
+    let task = OpSpec::parse("matmul(m=3,n=5,k=200,dtype=u8i8,layout_free=none)")
+        .unwrap()
+        .task()
+        .unwrap();
+    let expected = reference::outputs(&task.dag);
+    let sampler_schedule = RandomSampler::new(&task.dag, &target, 7).sample();
+    let k = codegen::generate_with(&task.dag, &sampler_schedule, &target, &task.lower_options())
+        .unwrap();
+    let input = |source: String| BuildInput {
+        kernel_source: source,
+        args: k.args.clone(),
+        threads: 1,
+    };
+    // The same kernel with one more in element 14 of C, after the kernel's own loops (the
+    // source ends with the kernel's closing brace: no packed input).
+    let name = &k.args[2].name;
+    let end = k.source.rfind("}\n").unwrap();
+    let off = format!("{}  {name}[14] += 1;\n}}\n", &k.source[..end]);
+    let o = MeasureOptions::check_only();
+    let builder = LocalBuilder::new(&target, &o);
+    let mut runner = LocalRunner::new(&target, o);
+    let rs = measure_batch(
+        &builder,
+        &mut runner,
+        &[
+            (input(k.source.clone()), &expected),
+            (input(off), &expected),
+        ],
+    );
+    assert_eq!(rs[0].error, ErrorCode::NoError, "{}", rs[0].error_msg);
+    assert_eq!(rs[1].error, ErrorCode::WrongAnswer, "{}", rs[1].error_msg);
+    assert!(
+        rs[1].error_msg.contains("flat index 14") && rs[1].error_msg.contains("exactly"),
+        "{}",
+        rs[1].error_msg
+    );
+}
+
+/// A pack of integer kernels (dot tiles and plain integer loops side by side, as one file
+/// holds them) compiles with gcc and clang under -Wall -Werror with the target's flags, and its
+/// header, in the argument types, from C++.
+#[test]
+fn integer_kernels_pack_and_link_cleanly() {
+    use tunehub_engine::package::{self, Provenance};
+    let target = Target::detect();
+    let ctx = AnnotateContext::for_target(&target);
+    let mut kernels = vec![];
+    for (n, spec) in [
+        "matmul(m=4,n=32,k=16,dtype=u8i8)",
+        "dense(m=3,n=17,k=30,dtype=i8i8)",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let task = OpSpec::parse(spec).unwrap().task().unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(n as u64);
+        for (i, sk) in generate(&task.dag, &cpu_rules()).iter().enumerate() {
+            let (s, _) = annotate(&task.dag, sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
+            let provenance = Provenance {
+                record_id: format!("r{n}{i}"),
+                workload_key: task.key.clone(),
+                target_key: target.key(),
+                description: format!("{spec} sketch {i}"),
+                gflops: 1.0,
+            };
+            kernels.push(package::kernel(&task, &s, &target, provenance, "q_").unwrap());
+        }
+    }
+    let pack = package::pack("ints", &kernels).unwrap();
+    assert!(pack.header.contains("const uint8_t* ") && pack.header.contains("int32_t* "));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ints.c"), &pack.source).unwrap();
+    std::fs::write(dir.path().join("ints.h"), &pack.header).unwrap();
+    std::fs::write(
+        dir.path().join("use.cc"),
+        "#include \"ints.h\"\nint main() { return 0; }\n",
+    )
+    .unwrap();
+    let flags = target.compile_flags();
+    for (cc, file) in [("gcc", "ints.c"), ("clang", "ints.c"), ("g++", "use.cc")] {
+        let mut cmd = std::process::Command::new(cc);
+        if file.ends_with(".c") {
+            cmd.args(&flags);
+        }
+        let out = cmd
+            .args(["-Wall", "-Werror", "-c", file, "-o", "/dev/null"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap_or_else(|e| panic!("{cc}: {e}"));
+        assert!(
+            out.status.success(),
+            "{cc} {file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
