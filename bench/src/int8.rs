@@ -11,10 +11,9 @@
 
 use crate::dotroof::DotRoof;
 use crate::procs;
-use crate::sweep::{last_json, tunehub_best_ms};
+use crate::sweep::{append_line, last_json, tunehub_best_ms};
 use anyhow::{Context, Result};
 use serde_json::json;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 use tunehub_engine::ops::OpSpec;
@@ -120,11 +119,7 @@ pub fn run(a: Int8Args) -> Result<()> {
             }
             println!("{line}");
             if let Some(p) = &a.results {
-                let mut f = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)?;
-                writeln!(f, "{row}")?;
+                append_line(p, &row)?;
             }
         }
     }

@@ -258,15 +258,21 @@ pub fn run(a: SweepArgs) -> Result<()> {
             t0.elapsed().as_secs_f64()
         );
         if let Some(p) = &a.results {
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)?;
-            writeln!(f, "{row}")?;
+            append_line(p, &row)?;
         }
         rows.push(row);
     }
     report(&rows, &a.peers);
+    Ok(())
+}
+
+/// Appends `row` to a results file as one JSON line.
+pub(crate) fn append_line(path: &Path, row: &Value) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    writeln!(f, "{row}")?;
     Ok(())
 }
 

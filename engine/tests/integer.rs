@@ -12,9 +12,11 @@ use tunehub_engine::measure::{
 use tunehub_engine::ops::OpSpec;
 use tunehub_engine::reference;
 use tunehub_engine::sample::RandomSampler;
+use tunehub_engine::schedule::Schedule;
 use tunehub_engine::search::annotate::{AnnotateContext, Decider, annotate};
 use tunehub_engine::search::sketch::{cpu_rules, generate};
 use tunehub_engine::target::{Target, TargetOverrides};
+use tunehub_engine::task::Task;
 
 const SPECS: &[&str] = &[
     "matmul(m=5,n=19,k=37,dtype=u8i8)",
@@ -25,6 +27,20 @@ const SPECS: &[&str] = &[
     "conv2d_nhwc(n=1,h=6,w=5,c=7,f=6,kh=3,kw=3,stride=2,pad=1,bias=1,relu=1,dtype=i8i8)",
     "depthwise_conv2d_nchw(n=1,c=5,h=7,w=7,kh=3,kw=3,pad=1,bias=1,relu=1,dtype=u8i8)",
 ];
+
+/// `per` schedules of each sketch of `task`, as the search draws them (sketch rules, then random
+/// annotation), from `seed`.
+fn drawn(task: &Task, ctx: &AnnotateContext, seed: u64, per: usize) -> Vec<Schedule> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut out = vec![];
+    for sk in generate(&task.dag, &cpu_rules()) {
+        for _ in 0..per {
+            let (s, _) = annotate(&task.dag, &sk, ctx, &mut Decider::sample(&mut rng)).unwrap();
+            out.push(s);
+        }
+    }
+    out
+}
 
 /// Specs whose sums the dot tiles take: the reduction a multiple of 4 and read contiguously
 /// by the data, the vector axis whole vectors; signed and unsigned data, inlined padding.
@@ -77,15 +93,7 @@ fn dot_tiles_are_exact_natively_and_portably() {
         let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
         for (n, spec) in DOT_SPECS.iter().enumerate() {
             let task = OpSpec::parse(spec).unwrap().task().unwrap();
-            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(n as u64);
-            let mut schedules = vec![];
-            for sk in generate(&task.dag, &cpu_rules()) {
-                for _ in 0..3 {
-                    let (s, _) =
-                        annotate(&task.dag, &sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
-                    schedules.push(s);
-                }
-            }
+            let schedules = drawn(&task, &ctx, n as u64, 3);
             let dots = schedules
                 .iter()
                 .filter(|s| {
@@ -121,15 +129,7 @@ fn integer_schedules_are_exact() {
     let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
     for (n, spec) in SPECS.iter().enumerate() {
         let task = OpSpec::parse(spec).unwrap().task().unwrap();
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(n as u64);
-        let mut schedules = vec![];
-        for sk in generate(&task.dag, &cpu_rules()) {
-            for _ in 0..2 {
-                let (s, _) =
-                    annotate(&task.dag, &sk, &ctx, &mut Decider::sample(&mut rng)).unwrap();
-                schedules.push(s);
-            }
-        }
+        let mut schedules = drawn(&task, &ctx, n as u64, 2);
         let mut sampler = RandomSampler::new(&task.dag, &target, n as u64);
         schedules.extend((0..4).map(|_| sampler.sample()));
         for s in &schedules {

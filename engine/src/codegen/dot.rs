@@ -284,7 +284,7 @@ pub(super) fn helpers(ins: Instruction) -> String {
 
 impl Gen<'_> {
     /// Writes `t`: accumulators loaded, the band with one instruction per accumulator and step
-    /// inside (each distinct operand read once per step), the signed data's offset taken back,
+    /// inside (each distinct operand read once per step), a flipped data's offset taken back,
     /// stored.
     pub(super) fn dot_tile(&mut self, t: &DotTile, ins: Instruction) {
         // Data of the other signedness is read with its top bit flipped; the weights' sums
@@ -339,7 +339,6 @@ impl Gen<'_> {
             .collect();
         let weights: Vec<String> = {
             let mut v: Vec<String> = ops.iter().map(|o| o.0.clone()).collect();
-            v.dedup();
             v.sort();
             v.dedup();
             v

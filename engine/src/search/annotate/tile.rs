@@ -40,7 +40,7 @@ fn axis_orders(ns: usize) -> Vec<Vec<usize>> {
 }
 
 /// Products summed 4 at a time by an 8-bit dot-product instruction (`vpdpbusd`, `sdot`).
-pub(crate) const DOT: i64 = 4;
+const DOT: i64 = 4;
 
 /// Whether an integer sum of `stage` (`ns` space axes) can end in a loop of [`DOT`] that the
 /// code generator writes as dot-product instructions (`codegen::dot`): its last reduction axis
@@ -179,6 +179,7 @@ pub(super) fn tile<R: Rng>(
         order.extend((0..nr).map(|b| rp(b, 1)));
         order.extend(inner_axes.iter().map(|&a| sp(a, 3)));
         if dot {
+            // The dot axis is the last reduction axis: its loop of 4 is the last leaf.
             order.push(rp(nr, 0));
         }
         g.apply(Step::Reorder { stage: t, order })?;
