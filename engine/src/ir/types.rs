@@ -59,8 +59,9 @@ pub(super) fn check_stage(dag: &ComputeDag, s: &Stage) -> Result<(), String> {
 fn integer_only(dag: &ComputeDag, e: &Expr) -> Result<(), String> {
     match e {
         Expr::Const(c) => {
-            if c.fract() != 0.0 && c.is_finite() {
-                return Err(format!("an i32 stage uses the non-integer constant {c}"));
+            let (lo, hi) = (f64::from(i32::MIN), f64::from(i32::MAX));
+            if c.fract() != 0.0 || !(lo..=hi).contains(c) {
+                return Err(format!("an i32 stage uses the constant {c}, not an i32"));
             }
             Ok(())
         }
@@ -196,7 +197,7 @@ mod tests {
                 "avg_pool2d(1,2,4,4)",
                 &[("data", I8), ("pool_sum", I32), ("avg_pool", I32)],
             ),
-            "non-integer constant",
+            "not an i32",
         );
         refused(typed("softmax(2,4)", &[("softmax", I32)]), "cannot divide");
         refused(
