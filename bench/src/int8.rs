@@ -7,7 +7,8 @@
 //! instruction's. With `--ansor-python`, `bench/peers/ansor_int8.py` tunes the u8i8 form with
 //! the same trials (TVM writes the int32 sum of int8 products; Ansor packs the weight).
 //!
-//! `tunehub-bench int8 [--trials 200] [--tune-seeds 1,2,3] [--shape SPEC]... [--ansor-python PY]`
+//! `tunehub-bench int8 [--trials 200] [--tune-seeds 1,2,3] [--shape SPEC]... [--dtypes u8i8,u8i8:u8]
+//! [--ansor-python PY]`
 
 use crate::dotroof::DotRoof;
 use crate::procs;
@@ -30,7 +31,7 @@ pub struct Int8Args {
     /// Shapes in f32 (the integer forms add `dtype=`); default: matmul 512 and a 3x3 conv.
     #[arg(long = "shape")]
     shapes: Vec<String>,
-    /// The integer forms measured beside f32.
+    /// The integer forms measured beside f32; `u8i8:u8` requantizes to u8 (`out_dtype=u8`).
     #[arg(long, value_delimiter = ',', default_value = "u8i8,i8i8")]
     dtypes: Vec<String>,
     /// The peers' Python (`/tmp/peer/bin/python`): Ansor tunes the u8i8 form too.
@@ -49,12 +50,13 @@ const SHAPES: &[&str] = &[
     "conv2d_nhwc(n=1,h=56,w=56,c=64,f=64,kh=3,kw=3,pad=1)",
 ];
 
-/// `spec` with `dtype=` added (`f32`: as it is).
+/// `spec` with `dtype=` added (`f32`: as it is), and `out_dtype=` after a colon (`u8i8:u8`).
 fn with_dtype(spec: &str, dtype: &str) -> String {
-    if dtype == "f32" {
-        spec.to_string()
-    } else {
-        format!("{},dtype={dtype})", spec.trim_end_matches(')'))
+    let head = spec.trim_end_matches(')');
+    match dtype.split_once(':') {
+        _ if dtype == "f32" => spec.to_string(),
+        Some((inputs, out)) => format!("{head},dtype={inputs},out_dtype={out})"),
+        None => format!("{head},dtype={dtype})"),
     }
 }
 

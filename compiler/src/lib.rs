@@ -57,6 +57,28 @@ pub struct Compiled {
     pub manifest: Manifest,
 }
 
+/// Whether `g` is a model this compiler builds: a QDQ model (`QuantizeLinear`,
+/// `DequantizeLinear`) is not yet. Its anchors are tuned in their integer forms
+/// (`tunehub_onnx::quantized`); running it needs 8-bit tensors between the kernels and the
+/// requantization's constants. Checked before anything is tuned for a build.
+pub fn check_buildable(g: &Graph) -> Result<(), CompileError> {
+    use tunehub_onnx::quantized::{DEQUANTIZE, QUANTIZE};
+    match g
+        .nodes
+        .iter()
+        .find(|n| n.op == QUANTIZE || n.op == DEQUANTIZE)
+    {
+        None => Ok(()),
+        Some(n) => Err(CompileError::Node {
+            node: n.name.clone(),
+            op: n.op.clone(),
+            msg: "quantized (QDQ) models do not compile yet; `tunehub tune MODEL.onnx` tunes \
+                  their convolutions and matrix products in their integer forms"
+                .into(),
+        }),
+    }
+}
+
 /// Compiles `g` (its tasks `tasks`, `kernels[i]` serving task `i`) as the library `name` (a C
 /// identifier); `model` names the model in comments and the manifest.
 pub fn compile(
@@ -94,6 +116,7 @@ pub fn compile(
             }
         }
     }
+    check_buildable(g)?;
     let p = Program::build(g, tasks, kernels)?;
     let plan = memory::plan(&p);
     let weights = weights::layout(&p);

@@ -305,3 +305,33 @@ fn a_kernel_whose_names_are_not_identifiers_is_refused() {
         "{e}"
     );
 }
+
+/// A QDQ model is refused with a message naming the node, before anything is compiled: its
+/// integer tasks tune, but the model does not compile yet.
+#[test]
+fn a_quantized_model_is_refused_naming_its_first_conversion() {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 4]);
+    let s = b.floats(&[], &[0.1]);
+    let z = b.integers(&[], "u8", &[0]);
+    let q = b.node("QuantizeLinear", &[&x, &s, &z], vec![]);
+    let name = b.last_node().to_string();
+    let d = b.node("DequantizeLinear", &[&q, &s, &z], vec![]);
+    let y = b.node("Relu", &[&d], vec![]);
+    b.output(&y);
+    let g = Graph::load(&b.encode(), &InputShapes::default(), None).unwrap();
+    let list = tasks::extract(&g, true).unwrap();
+    let target = Target::detect();
+    let e = compile(
+        &g,
+        &list,
+        &kernels(&list, &target),
+        "q",
+        "q.onnx",
+        &Options::default(),
+    )
+    .err()
+    .expect("refused")
+    .to_string();
+    assert!(e.contains(&name) && e.contains("do not compile yet"), "{e}");
+}

@@ -2,7 +2,7 @@
 //! the same way in Rust (the reference) and in the generated C harness, so no data files travel
 //! between the tuner and a device.
 
-use crate::ir::DType;
+use crate::ir::{DType, InputData};
 
 /// The C twin of [`input_bits`], [`input_value`] and [`input_typed`], emitted into every
 /// harness. Keep them in step.
@@ -17,6 +17,10 @@ static float tunehub_input_value(unsigned int tensor, unsigned int idx) {
 static int tunehub_input_u8(unsigned int tensor, unsigned int idx) { return (int)(tunehub_input_bits(tensor, idx) >> 24); }
 static int tunehub_input_i8(unsigned int tensor, unsigned int idx) { return (int)(tunehub_input_bits(tensor, idx) >> 24) - 128; }
 static int tunehub_input_i32(unsigned int tensor, unsigned int idx) { return (int)(tunehub_input_bits(tensor, idx) >> 16) - 32768; }
+static float tunehub_input_multiplier(unsigned int tensor, unsigned int idx) {
+  unsigned int h = tunehub_input_bits(tensor, idx);
+  return ldexpf(1.0f + (float)((h >> 8) & 255u) / 256.0f, -(int)(5u + (h >> 24) % 12u));
+}
 "#;
 
 /// The hash both sides draw from.
@@ -48,6 +52,21 @@ pub fn input_typed(tensor: u32, idx: u32, dtype: DType) -> f64 {
         DType::I8 => f64::from(h >> 24) - 128.0,
         DType::I32 => f64::from(h >> 16) - 32768.0,
         DType::F32 | DType::F16 => f64::from(input_value(tensor, idx)),
+    }
+}
+
+/// A value of an input of type `dtype` drawn from `data`: [`input_typed`] for the usual
+/// values; a multiplier is `(1 + m / 256) * 2^-e` with `m` in `0..256` and `e` in `5..=16`,
+/// exact in f32 on both sides (the C twin builds it with `ldexpf`).
+pub fn input_of(tensor: u32, idx: u32, dtype: DType, data: InputData) -> f64 {
+    match data {
+        InputData::Usual => input_typed(tensor, idx, dtype),
+        InputData::Multiplier => {
+            let h = input_bits(tensor, idx);
+            let m = f64::from((h >> 8) & 255);
+            let e = 5 + (h >> 24) % 12;
+            (1.0 + m / 256.0) * 2f64.powi(-(e as i32))
+        }
     }
 }
 

@@ -15,7 +15,8 @@ struct FlatLoad {
 
 /// Outputs of the DAG (in `ComputeDag::outputs()` order) on the deterministic inputs of
 /// [`data::input_typed`], as the kernel stores them: f32 outputs rounded to f32, integer ones
-/// exact (their values are integers far inside f64's 2^53).
+/// exact (their values are integers far inside f64's 2^53), 8-bit ones requantized from f64
+/// (a kernel's f32 may round a tie the other way: see `measure::check`).
 pub fn outputs(dag: &ComputeDag) -> Vec<Vec<f64>> {
     let vals = evaluate(dag);
     dag.outputs()
@@ -42,7 +43,7 @@ fn evaluate_rows(dag: &ComputeDag, row_len: usize) -> Vec<Vec<f64>> {
             StageKind::Placeholder => {
                 vals.push(
                     (0..n as u32)
-                        .map(|i| data::input_typed(ordinal, i, s.dtype))
+                        .map(|i| data::input_of(ordinal, i, s.dtype, s.data))
                         .collect(),
                 );
                 ordinal += 1;
@@ -91,6 +92,11 @@ fn evaluate_rows(dag: &ComputeDag, row_len: usize) -> Vec<Vec<f64>> {
                         done += len;
                     }
                 });
+                // An 8-bit stage stores its f32 value requantized (`ir::types`).
+                let out = match s.dtype.is_8bit() {
+                    true => out.into_iter().map(|v| s.dtype.quantize(v)).collect(),
+                    false => out,
+                };
                 vals.push(out);
             }
         }

@@ -42,14 +42,44 @@ fn drawn(task: &Task, ctx: &AnnotateContext, seed: u64, per: usize) -> Vec<Sched
     out
 }
 
+/// Two schedules per sketch as the search draws them, and four from the random sampler.
+fn drawn_and_sampled(
+    task: &Task,
+    ctx: &AnnotateContext,
+    target: &Target,
+    seed: u64,
+) -> Vec<Schedule> {
+    let mut schedules = drawn(task, ctx, seed, 2);
+    let mut sampler = RandomSampler::new(&task.dag, target, seed);
+    schedules.extend((0..4).map(|_| sampler.sample()));
+    schedules
+}
+
+/// Every schedule measures without error (its kernel matches the reference), or the failure
+/// names the spec and the schedule.
+fn all_pass(measurer: &mut Measurer, task: &Task, spec: &str, schedules: &[Schedule]) {
+    for (s, r) in schedules.iter().zip(measurer.measure(task, schedules)) {
+        assert_eq!(
+            r.error,
+            ErrorCode::NoError,
+            "{spec}: {}\nschedule: {}",
+            r.error_msg,
+            s.to_json()
+        );
+    }
+}
+
 /// Specs whose sums the dot tiles take: the reduction a multiple of 4 and read contiguously
-/// by the data, the vector axis whole vectors; signed and unsigned data, inlined padding.
+/// by the data, the vector axis whole vectors; signed and unsigned data, inlined padding, and
+/// requantized outputs.
 const DOT_SPECS: &[&str] = &[
     "matmul(m=6,n=32,k=20,dtype=u8i8)",
     "matmul(m=5,n=48,k=36,dtype=i8i8)",
     "dense(m=3,n=32,k=12,dtype=i8i8)",
     "conv2d_nhwc(n=1,h=5,w=6,c=8,f=16,kh=3,kw=3,pad=1,dtype=u8i8)",
     "conv2d_nhwc(n=1,h=5,w=5,c=12,f=32,kh=3,kw=3,stride=2,pad=1,dtype=i8i8)",
+    "conv2d_nhwc(n=1,h=5,w=6,c=8,f=16,kh=3,kw=3,pad=1,bias=1,relu=1,dtype=u8i8,out_dtype=u8)",
+    "matmul(m=5,n=48,k=36,dtype=i8i8,out_dtype=i8)",
 ];
 
 /// The targets the dot tiles are checked on: AVX-512 VNNI and AVX-VNNI as the code generator
@@ -108,15 +138,7 @@ fn dot_tiles_are_exact_natively_and_portably() {
                 "{what}: {spec}: no dot tile among {} schedules",
                 schedules.len()
             );
-            for (s, r) in schedules.iter().zip(measurer.measure(&task, &schedules)) {
-                assert_eq!(
-                    r.error,
-                    ErrorCode::NoError,
-                    "{what}: {spec}: {}\nschedule: {}",
-                    r.error_msg,
-                    s.to_json()
-                );
-            }
+            all_pass(&mut measurer, &task, &format!("{what}: {spec}"), &schedules);
         }
     }
 }
@@ -129,9 +151,7 @@ fn integer_schedules_are_exact() {
     let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
     for (n, spec) in SPECS.iter().enumerate() {
         let task = OpSpec::parse(spec).unwrap().task().unwrap();
-        let mut schedules = drawn(&task, &ctx, n as u64, 2);
-        let mut sampler = RandomSampler::new(&task.dag, &target, n as u64);
-        schedules.extend((0..4).map(|_| sampler.sample()));
+        let schedules = drawn_and_sampled(&task, &ctx, &target, n as u64);
         for s in &schedules {
             let k = codegen::generate_with(&task.dag, s, &target, &task.lower_options()).unwrap();
             assert!(
@@ -139,15 +159,7 @@ fn integer_schedules_are_exact() {
                 "{spec}: an integer kernel has integer arguments only"
             );
         }
-        for (s, r) in schedules.iter().zip(measurer.measure(&task, &schedules)) {
-            assert_eq!(
-                r.error,
-                ErrorCode::NoError,
-                "{spec}: {}\nschedule: {}",
-                r.error_msg,
-                s.to_json()
-            );
-        }
+        all_pass(&mut measurer, &task, spec, &schedules);
     }
 }
 
@@ -251,4 +263,47 @@ fn integer_kernels_pack_and_link_cleanly() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Requantized forms (`out_dtype=`) on odd shapes: signed and unsigned outputs, with and
+/// without bias and relu, each channel its own multiplier.
+const REQUANT_SPECS: &[&str] = &[
+    "matmul(m=5,n=19,k=37,dtype=u8i8,out_dtype=u8)",
+    "dense(m=3,n=32,k=12,bias=1,relu=1,dtype=i8i8,out_dtype=i8)",
+    "conv2d_nhwc(n=1,h=5,w=6,c=8,f=16,kh=3,kw=3,pad=1,bias=1,relu=1,dtype=u8i8,out_dtype=u8)",
+    "conv2d_nchw(n=1,c=3,h=7,w=9,f=5,kh=3,kw=3,pad=1,dtype=i8i8,out_dtype=i8)",
+    "depthwise_conv2d_nchw(n=1,c=5,h=7,w=7,kh=3,kw=3,stride=2,pad=1,dtype=u8i8,out_dtype=u8)",
+    "batch_matmul(b=2,m=3,n=5,k=7,dtype=u8i8,out_dtype=i8)",
+];
+
+/// The check data of a requantized form reach both saturated ends and the values between
+/// (so that a wrong multiplier, zero point or rounding shows), and every schedule the search
+/// draws, dot tiles among them where the host has the instruction, matches the reference
+/// within the one unit a tie rounded the other way may take.
+#[test]
+fn requantized_schedules_match_within_one_unit() {
+    let target = Target::detect();
+    let ctx = AnnotateContext::for_target(&target);
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+    let mut ends = (0, 0);
+    for (n, spec) in REQUANT_SPECS.iter().enumerate() {
+        let task = OpSpec::parse(spec).unwrap().task().unwrap();
+        let out = &reference::outputs(&task.dag)[0];
+        let (lo, hi) = task.dag.stages[task.dag.outputs()[0]]
+            .dtype
+            .int_range()
+            .unwrap();
+        let at = |v: i64| out.iter().filter(|&&x| x == v as f64).count();
+        let inside = out.len() - at(lo) - at(hi);
+        assert!(
+            2 * inside > out.len(),
+            "{spec}: {inside} of {} inside",
+            out.len()
+        );
+        ends.0 += at(lo);
+        ends.1 += at(hi);
+        let schedules = drawn_and_sampled(&task, &ctx, &target, n as u64);
+        all_pass(&mut measurer, &task, spec, &schedules);
+    }
+    assert!(ends.0 > 0 && ends.1 > 0, "saturated at the ends: {ends:?}");
 }

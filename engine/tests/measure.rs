@@ -37,6 +37,7 @@ fn args() -> Vec<ArgSpec> {
         is_output,
         dtype: DType::F32,
         packed_len: None,
+        data: Default::default(),
     };
     vec![a("A", 0, false), a("B", 1, false), a("C", 2, true)]
 }
@@ -130,6 +131,7 @@ fn several_outputs_are_checked_in_argument_order() {
         is_output,
         dtype: DType::F32,
         packed_len: None,
+        data: Default::default(),
     };
     let args = vec![
         spec("X", 8, 0, false),

@@ -146,16 +146,43 @@ impl ModelBuilder {
     }
 
     fn constant(&mut self, dims: &[i64], raw: Vec<u8>) -> String {
+        self.typed_constant(dims, FLOAT, raw)
+    }
+
+    fn typed_constant(&mut self, dims: &[i64], data_type: i32, raw: Vec<u8>) -> String {
         self.count += 1;
         let name = format!("w{}", self.count);
         self.graph.initializer.push(pb::TensorProto {
             name: name.clone(),
             dims: dims.to_vec(),
-            data_type: FLOAT,
+            data_type,
             raw_data: raw,
             ..Default::default()
         });
         name
+    }
+
+    /// An integer constant of ONNX type `u8`, `i8` or `i32` (a QDQ model's quantized weights,
+    /// biases and zero points), its values given.
+    pub fn integers(&mut self, dims: &[i64], dtype: &str, values: &[i64]) -> String {
+        let (data_type, raw): (i32, Vec<u8>) = match dtype {
+            "u8" => (2, values.iter().map(|&v| v as u8).collect()),
+            "i8" => (3, values.iter().map(|&v| v as i8 as u8).collect()),
+            "i32" => (
+                6,
+                values
+                    .iter()
+                    .flat_map(|&v| (v as i32).to_le_bytes())
+                    .collect(),
+            ),
+            _ => panic!("integers: u8, i8 or i32, not {dtype}"),
+        };
+        self.typed_constant(dims, data_type, raw)
+    }
+
+    /// Constants of one f32 value each (a QDQ model's scales).
+    pub fn floats(&mut self, dims: &[i64], values: &[f32]) -> String {
+        self.constant(dims, values.iter().flat_map(|v| v.to_le_bytes()).collect())
     }
 
     /// A node of one output; returns the output's name.

@@ -65,6 +65,10 @@ pub const GLUE: &[&str] = &[
     "Expand",
     "Cast",
     "Pad",
+    // Conversions between a QDQ model's quantized tensors and f32 (see `quantized`): taken
+    // into a quantized anchor's task where one reads or writes them.
+    "QuantizeLinear",
+    "DequantizeLinear",
 ];
 
 pub fn classify(g: &Graph, n: &Node) -> Class {

@@ -5,6 +5,7 @@
 
 use crate::classify::Class;
 use crate::graph::Graph;
+use crate::quantized::{Quantized, quantized};
 use std::collections::{HashMap, HashSet};
 
 /// A group of nodes that becomes one task.
@@ -16,11 +17,26 @@ pub struct Group {
     pub members: Vec<usize>,
     /// The tensor the group computes.
     pub output: String,
+    /// A QDQ model's quantized anchor: its members are a `Relu` and the `QuantizeLinear`.
+    pub quantized: Option<Quantized>,
 }
 
 impl Group {
     pub fn nodes(&self) -> impl Iterator<Item = usize> + '_ {
         self.anchor.into_iter().chain(self.members.iter().copied())
+    }
+
+    /// The f32 computation of the group: a quantized anchor's group without its
+    /// `QuantizeLinear` (what its integer form retypes); any other group as it is.
+    pub fn in_f32(&self, g: &Graph) -> Group {
+        let mut f = self.clone();
+        if f.quantized.take().is_some() {
+            f.members
+                .retain(|&m| g.nodes[m].op != crate::quantized::QUANTIZE);
+            let last = f.members.last().copied().or(f.anchor).expect("an anchor");
+            f.output = g.nodes[last].outputs[0].clone();
+        }
+        f
     }
 }
 
@@ -47,7 +63,11 @@ pub fn groups(g: &Graph, classes: &[Class]) -> Vec<Group> {
             let Some(shape) = g.shape(first_out) else {
                 continue;
             };
-            let members = f.grow(i, shape, &claimed);
+            let q = pass_anchors.then(|| quantized(g, i)).flatten();
+            let members = match &q {
+                Some(q) => q.members.clone(),
+                None => f.grow(i, shape, &claimed),
+            };
             claimed[i] = true;
             for &m in &members {
                 claimed[m] = true;
@@ -63,6 +83,7 @@ pub fn groups(g: &Graph, classes: &[Class]) -> Vec<Group> {
                 anchor,
                 members,
                 output,
+                quantized: q,
             });
         }
     }

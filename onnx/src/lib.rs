@@ -10,7 +10,8 @@
 //! - [`graph`]: the nodes from the protobuf, the shapes from tract.
 //! - [`classify`]: anchor, elementwise, glue or unsupported, per operator; [`operands`]: a
 //!   matrix product whose operand shapes do not multiply, named.
-//! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains).
+//! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains); [`quantized`]: a QDQ
+//!   model's anchors between `DequantizeLinear` and `QuantizeLinear`, in integer forms.
 //! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
 //!   as its layout-free inputs), when one fits; [`workload`]: as text form.
 //! - [`tasks`]: the deduplicated, weighted task list, and each group as a call of its task;
@@ -28,6 +29,7 @@ pub mod library;
 pub mod nets;
 pub mod operand;
 pub mod operands;
+pub mod quantized;
 pub mod reference;
 pub mod shapes;
 pub mod tasks;

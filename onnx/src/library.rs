@@ -21,13 +21,31 @@ pub fn op(name: &str, params: &[(&str, i64)], packed: &[&str]) -> Result<OpSpec,
 }
 
 /// The op spec, when the group is exactly a library operator (an error when its values are
-/// not the operator's: out of its parameters' ranges).
+/// not the operator's: out of its parameters' ranges); a quantized anchor's is the integer
+/// form of its f32 computation's, requantized.
 pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
+    // A quantized anchor's weight is a constant behind its DequantizeLinear (which the
+    // graph may not have folded: a large one is left to run).
+    let a = &g.nodes[group.anchor?];
+    let constant_weight = group.quantized.is_some() || a.input(1).is_some_and(|w| g.is_constant(w));
+    let f32_spec = f32_spec(g, &group.in_f32(g), constant_weight)?;
+    Some(match &group.quantized {
+        None => f32_spec,
+        Some(q) => f32_spec
+            .and_then(|s| s.with_dtype(q.inputs))
+            .and_then(|s| s.with_out_dtype(Some(q.out))),
+    })
+}
+
+fn f32_spec(
+    g: &Graph,
+    group: &Group,
+    constant_weight: bool,
+) -> Option<Result<OpSpec, OpSpecError>> {
     let a = &g.nodes[group.anchor?];
     let members: Vec<&Node> = group.members.iter().map(|&m| &g.nodes[m]).collect();
     let x = g.shape(a.input(0)?)?;
     let out = g.shape(a.outputs.first()?)?;
-    let constant_weight = a.input(1).is_some_and(|w| g.is_constant(w));
     match a.op.as_str() {
         "Conv" => {
             let mut rest = members.as_slice();
@@ -121,11 +139,21 @@ pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
 
 /// Where the library operator's inputs come from (the placeholders' names are the operator's:
 /// `data`, `kernel`, `bias`, `weight`, `A`, `B`, `x`), for a group [`spec`] gave a spec for.
+/// A quantized anchor reads the quantized tensors behind its `DequantizeLinear` nodes; its
+/// requantization's `scale` and `zero_point` are not among them yet (such a model does not
+/// compile yet: `tunehub_compiler::check_buildable`).
 pub fn operands(g: &Graph, group: &Group) -> Operands {
     let Some(a) = group.anchor.map(|a| &g.nodes[a]) else {
         return vec![];
     };
-    let t = |i: usize| a.input(i).map(Operand::tensor);
+    let t = |i: usize| {
+        let x = a.input(i)?;
+        let q = group
+            .quantized
+            .as_ref()
+            .and_then(|_| crate::quantized::dequantized(g, x));
+        Some(Operand::tensor(q.unwrap_or(x)))
+    };
     let mut out: Operands = vec![];
     let mut push = |name: &str, o: Option<Operand>| {
         if let Some(o) = o {

@@ -154,7 +154,8 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
     let mut tasks: Vec<NetTask> = vec![];
     let mut calls: Vec<Call> = vec![];
     for group in fuse::groups(g, &classes) {
-        let generated = workload::generate(g, &group)?;
+        // A quantized anchor's text form is the f32 computation its integer form retypes.
+        let generated = workload::generate(g, &group.in_f32(g))?;
         let first = &g.nodes[group.nodes().next().expect("a group has a node")];
         let invalid = |e: String, expr: &str| {
             ImportError::node(first, format!("its workload is invalid ({e}):\n{expr}"))
@@ -162,6 +163,25 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         let spec = library::spec(g, &group)
             .transpose()
             .map_err(|e| invalid(e.to_string(), &generated.expr))?;
+        if group.quantized.is_some() && spec.is_none() {
+            // The text form has no integer types: the f32 text would tune another computation.
+            let reason = "a quantized operator with no integer form in the library (its window \
+                          or epilogue is not the library's)"
+                .to_string();
+            if strict {
+                return Err(ImportError::Unsupported {
+                    node: first.name.clone(),
+                    op: first.op.clone(),
+                    reason,
+                });
+            }
+            skipped.push(Skipped {
+                node: first.name.clone(),
+                op: first.op.clone(),
+                reason,
+            });
+            continue;
+        }
         let generated_operands = generated.operands;
         let draft = NetTask::draft(spec, generated.expr, generated.layout_free);
         let task = draft.task().map_err(|e| invalid(e, &draft.expr))?;

@@ -122,6 +122,8 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
     let list = tunehub_onnx::tasks::extract(&g, true)
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
+    tunehub_compiler::check_buildable(&g)
+        .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
     if let Some(trials) = args.tune {
         tune_missing(&args, &list, trials).await?;
     }

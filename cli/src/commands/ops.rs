@@ -36,6 +36,13 @@ pub fn render() -> String {
                 .map_or_else(|| "required".to_string(), |d| format!("default {d}"));
             let _ = writeln!(out, "    {:width$}  {} ({default})", p.name, p.doc);
         }
+        if op.integer.is_some() {
+            let _ = writeln!(
+                out,
+                "    integer forms: dtype=u8i8|i8i8 (8-bit data and weights, i32 result), \
+                 out_dtype=u8|i8 (requantized)"
+            );
+        }
         out.push('\n');
     }
     out.push_str(

@@ -44,7 +44,8 @@ from .errors import KernelBuildError
 __all__ = ["build", "CompiledKernel", "PackedWeight", "aligned_empty"]
 
 # numpy's names, as KernelArg.dtype spells them: float32, and the integer kernels' types
-# (`dtype=u8i8` / `i8i8` op specs: 8-bit data and weights, int32 bias and result).
+# (`dtype=u8i8` / `i8i8` op specs: 8-bit data and weights, int32 bias and result; with
+# `out_dtype=u8` / `i8` an 8-bit result, a float32 scale per channel and an 8-bit zero point).
 _DTYPES: dict[str, Any] = {
     "float32": np.float32,
     "uint8": np.uint8,

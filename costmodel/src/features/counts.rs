@@ -56,7 +56,7 @@ pub(super) fn count_expr<'e>(
             let slot = match op {
                 UnaryOp::Neg => F_ADDSUB,
                 UnaryOp::Relu => F_MINMAX,
-                UnaryOp::Abs => F_OTHER,
+                UnaryOp::Abs | UnaryOp::Round => F_OTHER,
                 UnaryOp::Exp
                 | UnaryOp::Log
                 | UnaryOp::Sqrt

@@ -1,6 +1,6 @@
 //! The kernel's arguments: what the code generator's signature takes and the harness fills.
 
-use crate::ir::DType;
+use crate::ir::{DType, InputData};
 use serde::{Deserialize, Serialize};
 
 /// One kernel argument: a tensor of the DAG passed by pointer, in signature order.
@@ -20,6 +20,9 @@ pub struct ArgSpec {
     /// run, with the kernel source's `tunehub_pack_<argument position>(src, dst)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packed_len: Option<i64>,
+    /// What an input's values are drawn from (its placeholder's `data`).
+    #[serde(default, skip_serializing_if = "InputData::is_usual")]
+    pub data: InputData,
 }
 
 fn f32() -> DType {

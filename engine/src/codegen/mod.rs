@@ -239,6 +239,9 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
     header.push_str("static inline __attribute__((unused)) float th_minf(float a, float b) { return a < b ? a : b; }\n");
     header.push_str("static inline __attribute__((unused)) int th_maxi(int a, int b) { return a > b ? a : b; }\n");
     header.push_str("static inline __attribute__((unused)) int th_mini(int a, int b) { return a < b ? a : b; }\n");
+    // An 8-bit stage's store (`DType::quantize`): ties to even, saturated, NaN to 0.
+    header.push_str("static inline __attribute__((unused)) uint8_t th_qu8(float v) { v = rintf(v); return v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0; }\n");
+    header.push_str("static inline __attribute__((unused)) int8_t th_qi8(float v) { v = rintf(v); return v == v ? (int8_t)(v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v) : 0; }\n");
     // ceil(a / k) for k > 0 and any sign of a: a lane bound of a range select (`peel`).
     header.push_str("static inline __attribute__((unused)) int th_ceildiv(int a, int k) { return a >= 0 ? (a + k - 1) / k : -((-a) / k); }\n#endif\n\n");
     if target.has_vector_math() {
@@ -290,6 +293,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
             is_output,
             dtype,
             packed_len: pk.map(PackedInput::packed_elems),
+            data: buf.data,
         });
     }
     g.stmts(&func.body);

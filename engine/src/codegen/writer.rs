@@ -239,8 +239,8 @@ impl Gen<'_> {
                     Some(base) => (base, self.lin(&self.bases.of_store[&key].clone())),
                     None => (self.names.bufs[*buf].clone(), self.lin(index)),
                 };
+                let v = self.stored_value(*buf, value);
                 let int = self.dtype(*buf).is_int();
-                let v = self.typed_value(value, int);
                 let target = format!("{name}[{idx}]");
                 let (max, min) = if int {
                     ("th_maxi", "th_mini")
@@ -503,6 +503,20 @@ impl Gen<'_> {
     pub(super) fn dtype(&self, b: usize) -> DType {
         self.func.buffers[b].dtype
     }
+    /// The C value `value` stored into buffer `buf` is: an i32 stage's in the integers, an f32
+    /// stage's in floats, an 8-bit stage's computed in floats and quantized (rounded half to
+    /// even, saturated: `DType::quantize`), except a copy of its own type, which stays one.
+    fn stored_value(&mut self, buf: usize, value: &VExpr) -> String {
+        let dtype = self.dtype(buf);
+        let copy = matches!(value, VExpr::Load { buf: b, .. } if self.dtype(*b) == dtype);
+        match dtype {
+            DType::U8 | DType::I8 if !copy => {
+                let v = self.typed_value(value, false);
+                format!("th_q{}({v})", dtype.name())
+            }
+            _ => self.typed_value(value, dtype.is_int()),
+        }
+    }
     /// [`Gen::value`] of an integer stage (`int`) or an f32 one.
     fn typed_value(&mut self, e: &VExpr, int: bool) -> String {
         let outer = std::mem::replace(&mut self.int_value, int);
@@ -573,6 +587,9 @@ impl Gen<'_> {
                     UnaryOp::Abs => format!("fabsf({a})"),
                     UnaryOp::Relu => format!("th_maxf({a}, 0.0f)"),
                     UnaryOp::Erf => format!("erff({a})"),
+                    // The current rounding mode: to nearest, ties to even, unless a program
+                    // changes it (none does): ONNX's rounding, one `vroundps` under SSE4.1.
+                    UnaryOp::Round => format!("rintf({a})"),
                 }
             }
             VExpr::Binary(op, a, b_expr) => {

@@ -58,8 +58,31 @@ pub struct Stage {
     pub name: String,
     pub shape: Vec<i64>,
     pub dtype: DType,
+    /// A placeholder's check data (`data::input_of`); unsaid: its type's usual values.
+    #[serde(default, skip_serializing_if = "InputData::is_usual")]
+    pub data: InputData,
     #[serde(flatten)]
     pub kind: StageKind,
+}
+
+/// What a placeholder's check data are drawn from (see `data::input_of`). The values a kernel
+/// is checked on must exercise what it computes: a requantization's multiplier drawn from
+/// f32's usual `[-1, 1)` would saturate nearly every output of a sum of 8-bit products.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputData {
+    /// The type's usual values: f32 in `[-1, 1)`, every value of an 8-bit type.
+    #[default]
+    Usual,
+    /// A requantization multiplier (f32): positive, log-uniform over `[2^-16, 2^-4)`, the
+    /// range where the sums of 8-bit products of the checked shapes land inside 8 bits.
+    Multiplier,
+}
+
+impl InputData {
+    pub fn is_usual(&self) -> bool {
+        *self == InputData::Usual
+    }
 }
 
 impl Stage {

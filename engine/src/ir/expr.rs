@@ -63,6 +63,25 @@ impl DType {
             DType::F32 | DType::F16 => None,
         }
     }
+
+    /// Whether a computed stage of this type requantizes: an 8-bit stage computes in f32 and
+    /// stores [`DType::quantize`]d values.
+    pub fn is_8bit(self) -> bool {
+        matches!(self, DType::I8 | DType::U8)
+    }
+
+    /// `v` as an 8-bit stage stores it, ONNX's `QuantizeLinear` conversion: rounded to the
+    /// nearest integer with ties to even, saturated to the type's range; NaN stores 0. Other
+    /// types store `v` unchanged.
+    pub fn quantize(self, v: f64) -> f64 {
+        match self.int_range() {
+            Some((lo, hi)) if self.is_8bit() => match v.is_nan() {
+                true => 0.0,
+                false => v.round_ties_even().clamp(lo as f64, hi as f64),
+            },
+            _ => v,
+        }
+    }
 }
 
 /// `offset + sum(coef * axis)`, axes numbered within one stage: space axes first, then
@@ -162,10 +181,12 @@ pub enum UnaryOp {
     Relu,
     /// The error function (ONNX's `Erf`, GELU's exact form).
     Erf,
+    /// To the nearest integer, halves to even: the rounding of ONNX's `QuantizeLinear`.
+    Round,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 10] = [
+    pub const ALL: [UnaryOp; 11] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -176,6 +197,7 @@ impl UnaryOp {
         UnaryOp::Abs,
         UnaryOp::Relu,
         UnaryOp::Erf,
+        UnaryOp::Round,
     ];
 
     pub fn name(self) -> &'static str {
@@ -190,6 +212,7 @@ impl UnaryOp {
             UnaryOp::Abs => "abs",
             UnaryOp::Relu => "relu",
             UnaryOp::Erf => "erf",
+            UnaryOp::Round => "round",
         }
     }
 
@@ -210,6 +233,7 @@ impl UnaryOp {
             UnaryOp::Relu => x.max(0.0),
             // std has no erf yet; libm's is musl's, correctly rounded to within an ulp.
             UnaryOp::Erf => libm::erf(x),
+            UnaryOp::Round => x.round_ties_even(),
         }
     }
 }
@@ -600,6 +624,31 @@ mod float_json {
 mod tests {
     use crate::ir::ComputeDag;
     use crate::ops::{self, PoolKind, Window};
+
+    /// ONNX's `QuantizeLinear` conversion: ties to even, saturation at both ends.
+    #[test]
+    fn quantize_rounds_ties_to_even_and_saturates() {
+        use super::{DType, UnaryOp};
+        let q = |t: DType, v: f64| t.quantize(v);
+        for (v, want) in [
+            (0.5, 0.0),
+            (1.5, 2.0),
+            (2.5, 2.0),
+            (-1.5, -2.0),
+            (2.4999, 2.0),
+        ] {
+            assert_eq!(q(DType::I8, v), want, "{v}");
+            assert_eq!(UnaryOp::Round.eval(v), want, "{v}");
+        }
+        assert_eq!(q(DType::I8, 127.5), 127.0);
+        assert_eq!(q(DType::I8, -128.6), -128.0);
+        assert_eq!(q(DType::U8, -3.0), 0.0);
+        assert_eq!(q(DType::U8, 254.5), 254.0);
+        assert_eq!(q(DType::U8, 1e9), 255.0);
+        assert_eq!(q(DType::U8, f64::NAN), 0.0);
+        // Other types store values as they are.
+        assert_eq!(q(DType::I32, 2.5), 2.5);
+    }
 
     /// A padded max-pool (padding -inf) is stored and read back as it was, with its key.
     #[test]

@@ -5,5 +5,5 @@ pub mod dag;
 pub mod expr;
 mod types;
 
-pub use dag::{Axis, ComputeDag, DagError, ReduceOp, Stage, StageKind};
+pub use dag::{Axis, ComputeDag, DagError, InputData, ReduceOp, Stage, StageKind};
 pub use expr::{Affine, BinaryOp, CmpOp, Cond, DType, Expr, UnaryOp};

@@ -7,7 +7,13 @@
 //!   those that stay in the integers (add, subtract, multiply, min, max, negate, abs, relu,
 //!   select). A sum of 8-bit products must fit in i32 for every input, so that the kernel, the
 //!   reference and every other implementation agree without relying on wrap-around.
-//! - 8-bit stages (requantization) and f16 are refused until they are generated.
+//! - An 8-bit stage requantizes, as ONNX's `QuantizeLinear` does: it computes its body in
+//!   f32, like an f32 stage, and stores it rounded to the nearest integer (ties to even) and
+//!   saturated to its type ([`DType::quantize`]). It does not reduce: a sum is an i32 stage's,
+//!   requantized by a stage after it.
+//! - f16 is refused until it is generated.
+//!
+//! [`DType::quantize`]: super::DType::quantize
 //!
 //! [`ComputeDag::new`]: super::ComputeDag::new
 
@@ -30,10 +36,13 @@ pub(super) fn check_stage(dag: &ComputeDag, s: &Stage) -> Result<(), String> {
     };
     match s.dtype {
         DType::F32 => Ok(()),
-        DType::I8 | DType::U8 => Err(format!(
-            "a {} stage would requantize, which is not supported yet: compute in i32",
-            s.dtype.name()
-        )),
+        DType::I8 | DType::U8 => match reduce {
+            None => Ok(()),
+            Some(_) => Err(format!(
+                "a {} stage cannot reduce: reduce in an i32 stage and requantize after it",
+                s.dtype.name()
+            )),
+        },
         DType::I32 => {
             integer_only(dag, body)?;
             if *reduce == Some(ReduceOp::Sum) {
@@ -207,11 +216,12 @@ mod tests {
             ),
             "cannot compute exp",
         );
-        // Requantization and f16 are not generated yet.
+        // An 8-bit stage requantizes elementwise; it does not sum. f16 is not generated yet.
         refused(
             typed("matmul(4,4,4)", &[("A", U8), ("B", I8), ("C", I8)]),
-            "requantize",
+            "cannot reduce",
         );
+        assert!(typed("elementwise(4,4)", &[("a", I8), ("relu", U8)]).is_ok());
         refused(typed("matmul(4,4,4)", &[("A", F16)]), "f16");
         // An f32 stage reads integers (dequantization).
         assert!(typed("matmul(4,4,4)", &[("A", U8), ("B", I8)]).is_ok());

@@ -2,7 +2,7 @@
 //! cost model's features read.
 
 use super::iexpr::{Lin, Var, VarMap};
-use crate::ir::{BinaryOp, CmpOp, ComputeDag, DType, ReduceOp, UnaryOp};
+use crate::ir::{BinaryOp, CmpOp, ComputeDag, DType, InputData, ReduceOp, UnaryOp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LoopKind {
@@ -29,6 +29,8 @@ pub struct Buffer {
     pub stage: usize,
     /// Its element type (the stage's).
     pub dtype: DType,
+    /// An input's check data (the stage's).
+    pub data: InputData,
     /// Dimensions of the buffer (the region for local buffers).
     pub shape: Vec<i64>,
     /// Element stride of each dimension: row-major, except that a local buffer is laid out in

@@ -9,7 +9,10 @@
 //! 1. allocates every argument 64-byte aligned, fills inputs with the values of
 //!    `data::input_typed` for their type (`tunehub_input_value` for f32) and outputs with NaN,
 //!    or `INT32_MIN` for an i32 output (a value no sum of 8-bit products reaches): an element
-//!    the kernel never writes keeps it and fails the check;
+//!    the kernel never writes keeps it and fails the check. Every value is one an 8-bit
+//!    output may hold: such an output starts as values drawn from no input (the input data
+//!    of stage `!stage`), so that an element never written differs from its reference by more
+//!    than the check's one unit but for the 3 in 256 it lands near by chance;
 //! 2. runs the kernel once and writes all outputs, in argument order, as raw native-endian
 //!    (little-endian on every supported target) f64 to `out_path`: exact for f32 and i32;
 //! 3. runs the FMA calibration loop for `calib_ms` on the OpenMP threads (prints
@@ -27,7 +30,7 @@ use std::fmt::Write as _;
 
 use crate::codegen::ArgSpec;
 use crate::data::C_INPUT_VALUE;
-use crate::ir::DType;
+use crate::ir::{DType, InputData};
 
 /// The FMA throughput loop shared by the harness and the standalone calibration program.
 ///
@@ -160,9 +163,10 @@ fn kernel_params(args: &[ArgSpec]) -> String {
     }
 }
 
-/// The harness's code of an element type (`tunehub_type[]`).
-fn type_code(d: DType) -> u32 {
-    match d {
+/// The harness's code of an argument's element type and data (`tunehub_type[]`).
+fn type_code(a: &ArgSpec) -> u32 {
+    match a.dtype {
+        DType::F32 | DType::F16 if a.data == InputData::Multiplier => 4,
         DType::F32 | DType::F16 => 0,
         DType::U8 => 1,
         DType::I8 => 2,
@@ -185,7 +189,7 @@ pub fn harness_source(args: &[ArgSpec]) -> String {
     let lens = list(&|a| format!("(size_t){}ULL", a.num_elements().max(0)));
     let stages = list(&|a| format!("{}u", a.stage));
     let outs = list(&|a| if a.is_output { "1".into() } else { "0".into() });
-    let types = list(&|a| type_code(a.dtype).to_string());
+    let types = list(&|a| type_code(a).to_string());
     let sizes = list(&|a| a.dtype.bytes().to_string());
 
     let mut s = String::new();
@@ -221,7 +225,7 @@ pub fn harness_source(args: &[ArgSpec]) -> String {
 static const size_t tunehub_len[] = {{{lens}}};
 static const unsigned int tunehub_stage[] = {{{stages}}};
 static const int tunehub_is_output[] = {{{outs}}};
-/* 0 f32, 1 u8, 2 i8, 3 i32 (see `type_code`), and the element sizes. */
+/* 0 f32, 1 u8, 2 i8, 3 i32, 4 an f32 multiplier (see `type_code`), and the element sizes. */
 static const int tunehub_type[] = {{{types}}};
 static const size_t tunehub_size[] = {{{sizes}}};
 typedef void (*tunehub_kernel_fn)({params});
@@ -265,9 +269,10 @@ int main(int argc, char** argv) {{
     for (size_t i = 0; i < tunehub_len[a]; i++) {{
       const int out = tunehub_is_output[a];
       switch (tunehub_type[a]) {{
-        case 1: ((uint8_t*)buf[a])[i] = out ? 0 : (uint8_t)tunehub_input_u8(st, (unsigned int)i); break;
-        case 2: ((int8_t*)buf[a])[i] = out ? 0 : (int8_t)tunehub_input_i8(st, (unsigned int)i); break;
+        case 1: ((uint8_t*)buf[a])[i] = (uint8_t)tunehub_input_u8(out ? ~st : st, (unsigned int)i); break;
+        case 2: ((int8_t*)buf[a])[i] = (int8_t)tunehub_input_i8(out ? ~st : st, (unsigned int)i); break;
         case 3: ((int32_t*)buf[a])[i] = out ? INT32_MIN : tunehub_input_i32(st, (unsigned int)i); break;
+        case 4: ((float*)buf[a])[i] = tunehub_input_multiplier(st, (unsigned int)i); break;
         default: ((float*)buf[a])[i] = out ? NAN : tunehub_input_value(st, (unsigned int)i);
       }}
     }}
@@ -472,6 +477,7 @@ mod tests {
             is_output,
             dtype: DType::F32,
             packed_len: None,
+            data: Default::default(),
         }
     }
 

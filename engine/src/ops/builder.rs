@@ -17,11 +17,22 @@ impl DagBuilder {
         Self::default()
     }
 
+    /// A builder that goes on from these stages.
+    pub(crate) fn from_stages(stages: Vec<Stage>) -> Self {
+        DagBuilder { stages }
+    }
+
+    /// The stages so far, unchecked.
+    pub(crate) fn into_stages(self) -> Vec<Stage> {
+        self.stages
+    }
+
     pub fn placeholder(&mut self, name: &str, shape: &[i64]) -> usize {
         self.stages.push(Stage {
             name: name.into(),
             shape: shape.to_vec(),
             dtype: DType::F32,
+            data: Default::default(),
             kind: StageKind::Placeholder,
         });
         self.stages.len() - 1
@@ -70,6 +81,7 @@ impl DagBuilder {
             name: name.into(),
             shape: shape.to_vec(),
             dtype: DType::F32,
+            data: Default::default(),
             kind: StageKind::Compute {
                 space,
                 reduce_axes,

@@ -6,8 +6,19 @@
 //! names follow the operand order of the dot-product instructions: `u8i8` is x86 VNNI's
 //! `vpdpbusd` (unsigned data, signed weights), `i8i8` aarch64's `sdot` and ONNX Runtime's
 //! default for QDQ models.
+//!
+//! `out_dtype=u8` / `i8` requantizes the i32 result, as the `QuantizeLinear` after a
+//! quantized layer of a QDQ model does (and ONNX's `QLinearConv` / `QLinearMatMul`): one more
+//! stage, `requant[.., f, ..] = round(acc[.., f, ..] * scale[f]) + zero_point[0]`, stored
+//! saturated to 8 bits. `scale` is the multiplier per output channel (the data's scale times
+//! the channel's weight scale over the output's scale, f32) and `zero_point` the output's (of
+//! the output's type): inputs, not parameters, so that every layer of one shape is one task.
+//! Rounding comes before the zero point is added, as ONNX specifies and ONNX Runtime computes
+//! (`round(x + z)` and `round(x) + z` differ at ties when z is odd).
 
-use crate::ir::{ComputeDag, DType, DagError, StageKind};
+use crate::ir::{
+    Affine, BinaryOp, ComputeDag, DType, DagError, Expr, InputData, Stage, StageKind, UnaryOp,
+};
 
 /// The element types of an operator's inputs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -63,5 +74,53 @@ pub(crate) fn retype(dag: ComputeDag, dtype: OpDType) -> Result<ComputeDag, DagE
             StageKind::Compute { .. } => DType::I32,
         };
     }
+    ComputeDag::new(stages)
+}
+
+/// `dag` (an integer form, one output) with its output requantized to `out` (see the module
+/// docs); `channel_axis` is the output's axis that `scale` runs along.
+pub(crate) fn requantize(
+    dag: ComputeDag,
+    out: DType,
+    channel_axis: usize,
+) -> Result<ComputeDag, DagError> {
+    let acc = match dag.outputs()[..] {
+        [o] => o,
+        _ => unreachable!("a library operator has one output"),
+    };
+    let shape = dag.stages[acc].shape.clone();
+    let mut stages = dag.stages;
+    let placeholder = |name: &str, shape: Vec<i64>, dtype, data| Stage {
+        name: name.into(),
+        shape,
+        dtype,
+        data,
+        kind: StageKind::Placeholder,
+    };
+    let scale = stages.len();
+    let channels = vec![shape[channel_axis]];
+    stages.push(placeholder(
+        "scale",
+        channels,
+        DType::F32,
+        InputData::Multiplier,
+    ));
+    let zero_point = stages.len();
+    stages.push(placeholder("zero_point", vec![1], out, InputData::Usual));
+    let mut b = super::DagBuilder::from_stages(stages);
+    b.compute("requant", &shape, |ax| {
+        let scaled = Expr::binary(
+            BinaryOp::Mul,
+            Expr::Load(acc, ax.to_vec()),
+            Expr::Load(scale, vec![ax[channel_axis].clone()]),
+        );
+        Expr::binary(
+            BinaryOp::Add,
+            Expr::unary(UnaryOp::Round, scaled),
+            Expr::Load(zero_point, vec![Affine::constant(0)]),
+        )
+    });
+    let mut stages = b.into_stages();
+    stages.last_mut().expect("just added").dtype = out;
     ComputeDag::new(stages)
 }

@@ -100,9 +100,21 @@ pub struct OpDef {
     /// The input that is a constant at inference (a layer's weight): the one packed by default
     /// (see [`constant_weight`]).
     pub constant_weight: Option<&'static str>,
-    /// Whether it takes `dtype=` (its integer forms: see [`dtype`]).
-    pub integer: bool,
+    /// Its integer forms (`dtype=`, `out_dtype=`: see [`dtype`]), if it has them.
+    pub integer: Option<IntegerForm>,
     build: Build,
+}
+
+/// What an operator's integer forms need to know of it.
+#[derive(Debug, Clone, Copy)]
+pub struct IntegerForm {
+    /// The output's axis of the weight's output channels: per-channel requantization scales
+    /// run along it.
+    pub channel_axis: usize,
+}
+
+const fn channels(channel_axis: usize) -> Option<IntegerForm> {
+    Some(IntegerForm { channel_axis })
 }
 
 fn win(p: &BTreeMap<&'static str, i64>) -> Window {
@@ -135,7 +147,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("A"), input("B")],
         constant_weight: Some("B"),
-        integer: true,
+        integer: channels(1),
         build: |p| matmul(p["m"], p["n"], p["k"]),
     },
     OpDef {
@@ -149,7 +161,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("A"), input("B")],
         constant_weight: None,
-        integer: true,
+        integer: channels(2),
         build: |p| batch_matmul(p["b"], p["m"], p["n"], p["k"]),
     },
     OpDef {
@@ -164,7 +176,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data"), input("weight"), input_if("bias", "bias")],
         constant_weight: Some("weight"),
-        integer: true,
+        integer: channels(1),
         build: |p| dense(p["m"], p["n"], p["k"], p["bias"] != 0, p["relu"] != 0),
     },
     OpDef {
@@ -186,7 +198,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data"), input("kernel"), input_if("bias", "bias")],
         constant_weight: Some("kernel"),
-        integer: true,
+        integer: channels(1),
         build: |p| {
             conv2d_nchw(
                 p["n"],
@@ -219,7 +231,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data"), input("kernel"), input_if("bias", "bias")],
         constant_weight: Some("kernel"),
-        integer: true,
+        integer: channels(3),
         build: |p| {
             conv2d_nhwc(
                 p["n"],
@@ -251,7 +263,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data"), input("kernel"), input_if("bias", "bias")],
         constant_weight: Some("kernel"),
-        integer: true,
+        integer: channels(1),
         build: |p| {
             depthwise_conv2d_nchw(
                 p["n"],
@@ -280,7 +292,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data")],
         constant_weight: None,
-        integer: false,
+        integer: None,
         build: |p| pool2d(PoolKind::Max, p["n"], p["c"], p["h"], p["w"], win(p)),
     },
     OpDef {
@@ -299,7 +311,7 @@ pub const OPS: &[OpDef] = &[
         ],
         inputs: &[input("data")],
         constant_weight: None,
-        integer: false,
+        integer: None,
         build: |p| pool2d(PoolKind::Avg, p["n"], p["c"], p["h"], p["w"], win(p)),
     },
     OpDef {
@@ -308,7 +320,7 @@ pub const OPS: &[OpDef] = &[
         params: &[req("m", "rows"), req("n", "row length")],
         inputs: &[input("x")],
         constant_weight: None,
-        integer: false,
+        integer: None,
         build: |p| softmax(p["m"], p["n"]),
     },
     OpDef {
@@ -317,7 +329,7 @@ pub const OPS: &[OpDef] = &[
         params: &[req("m", "rows"), req("n", "columns")],
         inputs: &[input("a"), input("b")],
         constant_weight: None,
-        integer: false,
+        integer: None,
         build: |p| elementwise(p["m"], p["n"]),
     },
 ];

@@ -8,7 +8,8 @@
 //! or `none`). Without it an operator packs its constant weight (a layer's weight, packed
 //! once as at inference), so that every client tunes the same kernel for the same text.
 //! `dtype=` is another, the input types (`f32` unless said, or an integer form: see
-//! [`super::dtype`]), printed after the parameters.
+//! [`super::dtype`]), printed after the parameters; `out_dtype=u8|i8` after it requantizes an
+//! integer form's i32 result (`i32`, the default, is not printed).
 //!
 //! The canonical form ([`Display`](std::fmt::Display)): every parameter named in the
 //! operator's order, those at their default left out, no spaces, then the resolved inputs:
@@ -16,10 +17,10 @@
 //! is printed when the operator has a constant weight that is not packed, nothing when it has
 //! none (`softmax(m=8,n=8)`).
 
-use super::dtype::{OpDType, retype};
+use super::dtype::{OpDType, requantize, retype};
 use super::syntax;
 use super::{MAX_PARAM, OPS, OpDef, find_op};
-use crate::ir::{ComputeDag, DagError};
+use crate::ir::{ComputeDag, DType, DagError};
 use crate::task::{Task, WorkloadOptions};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,6 +32,9 @@ pub const LAYOUT_FREE: &str = "layout_free";
 
 /// The argument that names the input types (see [`OpDType`]).
 pub const DTYPE: &str = "dtype";
+
+/// The argument that requantizes an integer form's output (TVM's name for an op's output type).
+pub const OUT_DTYPE: &str = "out_dtype";
 
 /// `layout_free=none`: explicitly no packed input.
 pub const NONE: &str = "none";
@@ -77,6 +81,8 @@ pub struct OpSpec {
     params: BTreeMap<&'static str, i64>,
     layout_free: LayoutFree,
     dtype: OpDType,
+    /// The requantized output's type (`out_dtype=`); `None`: the integer form's i32, or f32.
+    out_dtype: Option<DType>,
 }
 
 /// The operator named `name`, or the error listing the known ones.
@@ -109,10 +115,41 @@ fn parse_dtype(op: &OpDef, value: &str) -> Result<OpDType, OpSpecError> {
             OpDType::ALL.map(OpDType::name).join(", ")
         ))
     })?;
-    if d != OpDType::F32 && !op.integer {
+    if d != OpDType::F32 && op.integer.is_none() {
         return Err(err(format!("{} has no integer form", op.name)));
     }
     Ok(d)
+}
+
+/// `value` as an output type: `i32` (the default: `None`), `u8` or `i8` (requantized).
+fn parse_out_dtype(op: &OpDef, value: &str) -> Result<Option<DType>, OpSpecError> {
+    match value {
+        "i32" => Ok(None),
+        "u8" => Ok(Some(DType::U8)),
+        "i8" => Ok(Some(DType::I8)),
+        _ => Err(OpSpecError::DType {
+            op: op.name.into(),
+            msg: format!("unknown output type '{value}' (known: i32, u8, i8)"),
+        }),
+    }
+}
+
+/// `out_dtype` requantizes an integer form: with f32 inputs it is an error.
+fn check_out_dtype(
+    op: &OpDef,
+    dtype: OpDType,
+    out_dtype: Option<DType>,
+) -> Result<(), OpSpecError> {
+    match out_dtype {
+        Some(t) if dtype == OpDType::F32 => Err(OpSpecError::DType {
+            op: op.name.into(),
+            msg: format!(
+                "{OUT_DTYPE}={} requantizes an integer form: say {DTYPE}=u8i8 or i8i8 too",
+                t.name()
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn lf_err(op: &OpDef, msg: String) -> OpSpecError {
@@ -236,6 +273,7 @@ impl OpSpec {
         let mut vals: BTreeMap<&'static str, i64> = BTreeMap::new();
         let mut layout_free: Option<&str> = None;
         let mut dtype: Option<OpDType> = None;
+        let mut out_dtype: Option<Option<DType>> = None;
         let mut named_seen = false;
         for (pos, &(key, value)) in args.iter().enumerate() {
             let pname = match key {
@@ -245,6 +283,16 @@ impl OpSpec {
                         return Err(OpSpecError::DType {
                             op: op.name.into(),
                             msg: "given twice".into(),
+                        });
+                    }
+                    continue;
+                }
+                Some(OUT_DTYPE) => {
+                    named_seen = true;
+                    if out_dtype.replace(parse_out_dtype(op, value)?).is_some() {
+                        return Err(OpSpecError::DType {
+                            op: op.name.into(),
+                            msg: format!("{OUT_DTYPE} given twice"),
                         });
                     }
                     continue;
@@ -262,7 +310,7 @@ impl OpSpec {
                         param_err(
                             op,
                             format!(
-                                "unknown parameter '{k}' (parameters: {}; options: {LAYOUT_FREE}, {DTYPE})",
+                                "unknown parameter '{k}' (parameters: {}; options: {LAYOUT_FREE}, {DTYPE}, {OUT_DTYPE})",
                                 op.param_names()
                             ),
                         )
@@ -297,11 +345,15 @@ impl OpSpec {
             None => LayoutFree::Default,
             Some(text) => LayoutFree::Inputs(parse_inputs(op, &params, text)?),
         };
+        let dtype = dtype.unwrap_or_default();
+        let out_dtype = out_dtype.flatten();
+        check_out_dtype(op, dtype, out_dtype)?;
         Ok(OpSpec {
             op,
             params,
             layout_free,
-            dtype: dtype.unwrap_or_default(),
+            dtype,
+            out_dtype,
         })
     }
 
@@ -334,6 +386,7 @@ impl OpSpec {
             params,
             layout_free: LayoutFree::Default,
             dtype: OpDType::F32,
+            out_dtype: None,
         }
         .with_layout_free(layout_free)
     }
@@ -346,7 +399,25 @@ impl OpSpec {
     /// The spec with these input types (checked against the operator's forms).
     pub fn with_dtype(self, dtype: OpDType) -> Result<OpSpec, OpSpecError> {
         let dtype = parse_dtype(self.op, dtype.name())?;
+        check_out_dtype(self.op, dtype, self.out_dtype)?;
         Ok(OpSpec { dtype, ..self })
+    }
+
+    /// The requantized output's type (`out_dtype=`): `None` for an integer form's i32 result
+    /// or an f32 operator's f32.
+    pub fn out_dtype(&self) -> Option<DType> {
+        self.out_dtype
+    }
+
+    /// The spec with its integer form's output requantized to `out` (u8 or i8), or not
+    /// (`None`).
+    pub fn with_out_dtype(self, out: Option<DType>) -> Result<OpSpec, OpSpecError> {
+        let out_dtype = match out {
+            None => None,
+            Some(t) => parse_out_dtype(self.op, t.name())?,
+        };
+        check_out_dtype(self.op, self.dtype, out_dtype)?;
+        Ok(OpSpec { out_dtype, ..self })
     }
 
     pub fn op(&self) -> &'static OpDef {
@@ -457,7 +528,11 @@ impl OpSpec {
 
     /// Builds the DAG (its size limit checked).
     pub fn dag(&self) -> Result<ComputeDag, DagError> {
-        retype(self.op.build(&self.params)?, self.dtype)
+        let dag = retype(self.op.build(&self.params)?, self.dtype)?;
+        match (self.out_dtype, self.op.integer) {
+            (Some(out), Some(form)) => requantize(dag, out, form.channel_axis),
+            _ => Ok(dag),
+        }
     }
 
     /// The tuning task: the DAG built once, the layout-free inputs applied, described by the
@@ -494,6 +569,10 @@ impl OpSpec {
             write!(f, "{sep}{DTYPE}={}", self.dtype.name())?;
             sep = ",";
         }
+        if let Some(out) = self.out_dtype {
+            write!(f, "{sep}{OUT_DTYPE}={}", out.name())?;
+            sep = ",";
+        }
         let packed = self.layout_free_inputs();
         if !packed.is_empty() {
             write!(f, "{sep}{LAYOUT_FREE}={}", packed.join("+"))?;
@@ -526,6 +605,7 @@ impl PartialEq for OpSpec {
             && self.params == other.params
             && self.layout_free_inputs() == other.layout_free_inputs()
             && self.dtype == other.dtype
+            && self.out_dtype == other.out_dtype
     }
 }
 
@@ -537,6 +617,7 @@ impl Hash for OpSpec {
         self.params.hash(state);
         self.layout_free_inputs().hash(state);
         self.dtype.hash(state);
+        self.out_dtype.hash(state);
     }
 }
 
@@ -884,7 +965,7 @@ mod tests {
                 ("bias_relu", DType::I32)
             ]
         );
-        for op in OPS.iter().filter(|o| o.integer) {
+        for op in OPS.iter().filter(|o| o.integer.is_some()) {
             let text = crate::ops::tests::small_spec(op).replace(')', ",dtype=i8i8)");
             let dag = spec(&text).dag().unwrap();
             assert!(dag.stages.iter().all(|s| s.dtype.is_int()), "{text}");

@@ -478,6 +478,7 @@ impl State {
             name: format!("{}.rf", orig.name),
             shape: rf_space.iter().map(|a| a.extent).collect(),
             dtype: orig.dtype,
+            data: orig.data,
             kind: StageKind::Compute {
                 space: rf_space,
                 reduce_axes: rf_reduce,

@@ -121,6 +121,7 @@ fn unary_fn(f: &str) -> Option<UnaryOp> {
         "erf" => UnaryOp::Erf,
         "abs" => UnaryOp::Abs,
         "relu" => UnaryOp::Relu,
+        "round" => UnaryOp::Round,
         _ => return None,
     })
 }
@@ -241,6 +242,7 @@ impl Lowering<'_> {
             name: c.name.clone(),
             shape: ext[..n_space].to_vec(),
             dtype: DType::F32,
+            data: Default::default(),
             kind: StageKind::Compute {
                 space: (0..n_space).map(axis).collect(),
                 reduce_axes: (n_space..vars.len()).map(axis).collect(),
@@ -513,6 +515,7 @@ impl Lowering<'_> {
                 name: name.clone(),
                 shape,
                 dtype: DType::F32,
+                data: Default::default(),
                 kind: StageKind::Placeholder,
             };
             stages.push(match kind {

@@ -1,0 +1,138 @@
+//! QDQ models, as `onnxruntime.quantization` writes them: every quantized tensor between a
+//! `QuantizeLinear` and a `DequantizeLinear`, weights as 8-bit constants behind a
+//! `DequantizeLinear` (per-channel scales), biases as i32 constants behind another. A
+//! convolution or matrix product that reads dequantized data and a dequantized constant
+//! weight, and whose result goes only to a `QuantizeLinear` (through a `Relu`, when the
+//! quantizer kept it), is its operator's integer form requantized (`dtype=u8i8|i8i8`,
+//! `out_dtype=u8|i8`), the computation ONNX Runtime runs there as `QLinearConv` /
+//! `QLinearMatMul`. The other `QuantizeLinear` and `DequantizeLinear` nodes convert between
+//! the quantized tensors and the f32 operators around them (a residual add, a pool).
+//!
+//! An anchor is read so only when the integer form computes what the model says: 8-bit
+//! data, i8 weights with zero points 0 (symmetric, as the quantizer writes them), one scale
+//! and zero point for the data and the output, and a data zero point of 0 where the window
+//! pads (the padding is the real 0, which a zero point moves). Otherwise it stays f32, as
+//! tract runs it.
+
+use crate::graph::{Graph, Node};
+use tract_onnx::prelude::DatumType;
+use tunehub_engine::ir::DType;
+use tunehub_engine::ops::OpDType;
+
+/// The ONNX operators that quantize and dequantize.
+pub const QUANTIZE: &str = "QuantizeLinear";
+pub const DEQUANTIZE: &str = "DequantizeLinear";
+
+/// A quantized anchor (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quantized {
+    /// The data's and the weight's types.
+    pub inputs: OpDType,
+    /// The requantized output's type.
+    pub out: DType,
+    /// The nodes after the anchor, in graph order: a `Relu`, then the `QuantizeLinear`.
+    pub members: Vec<usize>,
+}
+
+/// Anchor `a` of `g` as a quantized anchor, when it is one.
+pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
+    let n = &g.nodes[a];
+    if !matches!(n.op.as_str(), "Conv" | "MatMul" | "Gemm") {
+        return None;
+    }
+    let data = producer(g, n.input(0)?).filter(|d| d.op == DEQUANTIZE)?;
+    let weight = producer(g, n.input(1)?).filter(|d| d.op == DEQUANTIZE)?;
+    let x = data.input(0)?;
+    let w = weight.input(0)?;
+    if g.is_constant(x) || !g.is_constant(w) || g.value(w)?.datum_type() != DatumType::I8 {
+        return None;
+    }
+    if !zero_points(g, weight).is_some_and(|z| z.iter().all(|&z| z == 0)) {
+        return None;
+    }
+    let inputs = match (eight_bit(g, data)?, single(g, data)?) {
+        (_, z) if z != 0 && pads(n) => return None,
+        (DType::U8, _) => OpDType::U8I8,
+        (DType::I8, _) => OpDType::I8I8,
+        _ => return None,
+    };
+    // The result, through an optional Relu, to one QuantizeLinear alone.
+    let mut members = vec![];
+    let mut t = n.outputs.first()?.as_str();
+    loop {
+        let [c] = consumers(g, t)[..] else {
+            return None;
+        };
+        let node = &g.nodes[c];
+        match node.op.as_str() {
+            "Relu" if members.is_empty() => members.push(c),
+            QUANTIZE if node.input(0) == Some(t) => {
+                single(g, node)?;
+                members.push(c);
+                return Some(Quantized {
+                    inputs,
+                    out: eight_bit(g, node)?,
+                    members,
+                });
+            }
+            _ => return None,
+        }
+        t = node.outputs.first()?.as_str();
+    }
+}
+
+/// The quantized tensor behind `t` when a `DequantizeLinear` computes `t`.
+pub fn dequantized<'g>(g: &'g Graph, t: &str) -> Option<&'g str> {
+    producer(g, t).filter(|d| d.op == DEQUANTIZE)?.input(0)
+}
+
+/// The node computing `t`.
+fn producer<'g>(g: &'g Graph, t: &str) -> Option<&'g Node> {
+    g.nodes.iter().find(|n| n.outputs.iter().any(|o| o == t))
+}
+
+/// The nodes reading `t` (an output of the graph counts as a reader no task is).
+fn consumers(g: &Graph, t: &str) -> Vec<usize> {
+    let mut out: Vec<usize> = (0..g.nodes.len())
+        .filter(|&i| g.nodes[i].inputs.iter().any(|x| x == t))
+        .collect();
+    if g.outputs.contains(t) {
+        out.push(usize::MAX);
+    }
+    out
+}
+
+/// A (de)quantize node's quantized type, from its zero point (ONNX's default without one: u8).
+fn eight_bit(g: &Graph, q: &Node) -> Option<DType> {
+    let dt = match q.input(2) {
+        None => DatumType::U8,
+        Some(z) => g.value(z)?.datum_type(),
+    };
+    match dt {
+        DatumType::U8 => Some(DType::U8),
+        DatumType::I8 => Some(DType::I8),
+        _ => None,
+    }
+}
+
+/// The zero points of a (de)quantize node (none said: 0).
+fn zero_points(g: &Graph, q: &Node) -> Option<Vec<i64>> {
+    match q.input(2) {
+        None => Some(vec![0]),
+        Some(z) => g.ints(z),
+    }
+}
+
+/// The zero point of a per-tensor (de)quantize node: one scale and one zero point.
+fn single(g: &Graph, q: &Node) -> Option<i64> {
+    let scale = g.floats(q.input(1)?)?;
+    match zero_points(g, q)?[..] {
+        [z] if scale.len() == 1 => Some(z),
+        _ => None,
+    }
+}
+
+/// Whether a convolution pads its input.
+fn pads(n: &Node) -> bool {
+    n.ints("pads").is_some_and(|p| p.iter().any(|&p| p != 0))
+}

@@ -1,0 +1,134 @@
+//! QDQ models (issue 62): a model in onnxruntime.quantization's format, built in code, yields
+//! its convolutions and matrix products in their integer forms, requantized, where the
+//! integer form computes what the model says, and f32 tasks where it does not.
+
+use tunehub_onnx::builder::{ModelBuilder, int, ints};
+use tunehub_onnx::{InputShapes, Operand, extract};
+
+/// Pseudo-random integers in `lo..=hi` (the weights' values do not matter to the tasks).
+fn values(n: i64, lo: i64, hi: i64) -> Vec<i64> {
+    (0..n).map(|i| lo + (i * 37 + 11) % (hi - lo + 1)).collect()
+}
+
+/// `x` quantized with one scale and zero point of `dtype`, and dequantized: (the quantized
+/// tensor, the dequantized one).
+fn qdq(b: &mut ModelBuilder, x: &str, dtype: &str, zero_point: i64) -> (String, String) {
+    let s = b.floats(&[], &[0.05]);
+    let z = b.integers(&[], dtype, &[zero_point]);
+    let q = b.node("QuantizeLinear", &[x, &s, &z], vec![]);
+    let d = b.node("DequantizeLinear", &[&q, &s, &z], vec![]);
+    (q, d)
+}
+
+/// A weight of `dims` as a QDQ model keeps it: i8 values, one scale per output channel (axis
+/// 0), zero points `zero_point`: (the i8 constant, its dequantized value).
+fn weight(b: &mut ModelBuilder, dims: &[i64], zero_point: i64) -> (String, String) {
+    let n: i64 = dims.iter().product();
+    let w = b.integers(dims, "i8", &values(n, -127, 127));
+    let s = b.floats(&[dims[0]], &vec![0.01; dims[0] as usize]);
+    let z = b.integers(&[dims[0]], "i8", &vec![zero_point; dims[0] as usize]);
+    let d = b.node("DequantizeLinear", &[&w, &s, &z], vec![int("axis", 0)]);
+    (w, d)
+}
+
+#[test]
+fn a_qdq_model_yields_integer_tasks_where_they_compute_the_same() {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 8, 9, 9]);
+    let (xq, xd) = qdq(&mut b, &x, "u8", 0);
+    // A padded convolution with its i32 bias and relu: u8 x i8, requantized to u8.
+    let (wa, wad) = weight(&mut b, &[6, 8, 3, 3], 0);
+    let bias = b.integers(&[6], "i32", &values(6, -500, 500));
+    let bias_s = b.floats(&[6], &[0.0005; 6]);
+    let bias_z = b.integers(&[6], "i32", &[0; 6]);
+    let bd = b.node(
+        "DequantizeLinear",
+        &[&bias, &bias_s, &bias_z],
+        vec![int("axis", 0)],
+    );
+    let pads = || ints("pads", &[1, 1, 1, 1]);
+    let ca = b.node("Conv", &[&xd, &wad, &bd], vec![pads()]);
+    let ra = b.node("Relu", &[&ca], vec![]);
+    let (_, yd) = qdq(&mut b, &ra, "u8", 0);
+    // Padded, but its data's zero point is 5: the padding is not the integers' 0. f32.
+    let (_, zd) = qdq(&mut b, &yd, "u8", 5);
+    let (_, wbd) = weight(&mut b, &[4, 6, 3, 3], 0);
+    let cb = b.node("Conv", &[&zd, &wbd], vec![pads()]);
+    let (_, cbd) = qdq(&mut b, &cb, "u8", 0);
+    let gap = b.node("GlobalAveragePool", &[&cbd], vec![]);
+    let flat = b.node("Flatten", &[&gap], vec![]);
+    // A Gemm on i8 data, requantized to i8.
+    let (_, fd) = qdq(&mut b, &flat, "i8", 0);
+    let (_, wgd) = weight(&mut b, &[10, 4], 0);
+    let gemm = b.node("Gemm", &[&fd, &wgd], vec![int("transB", 1)]);
+    let (_, gd) = qdq(&mut b, &gemm, "i8", 0);
+    // Weights with a zero point other than 0 (asymmetric): f32.
+    let (_, wmd) = weight(&mut b, &[10, 3], 2);
+    let mm = b.node("MatMul", &[&gd, &wmd], vec![]);
+    let (_, out) = qdq(&mut b, &mm, "i8", 0);
+    b.output(&out);
+
+    let list = extract(&b.encode(), &InputShapes::default(), true).unwrap();
+    let specs: Vec<String> = list
+        .tasks
+        .iter()
+        .filter_map(|t| t.op_spec.as_ref().map(|s| s.to_string()))
+        .collect();
+    let want = [
+        "conv2d_nchw(n=1,c=8,h=9,w=9,f=6,pad=1,bias=1,relu=1,dtype=u8i8,out_dtype=u8,\
+         layout_free=kernel)",
+        "conv2d_nchw(n=1,c=6,h=9,w=9,f=4,pad=1,layout_free=kernel)",
+        "dense(m=1,n=10,k=4,bias=0,relu=0,dtype=i8i8,out_dtype=i8,layout_free=weight)",
+        "matmul(m=1,n=3,k=10,layout_free=B)",
+    ];
+    for w in want {
+        assert!(specs.iter().any(|s| s == w), "{w} not in {specs:#?}");
+    }
+    assert_eq!(
+        specs.iter().filter(|s| s.contains("dtype=")).count(),
+        2,
+        "{specs:#?}"
+    );
+    // The integer task reads the quantized tensor and the i8 constant, and computes the
+    // QuantizeLinear's output.
+    let t = list
+        .tasks
+        .iter()
+        .position(|t| t.label == "Conv+Relu+QuantizeLinear -> [1,6,9,9]")
+        .unwrap_or_else(|| {
+            panic!(
+                "{:#?}",
+                list.tasks.iter().map(|t| &t.label).collect::<Vec<_>>()
+            )
+        });
+    let call = list.calls.iter().find(|c| c.task == t).unwrap();
+    let operand = |name: &str| {
+        call.operands
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, o)| o.clone())
+    };
+    assert_eq!(operand("data"), Some(Operand::tensor(&xq)));
+    assert_eq!(operand("kernel"), Some(Operand::tensor(&wa)));
+    // The Q/DQ pairs that only convert are glue, not skipped.
+    assert!(list.skipped.is_empty(), "{:?}", list.skipped);
+}
+
+/// A weight too large for the graph to fold its `DequantizeLinear` is still the layer's
+/// constant weight (ResNet-18's 512-channel convolutions are).
+#[test]
+fn a_large_quantized_weight_is_still_a_constant_weight() {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 256, 3, 3]);
+    let (_, xd) = qdq(&mut b, &x, "u8", 0);
+    let (_, wd) = weight(&mut b, &[512, 256, 3, 3], 0);
+    let c = b.node("Conv", &[&xd, &wd], vec![]);
+    let (_, out) = qdq(&mut b, &c, "u8", 0);
+    b.output(&out);
+    let list = extract(&b.encode(), &InputShapes::default(), true).unwrap();
+    let spec = list.tasks[0].op_spec.as_ref().map(|s| s.to_string());
+    assert_eq!(
+        spec.as_deref(),
+        Some("conv2d_nchw(n=1,c=256,h=3,w=3,f=512,dtype=u8i8,out_dtype=u8,layout_free=kernel)")
+    );
+}
