@@ -24,7 +24,8 @@ pub struct NetTask {
     /// (`layout_free=none` when the operator's weight is not constant in the model).
     pub op_spec: Option<OpSpec>,
     /// The computation in tunehub's text form (its first line a comment: the label); the
-    /// workload itself when there is no `op_spec`.
+    /// workload itself when there is no `op_spec`. For an integer form (a QDQ model's anchor),
+    /// the f32 computation the op spec retypes: the text form has no integer types.
     pub expr: String,
     /// Inputs that are constant weights: packed once, outside the timed kernel (for a library
     /// operator, its spec's).

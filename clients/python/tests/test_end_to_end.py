@@ -196,3 +196,27 @@ def test_an_integer_kernel_matches_numpy_exactly(client):
     np.testing.assert_array_equal(got, want)
     with pytest.raises(TypeError, match="uint8"):
         f(a.astype(np.float32), b)
+
+
+def test_a_requantized_kernel_matches_numpy_exactly(client):
+    """`out_dtype=u8`: the i32 sum times a float32 scale per output channel, rounded half to
+    even, plus the zero point, saturated to uint8: numpy's float32 product and `rint` give the
+    same values, element for element."""
+    spec = "matmul(8,32,16,dtype=u8i8,out_dtype=u8)"
+    job = client.submit([spec], trials=4, measure=QUICK, batch_size=4, seed=5)
+    assert client.wait(job, timeout=300).state == pb.JOB_STATE_DONE
+    k = client.best(spec).kernel
+    assert [a.dtype for a in k.args] == ["uint8", "int8", "float32", "uint8", "uint8"]
+    f = kernel.build(k)
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 256, size=(8, 16)).astype(np.uint8)
+    b = rng.integers(-128, 128, size=(16, 32)).astype(np.int8)
+    scale = (2.0 ** -rng.integers(8, 14, size=32)).astype(np.float32)
+    zero_point = np.array([128], dtype=np.uint8)
+    acc = (a.astype(np.int32) @ b.astype(np.int32)).astype(np.float32)
+    want = np.clip(np.rint(acc * scale) + np.float32(128), 0, 255).astype(np.uint8)
+    got = f(a, b, scale, zero_point)
+    assert got.dtype == np.uint8
+    # Both ends and the values between are reached.
+    assert (got == 0).any() and (got == 255).any() and ((got > 0) & (got < 255)).mean() > 0.5
+    np.testing.assert_array_equal(got, want)
