@@ -32,9 +32,26 @@ pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
     Some(match &group.quantized {
         None => f32_spec,
         Some(q) => f32_spec
+            .and_then(|s| match q.data_zero_point {
+                0 => Ok(s),
+                _ => with_bias(&s),
+            })
             .and_then(|s| s.with_dtype(q.inputs))
             .and_then(|s| s.with_out_dtype(Some(q.out))),
     })
+}
+
+/// `s` with a bias (`bias=1`): where a quantized layer's data zero point moves its sums, the
+/// build folds `-zero_point * sum(weights)` into one.
+fn with_bias(s: &OpSpec) -> Result<OpSpec, OpSpecError> {
+    let mut params: Vec<(&str, i64)> = s.params().iter().map(|(&k, &v)| (k, v)).collect();
+    for p in &mut params {
+        if p.0 == "bias" {
+            p.1 = 1;
+        }
+    }
+    let packed = s.layout_free_inputs();
+    op(s.name(), &params, &packed)
 }
 
 fn f32_spec(

@@ -11,8 +11,8 @@
 //! An anchor is read so only when the integer form computes what the model says: 8-bit
 //! data, i8 weights with zero points 0 (symmetric, as the quantizer writes them), one scale
 //! and zero point for the data and the output, and a data zero point of 0 where the window
-//! pads (the padding is the real 0, which a zero point moves). Otherwise it stays f32, as
-//! tract runs it.
+//! pads (the padding is the real 0, which a zero point moves) or where there is no bias to
+//! take it (MatMul). Otherwise it stays f32, as tract runs it.
 
 use crate::graph::{Graph, Node};
 use tract_onnx::prelude::DatumType;
@@ -30,6 +30,9 @@ pub struct Quantized {
     pub inputs: OpDType,
     /// The requantized output's type.
     pub out: DType,
+    /// The data's zero point: the build takes `zero_point * sum(weights)` off each channel's
+    /// bias, so the task has a bias even where the model's layer has none.
+    pub data_zero_point: i64,
     /// The nodes after the anchor, in graph order: a `Relu`, then the `QuantizeLinear`.
     pub members: Vec<usize>,
 }
@@ -47,11 +50,15 @@ pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
     if g.is_constant(x) || !g.is_constant(w) || g.value(w)?.datum_type() != DatumType::I8 {
         return None;
     }
-    if !zero_points(g, weight).is_some_and(|z| z.iter().all(|&z| z == 0)) {
+    if !zero_points(g, weight).is_some_and(|z| z.iter().all(|&z| z == 0))
+        || !per_output_channel(g, n, weight)
+    {
         return None;
     }
-    let inputs = match (eight_bit(g, data)?, single(g, data)?) {
-        (_, z) if z != 0 && pads(n) => return None,
+    let data_zero_point = single(g, data)?;
+    let inputs = match (eight_bit(g, data)?, data_zero_point) {
+        // The padding would have to hold the zero point; a MatMul has no bias to take it.
+        (_, z) if z != 0 && (pads(n) || n.op == "MatMul") => return None,
         (DType::U8, _) => OpDType::U8I8,
         (DType::I8, _) => OpDType::I8I8,
         _ => return None,
@@ -72,6 +79,7 @@ pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
                 return Some(Quantized {
                     inputs,
                     out: eight_bit(g, node)?,
+                    data_zero_point,
                     members,
                 });
             }
@@ -113,6 +121,32 @@ fn eight_bit(g: &Graph, q: &Node) -> Option<DType> {
         DatumType::I8 => Some(DType::I8),
         _ => None,
     }
+}
+
+/// Whether a weight's scales are one, or one per output channel: along the axis of the
+/// weight that the output's channels index (a scale along the summed axis would not factor
+/// out of the sum).
+fn per_output_channel(g: &Graph, anchor: &Node, dq: &Node) -> bool {
+    let (Some(scales), Some(w)) = (
+        dq.input(1).and_then(|s| g.floats(s)),
+        dq.input(0).and_then(|w| g.shape(w)),
+    ) else {
+        return false;
+    };
+    if scales.len() == 1 {
+        return true;
+    }
+    let rank = w.len() as i64;
+    let axis = dq.int("axis").unwrap_or(1);
+    let axis = if axis < 0 { axis + rank } else { axis };
+    let channels = match anchor.op.as_str() {
+        "Conv" => 0,
+        "Gemm" if anchor.int("transB").unwrap_or(0) == 1 => 0,
+        _ => rank - 1,
+    };
+    axis == channels
+        && w.get(axis as usize)
+            .is_some_and(|&c| c == scales.len() as i64)
 }
 
 /// The zero points of a (de)quantize node (none said: 0).

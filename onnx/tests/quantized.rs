@@ -20,14 +20,30 @@ fn qdq(b: &mut ModelBuilder, x: &str, dtype: &str, zero_point: i64) -> (String, 
     (q, d)
 }
 
-/// A weight of `dims` as a QDQ model keeps it: i8 values, one scale per output channel (axis
-/// 0), zero points `zero_point`: (the i8 constant, its dequantized value).
+/// A weight of `dims` as a QDQ model keeps it: i8 values, one scale per output channel (along
+/// axis 0 of a Conv's or a transposed Gemm's weight), zero points `zero_point`: (the i8
+/// constant, its dequantized value).
 fn weight(b: &mut ModelBuilder, dims: &[i64], zero_point: i64) -> (String, String) {
+    weight_along(b, dims, zero_point, 0)
+}
+
+/// [`weight`] with its scales along `axis` (a MatMul's output channels are its last axis).
+fn weight_along(
+    b: &mut ModelBuilder,
+    dims: &[i64],
+    zero_point: i64,
+    axis: usize,
+) -> (String, String) {
     let n: i64 = dims.iter().product();
+    let c = dims[axis];
     let w = b.integers(dims, "i8", &values(n, -127, 127));
-    let s = b.floats(&[dims[0]], &vec![0.01; dims[0] as usize]);
-    let z = b.integers(&[dims[0]], "i8", &vec![zero_point; dims[0] as usize]);
-    let d = b.node("DequantizeLinear", &[&w, &s, &z], vec![int("axis", 0)]);
+    let s = b.floats(&[c], &vec![0.01; c as usize]);
+    let z = b.integers(&[c], "i8", &vec![zero_point; c as usize]);
+    let d = b.node(
+        "DequantizeLinear",
+        &[&w, &s, &z],
+        vec![int("axis", axis as i64)],
+    );
     (w, d)
 }
 
@@ -63,7 +79,7 @@ fn a_qdq_model_yields_integer_tasks_where_they_compute_the_same() {
     let gemm = b.node("Gemm", &[&fd, &wgd], vec![int("transB", 1)]);
     let (_, gd) = qdq(&mut b, &gemm, "i8", 0);
     // Weights with a zero point other than 0 (asymmetric): f32.
-    let (_, wmd) = weight(&mut b, &[10, 3], 2);
+    let (_, wmd) = weight_along(&mut b, &[10, 3], 2, 1);
     let mm = b.node("MatMul", &[&gd, &wmd], vec![]);
     let (_, out) = qdq(&mut b, &mm, "i8", 0);
     b.output(&out);
@@ -130,5 +146,67 @@ fn a_large_quantized_weight_is_still_a_constant_weight() {
     assert_eq!(
         spec.as_deref(),
         Some("conv2d_nchw(n=1,c=256,h=3,w=3,f=512,dtype=u8i8,out_dtype=u8,layout_free=kernel)")
+    );
+}
+
+/// A data zero point other than 0: an unpadded convolution without a bias gets one in its
+/// task (the build folds `-zero_point * sum(weights)` into it); a MatMul, with no bias to
+/// take it, stays f32.
+#[test]
+fn a_data_zero_point_gives_the_task_a_bias_or_keeps_it_f32() {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 8, 5, 5]);
+    let (_, xd) = qdq(&mut b, &x, "u8", 7);
+    let (_, wd) = weight(&mut b, &[6, 8, 1, 1], 0);
+    let c = b.node("Conv", &[&xd, &wd], vec![]);
+    let (_, cd) = qdq(&mut b, &c, "u8", 7);
+    let flat = b.node("Flatten", &[&cd], vec![]);
+    let (_, fd) = qdq(&mut b, &flat, "u8", 7);
+    let (_, wm) = weight_along(&mut b, &[150, 4], 0, 1);
+    let mm = b.node("MatMul", &[&fd, &wm], vec![]);
+    let (_, out) = qdq(&mut b, &mm, "u8", 7);
+    b.output(&out);
+    let list = extract(&b.encode(), &InputShapes::default(), true).unwrap();
+    let specs: Vec<String> = list
+        .tasks
+        .iter()
+        .filter_map(|t| t.op_spec.as_ref().map(|s| s.to_string()))
+        .collect();
+    assert_eq!(
+        specs,
+        [
+            "conv2d_nchw(n=1,c=8,h=5,w=5,f=6,kh=1,kw=1,bias=1,dtype=u8i8,out_dtype=u8,\
+             layout_free=kernel)",
+            "matmul(m=1,n=4,k=150,layout_free=B)"
+        ]
+    );
+}
+
+/// Per-channel weight scales factor out of the sum only along the output's channels: a
+/// MatMul whose scales run along the summed axis stays f32.
+#[test]
+fn scales_along_the_sum_keep_a_product_f32() {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[2, 4]);
+    let (_, xd) = qdq(&mut b, &x, "i8", 0);
+    let (_, w1) = weight_along(&mut b, &[4, 3], 0, 1);
+    let m1 = b.node("MatMul", &[&xd, &w1], vec![]);
+    let (_, m1d) = qdq(&mut b, &m1, "i8", 0);
+    let (_, w2) = weight_along(&mut b, &[3, 5], 0, 0);
+    let m2 = b.node("MatMul", &[&m1d, &w2], vec![]);
+    let (_, out) = qdq(&mut b, &m2, "i8", 0);
+    b.output(&out);
+    let list = extract(&b.encode(), &InputShapes::default(), true).unwrap();
+    let specs: Vec<String> = list
+        .tasks
+        .iter()
+        .filter_map(|t| t.op_spec.as_ref().map(|s| s.to_string()))
+        .collect();
+    assert_eq!(
+        specs,
+        [
+            "matmul(m=2,n=3,k=4,dtype=i8i8,out_dtype=i8,layout_free=B)",
+            "matmul(m=2,n=5,k=3,layout_free=B)"
+        ]
     );
 }
