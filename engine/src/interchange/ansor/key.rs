@@ -48,6 +48,13 @@ impl AnsorWorkload {
             })?
             .unpacked_by_default();
         let op = parsed.op();
+        // The export's TE twins are the f32 operators: an integer form under one of their keys
+        // would be another computation's record.
+        if parsed.dtype() != crate::ops::OpDType::F32 || parsed.out_dtype().is_some() {
+            return Err(AnsorError::Unsupported(format!(
+                "'{spec}': integer forms have no TE definition in the export (f32 only)"
+            )));
+        }
         if !OPERATORS.contains(&op.name) {
             return Err(AnsorError::Unsupported(format!(
                 "{} has no one-to-one TE definition (exported: {})",
@@ -233,6 +240,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("no one-to-one TE definition"), "{e}");
+        // An integer form is not its f32 operator's TE twin.
+        for spec in [
+            "matmul(4,4,4,dtype=u8i8)",
+            "conv2d_nhwc(1,4,4,8,8,dtype=i8i8,out_dtype=i8)",
+        ] {
+            let e = AnsorWorkload::from_op_spec(spec, &WorkloadOptions::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("integer forms"), "{spec}: {e}");
+        }
         let lf = AnsorWorkload::parse_key(r#"["tunehub.matmul", 4, 4, 4, "Z"]"#)
             .unwrap()
             .task()
