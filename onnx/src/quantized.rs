@@ -70,7 +70,7 @@ pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
         let [c] = consumers(g, t)[..] else {
             return None;
         };
-        let node = &g.nodes[c];
+        let node = g.nodes.get(c)?;
         match node.op.as_str() {
             "Relu" if members.is_empty() => members.push(c),
             QUANTIZE if node.input(0) == Some(t) => {
@@ -99,7 +99,8 @@ fn producer<'g>(g: &'g Graph, t: &str) -> Option<&'g Node> {
     g.nodes.iter().find(|n| n.outputs.iter().any(|o| o == t))
 }
 
-/// The nodes reading `t` (an output of the graph counts as a reader no task is).
+/// The nodes reading `t`; an output of the graph counts as a reader too, `usize::MAX`, which
+/// is no node.
 fn consumers(g: &Graph, t: &str) -> Vec<usize> {
     let mut out: Vec<usize> = (0..g.nodes.len())
         .filter(|&i| g.nodes[i].inputs.iter().any(|x| x == t))

@@ -210,3 +210,18 @@ fn scales_along_the_sum_keep_a_product_f32() {
         ]
     );
 }
+
+/// A product between DequantizeLinear nodes whose result is the model's output, with no
+/// QuantizeLinear after it, is f32 (and no reader is looked up past the graph's end).
+#[test]
+fn a_dequantized_product_that_is_the_output_stays_f32() {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[2, 4]);
+    let (_, xd) = qdq(&mut b, &x, "i8", 0);
+    let (_, w) = weight_along(&mut b, &[4, 3], 0, 1);
+    let m = b.node("MatMul", &[&xd, &w], vec![]);
+    b.output(&m);
+    let list = extract(&b.encode(), &InputShapes::default(), true).unwrap();
+    let spec = list.tasks[0].op_spec.as_ref().map(|s| s.to_string());
+    assert_eq!(spec.as_deref(), Some("matmul(m=2,n=3,k=4,layout_free=B)"));
+}

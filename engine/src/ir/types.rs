@@ -17,13 +17,26 @@
 //!
 //! [`ComputeDag::new`]: super::ComputeDag::new
 
-use super::dag::{ComputeDag, ReduceOp, Stage, StageKind};
+use super::dag::{ComputeDag, InputData, ReduceOp, Stage, StageKind};
 use super::expr::{BinaryOp, Cond, DType, Expr, UnaryOp};
 
 /// Checks stage `i` of `dag` against the rules above.
 pub(super) fn check_stage(dag: &ComputeDag, s: &Stage) -> Result<(), String> {
     if s.dtype == DType::F16 {
         return Err("dtype f16 is not supported yet".into());
+    }
+    // The harness and the reference draw a multiplier's check data as f32 values.
+    if s.data == InputData::Multiplier && (s.dtype != DType::F32 || !s.is_placeholder()) {
+        return Err(format!(
+            "{}: multiplier check data are for an f32 input, not a {} {}",
+            s.name,
+            s.dtype.name(),
+            if s.is_placeholder() {
+                "input"
+            } else {
+                "computed stage"
+            }
+        ));
     }
     let StageKind::Compute {
         body,
@@ -172,7 +185,7 @@ fn bound(dag: &ComputeDag, e: &Expr, ext: &[i64]) -> Option<(i128, i128)> {
 
 #[cfg(test)]
 mod tests {
-    use crate::ir::{ComputeDag, DType, DagError};
+    use crate::ir::{ComputeDag, DType, DagError, InputData};
     use crate::ops;
 
     /// `dag`'s stages retyped by name (the others kept), through the checks.
@@ -223,6 +236,10 @@ mod tests {
         );
         assert!(typed("elementwise(4,4)", &[("a", I8), ("relu", U8)]).is_ok());
         refused(typed("matmul(4,4,4)", &[("A", F16)]), "f16");
+        // Multiplier check data are f32 inputs' (a stored DAG is read from outside).
+        let mut m = typed("matmul(4,4,4)", &q).unwrap().stages;
+        m[0].data = InputData::Multiplier;
+        refused(ComputeDag::new(m), "multiplier check data");
         // An f32 stage reads integers (dequantization).
         assert!(typed("matmul(4,4,4)", &[("A", U8), ("B", I8)]).is_ok());
     }
