@@ -218,6 +218,8 @@ fn integer_kernels_pack_and_link_cleanly() {
     for (n, spec) in [
         "matmul(m=4,n=32,k=16,dtype=u8i8)",
         "dense(m=3,n=17,k=30,dtype=i8i8)",
+        "matmul(m=4,n=32,k=16,dtype=u8i8,out_dtype=u8)",
+        "dense(m=3,n=17,k=30,bias=1,relu=1,dtype=i8i8,out_dtype=i8)",
     ]
     .iter()
     .enumerate()
@@ -238,6 +240,7 @@ fn integer_kernels_pack_and_link_cleanly() {
     }
     let pack = package::pack("ints", &kernels).unwrap();
     assert!(pack.header.contains("const uint8_t* ") && pack.header.contains("int32_t* "));
+    assert!(pack.header.contains("const float* ") && pack.header.contains(" int8_t* "));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("ints.c"), &pack.source).unwrap();
     std::fs::write(dir.path().join("ints.h"), &pack.header).unwrap();
