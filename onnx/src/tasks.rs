@@ -4,7 +4,7 @@
 use crate::classify::{Class, classify};
 use crate::error::ImportError;
 use crate::fuse;
-use crate::graph::Graph;
+use crate::graph::{Graph, Node};
 use crate::operand::Operands;
 use crate::operands;
 use crate::{library, workload};
@@ -124,6 +124,21 @@ impl TaskList {
     }
 }
 
+/// Node `n` without a task, for `reason`: listed as skipped, or with `strict` an error.
+fn skip(
+    strict: bool,
+    skipped: &mut Vec<Skipped>,
+    n: &Node,
+    reason: String,
+) -> Result<(), ImportError> {
+    let (node, op) = (n.name.clone(), n.op.clone());
+    if strict {
+        return Err(ImportError::Unsupported { node, op, reason });
+    }
+    skipped.push(Skipped { node, op, reason });
+    Ok(())
+}
+
 /// Extracts the tasks of `g`; with `strict`, an unsupported operator is an error.
 pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
     let classes: Vec<Class> = g.nodes.iter().map(|n| classify(g, n)).collect();
@@ -134,20 +149,7 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         // (its output then has no shape, which would read as an unsupported node).
         operands::check(g, n)?;
         match c {
-            Class::Unsupported(reason) => {
-                if strict {
-                    return Err(ImportError::Unsupported {
-                        node: n.name.clone(),
-                        op: n.op.clone(),
-                        reason: reason.clone(),
-                    });
-                }
-                skipped.push(Skipped {
-                    node: n.name.clone(),
-                    op: n.op.clone(),
-                    reason: reason.clone(),
-                });
-            }
+            Class::Unsupported(reason) => skip(strict, &mut skipped, n, reason.clone())?,
             Class::Glue => glue += 1,
             _ => {}
         }
@@ -167,20 +169,8 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         if group.quantized.is_some() && spec.is_none() {
             // The text form has no integer types: the f32 text would tune another computation.
             let reason = "a quantized operator with no integer form in the library (its window \
-                          or epilogue is not the library's)"
-                .to_string();
-            if strict {
-                return Err(ImportError::Unsupported {
-                    node: first.name.clone(),
-                    op: first.op.clone(),
-                    reason,
-                });
-            }
-            skipped.push(Skipped {
-                node: first.name.clone(),
-                op: first.op.clone(),
-                reason,
-            });
+                          or epilogue is not the library's)";
+            skip(strict, &mut skipped, first, reason.into())?;
             continue;
         }
         let generated_operands = generated.operands;
