@@ -1,9 +1,13 @@
 //! Constants computed at build time: a batch norm folded into the convolution before it (its
 //! scale into the weight, the rest into one bias per channel), or kept as a per-channel scale
-//! and shift. Computed in f64 from the model's f32 values, stored as f32.
+//! and shift, computed in f64 from the model's f32 values, stored as f32; a QDQ model's
+//! requantization constants (`tunehub_onnx::requantization`) and its dequantized weights.
 
-use tunehub_onnx::Operand;
+use crate::program::ConstData;
+use tunehub_engine::ir::DType;
 use tunehub_onnx::graph::Graph;
+use tunehub_onnx::quantized::DEQUANTIZE;
+use tunehub_onnx::{Operand, QuantPart};
 
 /// Inference batch norm: `y = (x - mean) * gamma / sqrt(var + eps) + beta`, per channel.
 struct BatchNorm {
@@ -60,8 +64,110 @@ fn to_f32(v: impl IntoIterator<Item = f64>) -> Vec<f32> {
 }
 
 /// The key, shape and elements of a computed operand (not a plain tensor).
-pub fn folded(g: &Graph, o: &Operand) -> Result<(String, Vec<i64>, Vec<f32>), String> {
+pub fn folded(g: &Graph, o: &Operand) -> Result<(String, Vec<i64>, ConstData), String> {
+    if let Operand::Requantized { anchor, part } = o {
+        return requantized(g, anchor, *part);
+    }
+    let (key, shape, data) = folded_f32(g, o)?;
+    Ok((key, shape, ConstData::F32(data)))
+}
+
+/// One part of a quantized anchor's constants.
+fn requantized(
+    g: &Graph,
+    anchor: &str,
+    part: QuantPart,
+) -> Result<(String, Vec<i64>, ConstData), String> {
+    let a = g
+        .nodes
+        .iter()
+        .position(|n| n.name == anchor)
+        .ok_or_else(|| format!("no node '{anchor}'"))?;
+    let r = tunehub_onnx::requantization::requantization(g, a)?;
+    let channels = vec![r.scale.len() as i64];
+    Ok(match part {
+        QuantPart::Bias => (format!("{anchor}.bias"), channels, ConstData::I32(r.bias)),
+        QuantPart::Scale => (format!("{anchor}.scale"), channels, ConstData::F32(r.scale)),
+        QuantPart::ZeroPoint => {
+            let q = &g.nodes[*tunehub_onnx::quantized::quantized(g, a)
+                .and_then(|q| q.members.last().copied())
+                .as_ref()
+                .ok_or("no quantizer")?];
+            let dtype = match q.input(2).and_then(|z| g.constant_dtype(z)) {
+                Some(DType::I8) => DType::I8,
+                _ => DType::U8,
+            };
+            let z = ConstData::ints(dtype, &[r.zero_point])
+                .ok_or_else(|| format!("the zero point of '{anchor}' is out of range"))?;
+            (format!("{anchor}.zero_point"), vec![1], z)
+        }
+    })
+}
+
+/// `t` as f32 when a `DequantizeLinear` of a constant computes it (`None` otherwise):
+/// `(q - zero_point) * scale`, per tensor or along its `axis`.
+pub fn dequantized(g: &Graph, t: &str) -> Result<Option<Vec<f32>>, String> {
+    let Some(d) = g
+        .nodes
+        .iter()
+        .find(|n| n.op == DEQUANTIZE && n.outputs.iter().any(|o| o == t))
+    else {
+        return Ok(None);
+    };
+    let x = d.input(0).unwrap_or_default();
+    if !g.is_constant(x) {
+        return Ok(None);
+    }
+    let bad = |what: &str| format!("'{}': its {what} is not a constant", d.name);
+    let q = g.ints(x).ok_or_else(|| bad("input"))?;
+    let s = d
+        .input(1)
+        .and_then(|s| g.floats(s))
+        .ok_or_else(|| bad("scale"))?;
+    let z = match d.input(2) {
+        Some(z) => g.ints(z).ok_or_else(|| bad("zero point"))?,
+        None => vec![0],
+    };
+    let shape = g.shape(x).unwrap_or_default();
+    let per = if s.len() == 1 {
+        (1, 1)
+    } else {
+        let rank = shape.len() as i64;
+        let axis = d.int("axis").unwrap_or(1);
+        let axis = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&axis) || shape[axis as usize] != s.len() as i64 {
+            return Err(format!(
+                "'{}': its {} scales do not run along axis {axis} of {shape:?}",
+                d.name,
+                s.len()
+            ));
+        }
+        let inner: i64 = shape[axis as usize + 1..].iter().product();
+        (inner.max(1) as usize, s.len())
+    };
+    if z.len() != 1 && z.len() != s.len() {
+        return Err(format!(
+            "'{}': its zero points do not match its scales",
+            d.name
+        ));
+    }
+    let at = |i: usize| (i / per.0) % per.1;
+    Ok(Some(
+        q.iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let c = at(i);
+                let zp = z[if z.len() == 1 { 0 } else { c }];
+                ((v - zp) as f32) * s[c]
+            })
+            .collect(),
+    ))
+}
+
+fn folded_f32(g: &Graph, o: &Operand) -> Result<(String, Vec<i64>, Vec<f32>), String> {
     match o {
+        Operand::Requantized { .. } => unreachable!("typed: `requantized`"),
+        Operand::Transposed { name, .. } => Err(format!("'{name}' is transposed, not computed")),
         Operand::Tensor { name } => Err(format!("'{name}' is not computed")),
         Operand::FoldedWeight { weight, bn } => {
             let b = batch_norm(g, bn)?;

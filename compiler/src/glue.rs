@@ -1,12 +1,15 @@
 //! The nodes no kernel runs: views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, a
 //! Cast to float32) cost nothing, they name the same memory; Transpose, Concat, Split, Slice,
 //! Expand and Pad are strided copies (`Copy`), Pad after a fill; Gather with constant indices
-//! is a `Gather`. Anything else is an error naming the node.
+//! is a `Gather`. A QDQ model's conversions are `convert`'s. Anything else is an error naming
+//! the node. Views and copies take tensors of any type; Pad and Gather float32 ones.
 
 use crate::error::CompileError;
 use crate::lowering::Lowering;
 use crate::program::{Copy, Gather, Step, Storage, ValueId};
+use tunehub_engine::ir::DType;
 use tunehub_onnx::graph::Node;
+use tunehub_onnx::quantized::{DEQUANTIZE, QUANTIZE};
 
 /// Row-major strides of `shape`, in elements.
 pub fn row_major(shape: &[i64]) -> Vec<i64> {
@@ -41,7 +44,12 @@ fn axis(n: &Node, a: i64, r: usize) -> Result<usize, CompileError> {
 }
 
 impl Lowering<'_> {
-    fn input_value(&mut self, n: &Node, i: usize) -> Result<(ValueId, Vec<i64>), CompileError> {
+    /// Input `i` of `n`, of any type.
+    pub(crate) fn any_input(
+        &mut self,
+        n: &Node,
+        i: usize,
+    ) -> Result<(ValueId, Vec<i64>), CompileError> {
         let t = n
             .input(i)
             .ok_or_else(|| CompileError::node(n, format!("input {i} is missing")))?;
@@ -49,10 +57,61 @@ impl Lowering<'_> {
         Ok((v, self.p.values[v].shape.clone()))
     }
 
+    /// Input `i` of `n`, which must be float32 (what Pad and Gather take).
+    fn input_value(&mut self, n: &Node, i: usize) -> Result<(ValueId, Vec<i64>), CompileError> {
+        self.typed_input(n, i, DType::F32)
+    }
+
+    /// Input `i` of `n`, which must be of type `want`.
+    fn typed_input(
+        &mut self,
+        n: &Node,
+        i: usize,
+        want: DType,
+    ) -> Result<(ValueId, Vec<i64>), CompileError> {
+        let (v, shape) = self.any_input(n, i)?;
+        match self.p.values[v].dtype {
+            t if t == want => Ok((v, shape)),
+            t => Err(CompileError::node(
+                n,
+                format!(
+                    "its input '{}' is {}, not {} (Pad and Gather take float32; a Concat's \
+                     inputs are of one type)",
+                    self.p.values[v].name,
+                    t.name(),
+                    want.name()
+                ),
+            )),
+        }
+    }
+
+    /// Input `i` of `n` and its type, and output `o` of the same type in the arena.
+    fn same_type(
+        &mut self,
+        n: &Node,
+        i: usize,
+        o: usize,
+    ) -> Result<(ValueId, Vec<i64>, ValueId, Vec<i64>), CompileError> {
+        let (x, xs) = self.any_input(n, i)?;
+        let (y, ys) = self.typed_output(n, o, self.p.values[x].dtype, Storage::Arena)?;
+        Ok((x, xs, y, ys))
+    }
+
+    /// A float32 output.
     fn output_value(
         &mut self,
         n: &Node,
         i: usize,
+        storage: Storage,
+    ) -> Result<(ValueId, Vec<i64>), CompileError> {
+        self.typed_output(n, i, DType::F32, storage)
+    }
+
+    pub(crate) fn typed_output(
+        &mut self,
+        n: &Node,
+        i: usize,
+        dtype: DType,
         storage: Storage,
     ) -> Result<(ValueId, Vec<i64>), CompileError> {
         let t = n
@@ -62,7 +121,7 @@ impl Lowering<'_> {
             .ok_or_else(|| CompileError::node(n, format!("output {i} is missing")))?
             .clone();
         let shape = self.shape_of(&t, Some(n))?;
-        let v = self.add(&t, shape.clone(), storage);
+        let v = self.add(&t, shape.clone(), dtype, storage);
         Ok((v, shape))
     }
 
@@ -79,6 +138,9 @@ impl Lowering<'_> {
     pub(crate) fn glue(&mut self, n: &Node) -> Result<(), CompileError> {
         let g = self.g;
         let op = n.op.as_str();
+        if op == QUANTIZE || op == DEQUANTIZE {
+            return self.convert(n);
+        }
         if VIEWS.contains(&op) {
             if op == "Cast" && n.int("to") != Some(1) {
                 return Err(CompileError::node(
@@ -86,9 +148,13 @@ impl Lowering<'_> {
                     "only a Cast to float32 is supported in a compiled model",
                 ));
             }
-            let (x, xs) = self.input_value(n, 0)?;
-            let root = self.p.root(x);
-            let (_, ys) = self.output_value(n, 0, Storage::View(root))?;
+            // A view of any type (a Flatten of a quantized tensor); a Cast of float32 only.
+            let (x, xs) = match op {
+                "Cast" => self.input_value(n, 0)?,
+                _ => self.any_input(n, 0)?,
+            };
+            let (root, dtype) = (self.p.root(x), self.p.values[x].dtype);
+            let (_, ys) = self.typed_output(n, 0, dtype, Storage::View(root))?;
             if xs.iter().product::<i64>() != ys.iter().product::<i64>() {
                 return Err(CompileError::node(
                     n,
@@ -100,11 +166,10 @@ impl Lowering<'_> {
         }
         match op {
             "Transpose" => {
-                let (x, xs) = self.input_value(n, 0)?;
+                let (x, xs, y, ys) = self.same_type(n, 0, 0)?;
                 let perm = n
                     .ints("perm")
                     .unwrap_or_else(|| (0..xs.len() as i64).rev().collect());
-                let (y, ys) = self.output_value(n, 0, Storage::Arena)?;
                 let strides = row_major(&xs);
                 let src_strides = perm
                     .iter()
@@ -113,7 +178,12 @@ impl Lowering<'_> {
                 self.copy(y, 0, row_major(&ys), x, 0, src_strides, ys);
             }
             "Concat" => {
-                let (y, ys) = self.output_value(n, 0, Storage::Arena)?;
+                let first = (0..n.inputs.len())
+                    .find(|&i| n.input(i).is_some())
+                    .unwrap_or(0);
+                let (x, _) = self.any_input(n, first)?;
+                let dtype = self.p.values[x].dtype;
+                let (y, ys) = self.typed_output(n, 0, dtype, Storage::Arena)?;
                 let a = axis(n, n.int("axis").unwrap_or(0), ys.len())?;
                 let out_strides = row_major(&ys);
                 let mut at = 0;
@@ -121,7 +191,7 @@ impl Lowering<'_> {
                     if n.input(i).is_none() {
                         continue;
                     }
-                    let (x, xs) = self.input_value(n, i)?;
+                    let (x, xs) = self.typed_input(n, i, dtype)?;
                     self.copy(
                         y,
                         at * out_strides[a],
@@ -135,7 +205,8 @@ impl Lowering<'_> {
                 }
             }
             "Split" => {
-                let (x, xs) = self.input_value(n, 0)?;
+                let (x, xs) = self.any_input(n, 0)?;
+                let dtype = self.p.values[x].dtype;
                 let a = axis(n, n.int("axis").unwrap_or(0), xs.len())?;
                 let strides = row_major(&xs);
                 let mut at = 0;
@@ -143,7 +214,7 @@ impl Lowering<'_> {
                     if n.outputs[i].is_empty() {
                         continue;
                     }
-                    let (y, ys) = self.output_value(n, i, Storage::Arena)?;
+                    let (y, ys) = self.typed_output(n, i, dtype, Storage::Arena)?;
                     self.copy(
                         y,
                         0,
@@ -157,7 +228,7 @@ impl Lowering<'_> {
                 }
             }
             "Slice" => {
-                let (x, xs) = self.input_value(n, 0)?;
+                let (x, xs, y, ys) = self.same_type(n, 0, 0)?;
                 let starts = self.ints_of(n, 1, "starts")?.unwrap_or_default();
                 let axes = self
                     .ints_of(n, 3, "axes")?
@@ -165,7 +236,6 @@ impl Lowering<'_> {
                 let steps = self
                     .ints_of(n, 4, "steps")?
                     .unwrap_or_else(|| vec![1; starts.len()]);
-                let (y, ys) = self.output_value(n, 0, Storage::Arena)?;
                 let strides = row_major(&xs);
                 let mut src_strides = strides.clone();
                 let mut offset = 0;
@@ -190,8 +260,7 @@ impl Lowering<'_> {
                 self.copy(y, 0, row_major(&ys), x, offset, src_strides, ys);
             }
             "Expand" => {
-                let (x, xs) = self.input_value(n, 0)?;
-                let (y, ys) = self.output_value(n, 0, Storage::Arena)?;
+                let (x, xs, y, ys) = self.same_type(n, 0, 0)?;
                 let strides = row_major(&xs);
                 let lead = ys.len().saturating_sub(xs.len());
                 let src_strides = (0..ys.len())

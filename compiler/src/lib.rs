@@ -7,9 +7,11 @@
 //!
 //! # Layout
 //!
-//! - [`program`]: tensors (where each lives) and steps; [`lowering`]: the graph to them;
-//!   [`order`]: the steps' order;
-//!   [`glue`]: the nodes no kernel runs; [`constants`]: folded batch norms.
+//! - [`program`]: tensors (where each lives, their types) and steps; [`lowering`]: the graph
+//!   to them; [`order`]: the steps' order; [`glue`]: the nodes no kernel runs; `convert`: a
+//!   QDQ model's conversions; `layout`: kernels in another layout than the model's
+//!   tensors (transposed operands, results copied back); `prune`: glue nothing reads, dropped; [`constants`]: folded
+//!   batch norms, requantization constants, dequantized weights.
 //! - [`memory`]: the arena plan; [`weights`]: the weights file.
 //! - [`emit`]: `NAME.c`, `NAME.h`, `manifest.json`; [`cc`]: the shared library.
 //! - [`library`]: a built model loaded and run; [`check`]: its outputs against tract's.
@@ -18,15 +20,18 @@
 pub mod cc;
 pub mod check;
 pub mod constants;
+mod convert;
 pub mod emit;
 pub mod error;
 mod files;
 pub mod glue;
+mod layout;
 pub mod library;
 pub mod lowering;
 pub mod memory;
 pub mod order;
 pub mod program;
+mod prune;
 pub mod weights;
 
 pub use emit::manifest::Manifest;
@@ -57,23 +62,23 @@ pub struct Compiled {
     pub manifest: Manifest,
 }
 
-/// Whether `g` is a model this compiler builds: a QDQ model (`QuantizeLinear`,
-/// `DequantizeLinear`) is not yet. Its anchors are tuned in their integer forms
-/// (`tunehub_onnx::quantized`); running it needs 8-bit tensors between the kernels and the
-/// requantization's constants. Checked before anything is tuned for a build.
+/// Whether `g` is a model this compiler builds, as far as can be told before anything is
+/// tuned: a QDQ model's conversions of activations must be per tensor (one scale and zero
+/// point; per-axis ones are for weights, which are constants).
 pub fn check_buildable(g: &Graph) -> Result<(), CompileError> {
-    use tunehub_onnx::quantized::{DEQUANTIZE, QUANTIZE};
-    match g
-        .nodes
-        .iter()
-        .find(|n| n.op == QUANTIZE || n.op == DEQUANTIZE)
-    {
+    use tunehub_onnx::quantized::{DEQUANTIZE, QUANTIZE, single};
+    let per_axis = g.nodes.iter().find(|n| {
+        (n.op == QUANTIZE || n.op == DEQUANTIZE)
+            && n.input(0).is_some_and(|x| !g.is_constant(x))
+            && single(g, n).is_none()
+    });
+    match per_axis {
         None => Ok(()),
         Some(n) => Err(CompileError::Node {
             node: n.name.clone(),
             op: n.op.clone(),
-            msg: "quantized (QDQ) models do not compile yet; `tunehub tune MODEL.onnx` tunes \
-                  their convolutions and matrix products in their integer forms"
+            msg: "a compiled model converts an activation with one scale and one zero point \
+                  (a per-axis one is for weights)"
                 .into(),
         }),
     }
@@ -200,6 +205,8 @@ fn step_entry(p: &Program, s: &program::Step) -> StepEntry {
         Step::Copy(_) => ("copy", None, vec![]),
         Step::Fill { .. } => ("fill", None, vec![]),
         Step::Gather(_) => ("gather", None, vec![]),
+        Step::Quantize(_) => ("quantize", None, vec![]),
+        Step::Dequantize(_) => ("dequantize", None, vec![]),
     };
     // A glue step is named by the tensor it writes.
     let nodes = if nodes.is_empty() {

@@ -6,10 +6,11 @@ use crate::constants;
 use crate::error::CompileError;
 use crate::order;
 use crate::program::{
-    Arg, Constant, KernelCall, NodeNote, Packed, Program, Step, Storage, Value, ValueId,
+    Arg, ConstData, Constant, KernelCall, NodeNote, Packed, Program, Step, Storage, Value, ValueId,
 };
 use std::collections::HashMap;
-use tunehub_engine::package::{Kernel, Role};
+use tunehub_engine::ir::DType;
+use tunehub_engine::package::{Kernel, KernelArg, Role};
 use tunehub_onnx::graph::Graph;
 use tunehub_onnx::{Operand, TaskList};
 
@@ -27,7 +28,7 @@ impl Program {
         };
         for name in &g.input_order {
             let shape = l.shape_of(name, None)?;
-            let v = l.add(name, shape, Storage::Arena);
+            let v = l.add(name, shape, DType::F32, Storage::Arena);
             l.p.inputs.push(v);
         }
         for unit in order::units(g, tasks)? {
@@ -39,7 +40,20 @@ impl Program {
         }
         for name in &g.output_order {
             let v = l.value_of(name, None)?;
+            if l.p.values[v].dtype != DType::F32 {
+                return Err(CompileError::BadName(format!(
+                    "the model's output '{name}' is {}: a compiled model's outputs are float32",
+                    l.p.values[v].dtype.name()
+                )));
+            }
             l.p.outputs.push(v);
+        }
+        for t in l.p.prune() {
+            if let Some(n) = g.nodes.iter().find(|n| n.outputs.contains(&t)) {
+                for note in l.p.nodes.iter_mut().filter(|x| x.node == n.name) {
+                    note.how = "unused";
+                }
+            }
         }
         Ok(l.p)
     }
@@ -49,16 +63,23 @@ impl Program {
 pub(crate) struct Lowering<'g> {
     pub(crate) g: &'g Graph,
     pub(crate) p: Program,
-    by_name: HashMap<String, ValueId>,
+    pub(crate) by_name: HashMap<String, ValueId>,
     /// Constants by key: one copy each in the weights file.
     constants: HashMap<String, usize>,
 }
 
 impl<'g> Lowering<'g> {
-    pub(crate) fn add(&mut self, name: &str, shape: Vec<i64>, storage: Storage) -> ValueId {
+    pub(crate) fn add(
+        &mut self,
+        name: &str,
+        shape: Vec<i64>,
+        dtype: DType,
+        storage: Storage,
+    ) -> ValueId {
         self.p.values.push(Value {
             name: name.to_string(),
             shape,
+            dtype,
             storage,
         });
         let id = self.p.values.len() - 1;
@@ -97,7 +118,8 @@ impl<'g> Lowering<'g> {
     }
 
     /// A constant value of `data` under `key` (stored once).
-    fn constant(&mut self, key: String, shape: Vec<i64>, data: Vec<f32>) -> ValueId {
+    pub(crate) fn constant(&mut self, key: String, shape: Vec<i64>, data: ConstData) -> ValueId {
+        let dtype = data.dtype();
         let index = match self.constants.get(&key) {
             Some(&i) => i,
             None => {
@@ -113,6 +135,7 @@ impl<'g> Lowering<'g> {
         self.p.values.push(Value {
             name: key,
             shape,
+            dtype,
             storage: Storage::Constant(index),
         });
         self.p.values.len() - 1
@@ -128,19 +151,25 @@ impl<'g> Lowering<'g> {
             return Ok(v);
         }
         let shape = self.shape_of(t, node)?;
-        if self.g.is_constant(t) {
-            let data = match (self.g.is_float(t), self.g.floats(t)) {
-                (true, Some(d)) => d,
-                _ => {
-                    let msg = format!(
-                        "'{t}' is a constant that is not float32: not supported in a compiled model"
-                    );
-                    return Err(match node {
-                        Some(n) => CompileError::node(n, msg),
-                        None => CompileError::BadName(msg),
-                    });
-                }
-            };
+        let fail = |msg: String| match node {
+            Some(n) => CompileError::node(n, msg),
+            None => CompileError::BadName(msg),
+        };
+        let data = if self.g.is_constant(t) {
+            Some(self.constant_data(t).ok_or_else(|| {
+                fail(format!(
+                    "'{t}' is a constant that is not float32, int32 or 8-bit: not supported in a \
+                     compiled model"
+                ))
+            })?)
+        } else {
+            // A large weight's DequantizeLinear, which the graph did not fold: folded here,
+            // where an f32 operator reads it (an integer kernel reads the weight behind it).
+            constants::dequantized(self.g, t)
+                .map_err(fail)?
+                .map(ConstData::F32)
+        };
+        if let Some(data) = data {
             let v = self.constant(t.to_string(), shape, data);
             self.by_name.insert(t.to_string(), v);
             return Ok(v);
@@ -152,6 +181,14 @@ impl<'g> Lowering<'g> {
         })
     }
 
+    /// The elements of the model's constant `t`, in its type.
+    pub(crate) fn constant_data(&self, t: &str) -> Option<ConstData> {
+        match self.g.constant_dtype(t)? {
+            DType::F32 => self.g.floats(t).map(ConstData::F32),
+            dtype => ConstData::ints(dtype, &self.g.ints(t)?),
+        }
+    }
+
     fn operand(
         &mut self,
         o: &Operand,
@@ -159,6 +196,9 @@ impl<'g> Lowering<'g> {
     ) -> Result<ValueId, CompileError> {
         match o {
             Operand::Tensor { name } => self.value_of(name, Some(node)),
+            Operand::Transposed { name, perm } => self
+                .transposed(name, perm, node)
+                .map_err(|e| CompileError::node(node, e)),
             folded => {
                 let (key, shape, data) =
                     constants::folded(self.g, folded).map_err(|e| CompileError::node(node, e))?;
@@ -185,7 +225,24 @@ impl<'g> Lowering<'g> {
             )));
         }
         let out_shape = self.shape_of(&call.output, Some(anchor))?;
-        let output = self.add(&call.output, out_shape, Storage::Arena);
+        let out_arg = kernel
+            .args
+            .iter()
+            .find(|a| a.role == Role::Output)
+            .ok_or_else(|| bad(format!("kernel {} has no output", kernel.symbol)))?;
+        let out_type = dtype_of(out_arg).map_err(bad)?;
+        // In another layout: the kernel's own result, copied into the model's tensor after it.
+        let (output, model_output) = match &call.output_perm {
+            None => (
+                self.add(&call.output, out_shape, out_type, Storage::Arena),
+                None,
+            ),
+            Some(perm) => {
+                let model = self.add(&call.output, out_shape, out_type, Storage::Arena);
+                let own = self.laid_out(model, perm).map_err(bad)?;
+                (own, Some((model, perm.clone())))
+            }
+        };
         let mut args = vec![];
         for a in &kernel.args {
             let v = if a.role == Role::Output {
@@ -205,6 +262,16 @@ impl<'g> Lowering<'g> {
                 self.operand(&o, anchor)?
             };
             let want: i64 = a.shape.iter().product();
+            let dtype = dtype_of(a).map_err(bad)?;
+            if self.p.values[v].dtype != dtype {
+                return Err(bad(format!(
+                    "kernel argument '{}' is {}, its tensor '{}' {}",
+                    a.name,
+                    dtype.name(),
+                    self.p.values[v].name,
+                    self.p.values[v].dtype.name()
+                )));
+            }
             if self.p.values[v].elements() != want {
                 return Err(bad(format!(
                     "kernel argument '{}' has {want} elements, its tensor '{}' {}",
@@ -225,6 +292,7 @@ impl<'g> Lowering<'g> {
                         constant,
                         function: f.clone(),
                         elements: n,
+                        dtype,
                     };
                     let i = match self.p.packed.iter().position(|p| *p == packed) {
                         Some(i) => i,
@@ -238,9 +306,6 @@ impl<'g> Lowering<'g> {
                 _ => Arg::Value(v),
             };
             args.push(arg);
-        }
-        if !kernel.args.iter().any(|a| a.role == Role::Output) {
-            return Err(bad(format!("kernel {} has no output", kernel.symbol)));
         }
         let nodes: Vec<String> = call
             .nodes
@@ -257,6 +322,22 @@ impl<'g> Lowering<'g> {
             output,
             nodes,
         }));
+        if let Some((model, perm)) = model_output {
+            self.copy_back(model, output, &perm);
+        }
         Ok(())
     }
+}
+
+/// A kernel argument's element type (a kernel from a service is checked as any input).
+fn dtype_of(a: &KernelArg) -> Result<DType, String> {
+    [DType::F32, DType::I32, DType::U8, DType::I8]
+        .into_iter()
+        .find(|d| d.c_name() == a.c_type)
+        .ok_or_else(|| {
+            format!(
+                "kernel argument '{}' is {}: not a type a compiled model holds",
+                a.name, a.dtype
+            )
+        })
 }

@@ -48,7 +48,7 @@ pub fn plan(p: &Program) -> Plan {
     let mut arena: Vec<usize> = (0..n)
         .filter(|&v| p.values[v].storage == Storage::Arena && first[v] != usize::MAX)
         .collect();
-    let size = |v: usize| align(4 * p.values[v].elements().max(1) as u64);
+    let size = |v: usize| align(p.values[v].bytes().max(1));
     arena.sort_by_key(|&v| (std::cmp::Reverse(size(v)), v));
     let mut offsets = vec![None; n];
     let mut placed: Vec<(u64, u64, usize, usize)> = vec![]; // offset, end, first, last

@@ -3,6 +3,7 @@
 //! respects their dependencies. `lowering` builds it from the graph, its calls (one per fused
 //! group) and one kernel per task.
 
+use tunehub_engine::ir::DType;
 use tunehub_engine::package::Kernel;
 
 pub type ValueId = usize;
@@ -12,12 +13,18 @@ pub type ValueId = usize;
 pub struct Value {
     pub name: String,
     pub shape: Vec<i64>,
+    /// f32, or 8-bit (a QDQ model's quantized tensors, its weights) or i32 (their biases).
+    pub dtype: DType,
     pub storage: Storage,
 }
 
 impl Value {
     pub fn elements(&self) -> i64 {
         self.shape.iter().product()
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.elements().max(0) as u64 * self.dtype.bytes() as u64
     }
 }
 
@@ -36,7 +43,78 @@ pub enum Storage {
 pub struct Constant {
     /// What it is (a tensor's name, or a folded batch norm's parts).
     pub key: String,
-    pub data: Vec<f32>,
+    pub data: ConstData,
+}
+
+/// A constant's elements, in their type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConstData {
+    F32(Vec<f32>),
+    I32(Vec<i32>),
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+}
+
+impl ConstData {
+    pub fn dtype(&self) -> DType {
+        match self {
+            ConstData::F32(_) => DType::F32,
+            ConstData::I32(_) => DType::I32,
+            ConstData::U8(_) => DType::U8,
+            ConstData::I8(_) => DType::I8,
+        }
+    }
+
+    /// Integers as `dtype` (8-bit or i32); `None` when one is out of its range.
+    pub fn ints(dtype: DType, v: &[i64]) -> Option<ConstData> {
+        fn all<T: TryFrom<i64>>(v: &[i64]) -> Option<Vec<T>> {
+            v.iter().map(|&x| T::try_from(x).ok()).collect()
+        }
+        Some(match dtype {
+            DType::I32 => ConstData::I32(all(v)?),
+            DType::U8 => ConstData::U8(all(v)?),
+            DType::I8 => ConstData::I8(all(v)?),
+            _ => return None,
+        })
+    }
+
+    /// The elements in the order of a strided walk: `shape` row-major, element `i` at
+    /// `sum(i_d * strides[d])` of these (a transposition).
+    pub fn permuted(&self, shape: &[i64], strides: &[i64]) -> ConstData {
+        fn walk<T: std::marker::Copy>(v: &[T], shape: &[i64], strides: &[i64]) -> Vec<T> {
+            let mut out = Vec::with_capacity(v.len());
+            let mut idx = vec![0i64; shape.len()];
+            let total: i64 = shape.iter().product();
+            for _ in 0..total {
+                let at: i64 = idx.iter().zip(strides).map(|(i, s)| i * s).sum();
+                out.push(v[at as usize]);
+                for d in (0..shape.len()).rev() {
+                    idx[d] += 1;
+                    if idx[d] < shape[d] {
+                        break;
+                    }
+                    idx[d] = 0;
+                }
+            }
+            out
+        }
+        match self {
+            ConstData::F32(v) => ConstData::F32(walk(v, shape, strides)),
+            ConstData::I32(v) => ConstData::I32(walk(v, shape, strides)),
+            ConstData::U8(v) => ConstData::U8(walk(v, shape, strides)),
+            ConstData::I8(v) => ConstData::I8(walk(v, shape, strides)),
+        }
+    }
+
+    /// Little-endian, as the targets store them.
+    pub fn le_bytes(&self) -> Vec<u8> {
+        match self {
+            ConstData::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ConstData::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ConstData::U8(v) => v.clone(),
+            ConstData::I8(v) => v.iter().map(|&x| x as u8).collect(),
+        }
+    }
 }
 
 /// A weight a kernel reads packed: written once by `function` when the model is created.
@@ -45,6 +123,8 @@ pub struct Packed {
     pub constant: usize,
     pub function: String,
     pub elements: i64,
+    /// The packed elements' type (the weight's).
+    pub dtype: DType,
 }
 
 /// What a kernel argument points at.
@@ -90,12 +170,29 @@ pub struct Gather {
     pub indices: Vec<i64>,
 }
 
+/// A QDQ model's conversion between f32 and an 8-bit tensor, one scale and zero point for
+/// the whole tensor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Convert {
+    pub dst: ValueId,
+    pub src: ValueId,
+    pub scale: f32,
+    pub zero_point: i32,
+}
+
 #[derive(Debug, Clone)]
 pub enum Step {
     Kernel(KernelCall),
     Copy(Copy),
-    Fill { dst: ValueId, value: f32 },
+    Fill {
+        dst: ValueId,
+        value: f32,
+    },
     Gather(Gather),
+    /// `dst = saturate(round_half_even(src / scale) + zero_point)`: ONNX's `QuantizeLinear`.
+    Quantize(Convert),
+    /// `dst = (src - zero_point) * scale`: ONNX's `DequantizeLinear`.
+    Dequantize(Convert),
 }
 
 impl Step {
@@ -113,6 +210,7 @@ impl Step {
             Step::Copy(c) => vec![c.src],
             Step::Fill { .. } => vec![],
             Step::Gather(g) => vec![g.src],
+            Step::Quantize(c) | Step::Dequantize(c) => vec![c.src],
         }
     }
 
@@ -123,6 +221,7 @@ impl Step {
             Step::Copy(c) => c.dst,
             Step::Fill { dst, .. } => *dst,
             Step::Gather(g) => g.dst,
+            Step::Quantize(c) | Step::Dequantize(c) => c.dst,
         }
     }
 }
@@ -132,7 +231,9 @@ impl Step {
 pub struct NodeNote {
     pub node: String,
     pub op: String,
-    /// "kernel" (with `task`), "view", "copy", "gather", or "folded" (computed at build time).
+    /// "kernel" (with `task`), "view", "copy", "gather", "quantize", "dequantize", "folded"
+    /// (computed at build time), or "unused" (nothing reads what it computes: a conversion an
+    /// integer kernel reads behind).
     pub how: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<usize>,

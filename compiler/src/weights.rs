@@ -2,7 +2,8 @@
 //! maps at `create`, each constant at a 64-byte-aligned offset after a 64-byte header:
 //! `TUNEHUBW`, the format version, the file's length and the build id (a hash of the
 //! constants, also compiled into the library, so a weights file of another build is refused).
-//! Little-endian f32, the only byte order the targets have.
+//! Little-endian, the only byte order the targets have; each constant in its type (f32, or a
+//! QDQ model's i8 weights, i32 biases, 8-bit zero points).
 
 use crate::memory::align;
 use crate::program::Program;
@@ -28,20 +29,18 @@ fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
 pub fn layout(p: &Program) -> Weights {
     let mut offsets = vec![];
     let mut end = HEADER;
-    for c in &p.constants {
+    let data: Vec<Vec<u8>> = p.constants.iter().map(|c| c.data.le_bytes()).collect();
+    for d in &data {
         offsets.push(end);
-        end = align(end + 4 * c.data.len() as u64);
+        end = align(end + d.len() as u64);
     }
     let mut bytes = vec![0u8; end as usize];
     let mut id = 0xcbf2_9ce4_8422_2325u64;
-    for (c, &o) in p.constants.iter().zip(&offsets) {
-        let mut at = o as usize;
-        for x in &c.data {
-            bytes[at..at + 4].copy_from_slice(&x.to_le_bytes());
-            at += 4;
-        }
+    for ((c, d), &o) in p.constants.iter().zip(&data).zip(&offsets) {
+        let at = o as usize;
+        bytes[at..at + d.len()].copy_from_slice(d);
         id = fnv1a(id, c.key.as_bytes());
-        id = fnv1a(id, &bytes[o as usize..at]);
+        id = fnv1a(id, d);
     }
     bytes[..8].copy_from_slice(MAGIC);
     bytes[8..16].copy_from_slice(&VERSION.to_le_bytes());
@@ -60,7 +59,7 @@ pub fn packed_layout(p: &Program) -> (Vec<u64>, u64) {
     let mut end = 0;
     for k in &p.packed {
         offsets.push(end);
-        end = align(end + 4 * k.elements.max(1) as u64);
+        end = align(end + k.dtype.bytes() as u64 * k.elements.max(1) as u64);
     }
     (offsets, end)
 }

@@ -306,32 +306,48 @@ fn a_kernel_whose_names_are_not_identifiers_is_refused() {
     );
 }
 
-/// A QDQ model is refused with a message naming the node, before anything is compiled: its
-/// integer tasks tune, but the model does not compile yet.
+/// A QDQ model builds with its integer tasks as integer kernels, its conversions as steps
+/// (those only an integer kernel reads behind, dropped), and runs as tract runs the file.
 #[test]
-fn a_quantized_model_is_refused_naming_its_first_conversion() {
+fn a_qdq_model_runs_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = nets::qdq_block();
+    let lib = build_and_check(&bytes, "qdq", dir.path());
+    let m = &lib.manifest;
+    // The integer conv, the 1x1 conv with its data zero point folded, the classifier.
+    let labels: Vec<&str> = m.tasks.iter().map(|t| t.label.as_str()).collect();
+    let integer = labels
+        .iter()
+        .filter(|l| l.contains("QuantizeLinear"))
+        .count();
+    assert_eq!(integer, 3, "{labels:#?}");
+    let hows: Vec<&str> = m.steps.iter().map(|s| s.how.as_str()).collect();
+    assert!(
+        hows.contains(&"quantize") && hows.contains(&"dequantize"),
+        "{hows:?}"
+    );
+    assert!(
+        m.nodes.iter().any(|n| n.how == "unused"),
+        "the conversions integer kernels read behind are dropped"
+    );
+}
+
+/// A conversion of an activation with a scale per channel is refused before anything is
+/// tuned, naming the node.
+#[test]
+fn a_per_channel_conversion_of_an_activation_is_refused() {
     let mut b = ModelBuilder::new();
-    let x = b.input_fixed("x", &[1, 4]);
-    let s = b.floats(&[], &[0.1]);
-    let z = b.integers(&[], "u8", &[0]);
+    let x = b.input_fixed("x", &[1, 2, 3, 3]);
+    let s = b.floats(&[2], &[0.1, 0.2]);
+    let z = b.integers(&[2], "u8", &[0, 0]);
     let q = b.node("QuantizeLinear", &[&x, &s, &z], vec![]);
     let name = b.last_node().to_string();
     let d = b.node("DequantizeLinear", &[&q, &s, &z], vec![]);
     let y = b.node("Relu", &[&d], vec![]);
     b.output(&y);
     let g = Graph::load(&b.encode(), &InputShapes::default(), None).unwrap();
-    let list = tasks::extract(&g, true).unwrap();
-    let target = Target::detect();
-    let e = compile(
-        &g,
-        &list,
-        &kernels(&list, &target),
-        "q",
-        "q.onnx",
-        &Options::default(),
-    )
-    .err()
-    .expect("refused")
-    .to_string();
-    assert!(e.contains(&name) && e.contains("do not compile yet"), "{e}");
+    let e = tunehub_compiler::check_buildable(&g)
+        .expect_err("refused")
+        .to_string();
+    assert!(e.contains(&name) && e.contains("one scale"), "{e}");
 }

@@ -185,6 +185,40 @@ impl ModelBuilder {
         self.constant(dims, values.iter().flat_map(|v| v.to_le_bytes()).collect())
     }
 
+    /// `x` quantized with one `scale` and a zero point of `dtype` (`u8` or `i8`) and
+    /// dequantized, as a QDQ model holds an activation: (the quantized tensor, the
+    /// dequantized one).
+    pub fn qdq(&mut self, x: &str, dtype: &str, scale: f32, zero_point: i64) -> (String, String) {
+        let s = self.floats(&[], &[scale]);
+        let z = self.integers(&[], dtype, &[zero_point]);
+        let q = self.node("QuantizeLinear", &[x, &s, &z], vec![]);
+        let d = self.node("DequantizeLinear", &[&q, &s, &z], vec![]);
+        (q, d)
+    }
+
+    /// A weight of `dims` as a QDQ model keeps it: i8 `values`, one scale per index of `axis`
+    /// (a Conv's or a transposed Gemm's output channels are axis 0, a MatMul's its last),
+    /// zero points `zero_point`: (the i8 constant, its dequantized value).
+    pub fn quantized_weight(
+        &mut self,
+        dims: &[i64],
+        values: &[i64],
+        scales: &[f32],
+        zero_point: i64,
+        axis: usize,
+    ) -> (String, String) {
+        let c = scales.len() as i64;
+        let w = self.integers(dims, "i8", values);
+        let s = self.floats(&[c], scales);
+        let z = self.integers(&[c], "i8", &vec![zero_point; c as usize]);
+        let d = self.node(
+            "DequantizeLinear",
+            &[&w, &s, &z],
+            vec![int("axis", axis as i64)],
+        );
+        (w, d)
+    }
+
     /// A node of one output; returns the output's name.
     pub fn node(&mut self, op: &str, inputs: &[&str], attrs: Vec<pb::AttributeProto>) -> String {
         self.count += 1;

@@ -123,6 +123,18 @@ impl Graph {
         let v = v.try_as_plain_ram().ok()?.as_slice::<i64>().ok()?.to_vec();
         Some(v)
     }
+    /// A constant's element type, when it is one the engine has.
+    pub fn constant_dtype(&self, t: &str) -> Option<tunehub_engine::ir::DType> {
+        use tract_onnx::prelude::DatumType;
+        use tunehub_engine::ir::DType;
+        Some(match self.value(t)?.datum_type() {
+            DatumType::F32 => DType::F32,
+            DatumType::I32 => DType::I32,
+            DatumType::U8 => DType::U8,
+            DatumType::I8 => DType::I8,
+            _ => return None,
+        })
+    }
     /// The type of a tensor when it is known not to be 32-bit float (a constant's).
     pub fn is_float(&self, t: &str) -> bool {
         self.value(t)

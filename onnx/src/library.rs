@@ -32,26 +32,37 @@ pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
     Some(match &group.quantized {
         None => f32_spec,
         Some(q) => f32_spec
-            .and_then(|s| match q.data_zero_point {
-                0 => Ok(s),
-                _ => with_bias(&s),
-            })
+            .and_then(|s| integer_layout(&s, q.data_zero_point != 0))
             .and_then(|s| s.with_dtype(q.inputs))
             .and_then(|s| s.with_out_dtype(Some(q.out))),
     })
 }
 
-/// `s` with a bias (`bias=1`): where a quantized layer's data zero point moves its sums, the
-/// build folds `-zero_point * sum(weights)` into one.
-fn with_bias(s: &OpSpec) -> Result<OpSpec, OpSpecError> {
+/// The f32 spec of a quantized anchor as its integer form runs it: with a bias (`bias=1`)
+/// where the data zero point moves its sums (the build folds `-zero_point * sum(weights)`
+/// into one), and a convolution in NHWC (the dot-product instructions sum 4 input channels
+/// at a time, which NCHW data do not hold side by side; the build transposes around it:
+/// [`output_perm`]).
+fn integer_layout(s: &OpSpec, bias: bool) -> Result<OpSpec, OpSpecError> {
     let mut params: Vec<(&str, i64)> = s.params().iter().map(|(&k, &v)| (k, v)).collect();
     for p in &mut params {
-        if p.0 == "bias" {
+        if p.0 == "bias" && bias {
             p.1 = 1;
         }
     }
+    let name = match s.name() {
+        "conv2d_nchw" => "conv2d_nhwc",
+        other => other,
+    };
     let packed = s.layout_free_inputs();
-    op(s.name(), &params, &packed)
+    op(name, &params, &packed)
+}
+
+/// For a call of `spec` whose output is in another layout than the model's tensor: axis `i`
+/// of the model's tensor is axis `perm[i]` of the kernel's output (a quantized convolution's
+/// NHWC result, copied back to NCHW).
+pub fn output_perm(spec: Option<&OpSpec>) -> Option<Vec<usize>> {
+    (spec?.name() == "conv2d_nhwc").then(|| vec![0, 3, 1, 2])
 }
 
 fn f32_spec(
@@ -156,21 +167,16 @@ fn f32_spec(
 
 /// Where the library operator's inputs come from (the placeholders' names are the operator's:
 /// `data`, `kernel`, `bias`, `weight`, `A`, `B`, `x`), for a group [`spec`] gave a spec for.
-/// A quantized anchor reads the quantized tensors behind its `DequantizeLinear` nodes; its
-/// requantization's `scale` and `zero_point` are not among them yet (such a model does not
-/// compile yet: `tunehub_compiler::check_buildable`).
+/// A quantized anchor reads the quantized tensors behind its `DequantizeLinear` nodes, and
+/// its bias, multipliers and output zero point as the build computes them (`requantization`).
 pub fn operands(g: &Graph, group: &Group) -> Operands {
     let Some(a) = group.anchor.map(|a| &g.nodes[a]) else {
         return vec![];
     };
-    let t = |i: usize| {
-        let x = a.input(i)?;
-        let q = group
-            .quantized
-            .as_ref()
-            .and_then(|_| crate::quantized::dequantized(g, x));
-        Some(Operand::tensor(q.unwrap_or(x)))
-    };
+    if let Some(q) = &group.quantized {
+        return quantized_operands(g, a, q);
+    }
+    let t = |i: usize| a.input(i).map(Operand::tensor);
     let mut out: Operands = vec![];
     let mut push = |name: &str, o: Option<Operand>| {
         if let Some(o) = o {
@@ -217,6 +223,43 @@ pub fn operands(g: &Graph, group: &Group) -> Operands {
         "Softmax" => push("x", t(0)),
         _ => push("data", t(0)),
     }
+    out
+}
+
+/// A quantized anchor's inputs: the tensors behind its `DequantizeLinear` nodes, then what
+/// the build computes. It has a bias where [`spec`] gave it one: its own, or the data zero
+/// point's share.
+fn quantized_operands(g: &Graph, a: &Node, q: &crate::quantized::Quantized) -> Operands {
+    use crate::operand::QuantPart;
+    let behind = |i: usize| {
+        let x = a.input(i).unwrap_or_default();
+        Operand::tensor(crate::quantized::dequantized(g, x).unwrap_or(x))
+    };
+    let part = |part| Operand::Requantized {
+        anchor: a.name.clone(),
+        part,
+    };
+    let (data, weight) = match a.op.as_str() {
+        "Conv" => ("data", "kernel"),
+        "Gemm" => ("data", "weight"),
+        _ => ("A", "B"),
+    };
+    let mut out: Operands = vec![(data.into(), behind(0)), (weight.into(), behind(1))];
+    // A convolution of one group runs in NHWC (`integer_layout`): NCHW data to NHWC, the
+    // OIHW weight to HWIO.
+    if a.op == "Conv" && a.int("group").unwrap_or(1) == 1 {
+        for ((_, o), perm) in out.iter_mut().zip([vec![0, 2, 3, 1], vec![2, 3, 1, 0]]) {
+            let Operand::Tensor { name } = o.clone() else {
+                unreachable!("behind() gives tensors")
+            };
+            *o = Operand::Transposed { name, perm };
+        }
+    }
+    if a.op != "MatMul" && (a.input(2).is_some() || q.data_zero_point != 0) {
+        out.push(("bias".into(), part(QuantPart::Bias)));
+    }
+    out.push(("scale".into(), part(QuantPart::Scale)));
+    out.push(("zero_point".into(), part(QuantPart::ZeroPoint)));
     out
 }
 

@@ -1,7 +1,7 @@
 //! Networks built in code with [`ModelBuilder`] (zero weights: only shapes matter to tuning),
 //! for tests and benchmarks that must not download anything: a ResNet-18 of torchvision's
 //! layout, a MobileNetV2 inverted-residual block, a BERT-base encoder layer, a GPT-2 decoder
-//! step, and a tiny network with every supported construct.
+//! step, a tiny network with every supported construct, and a small QDQ (quantized) model.
 
 use crate::builder::{ModelBuilder, float, int, ints};
 
@@ -298,5 +298,86 @@ pub fn tiny_rest_in(mut b: ModelBuilder) -> Vec<u8> {
     let l = b.node("LeakyRelu", &[&g], vec![float("alpha", 0.1)]);
     let e = b.node("Exp", &[&l], vec![]);
     b.output(&e);
+    b.encode()
+}
+
+/// Pseudo-random integers in `lo..=hi` from `seed` (a QDQ model's quantized weights).
+fn integers(n: i64, lo: i64, hi: i64, seed: u64) -> Vec<i64> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            lo + (x % (hi - lo + 1) as u64) as i64
+        })
+        .collect()
+}
+
+/// A weight of `dims` as onnxruntime.quantization keeps one: i8 values, a scale per output
+/// channel (along `axis`) that spreads a filter's sum over about one unit: (its dequantized
+/// value, its scales).
+fn qweight(b: &mut ModelBuilder, dims: &[i64], axis: usize, seed: u64) -> (String, Vec<f32>) {
+    let n: i64 = dims.iter().product();
+    let fan_in = n / dims[axis];
+    let base = 1.5 / (127.0 * (fan_in as f32).sqrt());
+    let scales: Vec<f32> = (0..dims[axis])
+        .map(|c| base * (1.0 + c as f32 / 8.0))
+        .collect();
+    let (_, w) = b.quantized_weight(dims, &integers(n, -127, 127, seed), &scales, 0, axis);
+    (w, scales)
+}
+
+/// An i32 bias behind its `DequantizeLinear`, as the quantizer writes it: in the units of
+/// the data's scale `sx` times each channel's weight scale.
+fn qbias(b: &mut ModelBuilder, sx: f32, weight_scales: &[f32], seed: u64) -> String {
+    let c = weight_scales.len() as i64;
+    let q = b.integers(&[c], "i32", &integers(c, -2000, 2000, seed));
+    let units: Vec<f32> = weight_scales.iter().map(|w| sx * w).collect();
+    let s = b.floats(&[c], &units);
+    b.node("DequantizeLinear", &[&q, &s], vec![int("axis", 0)])
+}
+
+/// A small QDQ model as onnxruntime.quantization writes one (static, per-channel weights): a stem
+/// whose data zero point is not 0 and which pads (f32 between conversions), an integer conv
+/// with bias and relu, a residual add and a max pool between conversions (f32), an integer
+/// 1x1 conv whose data zero point is folded into its bias, a global pool, a Flatten of a
+/// quantized tensor, and a classifier whose data zero point is folded into its bias, with an
+/// i8 output.
+pub fn qdq_block() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(8);
+    let pads = || ints("pads", &[1, 1, 1, 1]);
+    let x = b.input_fixed("x", &[1, 6, 9, 9]);
+    let (_, xd) = b.qdq(&x, "u8", 1.0 / 127.0, 128);
+    let (w, ws) = qweight(&mut b, &[8, 6, 3, 3], 0, 1);
+    let bias = qbias(&mut b, 1.0 / 127.0, &ws, 2);
+    let stem = b.node("Conv", &[&xd, &w, &bias], vec![pads()]);
+    let stem = b.node("Relu", &[&stem], vec![]);
+    let (_, a) = b.qdq(&stem, "u8", 1.0 / 64.0, 0);
+    let (w, ws) = qweight(&mut b, &[8, 8, 3, 3], 0, 3);
+    let bias = qbias(&mut b, 1.0 / 64.0, &ws, 4);
+    let c = b.node("Conv", &[&a, &w, &bias], vec![pads()]);
+    let c = b.node("Relu", &[&c], vec![]);
+    let (_, cd) = b.qdq(&c, "u8", 1.0 / 64.0, 0);
+    let sum = b.node("Add", &[&a, &cd], vec![]);
+    let (_, sum) = b.qdq(&sum, "u8", 1.0 / 32.0, 3);
+    let pool = b.node(
+        "MaxPool",
+        &[&sum],
+        vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+    );
+    let (_, pool) = b.qdq(&pool, "u8", 1.0 / 32.0, 3);
+    let (w, _) = qweight(&mut b, &[5, 8, 1, 1], 0, 5);
+    let c = b.node("Conv", &[&pool, &w], vec![]);
+    let (_, c) = b.qdq(&c, "u8", 1.0 / 32.0, 100);
+    let gap = b.node("GlobalAveragePool", &[&c], vec![]);
+    let (_, gap) = b.qdq(&gap, "u8", 1.0 / 32.0, 100);
+    let flat = b.node("Flatten", &[&gap], vec![]);
+    let (_, flat) = b.qdq(&flat, "u8", 1.0 / 32.0, 100);
+    let (w, ws) = qweight(&mut b, &[10, 5], 0, 6);
+    let bias = qbias(&mut b, 1.0 / 32.0, &ws, 7);
+    let y = b.node("Gemm", &[&flat, &w, &bias], vec![int("transB", 1)]);
+    let (_, y) = b.qdq(&y, "i8", 1.0 / 16.0, 0);
+    b.output(&y);
     b.encode()
 }

@@ -21,6 +21,26 @@ pub enum Operand {
     BnScale { bn: String },
     /// ... and `beta - mean * scale`.
     BnShift { bn: String },
+    /// The tensor `name` with its axes permuted as ONNX's `Transpose` does (axis `i` is axis
+    /// `perm[i]` of `name`): an operand the kernel takes in another layout than the model's
+    /// (a quantized convolution reads NHWC data and an HWIO weight). A constant is
+    /// transposed at build time, an activation by a copy before the kernel.
+    Transposed { name: String, perm: Vec<usize> },
+    /// One part of a QDQ model's quantized anchor (the node `anchor`) in its integer form,
+    /// computed from the model's quantizers (`quantized::requantization`).
+    Requantized { anchor: String, part: QuantPart },
+}
+
+/// The inputs an integer form takes beyond the 8-bit data and weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuantPart {
+    /// i32 per output channel: the bias in the sum's units, less the data zero point's share.
+    Bias,
+    /// f32 per output channel: the i32 sum's multiplier into the output's units.
+    Scale,
+    /// The output's zero point, one 8-bit value.
+    ZeroPoint,
 }
 
 impl Operand {

@@ -89,13 +89,27 @@ pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
     }
 }
 
+/// Per output of the model, in its order: the scale of the `DequantizeLinear` that computes
+/// it, one per tensor (a QDQ model's logits), else `None`. Such an output is a count of
+/// these quanta: a tie rounded the other way anywhere upstream moves it by a whole one.
+pub fn output_quanta(g: &Graph) -> Vec<Option<f32>> {
+    g.output_order
+        .iter()
+        .map(|o| {
+            let d = producer(g, o).filter(|d| d.op == DEQUANTIZE)?;
+            single(g, d)?;
+            g.floats(d.input(1)?)?.first().copied()
+        })
+        .collect()
+}
+
 /// The quantized tensor behind `t` when a `DequantizeLinear` computes `t`.
 pub fn dequantized<'g>(g: &'g Graph, t: &str) -> Option<&'g str> {
     producer(g, t).filter(|d| d.op == DEQUANTIZE)?.input(0)
 }
 
 /// The node computing `t`.
-fn producer<'g>(g: &'g Graph, t: &str) -> Option<&'g Node> {
+pub(crate) fn producer<'g>(g: &'g Graph, t: &str) -> Option<&'g Node> {
     g.nodes.iter().find(|n| n.outputs.iter().any(|o| o == t))
 }
 
@@ -151,7 +165,7 @@ fn per_output_channel(g: &Graph, anchor: &Node, dq: &Node) -> bool {
 }
 
 /// The zero points of a (de)quantize node (none said: 0).
-fn zero_points(g: &Graph, q: &Node) -> Option<Vec<i64>> {
+pub(crate) fn zero_points(g: &Graph, q: &Node) -> Option<Vec<i64>> {
     match q.input(2) {
         None => Some(vec![0]),
         Some(z) => g.ints(z),
@@ -159,7 +173,7 @@ fn zero_points(g: &Graph, q: &Node) -> Option<Vec<i64>> {
 }
 
 /// The zero point of a per-tensor (de)quantize node: one scale and one zero point.
-fn single(g: &Graph, q: &Node) -> Option<i64> {
+pub fn single(g: &Graph, q: &Node) -> Option<i64> {
     let scale = g.floats(q.input(1)?)?;
     match zero_points(g, q)?[..] {
         [z] if scale.len() == 1 => Some(z),

@@ -25,7 +25,7 @@ pub struct NetTask {
     pub op_spec: Option<OpSpec>,
     /// The computation in tunehub's text form (its first line a comment: the label); the
     /// workload itself when there is no `op_spec`. For an integer form (a QDQ model's anchor),
-    /// the f32 computation the op spec retypes: the text form has no integer types.
+    /// the f32 computation in the model's layout: the text form has no integer types.
     pub expr: String,
     /// Inputs that are constant weights: packed once, outside the timed kernel (for a library
     /// operator, its spec's).
@@ -99,6 +99,9 @@ pub struct Call {
     pub operands: Operands,
     /// The tensor it computes.
     pub output: String,
+    /// When the kernel computes it in another layout: axis `i` of `output` is axis `perm[i]`
+    /// of the kernel's result (`library::output_perm`).
+    pub output_perm: Option<Vec<usize>>,
 }
 
 /// What a model yields.
@@ -186,6 +189,7 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
                 generated_operands.clone()
             },
             output: group.output.clone(),
+            output_perm: library::output_perm(draft.op_spec.as_ref()),
         };
         if let Some((i, t)) = tasks
             .iter_mut()

@@ -3,6 +3,8 @@
 //! integer form computes what the model says, and f32 tasks where it does not.
 
 use tunehub_onnx::builder::{ModelBuilder, int, ints};
+use tunehub_onnx::graph::Graph;
+use tunehub_onnx::requantization::requantization;
 use tunehub_onnx::{InputShapes, Operand, TaskList, extract};
 
 /// Pseudo-random integers in `lo..=hi` (the weights' values do not matter to the tasks).
@@ -10,19 +12,12 @@ fn values(n: i64, lo: i64, hi: i64) -> Vec<i64> {
     (0..n).map(|i| lo + (i * 37 + 11) % (hi - lo + 1)).collect()
 }
 
-/// `x` quantized with one scale and zero point of `dtype`, and dequantized: (the quantized
-/// tensor, the dequantized one).
+/// `x` quantized with a scale of 0.05 and zero point of `dtype`, and dequantized.
 fn qdq(b: &mut ModelBuilder, x: &str, dtype: &str, zero_point: i64) -> (String, String) {
-    let s = b.floats(&[], &[0.05]);
-    let z = b.integers(&[], dtype, &[zero_point]);
-    let q = b.node("QuantizeLinear", &[x, &s, &z], vec![]);
-    let d = b.node("DequantizeLinear", &[&q, &s, &z], vec![]);
-    (q, d)
+    b.qdq(x, dtype, 0.05, zero_point)
 }
 
-/// A weight of `dims` as a QDQ model keeps it: i8 values, one scale per output channel (along
-/// axis 0 of a Conv's or a transposed Gemm's weight), zero points `zero_point`: (the i8
-/// constant, its dequantized value).
+/// A weight of `dims` with scales of 0.01 along axis 0, zero points `zero_point`.
 fn weight(b: &mut ModelBuilder, dims: &[i64], zero_point: i64) -> (String, String) {
     weight_along(b, dims, zero_point, 0)
 }
@@ -35,16 +30,8 @@ fn weight_along(
     axis: usize,
 ) -> (String, String) {
     let n: i64 = dims.iter().product();
-    let c = dims[axis];
-    let w = b.integers(dims, "i8", &values(n, -127, 127));
-    let s = b.floats(&[c], &vec![0.01; c as usize]);
-    let z = b.integers(&[c], "i8", &vec![zero_point; c as usize]);
-    let d = b.node(
-        "DequantizeLinear",
-        &[&w, &s, &z],
-        vec![int("axis", axis as i64)],
-    );
-    (w, d)
+    let scales = vec![0.01; dims[axis] as usize];
+    b.quantized_weight(dims, &values(n, -127, 127), &scales, zero_point, axis)
 }
 
 /// The model's tasks, strictly extracted.
@@ -100,7 +87,7 @@ fn a_qdq_model_yields_integer_tasks_where_they_compute_the_same() {
     let list = tasks_of(b);
     let specs = specs_of(&list);
     let want = [
-        "conv2d_nchw(n=1,c=8,h=9,w=9,f=6,pad=1,bias=1,relu=1,dtype=u8i8,out_dtype=u8,\
+        "conv2d_nhwc(n=1,h=9,w=9,c=8,f=6,pad=1,bias=1,relu=1,dtype=u8i8,out_dtype=u8,\
          layout_free=kernel)",
         "conv2d_nchw(n=1,c=6,h=9,w=9,f=4,pad=1,layout_free=kernel)",
         "dense(m=1,n=10,k=4,bias=0,relu=0,dtype=i8i8,out_dtype=i8,layout_free=weight)",
@@ -133,8 +120,23 @@ fn a_qdq_model_yields_integer_tasks_where_they_compute_the_same() {
             .find(|(n, _)| n == name)
             .map(|(_, o)| o.clone())
     };
-    assert_eq!(operand("data"), Some(Operand::tensor(&xq)));
-    assert_eq!(operand("kernel"), Some(Operand::tensor(&wa)));
+    // In NHWC (the dot products sum channels side by side), the weight HWIO; the output
+    // copied back to NCHW.
+    let transposed = |name: &str, perm: &[usize]| Operand::Transposed {
+        name: name.into(),
+        perm: perm.to_vec(),
+    };
+    assert_eq!(operand("data"), Some(transposed(&xq, &[0, 2, 3, 1])));
+    assert_eq!(operand("kernel"), Some(transposed(&wa, &[2, 3, 1, 0])));
+    assert_eq!(call.output_perm, Some(vec![0, 3, 1, 2]));
+    // The bias, multipliers and zero point are computed by the build.
+    for part in ["bias", "scale", "zero_point"] {
+        assert!(
+            matches!(operand(part), Some(Operand::Requantized { .. })),
+            "{part}: {:?}",
+            operand(part)
+        );
+    }
     // The Q/DQ pairs that only convert are glue, not skipped.
     assert!(list.skipped.is_empty(), "{:?}", list.skipped);
 }
@@ -152,7 +154,7 @@ fn a_large_quantized_weight_is_still_a_constant_weight() {
     b.output(&out);
     assert_eq!(
         specs_of(&tasks_of(b)),
-        ["conv2d_nchw(n=1,c=256,h=3,w=3,f=512,dtype=u8i8,out_dtype=u8,layout_free=kernel)"]
+        ["conv2d_nhwc(n=1,h=3,w=3,c=256,f=512,dtype=u8i8,out_dtype=u8,layout_free=kernel)"]
     );
 }
 
@@ -177,7 +179,7 @@ fn a_data_zero_point_gives_the_task_a_bias_or_keeps_it_f32() {
     assert_eq!(
         specs,
         [
-            "conv2d_nchw(n=1,c=8,h=5,w=5,f=6,kh=1,kw=1,bias=1,dtype=u8i8,out_dtype=u8,\
+            "conv2d_nhwc(n=1,h=5,w=5,c=8,f=6,kh=1,kw=1,bias=1,dtype=u8i8,out_dtype=u8,\
              layout_free=kernel)",
             "matmul(m=1,n=4,k=150,layout_free=B)"
         ]
@@ -222,4 +224,28 @@ fn a_dequantized_product_that_is_the_output_stays_f32() {
         specs_of(&tasks_of(b)),
         ["matmul(m=2,n=3,k=4,layout_free=B)"]
     );
+}
+
+/// The constants a build gives a quantized anchor: the quantizer's i32 bias unchanged where
+/// it is written in the units `sx * sw[c]`, less `zx * sum(w[c])`; the multipliers
+/// `sx * sw[c] / sy`; the output's zero point.
+#[test]
+fn requantization_constants_are_onnx_runtimes() {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 2, 3, 3]);
+    let (_, xd) = b.qdq(&x, "u8", 0.5, 7);
+    let w = [1, 2, 3, 4, 5, -6];
+    let (_, wd) = b.quantized_weight(&[3, 2, 1, 1], &w, &[0.25, 0.5, 1.0], 0, 0);
+    let bias = b.integers(&[3], "i32", &[10, -20, 30]);
+    let units = b.floats(&[3], &[0.125, 0.25, 0.5]);
+    let bd = b.node("DequantizeLinear", &[&bias, &units], vec![int("axis", 0)]);
+    let c = b.node("Conv", &[&xd, &wd, &bd], vec![]);
+    let (_, out) = b.qdq(&c, "i8", 2.0, -3);
+    b.output(&out);
+    let g = Graph::load(&b.encode(), &InputShapes::default(), None).unwrap();
+    let a = g.nodes.iter().position(|n| n.op == "Conv").unwrap();
+    let r = requantization(&g, a).unwrap();
+    assert_eq!(r.bias, [10 - 7 * 3, -20 - 7 * 7, 30 + 7]);
+    assert_eq!(r.scale, [0.0625, 0.125, 0.25]);
+    assert_eq!(r.zero_point, -3);
 }

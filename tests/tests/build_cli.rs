@@ -434,3 +434,24 @@ fn build_tuned(model: &Path, out: &Path, db: &Path, trials: &str) -> String {
     args.extend_from_slice(&QUICK);
     ok(&tunehub(&args))
 }
+
+/// A QDQ model (quantized as onnxruntime.quantization writes one) builds as any other: its
+/// integer tasks tuned, its conversions run between the kernels, its output within the check's
+/// quanta of tract's.
+#[test]
+fn a_quantized_model_tunes_builds_and_matches_tract() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write(dir.path(), "qdq.onnx", &nets::qdq_block());
+    let out = dir.path().join("qdq");
+    let text = build_tuned(&model, &out, &dir.path().join("t.db"), "1");
+    assert!(text.contains("match tract"), "{text}");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let tuned = manifest["tasks"].as_array().unwrap();
+    assert!(
+        tuned
+            .iter()
+            .all(|t| !t["record_id"].as_str().unwrap().is_empty()),
+        "{tuned:#?}"
+    );
+}

@@ -1,13 +1,15 @@
-//! `NAME.c`: every kernel, the runtime's few helpers (strided copy, gather, fill; only those
-//! used, `-Wall -Werror` refuses an unused static function), and the driver: create (map the
-//! weights, check them, pack the packed weights once, allocate the arena), run (inputs into
-//! the arena, every step in order, outputs out of it), destroy.
+//! `NAME.c`: every kernel, the runtime's few helpers (strided copies per element type, gather,
+//! fill, a QDQ model's conversions; only those used, `-Wall -Werror` refuses an unused static
+//! function), and the driver: create (map the weights, check them, pack the packed weights
+//! once, allocate the arena), run (inputs into the arena, every step in order, outputs out of
+//! it), destroy. Arena, weight and packed pointers are `void*`: each value keeps its type.
 
 use super::header::c_text;
 use crate::memory::Plan;
-use crate::program::{Arg, Program, Step, Storage, ValueId};
+use crate::program::{Arg, Convert, Program, Step, Storage, ValueId};
 use crate::weights::{HEADER, MAGIC, VERSION, Weights};
 use std::fmt::Write;
+use tunehub_engine::ir::DType;
 
 pub struct Layout<'a> {
     /// The weights file is assembled into the library (`.incbin`): `NAME_create(NULL)` uses it.
@@ -59,7 +61,7 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
     };
     let mut s = format!(
         "/* {name}: the model {}, compiled by tunehub: {} kernels, {} steps.\n * Build with the \
-         flags in manifest.json. */\n#include \"{name}.h\"\n\n#include <fcntl.h>\n#include \
+         flags in manifest.json. */\n#include \"{name}.h\"\n\n#include <fcntl.h>\n#include <math.h>\n#include \
          <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include \
          <sys/mman.h>\n#include <sys/stat.h>\n#include <time.h>\n#include <unistd.h>\n\n",
         c_text(model),
@@ -74,13 +76,31 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
     }
     s.push_str("/* ---- runtime ---- */\n\n");
     let used = |f: fn(&Step) -> bool| p.steps.iter().any(f);
-    if used(|s| matches!(s, Step::Copy(_))) {
+    let mut copies: Vec<DType> = vec![];
+    for step in &p.steps {
+        if let Step::Copy(c) = step {
+            let t = p.values[c.dst].dtype;
+            if !copies.contains(&t) {
+                copies.push(t);
+            }
+        }
+    }
+    for t in copies {
+        let (ty, n) = (t.c_name(), t.name());
         let _ = write!(
             s,
-            "static void {name}_copy(float* d, const int64_t* ds, const float* s, const int64_t* ss, const int64_t* sh, int rank) {{\n  \
-             if (rank == 1) {{\n    if (ds[0] == 1 && ss[0] == 1) {{\n      memcpy(d, s, (size_t)sh[0] * sizeof(float));\n      return;\n    }}\n    \
+            "static void {name}_copy_{n}({ty}* d, const int64_t* ds, const {ty}* s, const int64_t* ss, const int64_t* sh, int rank) {{\n  \
+             if (rank == 2 && ds[1] == 1 && ss[0] == 1) {{\n    \
+             /* A transpose (a layout change): 32 x 32 tiles, each side walks whole cache lines. */\n    \
+             const int64_t R = sh[0], C = sh[1], D = ds[0], S = ss[1];\n    int64_t t;\n\
+             #ifdef _OPENMP\n#pragma omp parallel for schedule(static) if (R * C >= 65536)\n#endif\n    \
+             for (t = 0; t < ((R + 31) / 32) * ((C + 31) / 32); t++) {{\n      \
+             const int64_t i0 = t / ((C + 31) / 32) * 32, j0 = t % ((C + 31) / 32) * 32;\n      \
+             const int64_t i1 = i0 + 32 < R ? i0 + 32 : R, j1 = j0 + 32 < C ? j0 + 32 : C;\n      \
+             for (int64_t j = j0; j < j1; j++)\n        for (int64_t i = i0; i < i1; i++) d[i * D + j] = s[i + j * S];\n    }}\n    return;\n  }}\n  \
+             if (rank == 1) {{\n    if (ds[0] == 1 && ss[0] == 1) {{\n      memcpy(d, s, (size_t)sh[0] * sizeof({ty}));\n      return;\n    }}\n    \
              for (int64_t i = 0; i < sh[0]; i++) d[i * ds[0]] = s[i * ss[0]];\n    return;\n  }}\n  \
-             for (int64_t i = 0; i < sh[0]; i++) {name}_copy(d + i * ds[0], ds + 1, s + i * ss[0], ss + 1, sh + 1, rank - 1);\n}}\n\n"
+             for (int64_t i = 0; i < sh[0]; i++) {name}_copy_{n}(d + i * ds[0], ds + 1, s + i * ss[0], ss + 1, sh + 1, rank - 1);\n}}\n\n"
         );
     }
     if used(|s| matches!(s, Step::Gather(_))) {
@@ -97,6 +117,7 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
             "static void {name}_fill(float* d, int64_t n, float v) {{\n  for (int64_t i = 0; i < n; i++) d[i] = v;\n}}\n\n"
         );
     }
+    conversions(&mut s, name, p);
     let arena = l.plan.arena_bytes.max(64);
     let packed = l.packed_bytes.max(64);
     let _ = write!(
@@ -104,7 +125,7 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
         "struct {name}_model {{\n  unsigned char* arena;\n  unsigned char* packed;\n  const unsigned char* weights;\n  size_t weights_bytes;\n  int mapped;\n}};\n\n\
          static char {name}_error[512];\n\
          const char* {name}_last_error(void) {{ return {name}_error; }}\n\n\
-         #define A(off) ((float*)(m->arena + (off)))\n#define W(off) ((const float*)(m->weights + (off)))\n#define K(off) ((const float*)(m->packed + (off)))\n\n"
+         #define A(off) ((void*)(m->arena + (off)))\n#define W(off) ((const void*)(m->weights + (off)))\n#define K(off) ((const void*)(m->packed + (off)))\n\n"
     );
     // Create: check the weights, allocate, pack.
     let magic: String = MAGIC.iter().map(|&b| b as char).collect();
@@ -125,7 +146,7 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
     for (k, &off) in p.packed.iter().zip(l.packed_offsets) {
         let _ = writeln!(
             s,
-            "  {}(W({}), (float*)(m->packed + {off}));",
+            "  {}(W({}), (void*)(m->packed + {off}));",
             k.function, l.weights.offsets[k.constant]
         );
     }
@@ -231,12 +252,15 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
                 let (sh, ds, ss) = simplify(&c.shape, &c.dst_strides, &c.src_strides);
                 let _ = writeln!(
                     s,
-                    "  {{\n    static const int64_t sh[] = {{{}}}, ds[] = {{{}}}, ss[] = {{{}}};\n    {name}_copy({} + {}, ds, {} + {}, ss, sh, {});\n  }}",
+                    "  {{\n    static const int64_t sh[] = {{{}}}, ds[] = {{{}}}, ss[] = {{{}}};\n    {name}_copy_{}(({}*){} + {}, ds, (const {}*){} + {}, ss, sh, {});\n  }}",
                     list(&sh),
                     list(&ds),
                     list(&ss),
+                    p.values[c.dst].dtype.name(),
+                    p.values[c.dst].dtype.c_name(),
                     ptr(c.dst),
                     c.dst_offset,
+                    p.values[c.dst].dtype.c_name(),
                     ptr(c.src),
                     c.src_offset,
                     sh.len()
@@ -255,6 +279,19 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
                     "  {name}_fill({}, {}, {v});",
                     ptr(*dst),
                     p.values[*dst].elements(),
+                );
+            }
+            Step::Quantize(c) | Step::Dequantize(c) => {
+                let (dir, t) = conversion(p, step, c);
+                let _ = writeln!(
+                    s,
+                    "  {name}_{dir}_{}({}, {}, {}, {:e}f, {});",
+                    t.name(),
+                    ptr(c.dst),
+                    ptr(c.src),
+                    p.values[c.dst].elements(),
+                    c.scale,
+                    c.zero_point
                 );
             }
             Step::Gather(g) => {
@@ -292,4 +329,53 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
         p.steps.len() + 2
     );
     s
+}
+
+/// A conversion step's direction and its 8-bit type.
+fn conversion(p: &Program, step: &Step, c: &Convert) -> (&'static str, DType) {
+    match step {
+        Step::Quantize(_) => ("quantize", p.values[c.dst].dtype),
+        _ => ("dequantize", p.values[c.src].dtype),
+    }
+}
+
+/// The QDQ conversions the steps use, one function per direction and 8-bit type. Rounding is
+/// `rintf` (half to even, the default rounding mode) of the quotient, as ONNX specifies; NaN
+/// becomes 0, as the kernels' requantization stores it. Large tensors are converted on the
+/// kernels' threads.
+fn conversions(s: &mut String, name: &str, p: &Program) {
+    let mut done = std::collections::HashSet::new();
+    for step in &p.steps {
+        let (Step::Quantize(c) | Step::Dequantize(c)) = step else {
+            continue;
+        };
+        let (dir, t) = conversion(p, step, c);
+        if !done.insert((dir, t)) {
+            continue;
+        }
+        let (ty, lo, hi) = match t {
+            DType::I8 => ("int8_t", -128, 127),
+            _ => ("uint8_t", 0, 255),
+        };
+        let body = if dir == "quantize" {
+            format!(
+                "    float v = rintf(s[i] / scale) + (float)z;\n    \
+                 d[i] = v != v ? ({ty})0 : v < {lo}.0f ? ({ty}){lo} : v > {hi}.0f ? ({ty}){hi} : ({ty})v;"
+            )
+        } else {
+            "    d[i] = (float)((int32_t)s[i] - z) * scale;".to_string()
+        };
+        let (dt, st) = if dir == "quantize" {
+            (ty, "float")
+        } else {
+            ("float", ty)
+        };
+        let _ = write!(
+            s,
+            "static void {name}_{dir}_{}({dt}* restrict d, const {st}* restrict s, int64_t n, float scale, int32_t z) {{\n  \
+             int64_t i;\n#ifdef _OPENMP\n#pragma omp parallel for schedule(static) if (n >= 65536)\n#endif\n  \
+             for (i = 0; i < n; i++) {{\n{body}\n  }}\n}}\n\n",
+            t.name()
+        );
+    }
 }
