@@ -4,7 +4,6 @@
 //! requantization constants (`tunehub_onnx::requantization`) and its dequantized weights.
 
 use crate::program::ConstData;
-use tunehub_engine::ir::DType;
 use tunehub_onnx::graph::Graph;
 use tunehub_onnx::quantized::DEQUANTIZE;
 use tunehub_onnx::{Operand, QuantPart};
@@ -89,14 +88,7 @@ fn requantized(
         QuantPart::Bias => (format!("{anchor}.bias"), channels, ConstData::I32(r.bias)),
         QuantPart::Scale => (format!("{anchor}.scale"), channels, ConstData::F32(r.scale)),
         QuantPart::ZeroPoint => {
-            let q = &g.nodes[*tunehub_onnx::quantized::quantized(g, a)
-                .and_then(|q| q.members.last().copied())
-                .as_ref()
-                .ok_or("no quantizer")?];
-            let dtype = match q.input(2).and_then(|z| g.constant_dtype(z)) {
-                Some(DType::I8) => DType::I8,
-                _ => DType::U8,
-            };
+            let dtype = r.out;
             let z = ConstData::ints(dtype, &[r.zero_point])
                 .ok_or_else(|| format!("the zero point of '{anchor}' is out of range"))?;
             (format!("{anchor}.zero_point"), vec![1], z)

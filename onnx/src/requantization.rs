@@ -12,6 +12,7 @@
 
 use crate::graph::{Graph, Node};
 use crate::quantized::{DEQUANTIZE, producer, quantized, single, zero_points};
+use tunehub_engine::ir::DType;
 
 /// The constants of one anchor, per output channel but the zero point.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +20,8 @@ pub struct Requantization {
     pub bias: Vec<i32>,
     pub scale: Vec<f32>,
     pub zero_point: i64,
+    /// The output's type (the zero point's): u8 or i8.
+    pub out: DType,
 }
 
 /// The constants of anchor `a` (a node index) of `g`; an error says what in the model is not
@@ -76,6 +79,7 @@ pub fn requantization(g: &Graph, a: usize) -> Result<Requantization, String> {
         bias: Vec::with_capacity(channels),
         scale: Vec::with_capacity(channels),
         zero_point: zy,
+        out: q.out,
     };
     for c in 0..channels {
         let unit = sx * f64::from(sw[if sw.len() == 1 { 0 } else { c }]);

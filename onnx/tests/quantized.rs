@@ -248,4 +248,5 @@ fn requantization_constants_are_onnx_runtimes() {
     assert_eq!(r.bias, [10 - 7 * 3, -20 - 7 * 7, 30 + 7]);
     assert_eq!(r.scale, [0.0625, 0.125, 0.25]);
     assert_eq!(r.zero_point, -3);
+    assert_eq!(r.out, tunehub_engine::ir::DType::I8);
 }
