@@ -10,7 +10,7 @@ use crate::lowering::Lowering;
 use crate::program::{Convert, Step, Storage};
 use tunehub_engine::ir::DType;
 use tunehub_onnx::graph::Node;
-use tunehub_onnx::quantized::{QUANTIZE, single};
+use tunehub_onnx::quantized::{QUANTIZE, eight_bit, single};
 
 impl Lowering<'_> {
     pub(crate) fn convert(&mut self, n: &Node) -> Result<(), CompileError> {
@@ -33,17 +33,9 @@ impl Lowering<'_> {
                 format!("its scale {scale} is not finite and positive"),
             ));
         }
-        // The quantized type is the zero point's (ONNX's default without one: u8).
-        let eight_bit = match n.input(2).map(|z| g.constant_dtype(z)) {
-            None => DType::U8,
-            Some(Some(t @ (DType::U8 | DType::I8))) => t,
-            Some(_) => {
-                return Err(CompileError::node(
-                    n,
-                    "a compiled model converts u8 and i8 tensors only",
-                ));
-            }
-        };
+        let eight_bit = eight_bit(g, n).ok_or_else(|| {
+            CompileError::node(n, "a compiled model converts u8 and i8 tensors only")
+        })?;
         let quantize = n.op == QUANTIZE;
         let (src, _) = self.any_input(n, 0)?;
         let want = if quantize { DType::F32 } else { eight_bit };

@@ -126,7 +126,7 @@ fn consumers(g: &Graph, t: &str) -> Vec<usize> {
 }
 
 /// A (de)quantize node's quantized type, from its zero point (ONNX's default without one: u8).
-fn eight_bit(g: &Graph, q: &Node) -> Option<DType> {
+pub fn eight_bit(g: &Graph, q: &Node) -> Option<DType> {
     let dt = match q.input(2) {
         None => DatumType::U8,
         Some(z) => g.value(z)?.datum_type(),
