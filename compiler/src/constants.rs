@@ -5,7 +5,7 @@
 
 use crate::program::ConstData;
 use tunehub_onnx::graph::Graph;
-use tunehub_onnx::quantized::DEQUANTIZE;
+use tunehub_onnx::quantized::{DEQUANTIZE, dequantize_constant};
 use tunehub_onnx::{Operand, QuantPart};
 
 /// Inference batch norm: `y = (x - mean) * gamma / sqrt(var + eps) + beta`, per channel.
@@ -106,60 +106,19 @@ pub fn dequantized(g: &Graph, t: &str) -> Result<Option<Vec<f32>>, String> {
     else {
         return Ok(None);
     };
-    let x = d.input(0).unwrap_or_default();
-    if !g.is_constant(x) {
+    if !d.input(0).is_some_and(|x| g.is_constant(x)) {
         return Ok(None);
     }
-    let bad = |what: &str| format!("'{}': its {what} is not a constant", d.name);
-    let q = g.ints(x).ok_or_else(|| bad("input"))?;
-    let s = d
-        .input(1)
-        .and_then(|s| g.floats(s))
-        .ok_or_else(|| bad("scale"))?;
-    let z = match d.input(2) {
-        Some(z) => g.ints(z).ok_or_else(|| bad("zero point"))?,
-        None => vec![0],
-    };
-    let shape = g.shape(x).unwrap_or_default();
-    let per = if s.len() == 1 {
-        (1, 1)
-    } else {
-        let rank = shape.len() as i64;
-        let axis = d.int("axis").unwrap_or(1);
-        let axis = if axis < 0 { axis + rank } else { axis };
-        if !(0..rank).contains(&axis) || shape[axis as usize] != s.len() as i64 {
-            return Err(format!(
-                "'{}': its {} scales do not run along axis {axis} of {shape:?}",
-                d.name,
-                s.len()
-            ));
-        }
-        let inner: i64 = shape[axis as usize + 1..].iter().product();
-        (inner.max(1) as usize, s.len())
-    };
-    if z.len() != 1 && z.len() != s.len() {
-        return Err(format!(
-            "'{}': its zero points do not match its scales",
-            d.name
-        ));
-    }
-    let at = |i: usize| (i / per.0) % per.1;
-    Ok(Some(
-        q.iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                let c = at(i);
-                let zp = z[if z.len() == 1 { 0 } else { c }];
-                ((v - zp) as f32) * s[c]
-            })
-            .collect(),
-    ))
+    let v = dequantize_constant(g, d)?;
+    Ok(Some(v.into_iter().map(|x| x as f32).collect()))
 }
 
 fn folded_f32(g: &Graph, o: &Operand) -> Result<(String, Vec<i64>, Vec<f32>), String> {
     match o {
         Operand::Requantized { .. } => unreachable!("typed: `requantized`"),
-        Operand::Transposed { name, .. } => Err(format!("'{name}' is transposed, not computed")),
+        Operand::Transposed { name, .. } | Operand::Padded { name, .. } => {
+            Err(format!("'{name}' is laid out, not computed"))
+        }
         Operand::Tensor { name } => Err(format!("'{name}' is not computed")),
         Operand::FoldedWeight { weight, bn } => {
             let b = batch_norm(g, bn)?;

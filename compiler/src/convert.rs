@@ -2,8 +2,9 @@
 //! (`saturate(round_half_even(x / scale) + zero_point)`) and `DequantizeLinear`
 //! (`(q - zero_point) * scale`), one scale and zero point per tensor. Where an integer kernel
 //! reads the 8-bit tensor behind a `DequantizeLinear`, the conversion is computed for nothing
-//! and `prune` drops it. A `DequantizeLinear` of a constant (a weight) is folded where an f32
-//! operator reads it (`constants::dequantized`).
+//! and `prune` drops it. A tensor kept in a kernel's layout (`layout`) is converted in it. A
+//! `DequantizeLinear` of a constant (a weight) is folded where an f32 operator reads it
+//! (`constants::dequantized`).
 
 use crate::error::CompileError;
 use crate::lowering::Lowering;
@@ -37,7 +38,17 @@ impl Lowering<'_> {
             CompileError::node(n, "a compiled model converts u8 and i8 tensors only")
         })?;
         let quantize = n.op == QUANTIZE;
-        let (src, _) = self.any_input(n, 0)?;
+        // A tensor kept in a kernel's layout is converted in it, and the result kept so
+        // (a dequantization, when its readers take it so).
+        let readers_keep = || quantize || n.outputs.first().is_some_and(|t| self.readers_keep(t));
+        let kept = n
+            .input(0)
+            .and_then(|x| self.kept(x))
+            .filter(|_| readers_keep());
+        let src = match &kept {
+            Some(k) => k.value,
+            None => self.any_input(n, 0)?.0,
+        };
         let want = if quantize { DType::F32 } else { eight_bit };
         let got = self.p.values[src].dtype;
         if got != want {
@@ -47,7 +58,14 @@ impl Lowering<'_> {
             ));
         }
         let out = if quantize { eight_bit } else { DType::F32 };
-        let (dst, _) = self.typed_output(n, 0, out, Storage::Arena)?;
+        let dst = match (&kept, n.outputs.first().filter(|o| !o.is_empty())) {
+            (Some(k), Some(t)) => {
+                let shape = self.shape_of(t, Some(n))?;
+                self.keep(t, &shape, out, &k.perm)
+                    .map_err(|e| CompileError::node(n, e))?
+            }
+            _ => self.typed_output(n, 0, out, Storage::Arena)?.0,
+        };
         let c = Convert {
             dst,
             src,

@@ -1,13 +1,44 @@
 //! Kernels that read or write another layout than the model's tensors (a quantized
 //! convolution runs in NHWC on NCHW tensors): an operand is transposed before the kernel (a
-//! constant once, at build time; an activation by a copy), a result copied back after it.
+//! constant once, at build time; an activation by a copy).
+//!
+//! A kernel's result stays in its layout (it is *kept*) for as long as its readers take it so:
+//! the next convolution reads it as it is, and steps that treat every element alike (a
+//! conversion, a same-shape elementwise call such as a residual add) compute theirs in the
+//! same layout and keep it in turn. The model's layout is copied back once, before the first
+//! reader that needs it (a pool, a reshape, the model's output): a chain of convolutions
+//! and residual adds pays one copy at each end, not two per convolution (issue 60's layouts
+//! per region, here the region every integer convolution of a QDQ model grows).
+//!
 //! Permutations read as ONNX's `Transpose`: axis `i` of the result is axis `perm[i]` of the
 //! source.
 
 use crate::glue::row_major;
 use crate::lowering::Lowering;
-use crate::program::{Copy, Step, Storage, ValueId};
+use crate::program::{Convert, Copy, Step, Storage, ValueId};
+use tunehub_engine::ir::DType;
+use tunehub_onnx::Operand;
+use tunehub_onnx::classify::{Class, classify};
 use tunehub_onnx::graph::Node;
+use tunehub_onnx::quantized::{DEQUANTIZE, QUANTIZE, consumers, quantized};
+
+/// A tensor of the model held in another layout (only so, when a kernel wrote it; beside the
+/// model's, when an activation was transposed for a kernel): `value` is the tensor transposed
+/// by `perm` (its axis `i` is the model's axis `perm[i]`).
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    pub(crate) perm: Vec<usize>,
+    pub(crate) value: ValueId,
+}
+
+/// The permutation that undoes `perm`.
+fn inverse(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    inv
+}
 
 /// A permutation's name in value names: `0231` (NCHW data read as NHWC).
 fn layout_name(perm: &[usize]) -> String {
@@ -80,7 +111,20 @@ impl Lowering<'_> {
             (Some(x), None) => {
                 let dtype = self.p.values[x].dtype;
                 let v = self.add(&key, shape, dtype, Storage::Arena);
-                self.p.steps.push(permute(v, x, &xs, perm));
+                let step = match self.reconverted(x, perm) {
+                    Some(c) => Step::Dequantize(Convert { dst: v, ..c }),
+                    None => permute(v, x, &xs, perm),
+                };
+                self.p.steps.push(step);
+                // Now in both layouts: a conversion or an elementwise kernel reading it later
+                // keeps to this one (a residual add's shortcut from a pool).
+                if !self.kept.contains_key(t) {
+                    let k = Kept {
+                        perm: perm.to_vec(),
+                        value: v,
+                    };
+                    self.kept.insert(t.to_string(), k);
+                }
                 v
             }
         };
@@ -88,23 +132,213 @@ impl Lowering<'_> {
         Ok(v)
     }
 
-    /// The arena value a kernel writes `model` (a tensor of the model) into, laid out so
-    /// that axis `i` of `model` is its axis `perm[i]`.
-    pub(crate) fn laid_out(&mut self, model: ValueId, perm: &[usize]) -> Result<ValueId, String> {
-        let ms = self.p.values[model].shape.clone();
-        check_perm(perm, &ms)?;
-        let mut shape = vec![0; ms.len()];
-        for (i, &p) in perm.iter().enumerate() {
-            shape[p] = ms[i];
+    /// Tensor `t` transposed by `perm`, then padded with `value` (`pads`: before each axis,
+    /// then after each, as the operand `Padded` says): a constant here, at build time; an
+    /// activation by a fill and a copy before its first reader (read as a kernel kept it,
+    /// when it did so in this layout). Once each.
+    pub(crate) fn padded(
+        &mut self,
+        t: &str,
+        perm: &[usize],
+        pads: &[i64],
+        value: i64,
+        node: &Node,
+    ) -> Result<ValueId, String> {
+        let list: Vec<String> = pads.iter().map(i64::to_string).collect();
+        let key = format!("{t}.{}.pad{}", layout_name(perm), list.join("_"));
+        if let Some(&v) = self.by_name.get(&key) {
+            return Ok(v);
         }
-        let name = format!("{}.{}", self.p.values[model].name, layout_name(perm));
-        let dtype = self.p.values[model].dtype;
-        Ok(self.add(&name, shape, dtype, Storage::Arena))
+        let xs = self.shape_of(t, Some(node)).map_err(|e| e.to_string())?;
+        check_perm(perm, &xs)?;
+        let r = xs.len();
+        if pads.len() != 2 * r || pads.iter().any(|&p| p < 0) {
+            return Err(format!(
+                "pads {pads:?} are not 2 per axis of {xs:?}, or are negative"
+            ));
+        }
+        let shape: Vec<i64> = perm.iter().map(|&p| xs[p]).collect();
+        let out: Vec<i64> = (0..r).map(|d| shape[d] + pads[d] + pads[r + d]).collect();
+        let strides = row_major(&xs);
+        let src_strides: Vec<i64> = perm.iter().map(|&p| strides[p]).collect();
+        let unfit = || format!("'{t}' cannot be padded with {value}: not a value of its type");
+        let stored = match self.by_name.get(t).copied() {
+            None if self.kept.contains_key(t) => None,
+            None if self.g.is_constant(t) => self.constant_data(t),
+            Some(x) => match self.p.values[x].storage {
+                Storage::Constant(c) => Some(self.p.constants[c].data.clone()),
+                _ => None,
+            },
+            None => None,
+        };
+        if let Some(data) = stored {
+            let data = data
+                .permuted(&shape, &src_strides)
+                .padded(&shape, pads, value)
+                .ok_or_else(unfit)?;
+            let v = self.constant(key.clone(), out, data);
+            self.by_name.insert(key, v);
+            return Ok(v);
+        }
+        let (src, src_strides) = match self.kept(t) {
+            Some(k) if k.perm == perm => (k.value, row_major(&shape)),
+            _ => (
+                self.value_of(t, Some(node)).map_err(|e| e.to_string())?,
+                src_strides,
+            ),
+        };
+        let dtype = self.p.values[src].dtype;
+        let fits = match dtype {
+            DType::U8 => (0..=255).contains(&value),
+            DType::I8 => (-128..=127).contains(&value),
+            DType::I32 => i32::try_from(value).is_ok(),
+            _ => value.abs() < 1 << 24,
+        };
+        if !fits {
+            return Err(unfit());
+        }
+        let v = self.add(&key, out.clone(), dtype, Storage::Arena);
+        let dst_strides = row_major(&out);
+        let dst_offset = (0..r).map(|d| pads[d] * dst_strides[d]).sum();
+        self.p.steps.push(Step::Fill {
+            dst: v,
+            value: value as f32,
+        });
+        self.p.steps.push(Step::Copy(Copy {
+            dst: v,
+            dst_offset,
+            dst_strides,
+            src,
+            src_offset: 0,
+            src_strides,
+            shape,
+        }));
+        Ok(v)
     }
 
-    /// The step after the kernel: its result `own` copied into the model's tensor `model`.
-    pub(crate) fn copy_back(&mut self, model: ValueId, own: ValueId, perm: &[usize]) {
-        let ks = self.p.values[own].shape.clone();
-        self.p.steps.push(permute(model, own, &ks, perm));
+    /// The arena value that holds tensor `t` of the model (of shape `shape`) transposed by
+    /// `perm`, kept so until a reader needs the model's layout ([`Lowering::materialize`]).
+    pub(crate) fn keep(
+        &mut self,
+        t: &str,
+        shape: &[i64],
+        dtype: DType,
+        perm: &[usize],
+    ) -> Result<ValueId, String> {
+        check_perm(perm, shape)?;
+        let own: Vec<i64> = perm.iter().map(|&p| shape[p]).collect();
+        let v = self.add(
+            &format!("{t}.{}", layout_name(perm)),
+            own,
+            dtype,
+            Storage::Arena,
+        );
+        self.kept.insert(
+            t.to_string(),
+            Kept {
+                perm: perm.to_vec(),
+                value: v,
+            },
+        );
+        Ok(v)
+    }
+
+    /// The value a kernel whose result is in another layout writes tensor `t` into: axis `i`
+    /// of `t` is axis `perm[i]` of the kernel's result (`Call.output_perm`).
+    pub(crate) fn kernel_layout(
+        &mut self,
+        t: &str,
+        shape: &[i64],
+        dtype: DType,
+        perm: &[usize],
+    ) -> Result<ValueId, String> {
+        check_perm(perm, shape)?;
+        self.keep(t, shape, dtype, &inverse(perm))
+    }
+
+    /// When `x` is a dequantization's result whose 8-bit source is held in layout `perm`:
+    /// that conversion again, from the source so held (its `dst` to be set). Wanted in that
+    /// layout, the conversion is done again rather than its f32 result copied: it reads one
+    /// byte per element where the copy moves four, and writes no more.
+    fn reconverted(&self, x: ValueId, perm: &[usize]) -> Option<Convert> {
+        let c = self.p.steps.iter().find_map(|s| match s {
+            Step::Dequantize(c) if c.dst == x => Some(*c),
+            _ => None,
+        })?;
+        let k = self.kept.get(&self.p.values[c.src].name)?;
+        (k.perm == perm).then_some(Convert { src: k.value, ..c })
+    }
+
+    /// Whether every reader of tensor `t` takes it in any layout: a same-shape elementwise
+    /// node or a conversion (each keeps it in turn), or a quantized anchor (which reads the
+    /// 8-bit tensor behind a conversion, not `t`). A dequantization whose result a pool or a
+    /// reshape reads is computed in the model's layout instead: the 8-bit tensor before it
+    /// is copied back, a quarter of the f32 result's bytes.
+    pub(crate) fn readers_keep(&self, t: &str) -> bool {
+        let g = self.g;
+        consumers(g, t).iter().all(|&c| match g.nodes.get(c) {
+            None => false,
+            Some(n) => {
+                n.op == QUANTIZE
+                    || n.op == DEQUANTIZE
+                    || classify(g, n) == Class::Elementwise
+                    || quantized(g, c).is_some()
+            }
+        })
+    }
+
+    /// Tensor `t`, when it is held in another layout.
+    pub(crate) fn kept(&self, t: &str) -> Option<Kept> {
+        self.kept.get(t).cloned()
+    }
+
+    /// The model's layout of a kept tensor `t`, copied back here (before its first reader
+    /// that needs it); `None` when `t` is not kept.
+    pub(crate) fn materialize(&mut self, t: &str) -> Option<ValueId> {
+        let k = self.kept(t)?;
+        let own = &self.p.values[k.value];
+        let (own_shape, dtype) = (own.shape.clone(), own.dtype);
+        let back = inverse(&k.perm);
+        let shape: Vec<i64> = back.iter().map(|&p| own_shape[p]).collect();
+        let v = self.add(t, shape, dtype, Storage::Arena);
+        self.p.steps.push(permute(v, k.value, &own_shape, &back));
+        Some(v)
+    }
+
+    /// The layout a same-shape elementwise call computes in: that of its kept operands, when
+    /// they are kept in one same layout and every operand has the output's shape or a single
+    /// element. An operand of the model's layout is then transposed into it (a residual
+    /// add's shortcut from a pool): one copy either way, and the result stays kept for the
+    /// next convolution. `None` (the model's layout) otherwise, or when nothing it reads is
+    /// kept.
+    pub(crate) fn elementwise_layout(
+        &self,
+        nodes: &[usize],
+        operands: &[(String, Operand)],
+        out_shape: &[i64],
+    ) -> Option<Vec<usize>> {
+        let g = self.g;
+        if !nodes
+            .iter()
+            .all(|&i| classify(g, &g.nodes[i]) == Class::Elementwise)
+        {
+            return None;
+        }
+        let mut layout: Option<Vec<usize>> = None;
+        for (_, o) in operands {
+            let Operand::Tensor { name } = o else {
+                return None;
+            };
+            let shape = g.shape(name)?;
+            match self.kept.get(name.as_str()) {
+                Some(k) if shape == out_shape => match &layout {
+                    Some(p) if *p != k.perm => return None,
+                    _ => layout = Some(k.perm.clone()),
+                },
+                _ if shape == out_shape || shape.iter().product::<i64>() == 1 => {}
+                _ => return None,
+            }
+        }
+        layout
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::constants;
 use crate::error::CompileError;
+use crate::layout::Kept;
 use crate::order;
 use crate::program::{
     Arg, ConstData, Constant, KernelCall, NodeNote, Packed, Program, Step, Storage, Value, ValueId,
@@ -25,6 +26,7 @@ impl Program {
             },
             by_name: HashMap::new(),
             constants: HashMap::new(),
+            kept: HashMap::new(),
         };
         for name in &g.input_order {
             let shape = l.shape_of(name, None)?;
@@ -66,6 +68,8 @@ pub(crate) struct Lowering<'g> {
     pub(crate) by_name: HashMap<String, ValueId>,
     /// Constants by key: one copy each in the weights file.
     constants: HashMap<String, usize>,
+    /// Tensors a kernel left in its own layout (`layout`), by the model's name.
+    pub(crate) kept: HashMap<String, Kept>,
 }
 
 impl<'g> Lowering<'g> {
@@ -150,6 +154,9 @@ impl<'g> Lowering<'g> {
         if let Some(&v) = self.by_name.get(t) {
             return Ok(v);
         }
+        if let Some(v) = self.materialize(t) {
+            return Ok(v);
+        }
         let shape = self.shape_of(t, node)?;
         let fail = |msg: String| match node {
             Some(n) => CompileError::node(n, msg),
@@ -199,6 +206,14 @@ impl<'g> Lowering<'g> {
             Operand::Transposed { name, perm } => self
                 .transposed(name, perm, node)
                 .map_err(|e| CompileError::node(node, e)),
+            Operand::Padded {
+                name,
+                perm,
+                pads,
+                value,
+            } => self
+                .padded(name, perm, pads, *value, node)
+                .map_err(|e| CompileError::node(node, e)),
             folded => {
                 let (key, shape, data) =
                     constants::folded(self.g, folded).map_err(|e| CompileError::node(node, e))?;
@@ -231,17 +246,20 @@ impl<'g> Lowering<'g> {
             .find(|a| a.role == Role::Output)
             .ok_or_else(|| bad(format!("kernel {} has no output", kernel.symbol)))?;
         let out_type = dtype_of(out_arg).map_err(bad)?;
-        // In another layout: the kernel's own result, copied into the model's tensor after it.
-        let (output, model_output) = match &call.output_perm {
-            None => (
-                self.add(&call.output, out_shape, out_type, Storage::Arena),
-                None,
-            ),
-            Some(perm) => {
-                let model = self.add(&call.output, out_shape, out_type, Storage::Arena);
-                let own = self.laid_out(model, perm).map_err(bad)?;
-                (own, Some((model, perm.clone())))
-            }
+        // In another layout: the kernel's own (`output_perm`), or its elementwise operands'
+        // (`layout_perm`, which the operands are read in).
+        let layout_perm = match &call.output_perm {
+            Some(_) => None,
+            None => self.elementwise_layout(&call.nodes, &call.operands, &out_shape),
+        };
+        let output = match (&call.output_perm, &layout_perm) {
+            (Some(perm), _) => self
+                .kernel_layout(&call.output, &out_shape, out_type, perm)
+                .map_err(bad)?,
+            (None, Some(perm)) => self
+                .keep(&call.output, &out_shape, out_type, perm)
+                .map_err(bad)?,
+            (None, None) => self.add(&call.output, out_shape.clone(), out_type, Storage::Arena),
         };
         let mut args = vec![];
         for a in &kernel.args {
@@ -259,7 +277,21 @@ impl<'g> Lowering<'g> {
                             a.name
                         ))
                     })?;
-                self.operand(&o, anchor)?
+                match (&o, &layout_perm) {
+                    (Operand::Tensor { name }, Some(perm)) => match self.kept(name) {
+                        Some(k) if k.perm == *perm => k.value,
+                        _ if self
+                            .g
+                            .shape(name)
+                            .is_some_and(|s| s == out_shape.as_slice()) =>
+                        {
+                            self.transposed(name, perm, anchor)
+                                .map_err(|e| CompileError::node(anchor, e))?
+                        }
+                        _ => self.operand(&o, anchor)?,
+                    },
+                    _ => self.operand(&o, anchor)?,
+                }
             };
             let want: i64 = a.shape.iter().product();
             let dtype = dtype_of(a).map_err(bad)?;
@@ -322,9 +354,6 @@ impl<'g> Lowering<'g> {
             output,
             nodes,
         }));
-        if let Some((model, perm)) = model_output {
-            self.copy_back(model, output, &perm);
-        }
         Ok(())
     }
 }

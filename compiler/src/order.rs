@@ -59,9 +59,9 @@ pub fn units(g: &Graph, tasks: &TaskList) -> Result<Vec<Unit>, CompileError> {
                     .operands
                     .iter()
                     .filter_map(|(_, o)| match o {
-                        Operand::Tensor { name } | Operand::Transposed { name, .. } => {
-                            Some(name.as_str())
-                        }
+                        Operand::Tensor { name }
+                        | Operand::Transposed { name, .. }
+                        | Operand::Padded { name, .. } => Some(name.as_str()),
                         _ => None,
                     })
                     .collect();

@@ -106,6 +106,37 @@ impl ConstData {
         }
     }
 
+    /// These elements (of shape `shape`) with `pads[d]` elements equal to `value` added
+    /// before axis `d` and `pads[rank + d]` after it (ONNX's `Pad`); `None` when `value` is
+    /// not of their type.
+    pub fn padded(&self, shape: &[i64], pads: &[i64], value: i64) -> Option<ConstData> {
+        fn pad<T: std::marker::Copy>(v: &[T], shape: &[i64], pads: &[i64], fill: T) -> Vec<T> {
+            let r = shape.len();
+            let out: Vec<i64> = (0..r).map(|d| shape[d] + pads[d] + pads[r + d]).collect();
+            let strides = crate::glue::row_major(&out);
+            let mut o = vec![fill; out.iter().product::<i64>() as usize];
+            let mut idx = vec![0i64; r];
+            for &x in v {
+                let at: i64 = (0..r).map(|d| (idx[d] + pads[d]) * strides[d]).sum();
+                o[at as usize] = x;
+                for d in (0..r).rev() {
+                    idx[d] += 1;
+                    if idx[d] < shape[d] {
+                        break;
+                    }
+                    idx[d] = 0;
+                }
+            }
+            o
+        }
+        Some(match self {
+            ConstData::F32(v) => ConstData::F32(pad(v, shape, pads, value as f32)),
+            ConstData::I32(v) => ConstData::I32(pad(v, shape, pads, i32::try_from(value).ok()?)),
+            ConstData::U8(v) => ConstData::U8(pad(v, shape, pads, u8::try_from(value).ok()?)),
+            ConstData::I8(v) => ConstData::I8(pad(v, shape, pads, i8::try_from(value).ok()?)),
+        })
+    }
+
     /// Little-endian, as the targets store them.
     pub fn le_bytes(&self) -> Vec<u8> {
         match self {
@@ -184,6 +215,7 @@ pub struct Convert {
 pub enum Step {
     Kernel(KernelCall),
     Copy(Copy),
+    /// Every element of `dst` set to `value` (in `dst`'s type: an 8-bit zero point is exact).
     Fill {
         dst: ValueId,
         value: f32,
@@ -260,5 +292,32 @@ impl Program {
             v = of;
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ConstData;
+
+    /// Padding adds `value` before and after each axis, the elements in between in order; a
+    /// value outside the type is refused.
+    #[test]
+    fn padding_surrounds_the_elements() {
+        let x = ConstData::U8(vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            x.padded(&[2, 3], &[1, 0, 0, 1], 9),
+            Some(ConstData::U8(vec![
+                9, 9, 9, 9, //
+                1, 2, 3, 9, //
+                4, 5, 6, 9,
+            ]))
+        );
+        assert_eq!(x.padded(&[2, 3], &[0, 0, 0, 0], 7), Some(x.clone()));
+        assert_eq!(x.padded(&[2, 3], &[1, 1, 1, 1], 256), None);
+        let w = ConstData::I8(vec![-1, 1]);
+        assert_eq!(
+            w.padded(&[1, 2], &[0, 0, 0, 2], 0),
+            Some(ConstData::I8(vec![-1, 1, 0, 0]))
+        );
     }
 }

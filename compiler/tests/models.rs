@@ -314,13 +314,14 @@ fn a_qdq_model_runs_as_tract_does() {
     let bytes = nets::qdq_block();
     let lib = build_and_check(&bytes, "qdq", dir.path());
     let m = &lib.manifest;
-    // The integer conv, the 1x1 conv with its data zero point folded, the classifier.
+    // The first conv (its padding holds the data's zero point 128), the second, the
+    // depthwise one, the 1x1 conv with its data zero point folded, the classifier.
     let labels: Vec<&str> = m.tasks.iter().map(|t| t.label.as_str()).collect();
     let integer = labels
         .iter()
         .filter(|l| l.contains("QuantizeLinear"))
         .count();
-    assert_eq!(integer, 3, "{labels:#?}");
+    assert_eq!(integer, 5, "{labels:#?}");
     let hows: Vec<&str> = m.steps.iter().map(|s| s.how.as_str()).collect();
     assert!(
         hows.contains(&"quantize") && hows.contains(&"dequantize"),
@@ -329,6 +330,34 @@ fn a_qdq_model_runs_as_tract_does() {
     assert!(
         m.nodes.iter().any(|n| n.how == "unused"),
         "the conversions integer kernels read behind are dropped"
+    );
+}
+
+/// The integer convolutions' NHWC results stay NHWC through the conversions and the residual
+/// add between them; the model's layout is copied back once, where the max pool reads it.
+/// The copies are the first conv's padded input, the depthwise conv's padded input (from the
+/// sum, as kept), its result back to NCHW for the pool, the pool's result into the 1x1 conv,
+/// and its result back for the global pool: without the layout kept, each conv's result
+/// would be copied back and transposed again.
+#[test]
+fn convolutions_keep_their_layout_between_them() {
+    let bytes = nets::qdq_block();
+    let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
+    let list = tasks::extract(&g, true).unwrap();
+    let ks = kernels(&list, &Target::detect());
+    let c = compile(&g, &list, &ks, "m", "test", &Options::default()).unwrap();
+    let copies: Vec<&str> = c
+        .manifest
+        .steps
+        .iter()
+        .filter(|s| s.how == "copy")
+        .map(|s| s.nodes[0].as_str())
+        .collect();
+    assert_eq!(copies.len(), 5, "{copies:#?}");
+    let fills = c.manifest.steps.iter().filter(|s| s.how == "fill").count();
+    assert_eq!(
+        fills, 2,
+        "the padded inputs are filled with their zero points"
     );
 }
 

@@ -386,6 +386,7 @@ mod tests {
             "conv2d_nchw(n=1,c=3,h=7,w=9,f=4,kh=3,kw=3,pad=1)",
             "conv2d_nhwc(n=1,h=7,w=9,c=3,f=4,kh=3,kw=3,pad=1,stride=2)",
             "depthwise_conv2d_nchw(n=1,c=3,h=9,w=7,kh=3,kw=3,pad=1)",
+            "depthwise_conv2d_nhwc(n=1,h=9,w=7,c=19,kh=5,kw=5,pad=2,stride=2)",
             "batch_matmul(b=2,m=5,n=6,k=3)",
             "softmax(m=3,n=17)",
             "max_pool2d(n=1,c=2,h=7,w=7,kh=3,kw=3,stride=2,pad=1)",

@@ -449,6 +449,7 @@ mod tests {
             ops::conv2d_nchw(1, 4, 9, 9, 6, w, true, true).unwrap(),
             ops::conv2d_nhwc(2, 9, 9, 4, 6, w, false, true).unwrap(),
             ops::depthwise_conv2d_nchw(1, 5, 10, 10, w, true, false).unwrap(),
+            ops::depthwise_conv2d_nhwc(1, 10, 10, 21, w, true, true).unwrap(),
             ops::pool2d(PoolKind::Avg, 1, 3, 9, 9, w).unwrap(),
             ops::softmax(2, 6).unwrap(),
             ops::elementwise(2, 6).unwrap(),

@@ -26,6 +26,7 @@ const SPECS: &[&str] = &[
     "conv2d_nchw(n=1,c=3,h=7,w=9,f=5,kh=3,kw=3,pad=1,dtype=u8i8)",
     "conv2d_nhwc(n=1,h=6,w=5,c=7,f=6,kh=3,kw=3,stride=2,pad=1,bias=1,relu=1,dtype=i8i8)",
     "depthwise_conv2d_nchw(n=1,c=5,h=7,w=7,kh=3,kw=3,pad=1,bias=1,relu=1,dtype=u8i8)",
+    "depthwise_conv2d_nhwc(n=1,h=7,w=6,c=19,kh=3,kw=3,stride=2,pad=1,bias=1,relu=1,dtype=i8i8)",
 ];
 
 /// `per` schedules of each sketch of `task`, as the search draws them (sketch rules, then random
@@ -276,6 +277,7 @@ const REQUANT_SPECS: &[&str] = &[
     "conv2d_nhwc(n=1,h=5,w=6,c=8,f=16,kh=3,kw=3,pad=1,bias=1,relu=1,dtype=u8i8,out_dtype=u8)",
     "conv2d_nchw(n=1,c=3,h=7,w=9,f=5,kh=3,kw=3,pad=1,dtype=i8i8,out_dtype=i8)",
     "depthwise_conv2d_nchw(n=1,c=5,h=7,w=7,kh=3,kw=3,stride=2,pad=1,dtype=u8i8,out_dtype=u8)",
+    "depthwise_conv2d_nhwc(n=1,h=5,w=5,c=33,kh=5,kw=5,pad=2,bias=1,dtype=u8i8,out_dtype=u8)",
     "batch_matmul(b=2,m=3,n=5,k=7,dtype=u8i8,out_dtype=i8)",
 ];
 

@@ -169,6 +169,14 @@ proptest! {
         }
     }
 
+    /// Channels innermost: odd counts up to past two AVX-512 vectors of f32.
+    #[test]
+    fn depthwise_conv2d_nhwc(c in 1..40i64, h in 1..12i64, w in win(), bias: bool, relu: bool, seed: u64) {
+        if let Ok(dag) = ops::depthwise_conv2d_nhwc(1, h, h + 2, c, w, bias, relu) {
+            check_random_schedules(dag, seed, PER_CASE);
+        }
+    }
+
     #[test]
     fn pool2d(max: bool, c in 1..6i64, h in 3..12i64, w in win(), seed: u64) {
         let kind = if max { PoolKind::Max } else { PoolKind::Avg };

@@ -32,7 +32,7 @@ pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
     Some(match &group.quantized {
         None => f32_spec,
         Some(q) => f32_spec
-            .and_then(|s| integer_layout(&s, q.data_zero_point != 0))
+            .and_then(|s| integer_layout(&s, q.data_zero_point))
             .and_then(|s| s.with_dtype(q.inputs))
             .and_then(|s| s.with_out_dtype(Some(q.out))),
     })
@@ -43,26 +43,65 @@ pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
 /// into one), and a convolution in NHWC (the dot-product instructions sum 4 input channels
 /// at a time, which NCHW data do not hold side by side; the build transposes around it:
 /// [`output_perm`]).
-fn integer_layout(s: &OpSpec, bias: bool) -> Result<OpSpec, OpSpecError> {
+fn integer_layout(s: &OpSpec, data_zero_point: i64) -> Result<OpSpec, OpSpecError> {
+    let param = |k: &str| s.param(k).unwrap_or(0);
+    let depthwise = s.name() == "depthwise_conv2d_nchw";
+    let explicit = (s.name() == "conv2d_nchw" || depthwise)
+        .then(|| explicit_padding(param("c"), param("pad"), data_zero_point, depthwise))
+        .flatten();
     let mut params: Vec<(&str, i64)> = s.params().iter().map(|(&k, &v)| (k, v)).collect();
     for p in &mut params {
-        if p.0 == "bias" && bias {
-            p.1 = 1;
+        match (p.0, explicit) {
+            ("bias", _) if data_zero_point != 0 => p.1 = 1,
+            ("h" | "w", Some(e)) => p.1 += 2 * e.spatial,
+            ("pad", Some(e)) => p.1 -= e.spatial,
+            ("c", Some(e)) => p.1 += e.channels,
+            _ => {}
         }
     }
     let name = match s.name() {
         "conv2d_nchw" => "conv2d_nhwc",
+        "depthwise_conv2d_nchw" => "depthwise_conv2d_nhwc",
         other => other,
     };
     let packed = s.layout_free_inputs();
     op(name, &params, &packed)
 }
 
+/// What a quantized convolution of one group adds to its data before its window reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExplicitPadding {
+    /// Rows and columns on each side, filled with the data's zero point (the window's own
+    /// padding, which would fill with 0, then pads nothing).
+    pub spatial: i64,
+    /// Input channels added, filled with the zero point in the data and 0 in the weight: the
+    /// dot-product instructions sum 4 channels at a time (a first layer's 3 would leave it a
+    /// plain integer loop).
+    pub channels: i64,
+}
+
+/// The explicit padding of a quantized convolution with `c` input channels, window padding
+/// `pad` and data zero point `zero_point`, when it needs one: where its padding must hold a
+/// zero point that is not 0, or (of one group; a depthwise one sums no channels) its
+/// channels do not fill groups of 4.
+pub fn explicit_padding(
+    c: i64,
+    pad: i64,
+    zero_point: i64,
+    depthwise: bool,
+) -> Option<ExplicitPadding> {
+    let e = ExplicitPadding {
+        spatial: if zero_point != 0 { pad } else { 0 },
+        channels: if depthwise { 0 } else { (4 - c % 4) % 4 },
+    };
+    (e.spatial > 0 || e.channels > 0).then_some(e)
+}
+
 /// For a call of `spec` whose output is in another layout than the model's tensor: axis `i`
 /// of the model's tensor is axis `perm[i]` of the kernel's output (a quantized convolution's
 /// NHWC result, copied back to NCHW).
 pub fn output_perm(spec: Option<&OpSpec>) -> Option<Vec<usize>> {
-    (spec?.name() == "conv2d_nhwc").then(|| vec![0, 3, 1, 2])
+    matches!(spec?.name(), "conv2d_nhwc" | "depthwise_conv2d_nhwc").then(|| vec![0, 3, 1, 2])
 }
 
 fn f32_spec(
@@ -245,14 +284,41 @@ fn quantized_operands(g: &Graph, a: &Node, q: &crate::quantized::Quantized) -> O
         _ => ("A", "B"),
     };
     let mut out: Operands = vec![(data.into(), behind(0)), (weight.into(), behind(1))];
-    // A convolution of one group runs in NHWC (`integer_layout`): NCHW data to NHWC, the
-    // OIHW weight to HWIO.
-    if a.op == "Conv" && a.int("group").unwrap_or(1) == 1 {
-        for ((_, o), perm) in out.iter_mut().zip([vec![0, 2, 3, 1], vec![2, 3, 1, 0]]) {
+    // A convolution runs in NHWC (`integer_layout`): NCHW data to NHWC, the OIHW weight to
+    // HWIO (a depthwise one's `[c,1,kh,kw]` to `[kh,kw,c,1]`), each padded where it must be
+    // (`explicit_padding`).
+    if a.op == "Conv" {
+        let c = a.input(0).and_then(|x| g.shape(x)).map_or(0, |s| s[1]);
+        let depthwise = a.int("group").unwrap_or(1) != 1;
+        let pad = a.ints("pads").and_then(|p| p.first().copied()).unwrap_or(0);
+        let e = explicit_padding(c, pad, q.data_zero_point, depthwise);
+        let (s, ch) = e.map_or((0, 0), |e| (e.spatial, e.channels));
+        let weight_perm = if depthwise {
+            vec![2, 3, 0, 1]
+        } else {
+            vec![2, 3, 1, 0]
+        };
+        let padding = [
+            (
+                vec![0, 2, 3, 1],
+                vec![0, s, s, 0, 0, s, s, ch],
+                q.data_zero_point,
+            ),
+            (weight_perm, vec![0, 0, 0, 0, 0, 0, ch, 0], 0),
+        ];
+        for ((_, o), (perm, pads, value)) in out.iter_mut().zip(padding) {
             let Operand::Tensor { name } = o.clone() else {
                 unreachable!("behind() gives tensors")
             };
-            *o = Operand::Transposed { name, perm };
+            *o = match e {
+                None => Operand::Transposed { name, perm },
+                Some(_) => Operand::Padded {
+                    name,
+                    perm,
+                    pads,
+                    value,
+                },
+            };
         }
     }
     if a.op != "MatMul" && (a.input(2).is_some() || q.data_zero_point != 0) {

@@ -339,11 +339,12 @@ fn qbias(b: &mut ModelBuilder, sx: f32, weight_scales: &[f32], seed: u64) -> Str
 }
 
 /// A small QDQ model as onnxruntime.quantization writes one (static, per-channel weights): a stem
-/// whose data zero point is not 0 and which pads (f32 between conversions), an integer conv
-/// with bias and relu, a residual add and a max pool between conversions (f32), an integer
-/// 1x1 conv whose data zero point is folded into its bias, a global pool, a Flatten of a
-/// quantized tensor, and a classifier whose data zero point is folded into its bias, with an
-/// i8 output.
+/// whose data zero point is not 0 and which pads (its 6 channels and its padding filled with
+/// the zero point explicitly), an integer conv with bias and relu, a residual add between
+/// conversions, an integer depthwise conv whose padding holds its data's zero point, a max pool
+/// between conversions (f32), an integer 1x1 conv whose data zero point is folded into its
+/// bias, a global pool, a Flatten of a quantized tensor, and a classifier whose data zero
+/// point is folded into its bias, with an i8 output.
 pub fn qdq_block() -> Vec<u8> {
     let mut b = ModelBuilder::seeded(8);
     let pads = || ints("pads", &[1, 1, 1, 1]);
@@ -361,9 +362,13 @@ pub fn qdq_block() -> Vec<u8> {
     let (_, cd) = b.qdq(&c, "u8", 1.0 / 64.0, 0);
     let sum = b.node("Add", &[&a, &cd], vec![]);
     let (_, sum) = b.qdq(&sum, "u8", 1.0 / 32.0, 3);
+    let (w, ws) = qweight(&mut b, &[8, 1, 3, 3], 0, 8);
+    let bias = qbias(&mut b, 1.0 / 32.0, &ws, 9);
+    let dw = b.node("Conv", &[&sum, &w, &bias], vec![pads(), int("group", 8)]);
+    let (_, dw) = b.qdq(&dw, "u8", 1.0 / 32.0, 3);
     let pool = b.node(
         "MaxPool",
-        &[&sum],
+        &[&dw],
         vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
     );
     let (_, pool) = b.qdq(&pool, "u8", 1.0 / 32.0, 3);

@@ -26,6 +26,17 @@ pub enum Operand {
     /// (a quantized convolution reads NHWC data and an HWIO weight). A constant is
     /// transposed at build time, an activation by a copy before the kernel.
     Transposed { name: String, perm: Vec<usize> },
+    /// The tensor `name` transposed as in `Transposed`, then padded: `pads` holds each axis's
+    /// elements added before it, then each axis's added after it (ONNX's `Pad`), all equal to
+    /// `value`. A quantized convolution whose padding must hold its data's zero point reads
+    /// its data so (the window itself pads nothing), and input channels are filled to a
+    /// multiple of 4 (the dot-product instructions' group), in the weight with 0.
+    Padded {
+        name: String,
+        perm: Vec<usize>,
+        pads: Vec<i64>,
+        value: i64,
+    },
     /// One part of a QDQ model's quantized anchor (the node `anchor`) in its integer form,
     /// computed from the model's quantizers (`quantized::requantization`).
     Requantized { anchor: String, part: QuantPart },

@@ -10,9 +10,9 @@
 //!
 //! An anchor is read so only when the integer form computes what the model says: 8-bit
 //! data, i8 weights with zero points 0 (symmetric, as the quantizer writes them), one scale
-//! and zero point for the data and the output, and a data zero point of 0 where the window
-//! pads (the padding is the real 0, which a zero point moves) or where there is no bias to
-//! take it (MatMul). Otherwise it stays f32, as tract runs it.
+//! and zero point for the data and the output, and a data zero point of 0 where there is no
+//! bias to take it (MatMul; a convolution whose window pads reads its data padded with the
+//! zero point: `library::explicit_padding`). Otherwise it stays f32, as tract runs it.
 
 use crate::graph::{Graph, Node};
 use tract_onnx::prelude::DatumType;
@@ -57,8 +57,9 @@ pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
     }
     let data_zero_point = single(g, data)?;
     let inputs = match (eight_bit(g, data)?, data_zero_point) {
-        // The padding would have to hold the zero point; a MatMul has no bias to take it.
-        (_, z) if z != 0 && (pads(n) || n.op == "MatMul") => return None,
+        // A convolution's padding holds the zero point: its data is read padded so
+        // (`library::explicit_padding`). A MatMul has no bias to take the zero point's share.
+        (_, z) if z != 0 && n.op == "MatMul" => return None,
         (DType::U8, _) => OpDType::U8I8,
         (DType::I8, _) => OpDType::I8I8,
         _ => return None,
@@ -115,7 +116,7 @@ pub(crate) fn producer<'g>(g: &'g Graph, t: &str) -> Option<&'g Node> {
 
 /// The nodes reading `t`; an output of the graph counts as a reader too, `usize::MAX`, which
 /// is no node.
-fn consumers(g: &Graph, t: &str) -> Vec<usize> {
+pub fn consumers(g: &Graph, t: &str) -> Vec<usize> {
     let mut out: Vec<usize> = (0..g.nodes.len())
         .filter(|&i| g.nodes[i].inputs.iter().any(|x| x == t))
         .collect();
@@ -151,17 +152,81 @@ fn per_output_channel(g: &Graph, anchor: &Node, dq: &Node) -> bool {
     if scales.len() == 1 {
         return true;
     }
-    let rank = w.len() as i64;
-    let axis = dq.int("axis").unwrap_or(1);
-    let axis = if axis < 0 { axis + rank } else { axis };
+    let rank = w.len();
     let channels = match anchor.op.as_str() {
         "Conv" => 0,
         "Gemm" if anchor.int("transB").unwrap_or(0) == 1 => 0,
-        _ => rank - 1,
+        _ => rank.saturating_sub(1),
     };
-    axis == channels
-        && w.get(axis as usize)
-            .is_some_and(|&c| c == scales.len() as i64)
+    axis(dq, rank) == Some(channels) && w.get(channels) == Some(&(scales.len() as i64))
+}
+
+/// The axis a (de)quantize node's scales run along in a tensor of `rank` dimensions: its
+/// `axis` (ONNX's default 1; a negative one counts from the end), `None` when out of range.
+pub fn axis(q: &Node, rank: usize) -> Option<usize> {
+    let rank = rank as i64;
+    let a = q.int("axis").unwrap_or(1);
+    let a = if a < 0 { a + rank } else { a };
+    (0..rank).contains(&a).then_some(a as usize)
+}
+
+/// The scales of a (de)quantize node: constants, finite and positive.
+pub(crate) fn scales(g: &Graph, q: &Node) -> Result<Vec<f32>, String> {
+    let t = q.input(1).unwrap_or_default();
+    let s = g
+        .floats(t)
+        .ok_or_else(|| format!("the scale '{t}' of '{}' is not a constant", q.name))?;
+    if s.is_empty() || s.iter().any(|&x| !(x.is_finite() && x > 0.0)) {
+        return Err(format!(
+            "the scales of '{}' must be finite and positive",
+            q.name
+        ));
+    }
+    Ok(s)
+}
+
+/// What a `DequantizeLinear` `d` of a constant computes, `(q - zero_point) * scale` with one
+/// scale and zero point, or one per index along its `axis`: the one reading of a dequantized
+/// constant (a weight an f32 operator reads, a bias the requantization takes).
+pub fn dequantize_constant(g: &Graph, d: &Node) -> Result<Vec<f64>, String> {
+    let x = d.input(0).unwrap_or_default();
+    let q = g
+        .ints(x)
+        .ok_or_else(|| format!("'{}': its input '{x}' is not an integer constant", d.name))?;
+    let s = scales(g, d)?;
+    let z = zero_points(g, d)
+        .ok_or_else(|| format!("'{}': its zero point is not a constant", d.name))?;
+    if z.len() != 1 && z.len() != s.len() {
+        return Err(format!(
+            "'{}': its zero points do not match its scales",
+            d.name
+        ));
+    }
+    // Element `i` reads scale `(i / inner) % along`.
+    let (inner, along) = if s.len() == 1 {
+        (1, 1)
+    } else {
+        let shape = g.shape(x).unwrap_or_default();
+        let a = axis(d, shape.len())
+            .filter(|&a| shape[a] == s.len() as i64)
+            .ok_or_else(|| {
+                format!(
+                    "'{}': its {} scales do not run along an axis of {shape:?}",
+                    d.name,
+                    s.len()
+                )
+            })?;
+        let inner: i64 = shape[a + 1..].iter().product();
+        (inner.max(1) as usize, s.len())
+    };
+    Ok(q.iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = (i / inner) % along;
+            let zp = z[if z.len() == 1 { 0 } else { c }];
+            (v - zp) as f64 * f64::from(s[c])
+        })
+        .collect())
 }
 
 /// The zero points of a (de)quantize node (none said: 0).
@@ -179,9 +244,4 @@ pub fn single(g: &Graph, q: &Node) -> Option<i64> {
         [z] if scale.len() == 1 => Some(z),
         _ => None,
     }
-}
-
-/// Whether a convolution pads its input.
-fn pads(n: &Node) -> bool {
-    n.ints("pads").is_some_and(|p| p.iter().any(|&p| p != 0))
 }

@@ -10,8 +10,8 @@
 //! already in the units `sx * sw[c]`; it is read through its `DequantizeLinear` all the same,
 //! so that a float bias, or one in other units, gives the same constants.
 
-use crate::graph::{Graph, Node};
-use crate::quantized::{DEQUANTIZE, producer, quantized, single, zero_points};
+use crate::graph::Graph;
+use crate::quantized::{DEQUANTIZE, dequantize_constant, producer, quantized, scales, single};
 use tunehub_engine::ir::DType;
 
 /// The constants of one anchor, per output channel but the zero point.
@@ -96,43 +96,11 @@ pub fn requantization(g: &Graph, a: usize) -> Result<Requantization, String> {
     Ok(out)
 }
 
-/// The scales of a (de)quantize node, each finite and positive.
-fn scales(g: &Graph, q: &Node) -> Result<Vec<f32>, String> {
-    let t = q.input(1).unwrap_or_default();
-    let s = g
-        .floats(t)
-        .ok_or_else(|| format!("the scale '{t}' of '{}' is not a constant", q.name))?;
-    if s.is_empty() || s.iter().any(|&x| !(x.is_finite() && x > 0.0)) {
-        return Err(format!(
-            "the scales of '{}' must be finite and positive",
-            q.name
-        ));
-    }
-    Ok(s)
-}
-
 /// A constant bias of `channels` values as floats: dequantized when a `DequantizeLinear` of a
 /// constant computes it, else the constant's own.
 fn floats_behind(g: &Graph, t: &str, channels: usize) -> Result<Vec<f64>, String> {
     let v: Vec<f64> = match producer(g, t).filter(|d| d.op == DEQUANTIZE) {
-        Some(d) => {
-            let raw = d.input(0).unwrap_or_default();
-            let q = g
-                .ints(raw)
-                .ok_or_else(|| format!("the bias '{raw}' is not a constant"))?;
-            let s = scales(g, d)?;
-            let z = zero_points(g, d).ok_or("the bias's zero points are not constants")?;
-            let at = |v: &[f32], i: usize| f64::from(v[if v.len() == 1 { 0 } else { i }]);
-            let zf: Vec<f32> = z.iter().map(|&z| z as f32).collect();
-            if (s.len() != 1 && s.len() != q.len()) || (zf.len() != 1 && zf.len() != q.len()) {
-                return Err(format!(
-                    "the bias '{raw}' is dequantized along another axis"
-                ));
-            }
-            (0..q.len())
-                .map(|i| (q[i] as f64 - at(&zf, i)) * at(&s, i))
-                .collect()
-        }
+        Some(d) => dequantize_constant(g, d)?,
         None => g
             .floats(t)
             .ok_or_else(|| format!("the bias '{t}' is not a constant"))?

@@ -66,9 +66,10 @@ fn a_qdq_model_yields_integer_tasks_where_they_compute_the_same() {
     let ca = b.node("Conv", &[&xd, &wad, &bd], vec![pads()]);
     let ra = b.node("Relu", &[&ca], vec![]);
     let (_, yd) = qdq(&mut b, &ra, "u8", 0);
-    // Padded, but its data's zero point is 5: the padding is not the integers' 0. f32.
-    let (_, zd) = qdq(&mut b, &yd, "u8", 5);
-    let (_, wbd) = weight(&mut b, &[4, 6, 3, 3], 0);
+    // Padded, and its data's zero point is 5: the padding must hold 5, so the data is read
+    // padded explicitly, its 6 channels filled to 8 (the dot products' groups of 4).
+    let (zq, zd) = qdq(&mut b, &yd, "u8", 5);
+    let (wb, wbd) = weight(&mut b, &[4, 6, 3, 3], 0);
     let cb = b.node("Conv", &[&zd, &wbd], vec![pads()]);
     let (_, cbd) = qdq(&mut b, &cb, "u8", 0);
     let gap = b.node("GlobalAveragePool", &[&cbd], vec![]);
@@ -89,7 +90,7 @@ fn a_qdq_model_yields_integer_tasks_where_they_compute_the_same() {
     let want = [
         "conv2d_nhwc(n=1,h=9,w=9,c=8,f=6,pad=1,bias=1,relu=1,dtype=u8i8,out_dtype=u8,\
          layout_free=kernel)",
-        "conv2d_nchw(n=1,c=6,h=9,w=9,f=4,pad=1,layout_free=kernel)",
+        "conv2d_nhwc(n=1,h=11,w=11,c=8,f=4,bias=1,dtype=u8i8,out_dtype=u8,layout_free=kernel)",
         "dense(m=1,n=10,k=4,bias=0,relu=0,dtype=i8i8,out_dtype=i8,layout_free=weight)",
         "matmul(m=1,n=3,k=10,layout_free=B)",
     ];
@@ -98,7 +99,7 @@ fn a_qdq_model_yields_integer_tasks_where_they_compute_the_same() {
     }
     assert_eq!(
         specs.iter().filter(|s| s.contains("dtype=")).count(),
-        2,
+        3,
         "{specs:#?}"
     );
     // The integer task reads the quantized tensor and the i8 constant, and computes the
@@ -137,6 +138,39 @@ fn a_qdq_model_yields_integer_tasks_where_they_compute_the_same() {
             operand(part)
         );
     }
+    // The explicitly padded one: rows and columns of the zero point around NHWC data, its
+    // channels filled with it too; the weight's input channels filled with 0.
+    let padded = list
+        .calls
+        .iter()
+        .find(|c| {
+            let spec = list.tasks[c.task].op_spec.as_ref();
+            spec.is_some_and(|s| s.to_string().contains("h=11"))
+        })
+        .expect("the padded convolution's call");
+    assert_eq!(
+        padded.operands[..2],
+        [
+            (
+                "data".to_string(),
+                Operand::Padded {
+                    name: zq.clone(),
+                    perm: vec![0, 2, 3, 1],
+                    pads: vec![0, 1, 1, 0, 0, 1, 1, 2],
+                    value: 5,
+                }
+            ),
+            (
+                "kernel".to_string(),
+                Operand::Padded {
+                    name: wb.clone(),
+                    perm: vec![2, 3, 1, 0],
+                    pads: vec![0, 0, 0, 0, 0, 0, 2, 0],
+                    value: 0,
+                }
+            ),
+        ]
+    );
     // The Q/DQ pairs that only convert are glue, not skipped.
     assert!(list.skipped.is_empty(), "{:?}", list.skipped);
 }
@@ -249,4 +283,55 @@ fn requantization_constants_are_onnx_runtimes() {
     assert_eq!(r.scale, [0.0625, 0.125, 0.25]);
     assert_eq!(r.zero_point, -3);
     assert_eq!(r.out, tunehub_engine::ir::DType::I8);
+}
+
+/// A quantized depthwise convolution runs in NHWC, its `[c,1,kh,kw]` weight read as
+/// `[kh,kw,c,1]`; where its window pads data whose zero point is not 0, the data are padded
+/// with the zero point explicitly (no channels added: a depthwise window sums none).
+#[test]
+fn a_quantized_depthwise_convolution_runs_in_nhwc() {
+    let mut b = ModelBuilder::new();
+    let x = b.input_fixed("x", &[1, 6, 7, 7]);
+    let (xq, xd) = qdq(&mut b, &x, "u8", 9);
+    let (w, wd) = weight(&mut b, &[6, 1, 3, 3], 0);
+    let c = b.node(
+        "Conv",
+        &[&xd, &wd],
+        vec![int("group", 6), ints("pads", &[1, 1, 1, 1])],
+    );
+    let (_, out) = qdq(&mut b, &c, "u8", 0);
+    b.output(&out);
+    let list = tasks_of(b);
+    assert_eq!(
+        specs_of(&list),
+        [
+            "depthwise_conv2d_nhwc(n=1,h=9,w=9,c=6,bias=1,dtype=u8i8,out_dtype=u8,\
+          layout_free=kernel)"
+        ]
+    );
+    let call = &list.calls[0];
+    assert_eq!(call.output_perm, Some(vec![0, 3, 1, 2]));
+    assert_eq!(
+        call.operands[..2],
+        [
+            (
+                "data".to_string(),
+                Operand::Padded {
+                    name: xq,
+                    perm: vec![0, 2, 3, 1],
+                    pads: vec![0, 1, 1, 0, 0, 1, 1, 0],
+                    value: 9,
+                }
+            ),
+            (
+                "kernel".to_string(),
+                Operand::Padded {
+                    name: w,
+                    perm: vec![2, 3, 0, 1],
+                    pads: vec![0; 8],
+                    value: 0,
+                }
+            ),
+        ]
+    );
 }

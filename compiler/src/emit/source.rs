@@ -111,10 +111,19 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
              memcpy(d + (o * n + j) * inner, s + (o * axis + idx[j]) * inner, (size_t)inner * sizeof(float));\n}}\n\n"
         );
     }
-    if used(|s| matches!(s, Step::Fill { .. })) {
+    let mut fills: Vec<DType> = vec![];
+    for step in &p.steps {
+        if let Step::Fill { dst, .. } = step
+            && !fills.contains(&p.values[*dst].dtype)
+        {
+            fills.push(p.values[*dst].dtype);
+        }
+    }
+    for t in fills {
+        let (ty, n) = (t.c_name(), t.name());
         let _ = write!(
             s,
-            "static void {name}_fill(float* d, int64_t n, float v) {{\n  for (int64_t i = 0; i < n; i++) d[i] = v;\n}}\n\n"
+            "static void {name}_fill_{n}({ty}* d, int64_t n, {ty} v) {{\n  for (int64_t i = 0; i < n; i++) d[i] = v;\n}}\n\n"
         );
     }
     conversions(&mut s, name, p);
@@ -267,7 +276,11 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
                 );
             }
             Step::Fill { dst, value } => {
-                let v = if value.is_nan() {
+                let t = p.values[*dst].dtype;
+                let v = if t != DType::F32 {
+                    // An integer (a zero point): exact in an f32.
+                    format!("({}){}", t.c_name(), *value as i64)
+                } else if value.is_nan() {
                     "__builtin_nanf(\"\")".to_string()
                 } else if value.is_infinite() {
                     format!("({}__builtin_inff())", if *value < 0.0 { "-" } else { "" })
@@ -276,7 +289,9 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
                 };
                 let _ = writeln!(
                     s,
-                    "  {name}_fill({}, {}, {v});",
+                    "  {name}_fill_{}(({}*){}, {}, {v});",
+                    t.name(),
+                    t.c_name(),
                     ptr(*dst),
                     p.values[*dst].elements(),
                 );

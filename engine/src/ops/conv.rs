@@ -1,4 +1,5 @@
-//! 2-D convolutions: NCHW, NHWC and depthwise NCHW, each with its optional bias and relu.
+//! 2-D convolutions: NCHW, NHWC, depthwise NCHW and NHWC, each with its optional bias and
+//! relu.
 
 use super::builder::{DagBuilder, c, epilogue, ld, mul};
 use super::window::{Window, padded};
@@ -146,5 +147,56 @@ pub fn depthwise_conv2d_nchw(
         },
     );
     epilogue(&mut b, conv, 1, bias, relu);
+    b.finish()
+}
+
+/// Depthwise convolution, NHWC, channel multiplier 1; the kernel `[kh, kw, c, 1]` (TFLite's
+/// and XNNPACK's layout, HWIO with one output per input channel). Channels are the innermost
+/// axis of data, kernel and output: a vector spans channels, whatever the map's width (a 7x7
+/// map fills no vector along its rows).
+pub fn depthwise_conv2d_nhwc(
+    n: i64,
+    h: i64,
+    w: i64,
+    c_in: i64,
+    win: Window,
+    bias: bool,
+    relu: bool,
+) -> Result<ComputeDag, DagError> {
+    let Window {
+        kh,
+        kw,
+        stride,
+        pad,
+        dilation,
+    } = win;
+    let (oh, ow) = win.output(h, w)?;
+    let mut b = DagBuilder::new();
+    let data = b.placeholder("data", &[n, h, w, c_in]);
+    let kern = b.placeholder("kernel", &[kh, kw, c_in, 1]);
+    let src = padded(&mut b, data, 1, 2, pad, 0.0);
+    // axes: nn, yy, xx, cc | ry, rx
+    let conv = b.reduce(
+        "depthwise",
+        &[n, oh, ow, c_in],
+        &[("ry", kh), ("rx", kw)],
+        Some(ReduceOp::Sum),
+        |x| {
+            let (nn, yy, xx, cc, ry, rx) = (&x[0], &x[1], &x[2], &x[3], &x[4], &x[5]);
+            mul(
+                ld(
+                    src,
+                    &[
+                        nn.clone(),
+                        yy.scale(stride).add(&ry.scale(dilation)),
+                        xx.scale(stride).add(&rx.scale(dilation)),
+                        cc.clone(),
+                    ],
+                ),
+                ld(kern, &[ry.clone(), rx.clone(), cc.clone(), c(0)]),
+            )
+        },
+    );
+    epilogue(&mut b, conv, 3, bias, relu);
     b.finish()
 }

@@ -9,7 +9,8 @@
 //! - `builder.rs`: [`DagBuilder`], how every operator writes its DAG.
 //! - `window.rs`: the sliding [`Window`] of convolutions and pools.
 //! - the operators by family, re-exported here: `matmul.rs` ([`matmul()`], [`batch_matmul`],
-//!   [`dense`]), `conv.rs` ([`conv2d_nchw`], [`conv2d_nhwc`], [`depthwise_conv2d_nchw`]),
+//!   [`dense`]), `conv.rs` ([`conv2d_nchw`], [`conv2d_nhwc`], [`depthwise_conv2d_nchw`],
+//!   [`depthwise_conv2d_nhwc`]),
 //!   `pool.rs` ([`pool2d`]), `softmax.rs` ([`softmax()`]), `elementwise.rs`
 //!   ([`elementwise()`]).
 //! - [`syntax`]: the one tokenizer of `name(arg, key=value, ...)`, shared with shape ranges.
@@ -30,7 +31,7 @@ pub mod syntax;
 mod window;
 
 pub use builder::DagBuilder;
-pub use conv::{conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw};
+pub use conv::{conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw, depthwise_conv2d_nhwc};
 pub use described::split_layout_free;
 pub use dtype::OpDType;
 pub use elementwise::elementwise;
@@ -270,6 +271,37 @@ pub const OPS: &[OpDef] = &[
                 p["c"],
                 p["h"],
                 p["w"],
+                win(p),
+                p["bias"] != 0,
+                p["relu"] != 0,
+            )
+        },
+    },
+    OpDef {
+        name: "depthwise_conv2d_nhwc",
+        doc: "depthwise 2-D convolution, data NHWC, kernel [kh,kw,c,1], channel multiplier 1",
+        params: &[
+            req("n", "batch"),
+            req("h", "input height"),
+            req("w", "input width"),
+            req("c", "channels"),
+            CONV_WIN[0],
+            CONV_WIN[1],
+            CONV_WIN[2],
+            CONV_WIN[3],
+            CONV_WIN[4],
+            opt("bias", 0, "add a bias (0/1)"),
+            opt("relu", 0, "apply relu (0/1)"),
+        ],
+        inputs: &[input("data"), input("kernel"), input_if("bias", "bias")],
+        constant_weight: Some("kernel"),
+        integer: channels(3),
+        build: |p| {
+            depthwise_conv2d_nhwc(
+                p["n"],
+                p["h"],
+                p["w"],
+                p["c"],
                 win(p),
                 p["bias"] != 0,
                 p["relu"] != 0,
