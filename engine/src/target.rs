@@ -139,14 +139,24 @@ impl Target {
     }
 
     /// Whether the code generator writes an 8-bit dot product (4 byte products summed into
-    /// each i32 lane) for this target at its vector width: AVX-512 VNNI on 512-bit vectors,
-    /// AVX-VNNI on 256-bit ones, the dot-product extension on aarch64 (see `codegen::dot`).
+    /// each i32 lane) for this target (see [`Target::int8_dot_lanes`]).
     pub fn has_int8_dot(&self) -> bool {
+        !self.int8_dot_lanes().is_empty()
+    }
+
+    /// The vector widths, in i32 lanes and widest first, at which the code generator writes an
+    /// 8-bit dot product (see `codegen::dot`): AVX-512 VNNI on 512-bit vectors, and on 256-bit
+    /// ones where AVX-512VL or AVX-VNNI encodes it there; AVX-VNNI on 256- and 128-bit ones;
+    /// the dot-product extension on aarch64's 128-bit vectors. The narrower width serves sums
+    /// whose output channels fill no whole wide vector (24, 40, 1000).
+    pub fn int8_dot_lanes(&self) -> &'static [i64] {
+        let half = self.has_feature("avx512vl") || self.has_feature("avxvnni");
         match (self.arch.as_str(), self.vector_bits()) {
-            ("x86_64", 512) => self.has_feature("avx512vnni"),
-            ("x86_64", 256) => self.has_feature("avxvnni"),
-            ("aarch64", 128) => self.has_feature("dotprod"),
-            _ => false,
+            ("x86_64", 512) if self.has_feature("avx512vnni") && half => &[16, 8],
+            ("x86_64", 512) if self.has_feature("avx512vnni") => &[16],
+            ("x86_64", 256) if self.has_feature("avxvnni") => &[8, 4],
+            ("aarch64", 128) if self.has_feature("dotprod") => &[4],
+            _ => &[],
         }
     }
 

@@ -77,7 +77,7 @@ fn rfactor_sketches_vectorize_partials_and_are_correct() {
     let ctx = AnnotateContext {
         cores: 2,
         vector_lanes: 8,
-        dot_product: false,
+        dot_lanes: &[],
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
     let mut scheds = vec![];

@@ -1,7 +1,10 @@
 //! Dot tiles: an integer sum of 8-bit products written as dot-product instructions, each of
 //! which multiplies 4 bytes by 4 bytes per i32 lane and adds the 4 products to the lane
-//! (x86 `vpdpbusd`: AVX-512 VNNI on 512-bit vectors, AVX-VNNI on 256-bit ones; aarch64
-//! `sdot`, the dot-product extension on NEON).
+//! (x86 `vpdpbusd`: AVX-512 VNNI on 512-bit vectors, and on 256-bit ones with AVX-512VL or
+//! AVX-VNNI; AVX-VNNI on 256- and 128-bit ones; aarch64 `sdot`, the dot-product extension on
+//! NEON). A tile takes the widest width its vector loop fills with whole vectors: 24 output
+//! channels are three 256-bit vectors on an AVX-512 target, where 16-lane vectors would leave
+//! a partial one (`Target::int8_dot_lanes`).
 //!
 //! The search prepares the nest (`search::annotate::tile`): the reduction's 4 innermost
 //! products are a loop inside the vector loop. A tile qualifies when, below its band of
@@ -42,11 +45,11 @@ pub(super) struct Data<'s> {
 }
 
 /// The dot-product instruction of a target: its architecture (which says whether it takes the
-/// data signed) and its vector width in i32 lanes.
+/// data signed) and the vector widths it is written at, in i32 lanes, widest first.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Instruction {
     arch: Arch,
-    lanes: i64,
+    widths: &'static [i64],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,9 +59,10 @@ enum Arch {
 }
 
 impl Instruction {
-    /// The instruction of `target` at its vector width, if the code generator writes one.
+    /// The instruction of `target` at the widths the code generator writes it, if any.
     pub(super) fn of(target: &crate::target::Target) -> Option<Instruction> {
-        if !target.has_int8_dot() {
+        let widths = target.int8_dot_lanes();
+        if widths.is_empty() {
             return None;
         }
         let arch = if target.arch == "aarch64" {
@@ -66,10 +70,11 @@ impl Instruction {
         } else {
             Arch::X86
         };
-        Some(Instruction {
-            arch,
-            lanes: i64::from(target.vector_lanes_f32()),
-        })
+        Some(Instruction { arch, widths })
+    }
+
+    pub(super) fn widths(self) -> &'static [i64] {
+        self.widths
     }
 
     fn signed_data(self) -> bool {
@@ -80,6 +85,9 @@ impl Instruction {
 /// A dot tile, found at the outermost loop of its reduction band.
 #[derive(Debug, Clone)]
 pub(super) struct DotTile<'s> {
+    /// The vector width in i32 lanes: the widest of the instruction's that the vector loop
+    /// fills with whole vectors.
+    pub(super) width: i64,
     band: Vec<(Var, i64, LoopKind)>,
     tile: Vec<(Var, i64)>,
     lane: (Var, i64),
@@ -90,17 +98,17 @@ pub(super) struct DotTile<'s> {
     weight: (usize, &'s Lin),
 }
 
-/// Every dot tile of `func`, keyed by its band's outermost loop, for vectors of `lanes` i32
-/// and at most `max` accumulators.
-pub(super) fn dot_tiles(
-    func: &LoweredFunc,
-    lanes: i64,
+/// Every dot tile of `func`, keyed by its band's outermost loop, for vectors of one of
+/// `widths` (i32 lanes, widest first) and at most `max` accumulators.
+pub(super) fn dot_tiles<'s>(
+    func: &'s LoweredFunc,
+    widths: &[i64],
     max: i64,
-) -> HashMap<*const Stmt, DotTile<'_>> {
+) -> HashMap<*const Stmt, DotTile<'s>> {
     fn walk<'s>(
         func: &'s LoweredFunc,
         body: &'s [Stmt],
-        lim: (i64, i64),
+        lim: (&[i64], i64),
         out: &mut HashMap<*const Stmt, DotTile<'s>>,
     ) {
         for st in body {
@@ -117,8 +125,8 @@ pub(super) fn dot_tiles(
         }
     }
     let mut out = HashMap::new();
-    if lanes > 1 {
-        walk(func, &func.body, (lanes, max), &mut out);
+    if !widths.is_empty() {
+        walk(func, &func.body, (widths, max), &mut out);
     }
     out
 }
@@ -132,7 +140,7 @@ fn coef(l: &Lin, v: Var) -> Option<i64> {
     super::lanes::lane_coef(l, v)
 }
 
-fn plan<'s>(func: &'s LoweredFunc, top: &'s Stmt, lanes: i64, max: i64) -> Option<DotTile<'s>> {
+fn plan<'s>(func: &'s LoweredFunc, top: &'s Stmt, widths: &[i64], max: i64) -> Option<DotTile<'s>> {
     let (loops, inner) = perfect_nest(top, |_| false);
     let Stmt::Store {
         buf,
@@ -152,9 +160,9 @@ fn plan<'s>(func: &'s LoweredFunc, top: &'s Stmt, lanes: i64, max: i64) -> Optio
         return None;
     };
     let serial = |k: LoopKind| matches!(k, LoopKind::Serial | LoopKind::Unrolled);
+    let lanes = widths.iter().copied().find(|&w| lane_extent % w == 0)?;
     if q_extent != QUAD
         || !serial(q_kind)
-        || lane_extent % lanes != 0
         || coef(index, lane) != Some(1)
         || coef(index, quad) != Some(0)
     {
@@ -182,6 +190,7 @@ fn plan<'s>(func: &'s LoweredFunc, top: &'s Stmt, lanes: i64, max: i64) -> Optio
         _ => return None,
     };
     Some(DotTile {
+        width: lanes,
         band: band.into_iter().copied().collect(),
         tile: tile.iter().map(|l| (l.0, l.1)).collect(),
         lane: (lane, lane_extent),
@@ -224,59 +233,82 @@ fn operand<'s>(func: &LoweredFunc, e: &'s VExpr, lane: Var, quad: Var) -> Option
     }
 }
 
-/// The C helpers of dot tiles for `ins`: `th_dot(acc, a, b)` adds to each i32 lane of `acc`
-/// the 4 products of the lane's bytes of `a` (the data, of the instruction's signedness) and
-/// `b` (signed weights).
-pub(super) fn helpers(ins: Instruction) -> String {
-    let lanes = ins.lanes;
+/// The C helpers of dot tiles for `ins` at `width` i32 lanes, named by it (`th_dot16`...):
+/// `th_dot{width}(acc, a, b)` adds to each i32 lane of `acc` the 4 products of the lane's bytes
+/// of `a` (the data, of the instruction's signedness) and `b` (signed weights).
+pub(super) fn helpers(ins: Instruction, width: i64) -> String {
+    let lanes = width;
     let bytes = lanes * 4;
-    let native = match (ins.arch, bytes) {
-        (Arch::X86, 64) => Some((
+    let native: &[(&str, &str, &str)] = match (ins.arch, bytes) {
+        (Arch::X86, 64) => &[(
             "defined(__AVX512VNNI__)",
             "<immintrin.h>",
-            "((th_vi)_mm512_dpbusd_epi32((__m512i)(acc), (__m512i)(a), (__m512i)(b)))",
-        )),
-        (Arch::X86, 32) => Some((
-            "defined(__AVXVNNI__)",
-            "<immintrin.h>",
-            "((th_vi)_mm256_dpbusd_avx_epi32((__m256i)(acc), (__m256i)(a), (__m256i)(b)))",
-        )),
-        (Arch::Aarch64, 16) => Some((
+            "_mm512_dpbusd_epi32((__m512i)(acc), (__m512i)(a), (__m512i)(b))",
+        )],
+        (Arch::X86, 32) => &[
+            (
+                "defined(__AVX512VNNI__) && defined(__AVX512VL__)",
+                "<immintrin.h>",
+                "_mm256_dpbusd_epi32((__m256i)(acc), (__m256i)(a), (__m256i)(b))",
+            ),
+            (
+                "defined(__AVXVNNI__)",
+                "<immintrin.h>",
+                "_mm256_dpbusd_avx_epi32((__m256i)(acc), (__m256i)(a), (__m256i)(b))",
+            ),
+        ],
+        (Arch::X86, 16) => &[
+            (
+                "defined(__AVX512VNNI__) && defined(__AVX512VL__)",
+                "<immintrin.h>",
+                "_mm_dpbusd_epi32((__m128i)(acc), (__m128i)(a), (__m128i)(b))",
+            ),
+            (
+                "defined(__AVXVNNI__)",
+                "<immintrin.h>",
+                "_mm_dpbusd_avx_epi32((__m128i)(acc), (__m128i)(a), (__m128i)(b))",
+            ),
+        ],
+        (Arch::Aarch64, 16) => &[(
             "defined(__ARM_FEATURE_DOTPROD)",
             "<arm_neon.h>",
-            "((th_vi)vdotq_s32((int32x4_t)(acc), (int8x16_t)(a), (int8x16_t)(b)))",
-        )),
-        _ => None,
+            "vdotq_s32((int32x4_t)(acc), (int8x16_t)(a), (int8x16_t)(b))",
+        )],
+        _ => &[],
     };
     let data = if ins.signed_data() {
         "(int)(signed char)"
     } else {
         "(int)"
     };
+    let v = format!("th_vi{lanes}");
     let mut s = format!(
-        "#ifndef TH_DOT\n#define TH_DOT\n\
-         typedef int th_vi __attribute__((vector_size({bytes})));\n\
-         static inline __attribute__((unused)) th_vi th_viload(const void* p) {{ th_vi v; __builtin_memcpy(&v, p, sizeof v); return v; }}\n\
-         static inline __attribute__((unused)) void th_vistore(void* p, th_vi v) {{ __builtin_memcpy(p, &v, sizeof v); }}\n\
+        "#ifndef TH_DOT{lanes}\n#define TH_DOT{lanes}\n\
+         typedef int {v} __attribute__((vector_size({bytes})));\n\
+         static inline __attribute__((unused)) {v} th_viload{lanes}(const void* p) {{ {v} v; __builtin_memcpy(&v, p, sizeof v); return v; }}\n\
+         static inline __attribute__((unused)) void th_vistore{lanes}(void* p, {v} v) {{ __builtin_memcpy(p, &v, sizeof v); }}\n\
          /* 4 bytes in every lane. */\n\
-         static inline __attribute__((unused)) th_vi th_bcast4(const void* p) {{ int x; __builtin_memcpy(&x, p, 4); return (th_vi){{0}} + x; }}\n"
+         static inline __attribute__((unused)) {v} th_bcast4_{lanes}(const void* p) {{ int x; __builtin_memcpy(&x, p, 4); return ({v}){{0}} + x; }}\n"
     );
     let portable = format!(
         "/* The instruction's sums, lane by lane: 4 bytes of a times 4 signed bytes of b. */\n\
-         static inline __attribute__((unused)) th_vi th_dot(th_vi acc, th_vi a, th_vi b) {{\n\
+         static inline __attribute__((unused)) {v} th_dot{lanes}({v} acc, {v} a, {v} b) {{\n\
          \x20 for (int l = 0; l < {lanes}; l++)\n\
          \x20   for (int q = 0; q < 4; q++)\n\
          \x20     acc[l] += {data}(((unsigned)a[l] >> (8 * q)) & 255u) * (int)(signed char)(((unsigned)b[l] >> (8 * q)) & 255u);\n\
          \x20 return acc;\n}}\n"
     );
-    match native {
-        Some((guard, include, call)) => {
-            let _ = write!(
-                s,
-                "#if {guard}\n#include {include}\n#define th_dot(acc, a, b) {call}\n#else\n{portable}#endif\n"
-            );
-        }
-        None => s.push_str(&portable),
+    for (k, (guard, include, call)) in native.iter().enumerate() {
+        let _ = write!(
+            s,
+            "#{} {guard}\n#include {include}\n#define th_dot{lanes}(acc, a, b) (({v})({call}))\n",
+            if k == 0 { "if" } else { "elif" }
+        );
+    }
+    if native.is_empty() {
+        s.push_str(&portable);
+    } else {
+        let _ = write!(s, "#else\n{portable}#endif\n");
     }
     s.push_str("#endif\n\n");
     s
@@ -292,7 +324,14 @@ impl Gen<'_> {
         // (aarch64: 128 less).
         let flip = t.data.signed != ins.signed_data();
         let (lane, extent) = t.lane;
-        let lanes = self.lanes;
+        let lanes = t.width;
+        let (load, store, bcast, dot) = (
+            format!("th_viload{lanes}"),
+            format!("th_vistore{lanes}"),
+            format!("th_bcast4_{lanes}"),
+            format!("th_dot{lanes}"),
+        );
+        let vt = format!("th_vi{lanes}");
         let acc = self.names.bufs[t.buf].clone();
         let wbuf = self.names.bufs[t.weight.0].clone();
         let dbuf = self.names.bufs[t.data.buf].clone();
@@ -306,13 +345,13 @@ impl Gen<'_> {
                 let name = self.names.fresh(&format!("{acc}_d{}", regs.len()));
                 let at = self.lin(&at_point(t.index, &point, (lane, first), None));
                 let w = self.lin(&at_q0(t.weight.1, &point, first));
-                let w = format!("th_viload(&{wbuf}[{w}])");
+                let w = format!("{load}(&{wbuf}[{w}])");
                 let d = self.lin(&at_q0(t.data.index, &point, first));
-                let mut d = format!("th_bcast4(&{dbuf}[{d}])");
+                let mut d = format!("{bcast}(&{dbuf}[{d}])");
                 if let Some(c) = t.data.guard {
                     let c = super::regtile::map_cond(c, &|l: &Lin| at_q0(l, &point, first));
                     let c = self.cond(&c);
-                    d = format!("({c} ? {d} : (th_vi){{0}})");
+                    d = format!("({c} ? {d} : ({vt}){{0}})");
                 }
                 if flip {
                     d = format!("({d} ^ (int)0x80808080)");
@@ -346,7 +385,7 @@ impl Gen<'_> {
         self.line("{");
         self.depth += 1;
         for (r, at, _, _) in &regs {
-            self.line(&format!("th_vi {r} = th_viload(&{acc}[{at}]);"));
+            self.line(&format!("{vt} {r} = {load}(&{acc}[{at}]);"));
         }
         // Flipped data: the sums of the weights each accumulator read.
         let sums: HashMap<String, String> = if flip {
@@ -360,7 +399,7 @@ impl Gen<'_> {
         let mut sum_names: Vec<&String> = sums.values().collect();
         sum_names.sort();
         for s in &sum_names {
-            self.line(&format!("th_vi {s} = (th_vi){{0}};"));
+            self.line(&format!("{vt} {s} = ({vt}){{0}};"));
         }
         for &(v, n, kind) in &t.band {
             let name = self.var(v);
@@ -368,16 +407,14 @@ impl Gen<'_> {
             self.depth += 1;
         }
         for (n, e) in &order {
-            self.line(&format!("const th_vi {n} = {e};"));
+            self.line(&format!("const {vt} {n} = {e};"));
         }
         for ((r, ..), (w, d)) in regs.iter().zip(&ops) {
-            self.line(&format!("{r} = th_dot({r}, {d}, {w});"));
+            self.line(&format!("{r} = {dot}({r}, {d}, {w});"));
         }
         for w in &weights {
             if let Some(s) = sums.get(w) {
-                self.line(&format!(
-                    "{s} = th_dot({s}, (th_vi){{0}} + 0x01010101, {w});"
-                ));
+                self.line(&format!("{s} = {dot}({s}, ({vt}){{0}} + 0x01010101, {w});"));
             }
         }
         for _ in &t.band {
@@ -389,7 +426,7 @@ impl Gen<'_> {
                 let op = if ins.signed_data() { '+' } else { '-' };
                 self.line(&format!("{r} = {r} {op} ({s} << 7);"));
             }
-            self.line(&format!("th_vistore(&{acc}[{at}], {r});"));
+            self.line(&format!("{store}(&{acc}[{at}], {r});"));
         }
         self.depth -= 1;
         self.line("}");

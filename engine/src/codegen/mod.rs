@@ -184,7 +184,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
     // Integer sums of 8-bit products, where the target has a dot-product instruction.
     let dot_instruction = dot::Instruction::of(target).filter(|_| !vectors);
     let dots = match dot_instruction {
-        Some(_) => dot::dot_tiles(func, lanes, regtile::max_tile_vectors(registers)),
+        Some(ins) => dot::dot_tiles(func, ins.widths(), regtile::max_tile_vectors(registers)),
         None => HashMap::new(),
     };
     let shares = tiles
@@ -297,8 +297,13 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         });
     }
     g.stmts(&func.body);
-    if let Some(ins) = dot_instruction.filter(|_| !g.dots.is_empty()) {
-        header.push_str(&dot::helpers(ins));
+    if let Some(ins) = dot_instruction {
+        let mut widths: Vec<i64> = g.dots.values().map(|t| t.width).collect();
+        widths.sort_unstable_by(|a, b| b.cmp(a));
+        widths.dedup();
+        for w in widths {
+            header.push_str(&dot::helpers(ins, w));
+        }
     }
     // After the body: whether it wrote vectors is known only then.
     if !g.tiles.is_empty() || g.vector_reductions {

@@ -155,7 +155,7 @@ mod tests {
     const CTX: AnnotateContext = AnnotateContext {
         cores: 2,
         vector_lanes: 16,
-        dot_product: false,
+        dot_lanes: &[],
     };
 
     fn library() -> Vec<ComputeDag> {

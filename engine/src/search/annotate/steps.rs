@@ -15,10 +15,11 @@ pub const AUTO_UNROLL_STEPS: [i64; 4] = [0, 16, 32, MAX_UNROLLED_STEPS];
 pub struct AnnotateContext {
     pub cores: i64,
     pub vector_lanes: i64,
-    /// Whether the target has an 8-bit dot-product instruction the code generator writes
-    /// (`Target::has_int8_dot`): integer reductions then end in a loop of 4 for it (see
-    /// `tile`).
-    pub dot_product: bool,
+    /// The vector widths (i32 lanes, widest first) at which the code generator writes the
+    /// target's 8-bit dot-product instruction (`Target::int8_dot_lanes`); integer reductions
+    /// whose output channels fill one of them end in a loop of 4 for it (see `tile`). Empty:
+    /// none.
+    pub dot_lanes: &'static [i64],
 }
 
 impl AnnotateContext {
@@ -26,7 +27,7 @@ impl AnnotateContext {
         AnnotateContext {
             cores: target.cores.max(1) as i64,
             vector_lanes: i64::from(target.vector_lanes_f32()).max(1),
-            dot_product: target.has_int8_dot(),
+            dot_lanes: target.int8_dot_lanes(),
         }
     }
 }

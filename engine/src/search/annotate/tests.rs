@@ -47,7 +47,7 @@ fn replay_of_own_decisions_gives_same_steps() {
     let ctx = AnnotateContext {
         cores: 2,
         vector_lanes: 16,
-        dot_product: false,
+        dot_lanes: &[],
     };
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     for sk in &sketches {
@@ -123,7 +123,7 @@ fn long_untiled_rows_are_vectorized() {
         let ctx = AnnotateContext {
             cores: 2,
             vector_lanes: lanes,
-            dot_product: false,
+            dot_lanes: &[],
         };
         for sk in &sketches {
             for _ in 0..10 {
@@ -193,7 +193,7 @@ fn the_vector_axis_fills_whole_vectors() {
     let ctx = AnnotateContext {
         cores: 2,
         vector_lanes: 8,
-        dot_product: false,
+        dot_lanes: &[],
     };
     let win = crate::ops::Window::square(3, 1, 1);
     let conv = crate::ops::conv2d_nchw(1, 16, 56, 56, 16, win, false, false).unwrap();
@@ -238,7 +238,7 @@ fn vector_axis_is_offered_only_where_the_last_axis_leaves_partial_vectors() {
     let ctx = AnnotateContext {
         cores: 2,
         vector_lanes: 16,
-        dot_product: false,
+        dot_lanes: &[],
     };
     let vector_picks = |dag: &ComputeDag| {
         let sketches = super::super::sketch::generate(dag, &super::super::sketch::cpu_rules());
@@ -316,7 +316,7 @@ fn producers_may_be_computed_where_all_their_readers_are() {
     let ctx = AnnotateContext {
         cores: 2,
         vector_lanes: 16,
-        dot_product: false,
+        dot_lanes: &[],
     };
     let sketches = super::super::sketch::generate(&dag, &super::super::sketch::cpu_rules());
     let mut rng = ChaCha8Rng::seed_from_u64(4);
@@ -361,7 +361,7 @@ fn pooling_row_tiles_put_the_window_outside_the_columns() {
     let ctx = AnnotateContext {
         cores: 2,
         vector_lanes: 16,
-        dot_product: false,
+        dot_lanes: &[],
     };
     let sketches = super::super::sketch::generate(&dag, &super::super::sketch::cpu_rules());
     let mut rng = ChaCha8Rng::seed_from_u64(6);

@@ -42,31 +42,33 @@ fn axis_orders(ns: usize) -> Vec<Vec<usize>> {
 /// Products summed 4 at a time by an 8-bit dot-product instruction (`vpdpbusd`, `sdot`).
 const DOT: i64 = 4;
 
-/// Whether an integer sum of `stage` (`ns` space axes) can end in a loop of [`DOT`] that the
-/// code generator writes as dot-product instructions (`codegen::dot`): its last reduction axis
-/// is a multiple of 4 and read contiguously (the last index, alone) by an input that the last
-/// space axis, the vector axis, does not move; that input's 4 bytes are then broadcast and
-/// the other input's (the packed weight) 4 bytes per lane are read in the order the loops
-/// walk them (the reduction's 4 innermost). The vector axis must fill whole vectors: a tile
-/// of a partial vector is no dot tile, and the loop of 4 inside its vector loop would leave
-/// GCC a reduction inside `omp simd` (a 5x5 conv with 120 output channels on AVX-512: 14 ms
-/// against 0.27 ms in f32).
-fn dot_reduction(stage: &crate::ir::Stage, ns: usize, ctx: &AnnotateContext) -> bool {
+/// The vector width (i32 lanes) at which an integer sum of `stage` (`ns` space axes) can end
+/// in a loop of [`DOT`] that the code generator writes as dot-product instructions
+/// (`codegen::dot`), if any: its last reduction axis is a multiple of 4 and read contiguously
+/// (the last index, alone) by an input that the last space axis, the vector axis, does not
+/// move; that input's 4 bytes are then broadcast and the other input's (the packed weight) 4
+/// bytes per lane are read in the order the loops walk them (the reduction's 4 innermost).
+/// The vector axis must fill whole vectors of the width: a tile of a partial vector is no dot
+/// tile, and the loop of 4 inside its vector loop would leave GCC a reduction inside
+/// `omp simd` (a 5x5 conv with 120 output channels on AVX-512: 14 ms against 0.27 ms in f32).
+/// The widest width the axis fills is taken; a narrower one (256-bit vectors on an AVX-512
+/// target) serves 24, 40 or 1000 output channels.
+fn dot_reduction(stage: &crate::ir::Stage, ns: usize, ctx: &AnnotateContext) -> Option<i64> {
     let nr = stage.reduce_axes().len();
     let crate::ir::StageKind::Compute {
         reduce: Some(crate::ir::ReduceOp::Sum),
         ..
     } = stage.kind
     else {
-        return false;
+        return None;
     };
-    if !ctx.dot_product
-        || stage.dtype != crate::ir::DType::I32
+    let channels = stage.space()[ns - 1].extent;
+    let width = ctx.dot_lanes.iter().copied().find(|&w| channels % w == 0)?;
+    if stage.dtype != crate::ir::DType::I32
         || nr == 0
         || stage.reduce_axes()[nr - 1].extent % DOT != 0
-        || stage.space()[ns - 1].extent % ctx.vector_lanes.max(1) != 0
     {
-        return false;
+        return None;
     }
     let dot = ns + nr - 1;
     let mut broadcast = false;
@@ -80,7 +82,7 @@ fn dot_reduction(stage: &crate::ir::Stage, ns: usize, ctx: &AnnotateContext) -> 
                 && idx.iter().all(|e| e.coef(ns - 1) == 0);
         });
     }
-    broadcast
+    broadcast.then_some(width)
 }
 
 /// Whether some read of `stage` steps more than one element per step of its axis `a`.
@@ -110,7 +112,8 @@ pub(super) fn tile<R: Rng>(
     // An integer sum for a dot-product instruction: its last reduction axis is tiled over a
     // quarter of its length, and its 4 innermost products become a loop inside the vector
     // loop (the instruction's operands; the weight is packed in that order).
-    let dot = dot_reduction(stage, ns, ctx);
+    let dot_width = dot_reduction(stage, ns, ctx);
+    let dot = dot_width.is_some();
     let r: Vec<Vec<i64>> = reduce
         .iter()
         .enumerate()
@@ -148,8 +151,9 @@ pub(super) fn tile<R: Rng>(
     // leaves lanes idle in every FMA of the tile (on 8-lane AVX2 a conv2d NCHW tile's
     // innermost 1, 2 or 4 columns of 56, five draws in eight, could not be register tiles), and
     // on another axis than the last it is a strided tile besides.
-    whole_vectors(&mut p[va], ctx.vector_lanes);
-    at_least_one_vector(&mut p[va], ctx.vector_lanes);
+    let lanes = dot_width.unwrap_or(ctx.vector_lanes);
+    whole_vectors(&mut p[va], lanes);
+    at_least_one_vector(&mut p[va], lanes);
     let inner_axes: Vec<usize> = (0..ns).filter(|&a| a != va).chain([va]).collect();
 
     let (t, consumer, level) = match fusion {
@@ -285,30 +289,34 @@ mod tests {
     use crate::ops::OpSpec;
     use crate::target::{Target, TargetOverrides};
 
-    /// A sum ends in the dot-product loop of 4 only where the vector axis fills whole vectors.
+    /// A sum ends in the dot-product loop of 4 only where the vector axis fills whole vectors
+    /// of a width the target writes the instruction at, the widest such.
     #[test]
     fn the_dot_loop_needs_whole_vectors() {
-        let t = Target::detect().with_overrides(&TargetOverrides {
-            features: Some(
-                ["avx2", "fma", "avx512f", "avx512vnni"]
-                    .map(String::from)
-                    .to_vec(),
-            ),
-            ..Default::default()
-        });
-        let ctx = AnnotateContext::for_target(&t);
-        assert_eq!(ctx.vector_lanes, 16);
-        let dot = |spec: &str| {
+        let target = |features: &[&str]| {
+            Target::detect().with_overrides(&TargetOverrides {
+                features: Some(features.iter().map(|f| f.to_string()).collect()),
+                ..Default::default()
+            })
+        };
+        let with_vl = target(&["avx2", "fma", "avx512f", "avx512vl", "avx512vnni"]);
+        let without_vl = target(&["avx2", "fma", "avx512f", "avx512vnni"]);
+        let dot = |t: &Target, spec: &str| {
+            let ctx = AnnotateContext::for_target(t);
+            assert_eq!(ctx.vector_lanes, 16);
             let dag = OpSpec::parse(spec).unwrap().dag().unwrap();
             let conv = dag.stages.iter().find(|s| s.name == "conv").unwrap();
             dot_reduction(conv, conv.space().len(), &ctx)
         };
-        assert!(dot(
-            "conv2d_nhwc(1,13,13,40,128,kh=5,kw=5,pad=2,dtype=u8i8)"
-        ));
-        assert!(!dot(
-            "conv2d_nhwc(1,13,13,40,120,kh=5,kw=5,pad=2,dtype=u8i8)"
-        ));
-        assert!(!dot("conv2d_nhwc(1,13,13,40,128,kh=5,kw=5,pad=2)"));
+        let conv = |f: i64| format!("conv2d_nhwc(1,13,13,40,{f},kh=5,kw=5,pad=2,dtype=u8i8)");
+        assert_eq!(dot(&with_vl, &conv(128)), Some(16));
+        assert_eq!(dot(&with_vl, &conv(120)), Some(8));
+        assert_eq!(dot(&with_vl, &conv(20)), None);
+        assert_eq!(dot(&without_vl, &conv(128)), Some(16));
+        assert_eq!(dot(&without_vl, &conv(120)), None);
+        assert_eq!(
+            dot(&with_vl, "conv2d_nhwc(1,13,13,40,128,kh=5,kw=5,pad=2)"),
+            None
+        );
     }
 }
