@@ -55,6 +55,22 @@ fn check_random_schedules_of(task: Task, seed: u64, n: usize) {
 
 const PER_CASE: usize = 6;
 
+/// A tile whose inlined padding does not depend on the lane (channels innermost) reads its
+/// data only where the padding's condition holds: this case's tile, had it read first, would
+/// load 208 floats before its data (it faulted, found by the property test below).
+#[test]
+fn a_padded_tile_reads_inside_its_data_only() {
+    let w = Window {
+        kh: 1,
+        kw: 2,
+        stride: 2,
+        pad: 1,
+        dilation: 1,
+    };
+    let dag = ops::depthwise_conv2d_nhwc(1, 10, 12, 16, w, true, true).unwrap();
+    check_random_schedules(dag, 4113375099963233286, PER_CASE);
+}
+
 #[test]
 fn hand_written_matmul_schedules_match_the_reference() {
     let target = Target::detect();

@@ -637,10 +637,16 @@ pub(super) struct Operands {
     names: HashMap<String, String>,
     /// Stride-2 loads in `TH_LANEPERM`'s lane order (see `regtile::lanes_permutable`).
     permuted: bool,
+    /// Expressions stay in place, unnamed: the arms of a select, read only where its
+    /// condition holds.
+    inline: bool,
 }
 
 impl Operands {
     fn name(&mut self, g: &mut Gen<'_>, ty: &'static str, expr: String) -> String {
+        if self.inline {
+            return expr;
+        }
         if let Some(n) = self.names.get(&expr) {
             return n.clone();
         }
@@ -833,9 +839,18 @@ impl Gen<'_> {
                 (ops.name(self, "th_vf", load), true)
             }
             VExpr::Select(c, a, b) => {
+                // The arms are read only where the condition holds: an inlined padding's load
+                // lies outside its buffer where the condition fails (a depthwise NHWC tile's
+                // first row read 208 floats before its data, and faulted). The select is one
+                // operand, its arms inside it.
                 let c = self.cond(c);
-                let (a, va) = self.vector_value(a, lane, group, ops);
-                let (b, vb) = self.vector_value(b, lane, group, ops);
+                let mut arms = Operands {
+                    permuted: ops.permuted,
+                    inline: true,
+                    ..Operands::default()
+                };
+                let (a, va) = self.vector_value(a, lane, group, &mut arms);
+                let (b, vb) = self.vector_value(b, lane, group, &mut arms);
                 // Both arms must have the vector type: a scalar arm is broadcast.
                 let arm = |s: String, v: bool| {
                     if v {
@@ -844,7 +859,8 @@ impl Gen<'_> {
                         format!("((th_vf){{0}} + {s})")
                     }
                 };
-                (format!("({c} ? {} : {})", arm(a, va), arm(b, vb)), true)
+                let select = format!("({c} ? {} : {})", arm(a, va), arm(b, vb));
+                (ops.name(self, "th_vf", select), true)
             }
             _ => unreachable!("vector_form admits loads, negation, arithmetic and selects"),
         }
