@@ -202,6 +202,55 @@ fn integer_schedules_are_exact() {
     }
 }
 
+/// Integer sums of one product per lane (a depthwise window, a sum too short for the dot
+/// product) in whole vectors of the target's width, a half or a quarter of it: some schedule
+/// of each writes an integer register tile, and every kernel matches the reference exactly
+/// (requantized ones within one unit).
+#[test]
+fn integer_register_tiles_are_exact() {
+    const TILED: &[&str] = &[
+        "depthwise_conv2d_nhwc(n=1,h=7,w=9,c=32,kh=3,kw=3,pad=1,bias=1,relu=1,dtype=u8i8)",
+        "depthwise_conv2d_nhwc(n=1,h=9,w=8,c=32,kh=3,kw=3,stride=2,pad=1,dtype=i8i8)",
+        "depthwise_conv2d_nhwc(n=1,h=6,w=6,c=48,kh=5,kw=5,pad=2,bias=1,dtype=u8i8,out_dtype=u8)",
+        "matmul(m=4,n=32,k=7,dtype=u8i8)",
+        // Channels that fill only half or a quarter of a 16-lane vector.
+        "depthwise_conv2d_nhwc(n=1,h=5,w=7,c=24,kh=3,kw=3,pad=1,dtype=u8i8)",
+        "depthwise_conv2d_nhwc(n=1,h=6,w=5,c=20,kh=3,kw=3,stride=2,pad=1,bias=1,dtype=i8i8,out_dtype=i8)",
+    ];
+    let target = Target::detect();
+    let ctx = AnnotateContext::for_target(&target);
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+    for (n, spec) in TILED.iter().enumerate() {
+        let task = OpSpec::parse(spec).unwrap().task().unwrap();
+        let mut schedules = drawn(&task, &ctx, n as u64, 3);
+        let mut sampler = RandomSampler::new(&task.dag, &target, n as u64);
+        schedules.extend((0..4).map(|_| sampler.sample()));
+        let tiled = schedules
+            .iter()
+            .filter(|s| {
+                codegen::generate_with(&task.dag, s, &target, &task.lower_options())
+                    .unwrap()
+                    .source
+                    .contains("th_vint")
+            })
+            .count();
+        assert!(
+            tiled > 0,
+            "{spec}: no integer tile among {} schedules",
+            schedules.len()
+        );
+        for (s, r) in schedules.iter().zip(measurer.measure(&task, &schedules)) {
+            assert_eq!(
+                r.error,
+                ErrorCode::NoError,
+                "{spec}: {}\nschedule: {}",
+                r.error_msg,
+                s.to_json()
+            );
+        }
+    }
+}
+
 /// The reference is exact and so is the check: the right kernel passes, one unit off in one
 /// element fails, naming the element.
 #[test]

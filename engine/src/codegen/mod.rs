@@ -24,6 +24,7 @@
 mod args;
 mod dot;
 mod hreduce;
+mod itile;
 mod lanes;
 mod masked;
 mod names;
@@ -187,6 +188,14 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         Some(ins) => dot::dot_tiles(func, ins.widths(), regtile::max_tile_vectors(registers)),
         None => HashMap::new(),
     };
+    // Integer sums the dot tiles do not take, as integer register tiles.
+    let int_tiles = if vectors {
+        HashMap::new()
+    } else {
+        let mut t = itile::int_tiles(func, lanes, regtile::max_tile_vectors(registers));
+        t.retain(|k, _| !dots.contains_key(k));
+        t
+    };
     let shares = tiles
         .iter()
         .filter_map(|(&k, t)| window::plan(t, lanes, registers).map(|w| (k, w)))
@@ -209,7 +218,12 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         },
         bases: accumulator_bases(
             &func.body,
-            &tiles.keys().chain(dots.keys()).copied().collect(),
+            &tiles
+                .keys()
+                .chain(dots.keys())
+                .chain(int_tiles.keys())
+                .copied()
+                .collect(),
         ),
         base_names: HashMap::new(),
         lanes,
@@ -217,6 +231,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         pin,
         tiles,
         dots,
+        int_tiles,
         dot_instruction,
         shares,
         tile_init: HashMap::new(),
@@ -297,6 +312,12 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         });
     }
     g.stmts(&func.body);
+    let mut int_widths: Vec<i64> = g.int_tiles.values().map(|t| t.width).collect();
+    int_widths.sort_unstable_by(|a, b| b.cmp(a));
+    int_widths.dedup();
+    for w in int_widths {
+        header.push_str(&itile::helpers(w));
+    }
     if let Some(ins) = dot_instruction {
         let mut widths: Vec<i64> = g.dots.values().map(|t| t.width).collect();
         widths.sort_unstable_by(|a, b| b.cmp(a));

@@ -33,6 +33,8 @@ pub(super) struct Gen<'a> {
     pub(super) tiles: HashMap<*const Stmt, RegTile<'a>>,
     /// Dot tiles likewise (see [`super::dot`]).
     pub(super) dots: HashMap<*const Stmt, super::dot::DotTile<'a>>,
+    /// Integer register tiles likewise (see [`super::itile`]).
+    pub(super) int_tiles: HashMap<*const Stmt, super::itile::IntTile<'a>>,
     /// The dot-product instruction the dot tiles are written for.
     pub(super) dot_instruction: Option<super::dot::Instruction>,
     /// The column-shared form of the tiles that qualify (see [`super::window`]), planned once.
@@ -263,6 +265,11 @@ impl Gen<'_> {
         if let (Some(t), Some(ins)) = (self.dots.get(&key).cloned(), self.dot_instruction) {
             self.inner = None;
             self.dot_tile(&t, ins);
+            return;
+        }
+        if let Some(t) = self.int_tiles.get(&key).cloned() {
+            self.inner = None;
+            self.int_tile(&t);
             return;
         }
         if let Some(t) = self.tiles.get(&key).cloned() {
@@ -643,7 +650,14 @@ pub(super) struct Operands {
 }
 
 impl Operands {
-    fn name(&mut self, g: &mut Gen<'_>, ty: &'static str, expr: String) -> String {
+    /// Operands written where they are used, unnamed (the arms of a select).
+    pub(super) fn inline() -> Operands {
+        Operands {
+            inline: true,
+            ..Operands::default()
+        }
+    }
+    pub(super) fn name(&mut self, g: &mut Gen<'_>, ty: &'static str, expr: String) -> String {
         if self.inline {
             return expr;
         }
