@@ -1,19 +1,20 @@
 //! Integer register tiles: an i32 sum whose nest is a register tile's (`regtile`: a band of
 //! reduction loops around a small tile of space loops, the vector loop last) gets its
 //! accumulators as named integer vectors across the band, its 8-bit operands widened to i32
-//! lanes as they are loaded (`__builtin_convertvector`).
+//! lanes as they are loaded (`vpmovzxbd` / `vpmovsxbd` on x86, see `helpers`).
 //!
 //! The sums the dot tiles take (`dot`) multiply 4 bytes per lane; a depthwise convolution's
 //! window sums no channels, so its products are one per lane, and plain C left its
-//! accumulators in memory: every product loaded and stored its accumulator, and its padded
-//! window was read as i32. MobileNetV2's integer depthwise layers ran at 22-31 GOP/s that way
-//! (docs/experiments/2026-12-04-dot-narrow-width.md).
+//! accumulators in memory: every product loaded and stored its accumulator. MobileNetV2's
+//! integer depthwise layers ran at 15-31 GOP/s that way, 26-68 with these tiles
+//! (docs/experiments/2026-12-04-integer-tiles.md).
 //!
 //! A tile qualifies when it is a register tile of a sum into an i32 buffer, its vector loop
 //! whole vectors of the target's width or of a half or quarter of it (at least 4 lanes: 24 or
-//! 120 channels on AVX-512 are 8-lane vectors), and its value `+`, `-`, `*`, negation, integer constants, selects on
-//! lane-invariant conditions (inlined padding, its arms read only where the condition holds),
-//! and loads of u8, i8 or i32 tensors, contiguous along the lane or the same in every lane.
+//! 120 channels on AVX-512 are 8-lane vectors), and its value `+`, `-`, `*`, negation, integer
+//! constants, selects on lane-invariant conditions (inlined padding, its arms read only where
+//! the condition holds), and loads of u8, i8 or i32 tensors, contiguous along the lane or the
+//! same in every lane.
 
 use super::lanes::{cond_uses, lane_coef, uses};
 use super::regtile::{RegTile, map_lins, register_tiles, tile_points};
