@@ -15,7 +15,8 @@
 //! (stride-2 window tiles whose columns share their loads: pooling, depthwise convolution),
 //! `vreduce` (which loops reduce into one element), `hreduce` (those loops in vectors and a
 //! horizontal tree), `dot` (integer sums of 8-bit products in dot-product instructions),
-//! `itile` (the other integer sums' register tiles, 8-bit operands widened as loaded), `names` (C identifiers), `args` (the kernel's arguments).
+//! `itile` (the other integer sums' register tiles, 8-bit operands widened as loaded),
+//! `names` (C identifiers), `args` (the kernel's arguments).
 //!
 //! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
@@ -312,17 +313,18 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         });
     }
     g.stmts(&func.body);
-    let mut int_widths: Vec<i64> = g.int_tiles.values().map(|t| t.width).collect();
-    int_widths.sort_unstable_by(|a, b| b.cmp(a));
-    int_widths.dedup();
-    for w in int_widths {
+    // The helpers of each vector width the integer and dot tiles used, widest first.
+    let widths = |w: &mut dyn Iterator<Item = i64>| {
+        let mut w: Vec<i64> = w.collect();
+        w.sort_unstable_by(|a, b| b.cmp(a));
+        w.dedup();
+        w
+    };
+    for w in widths(&mut g.int_tiles.values().map(|t| t.width)) {
         header.push_str(&itile::helpers(w));
     }
     if let Some(ins) = dot_instruction {
-        let mut widths: Vec<i64> = g.dots.values().map(|t| t.width).collect();
-        widths.sort_unstable_by(|a, b| b.cmp(a));
-        widths.dedup();
-        for w in widths {
+        for w in widths(&mut g.dots.values().map(|t| t.width)) {
             header.push_str(&dot::helpers(ins, w));
         }
     }
