@@ -426,4 +426,36 @@ mod tests {
             .fold(f32::NEG_INFINITY, f32::max);
         assert_eq!(out[0][0], f64::from(want));
     }
+
+    /// The compared forms pad with the type's least value: every output of an NHWC max pool is
+    /// the max of the data its window covers, padding ignored, negative i8 maxima included.
+    #[test]
+    fn compared_max_pool_ignores_the_padding() {
+        use crate::ir::{DType, InputData};
+        let (h, w, c) = (5, 4, 3);
+        for (dtype, t) in [("i8", DType::I8), ("u8", DType::U8)] {
+            let spec = format!(
+                "max_pool2d_nhwc(n=1,h={h},w={w},c={c},kh=3,kw=3,stride=1,pad=1,dtype={dtype})"
+            );
+            let out = outputs(&ops::build_op(&spec).unwrap());
+            let x = |y: i64, z: i64, ch: i64| {
+                let i = ((y * w + z) * c + ch) as u32;
+                data::input_of(0, i, t, InputData::Usual)
+            };
+            let mut negative = 0;
+            for (y, z, ch) in
+                (0..h).flat_map(|y| (0..w).flat_map(move |z| (0..c).map(move |ch| (y, z, ch))))
+            {
+                let want = (y - 1..=y + 1)
+                    .flat_map(|yy| (z - 1..=z + 1).map(move |zz| (yy, zz)))
+                    .filter(|&(yy, zz)| (0..h).contains(&yy) && (0..w).contains(&zz))
+                    .map(|(yy, zz)| x(yy, zz, ch))
+                    .fold(f64::NEG_INFINITY, f64::max);
+                negative += usize::from(want < 0.0);
+                assert_eq!(out[0][((y * w + z) * c + ch) as usize], want, "{spec}");
+            }
+            // The i8 data reach negative maxima, where a padding of 0 would show.
+            assert_eq!(negative > 0, t == DType::I8, "{spec}");
+        }
+    }
 }

@@ -202,6 +202,39 @@ fn integer_schedules_are_exact() {
     }
 }
 
+/// Max pools' compared forms (`dtype=u8|i8`): every stage keeps the data's 8-bit type, the
+/// padding is the type's least value (a window at a border whose data are all negative keeps
+/// its max, not 0), and every schedule drawn matches the reference.
+#[test]
+fn compared_max_pools_are_exact() {
+    let target = Target::detect();
+    let ctx = AnnotateContext::for_target(&target);
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+    for (n, spec) in [
+        "max_pool2d_nhwc(n=1,h=9,w=7,c=19,kh=3,kw=3,stride=2,pad=1,dtype=u8)",
+        "max_pool2d_nhwc(n=2,h=8,w=5,c=5,kh=2,kw=3,stride=1,pad=1,dilation=2,dtype=i8)",
+        "max_pool2d_nhwc(n=1,h=13,w=13,c=40,kh=3,kw=3,stride=2,pad=1,dtype=i8)",
+        "max_pool2d(n=1,c=3,h=7,w=6,kh=3,kw=3,stride=2,pad=1,dtype=i8)",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let task = OpSpec::parse(spec).unwrap().task().unwrap();
+        let schedules = drawn_and_sampled(&task, &ctx, &target, n as u64);
+        for s in &schedules {
+            let k = codegen::generate_with(&task.dag, s, &target, &task.lower_options()).unwrap();
+            assert!(
+                k.source.contains("int8_t* restrict")
+                    && !k.source.contains("float* restrict")
+                    && !k.source.contains("int32_t* restrict"),
+                "{spec}: a compared kernel keeps its 8-bit type\n{}",
+                k.source
+            );
+        }
+        all_pass(&mut measurer, &task, spec, &schedules);
+    }
+}
+
 /// Integer sums of one product per lane (a depthwise window, a sum too short for the dot
 /// product) in whole vectors of the target's width, a half or a quarter of it: some schedule
 /// of each writes an integer register tile, and every kernel matches the reference exactly

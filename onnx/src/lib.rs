@@ -14,7 +14,8 @@
 //!   model's anchors between `DequantizeLinear` and `QuantizeLinear`, in integer forms;
 //!   [`requantization`]: the constants a build gives such an anchor's kernel.
 //! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
-//!   as its layout-free inputs), when one fits; [`workload`]: as text form.
+//!   as its layout-free inputs), when one fits; [`workload`]: as text form; [`window`]: a
+//!   window operator's attributes as the library's window.
 //! - [`tasks`]: the deduplicated, weighted task list, and each group as a call of its task;
 //!   [`operand`]: where a call's inputs come from (a tensor, a folded batch norm).
 //! - [`error`]: what can be wrong with a model; [`reference`]: tract running it, the
@@ -35,6 +36,7 @@ pub mod reference;
 pub mod requantization;
 pub mod shapes;
 pub mod tasks;
+pub mod window;
 pub mod workload;
 
 pub use error::ImportError;

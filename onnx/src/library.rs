@@ -10,6 +10,7 @@
 use crate::fuse::Group;
 use crate::graph::{Graph, Node};
 use crate::operand::{Operand, Operands};
+use crate::window::window;
 use tunehub_engine::ops::{LayoutFree, OpSpec, OpSpecError};
 
 /// A library operator with the inputs the model has constant (`packed`), said explicitly: an
@@ -28,13 +29,14 @@ pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
     // graph may not have folded: a large one is left to run).
     let a = &g.nodes[group.anchor?];
     let constant_weight = group.quantized.is_some() || a.input(1).is_some_and(|w| g.is_constant(w));
-    let f32_spec = f32_spec(g, &group.in_f32(g), constant_weight)?;
+    let integer = group.quantized.is_some();
+    let f32_spec = f32_spec(g, &group.in_f32(g), constant_weight, integer)?;
     Some(match &group.quantized {
         None => f32_spec,
         Some(q) => f32_spec
             .and_then(|s| integer_layout(&s, q.data_zero_point))
             .and_then(|s| s.with_dtype(q.inputs))
-            .and_then(|s| s.with_out_dtype(Some(q.out))),
+            .and_then(|s| s.with_out_dtype((!q.compares()).then_some(q.out))),
     })
 }
 
@@ -42,7 +44,7 @@ pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
 /// where the data zero point moves its sums (the build folds `-zero_point * sum(weights)`
 /// into one), and a convolution in NHWC (the dot-product instructions sum 4 input channels
 /// at a time, which NCHW data do not hold side by side; the build transposes around it:
-/// [`output_perm`]).
+/// [`output_perm`]). A max pool runs in NHWC too, on the convolutions' results as they are.
 fn integer_layout(s: &OpSpec, data_zero_point: i64) -> Result<OpSpec, OpSpecError> {
     let param = |k: &str| s.param(k).unwrap_or(0);
     let depthwise = s.name() == "depthwise_conv2d_nchw";
@@ -62,6 +64,7 @@ fn integer_layout(s: &OpSpec, data_zero_point: i64) -> Result<OpSpec, OpSpecErro
     let name = match s.name() {
         "conv2d_nchw" => "conv2d_nhwc",
         "depthwise_conv2d_nchw" => "depthwise_conv2d_nhwc",
+        "max_pool2d" => "max_pool2d_nhwc",
         other => other,
     };
     let packed = s.layout_free_inputs();
@@ -101,13 +104,20 @@ pub fn explicit_padding(
 /// of the model's tensor is axis `perm[i]` of the kernel's output (a quantized convolution's
 /// NHWC result, copied back to NCHW).
 pub fn output_perm(spec: Option<&OpSpec>) -> Option<Vec<usize>> {
-    matches!(spec?.name(), "conv2d_nhwc" | "depthwise_conv2d_nhwc").then(|| vec![0, 3, 1, 2])
+    matches!(
+        spec?.name(),
+        "conv2d_nhwc" | "depthwise_conv2d_nhwc" | "max_pool2d_nhwc"
+    )
+    .then(|| vec![0, 3, 1, 2])
 }
 
+/// The spec of `group` in f32; `integer`: of a quantized anchor, whose max pool may pad (its
+/// padding is then its type's least value, which a stored DAG holds).
 fn f32_spec(
     g: &Graph,
     group: &Group,
     constant_weight: bool,
+    integer: bool,
 ) -> Option<Result<OpSpec, OpSpecError>> {
     let a = &g.nodes[group.anchor?];
     let members: Vec<&Node> = group.members.iter().map(|&m| &g.nodes[m]).collect();
@@ -183,7 +193,8 @@ fn f32_spec(
             let no_pad = a.ints("pads").is_none_or(|p| p.iter().all(|&p| p == 0));
             // The library's average counts padding, ONNX's default does not; the library's
             // padded max pool fills with -infinity, which a stored DAG (JSON) cannot hold.
-            if !members.is_empty() || a.int("ceil_mode").unwrap_or(0) != 0 || !no_pad {
+            let pads = no_pad || (max && integer);
+            if !members.is_empty() || a.int("ceil_mode").unwrap_or(0) != 0 || !pads {
                 return None;
             }
             let name = if max { "max_pool2d" } else { "avg_pool2d" };
@@ -278,6 +289,14 @@ fn quantized_operands(g: &Graph, a: &Node, q: &crate::quantized::Quantized) -> O
         anchor: a.name.clone(),
         part,
     };
+    if q.compares() {
+        // A max pool reads its data as the convolutions write it (`integer_layout`).
+        let Operand::Tensor { name } = behind(0) else {
+            unreachable!("behind() gives tensors")
+        };
+        let perm = vec![0, 2, 3, 1];
+        return vec![("data".into(), Operand::Transposed { name, perm })];
+    }
     let (data, weight) = match a.op.as_str() {
         "Conv" => ("data", "kernel"),
         "Gemm" => ("data", "weight"),
@@ -327,28 +346,6 @@ fn quantized_operands(g: &Graph, a: &Node, q: &crate::quantized::Quantized) -> O
     out.push(("scale".into(), part(QuantPart::Scale)));
     out.push(("zero_point".into(), part(QuantPart::ZeroPoint)));
     out
-}
-
-/// `kh`, `kw`, `stride`, `pad`, `dilation` when the window is the library's: symmetric pads,
-/// one stride and one dilation for both dimensions.
-fn window(n: &Node, kh: i64, kw: i64) -> Option<[(&'static str, i64); 5]> {
-    let one = |v: Option<Vec<i64>>, default: i64| -> Option<i64> {
-        match v {
-            None => Some(default),
-            Some(v) if !v.is_empty() && v.iter().all(|&x| x == v[0]) => Some(v[0]),
-            Some(_) => None,
-        }
-    };
-    let stride = one(n.ints("strides"), 1)?;
-    let pad = one(n.ints("pads"), 0)?;
-    let dilation = one(n.ints("dilations"), 1)?;
-    Some([
-        ("kh", kh),
-        ("kw", kw),
-        ("stride", stride),
-        ("pad", pad),
-        ("dilation", dilation),
-    ])
 }
 
 #[cfg(test)]

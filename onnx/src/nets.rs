@@ -341,8 +341,8 @@ fn qbias(b: &mut ModelBuilder, sx: f32, weight_scales: &[f32], seed: u64) -> Str
 /// A small QDQ model as onnxruntime.quantization writes one (static, per-channel weights): a stem
 /// whose data zero point is not 0 and which pads (its 6 channels and its padding filled with
 /// the zero point explicitly), an integer conv with bias and relu, a residual add between
-/// conversions, an integer depthwise conv whose padding holds its data's zero point, a max pool
-/// between conversions (f32), an integer 1x1 conv whose data zero point is folded into its
+/// conversions, an integer depthwise conv whose padding holds its data's zero point, a padded
+/// max pool between conversions of one scale (8-bit), an integer 1x1 conv whose data zero point is folded into its
 /// bias, a global pool, a Flatten of a quantized tensor, and a classifier whose data zero
 /// point is folded into its bias, with an i8 output.
 pub fn qdq_block() -> Vec<u8> {
@@ -369,7 +369,11 @@ pub fn qdq_block() -> Vec<u8> {
     let pool = b.node(
         "MaxPool",
         &[&dw],
-        vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+        vec![
+            ints("kernel_shape", &[3, 3]),
+            ints("strides", &[2, 2]),
+            pads(),
+        ],
     );
     let (_, pool) = b.qdq(&pool, "u8", 1.0 / 32.0, 3);
     let (w, _) = qweight(&mut b, &[5, 8, 1, 1], 0, 5);

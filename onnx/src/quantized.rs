@@ -8,6 +8,10 @@
 //! `QLinearMatMul`. The other `QuantizeLinear` and `DequantizeLinear` nodes convert between
 //! the quantized tensors and the f32 operators around them (a residual add, a pool).
 //!
+//! A `MaxPool` between a `DequantizeLinear` and a `QuantizeLinear` of one same scale and zero
+//! point is the 8-bit max pool (`dtype=u8|i8`), as ONNX Runtime's QDQ transformer runs it:
+//! dequantization is increasing, so the max commutes with it, and the quantization undoes it.
+//!
 //! An anchor is read so only when the integer form computes what the model says: 8-bit
 //! data, i8 weights with zero points 0 (symmetric, as the quantizer writes them), one scale
 //! and zero point for the data and the output, and a data zero point of 0 where there is no
@@ -15,6 +19,7 @@
 //! zero point: `library::explicit_padding`). Otherwise it stays f32, as tract runs it.
 
 use crate::graph::{Graph, Node};
+use crate::window::window;
 use tract_onnx::prelude::DatumType;
 use tunehub_engine::ir::DType;
 use tunehub_engine::ops::OpDType;
@@ -37,9 +42,20 @@ pub struct Quantized {
     pub members: Vec<usize>,
 }
 
+impl Quantized {
+    /// Whether the anchor compares its 8-bit data (a max pool) rather than summing products
+    /// that a requantization brings back to 8 bits.
+    pub fn compares(&self) -> bool {
+        matches!(self.inputs, OpDType::U8 | OpDType::I8)
+    }
+}
+
 /// Anchor `a` of `g` as a quantized anchor, when it is one.
 pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
     let n = &g.nodes[a];
+    if n.op == "MaxPool" {
+        return max_pool(g, n);
+    }
     if !matches!(n.op.as_str(), "Conv" | "MatMul" | "Gemm") {
         return None;
     }
@@ -88,6 +104,44 @@ pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
         }
         t = node.outputs.first()?.as_str();
     }
+}
+
+/// A quantized `MaxPool` (see the module docs), in the library's window.
+fn max_pool(g: &Graph, n: &Node) -> Option<Quantized> {
+    let k = n.ints("kernel_shape")?;
+    let [kh, kw] = k[..] else {
+        return None;
+    };
+    if n.int("ceil_mode").unwrap_or(0) != 0 || window(n, kh, kw).is_none() {
+        return None;
+    }
+    let data = producer(g, n.input(0)?).filter(|d| d.op == DEQUANTIZE)?;
+    if g.is_constant(data.input(0)?) {
+        return None;
+    }
+    let (zero_point, t) = (single(g, data)?, eight_bit(g, data)?);
+    let out = n.outputs.first()?.as_str();
+    let [c] = consumers(g, out)[..] else {
+        return None;
+    };
+    let q = g
+        .nodes
+        .get(c)
+        .filter(|q| q.op == QUANTIZE && q.input(0) == Some(out))?;
+    let same_scale = g.floats(q.input(1)?)? == g.floats(data.input(1)?)?;
+    if !same_scale || single(g, q)? != zero_point || eight_bit(g, q)? != t {
+        return None;
+    }
+    Some(Quantized {
+        inputs: if t == DType::U8 {
+            OpDType::U8
+        } else {
+            OpDType::I8
+        },
+        out: t,
+        data_zero_point: zero_point,
+        members: vec![c],
+    })
 }
 
 /// Per output of the model, in its order: the scale of the `DequantizeLinear` that computes

@@ -335,3 +335,54 @@ fn a_quantized_depthwise_convolution_runs_in_nhwc() {
         ]
     );
 }
+
+/// A max pool between conversions of one scale and zero point is the 8-bit max pool in NHWC
+/// (padded: its padding is the type's least value); with another scale after it, or an i8
+/// tensor quantized to u8, it stays f32.
+#[test]
+fn a_max_pool_between_one_scale_is_an_8bit_max_pool() {
+    let pool = |b: &mut ModelBuilder, x: &str| {
+        b.node(
+            "MaxPool",
+            &[x],
+            vec![
+                ints("kernel_shape", &[3, 3]),
+                ints("strides", &[2, 2]),
+                ints("pads", &[1, 1, 1, 1]),
+            ],
+        )
+    };
+    for (dtype, zero_point) in [("u8", 3), ("i8", -5)] {
+        let mut b = ModelBuilder::new();
+        let x = b.input_fixed("x", &[1, 6, 9, 7]);
+        let (xq, xd) = qdq(&mut b, &x, dtype, zero_point);
+        let p = pool(&mut b, &xd);
+        let (_, out) = qdq(&mut b, &p, dtype, zero_point);
+        b.output(&out);
+        let list = tasks_of(b);
+        assert_eq!(
+            specs_of(&list),
+            [format!(
+                "max_pool2d_nhwc(n=1,h=9,w=7,c=6,kh=3,kw=3,pad=1,dtype={dtype})"
+            )]
+        );
+        let call = &list.calls[0];
+        assert_eq!(call.output_perm, Some(vec![0, 3, 1, 2]));
+        let data = Operand::Transposed {
+            name: xq,
+            perm: vec![0, 2, 3, 1],
+        };
+        assert_eq!(call.operands, [("data".to_string(), data)]);
+    }
+    for (after, zero_point) in [("u8", 4), ("i8", 3)] {
+        let mut b = ModelBuilder::new();
+        let x = b.input_fixed("x", &[1, 6, 9, 7]);
+        let (_, xd) = qdq(&mut b, &x, "u8", 3);
+        let p = pool(&mut b, &xd);
+        let (_, out) = qdq(&mut b, &p, after, zero_point);
+        b.output(&out);
+        let list = tasks_of(b);
+        assert!(specs_of(&list).is_empty(), "{after} {zero_point}");
+        assert_eq!(list.tasks.len(), 1);
+    }
+}

@@ -3,7 +3,7 @@
 use crate::usage::emit;
 use std::fmt::Write;
 use std::process::ExitCode;
-use tunehub_engine::ops::{OPS, OpDef};
+use tunehub_engine::ops::{IntegerForm, OPS, OpDef};
 
 pub fn run() -> anyhow::Result<ExitCode> {
     emit(&render())?;
@@ -36,12 +36,18 @@ pub fn render() -> String {
                 .map_or_else(|| "required".to_string(), |d| format!("default {d}"));
             let _ = writeln!(out, "    {:width$}  {} ({default})", p.name, p.doc);
         }
-        if op.integer.is_some() {
-            let _ = writeln!(
-                out,
-                "    integer forms: dtype=u8i8|i8i8 (8-bit data and weights, i32 result), \
-                 out_dtype=u8|i8 (requantized)"
-            );
+        match op.integer {
+            Some(IntegerForm::Sum { .. }) => {
+                let _ = writeln!(
+                    out,
+                    "    integer forms: dtype=u8i8|i8i8 (8-bit data and weights, i32 result), \
+                     out_dtype=u8|i8 (requantized)"
+                );
+            }
+            Some(IntegerForm::Compare) => {
+                let _ = writeln!(out, "    integer forms: dtype=u8|i8 (8-bit, exact)");
+            }
+            None => {}
         }
         out.push('\n');
     }

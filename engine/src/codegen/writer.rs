@@ -515,13 +515,26 @@ impl Gen<'_> {
     /// even, saturated: `DType::quantize`), except a copy of its own type, which stays one.
     fn stored_value(&mut self, buf: usize, value: &VExpr) -> String {
         let dtype = self.dtype(buf);
-        let copy = matches!(value, VExpr::Load { buf: b, .. } if self.dtype(*b) == dtype);
+        let copy = self.moves(value, dtype);
         match dtype {
             DType::U8 | DType::I8 if !copy => {
                 let v = self.typed_value(value, false);
                 format!("th_q{}({v})", dtype.name())
             }
             _ => self.typed_value(value, dtype.is_int()),
+        }
+    }
+    /// Whether `e` only moves values of type `t` (a load of a `t` tensor, a constant in `t`'s
+    /// range, a select of those: a max pool's padded read), so that a `t` stage stores it in
+    /// integers, with nothing to round or saturate.
+    fn moves(&self, e: &VExpr, t: DType) -> bool {
+        match e {
+            VExpr::Load { buf, .. } => self.dtype(*buf) == t,
+            VExpr::Const(c) => t
+                .int_range()
+                .is_some_and(|(lo, hi)| c.fract() == 0.0 && (lo as f64..=hi as f64).contains(c)),
+            VExpr::Select(_, a, b) => self.moves(a, t) && self.moves(b, t),
+            _ => false,
         }
     }
     /// [`Gen::value`] of an integer stage (`int`) or an f32 one.

@@ -9,8 +9,10 @@
 //!   reference and every other implementation agree without relying on wrap-around.
 //! - An 8-bit stage requantizes, as ONNX's `QuantizeLinear` does: it computes its body in
 //!   f32, like an f32 stage, and stores it rounded to the nearest integer (ties to even) and
-//!   saturated to its type ([`DType::quantize`]). It does not reduce: a sum is an i32 stage's,
-//!   requantized by a stage after it.
+//!   saturated to its type ([`DType::quantize`]). It does not sum: a sum is an i32 stage's,
+//!   requantized by a stage after it. It may take a max or a min of values of its own type
+//!   (loads, constants in its range, selects of those: a max pool's integer form), which is
+//!   one of them, exact.
 //! - f16 is refused until it is generated.
 //!
 //! [`DType::quantize`]: super::DType::quantize
@@ -51,8 +53,13 @@ pub(super) fn check_stage(dag: &ComputeDag, s: &Stage) -> Result<(), String> {
         DType::F32 => Ok(()),
         DType::I8 | DType::U8 => match reduce {
             None => Ok(()),
-            Some(_) => Err(format!(
-                "a {} stage cannot reduce: reduce in an i32 stage and requantize after it",
+            Some(ReduceOp::Max | ReduceOp::Min) if moves(dag, body, s.dtype) => Ok(()),
+            Some(ReduceOp::Max | ReduceOp::Min) => Err(format!(
+                "a {} stage takes a max or min of {0} values only (loads, constants, selects)",
+                s.dtype.name()
+            )),
+            Some(ReduceOp::Sum) => Err(format!(
+                "a {} stage cannot sum: sum in an i32 stage and requantize after it",
                 s.dtype.name()
             )),
         },
@@ -74,6 +81,19 @@ pub(super) fn check_stage(dag: &ComputeDag, s: &Stage) -> Result<(), String> {
             Ok(())
         }
         DType::F16 => unreachable!("refused above"),
+    }
+}
+
+/// Whether `e` only moves values of type `t`: loads of `t` tensors, constants in its range,
+/// selects of those.
+fn moves(dag: &ComputeDag, e: &Expr, t: DType) -> bool {
+    match e {
+        Expr::Load(x, _) => dag.stages[*x].dtype == t,
+        Expr::Const(c) => t
+            .int_range()
+            .is_some_and(|(lo, hi)| c.fract() == 0.0 && (lo as f64..=hi as f64).contains(c)),
+        Expr::Select(_, a, b) => moves(dag, a, t) && moves(dag, b, t),
+        _ => false,
     }
 }
 
@@ -229,10 +249,16 @@ mod tests {
             ),
             "cannot compute exp",
         );
-        // An 8-bit stage requantizes elementwise; it does not sum. f16 is not generated yet.
+        // An 8-bit stage requantizes elementwise; it does not sum, it may take a max. f16 is
+        // not generated yet.
         refused(
             typed("matmul(4,4,4)", &[("A", U8), ("B", I8), ("C", I8)]),
-            "cannot reduce",
+            "cannot sum",
+        );
+        assert!(typed("max_pool2d(1,2,4,4)", &[("data", U8), ("max_pool", U8)]).is_ok());
+        refused(
+            typed("max_pool2d(1,2,4,4)", &[("data", I8), ("max_pool", U8)]),
+            "max or min of u8 values only",
         );
         assert!(typed("elementwise(4,4)", &[("a", I8), ("relu", U8)]).is_ok());
         refused(typed("matmul(4,4,4)", &[("A", F16)]), "f16");

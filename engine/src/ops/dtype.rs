@@ -7,6 +7,12 @@
 //! `vpdpbusd` (unsigned data, signed weights), `i8i8` aarch64's `sdot` and ONNX Runtime's
 //! default for QDQ models.
 //!
+//! A max pool's integer form (`dtype=u8` / `i8`, [`super::IntegerForm::Compare`]) compares
+//! and never sums: every stage keeps the data's type, exact, and the padding's -infinity is
+//! the type's least value. It is what ONNX Runtime runs for `MaxPool` between a
+//! `DequantizeLinear` and a `QuantizeLinear` of one scale and zero point: dequantization is
+//! increasing, so the max commutes with it.
+//!
 //! `out_dtype=u8` / `i8` requantizes the i32 result, as the `QuantizeLinear` after a
 //! quantized layer of a QDQ model does (and ONNX's `QLinearConv` / `QLinearMatMul`): one more
 //! stage, `requant[.., f, ..] = round(acc[.., f, ..] * scale[f]) + zero_point[0]`, stored
@@ -16,8 +22,9 @@
 //! Rounding comes before the zero point is added, as ONNX specifies and ONNX Runtime computes
 //! (`round(x + z)` and `round(x) + z` differ at ties when z is odd).
 
+use super::IntegerForm;
 use crate::ir::{
-    Affine, BinaryOp, ComputeDag, DType, DagError, Expr, InputData, Stage, StageKind, UnaryOp,
+    Affine, BinaryOp, ComputeDag, Cond, DType, DagError, Expr, InputData, Stage, StageKind, UnaryOp,
 };
 
 /// The element types of an operator's inputs.
@@ -29,16 +36,38 @@ pub enum OpDType {
     U8I8,
     /// i8 data and weights, i32 bias and result.
     I8I8,
+    /// u8 data compared, every stage u8.
+    U8,
+    /// i8 data compared, every stage i8.
+    I8,
 }
 
 impl OpDType {
-    pub const ALL: [OpDType; 3] = [OpDType::F32, OpDType::U8I8, OpDType::I8I8];
+    pub const ALL: [OpDType; 5] = [
+        OpDType::F32,
+        OpDType::U8I8,
+        OpDType::I8I8,
+        OpDType::U8,
+        OpDType::I8,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             OpDType::F32 => "f32",
             OpDType::U8I8 => "u8i8",
             OpDType::I8I8 => "i8i8",
+            OpDType::U8 => "u8",
+            OpDType::I8 => "i8",
+        }
+    }
+
+    /// Whether an operator whose integer forms are `form` has these types: f32 always, data
+    /// and weight types for a sum, a data type for a comparison.
+    pub fn fits(self, form: Option<IntegerForm>) -> bool {
+        match self {
+            OpDType::F32 => true,
+            OpDType::U8I8 | OpDType::I8I8 => matches!(form, Some(IntegerForm::Sum { .. })),
+            OpDType::U8 | OpDType::I8 => form == Some(IntegerForm::Compare),
         }
     }
 
@@ -46,12 +75,15 @@ impl OpDType {
         OpDType::ALL.into_iter().find(|d| d.name() == s)
     }
 
-    /// The data input's and the weight's types; `None` for f32.
+    /// The data input's and the weight's types of a summed form, the data's alone (twice) of
+    /// a compared one; `None` for f32.
     pub fn operands(self) -> Option<(DType, DType)> {
         match self {
             OpDType::F32 => None,
             OpDType::U8I8 => Some((DType::U8, DType::I8)),
             OpDType::I8I8 => Some((DType::I8, DType::I8)),
+            OpDType::U8 => Some((DType::U8, DType::U8)),
+            OpDType::I8 => Some((DType::I8, DType::I8)),
         }
     }
 }
@@ -62,6 +94,9 @@ pub(crate) fn retype(dag: ComputeDag, dtype: OpDType) -> Result<ComputeDag, DagE
     let Some((data, weight)) = dtype.operands() else {
         return Ok(dag);
     };
+    if matches!(dtype, OpDType::U8 | OpDType::I8) {
+        return compared(dag, data);
+    }
     let mut stages = dag.stages;
     let mut nth = 0;
     for s in &mut stages {
@@ -75,6 +110,47 @@ pub(crate) fn retype(dag: ComputeDag, dtype: OpDType) -> Result<ComputeDag, DagE
         };
     }
     ComputeDag::new(stages)
+}
+
+/// The compared form of `dag` in `t`: every stage `t`, each constant (a max pool's -infinity)
+/// clamped into `t`'s range.
+fn compared(dag: ComputeDag, t: DType) -> Result<ComputeDag, DagError> {
+    let (lo, hi) = t.int_range().expect("an 8-bit type");
+    let mut stages = dag.stages;
+    for s in &mut stages {
+        s.dtype = t;
+        if let StageKind::Compute { body, .. } = &mut s.kind {
+            *body = clamped(body, lo as f64, hi as f64);
+        }
+    }
+    ComputeDag::new(stages)
+}
+
+/// `e` with every constant clamped into `[lo, hi]`.
+fn clamped(e: &Expr, lo: f64, hi: f64) -> Expr {
+    let cl = |e: &Expr| Box::new(clamped(e, lo, hi));
+    match e {
+        Expr::Const(c) => Expr::Const(c.clamp(lo, hi)),
+        Expr::Index(_) | Expr::Load(..) => e.clone(),
+        Expr::Unary(op, a) => Expr::Unary(*op, cl(a)),
+        Expr::Binary(op, a, b) => Expr::Binary(*op, cl(a), cl(b)),
+        Expr::Select(c, a, b) => Expr::Select(Box::new(clamped_cond(c, lo, hi)), cl(a), cl(b)),
+    }
+}
+
+fn clamped_cond(c: &Cond, lo: f64, hi: f64) -> Cond {
+    let cl = |c: &Cond| Box::new(clamped_cond(c, lo, hi));
+    match c {
+        Cond::Index(..) => c.clone(),
+        Cond::Value(op, a, b) => Cond::Value(
+            *op,
+            Box::new(clamped(a, lo, hi)),
+            Box::new(clamped(b, lo, hi)),
+        ),
+        Cond::And(a, b) => Cond::And(cl(a), cl(b)),
+        Cond::Or(a, b) => Cond::Or(cl(a), cl(b)),
+        Cond::Not(a) => Cond::Not(cl(a)),
+    }
 }
 
 /// `dag` (an integer form, one output) with its output requantized to `out` (see the module

@@ -11,12 +11,13 @@
 //! - the operators by family, re-exported here: `matmul.rs` ([`matmul()`], [`batch_matmul`],
 //!   [`dense`]), `conv.rs` ([`conv2d_nchw`], [`conv2d_nhwc`], [`depthwise_conv2d_nchw`],
 //!   [`depthwise_conv2d_nhwc`]),
-//!   `pool.rs` ([`pool2d`]), `softmax.rs` ([`softmax()`]), `elementwise.rs`
+//!   `pool.rs` ([`pool2d`], [`pool2d_nhwc`]), `softmax.rs` ([`softmax()`]), `elementwise.rs`
 //!   ([`elementwise()`]).
 //! - [`syntax`]: the one tokenizer of `name(arg, key=value, ...)`, shared with shape ranges.
 //! - [`spec`]: [`OpSpec`], parsed once, printed canonically, built into a DAG or a task.
 //! - [`described`]: descriptions stored before `OpSpec` (the sugar, no default), read.
-//! - [`dtype`]: `dtype=`, the integer forms of the matrix products and convolutions.
+//! - [`dtype`]: `dtype=`, the integer forms of the matrix products and convolutions (summed)
+//!   and of the max pools (compared).
 
 mod builder;
 mod conv;
@@ -36,7 +37,7 @@ pub use described::split_layout_free;
 pub use dtype::OpDType;
 pub use elementwise::elementwise;
 pub use matmul::{batch_matmul, dense, matmul};
-pub use pool::{PoolKind, pool2d};
+pub use pool::{PoolKind, pool2d, pool2d_nhwc};
 pub use softmax::softmax;
 pub use spec::{LayoutFree, OpSpec, OpSpecError};
 pub use window::Window;
@@ -106,16 +107,19 @@ pub struct OpDef {
     build: Build,
 }
 
-/// What an operator's integer forms need to know of it.
-#[derive(Debug, Clone, Copy)]
-pub struct IntegerForm {
-    /// The output's axis of the weight's output channels: per-channel requantization scales
-    /// run along it.
-    pub channel_axis: usize,
+/// An operator's integer forms (see [`dtype`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntegerForm {
+    /// 8-bit data and weight summed in i32 (`dtype=u8i8|i8i8`), requantizable: the scales
+    /// run along the output's axis `channel_axis`, the weight's output channels.
+    Sum { channel_axis: usize },
+    /// 8-bit data compared, never summed (`dtype=u8|i8`, a max pool): every stage keeps the
+    /// data's type.
+    Compare,
 }
 
 const fn channels(channel_axis: usize) -> Option<IntegerForm> {
-    Some(IntegerForm { channel_axis })
+    Some(IntegerForm::Sum { channel_axis })
 }
 
 fn win(p: &BTreeMap<&'static str, i64>) -> Window {
@@ -134,6 +138,14 @@ const CONV_WIN: [Param; 5] = [
     opt("stride", 1, "stride (both dims)"),
     opt("pad", 0, "zero padding (both dims)"),
     opt("dilation", 1, "dilation (both dims)"),
+];
+
+const POOL_WIN: [Param; 5] = [
+    opt("kh", 2, "window height"),
+    opt("kw", 2, "window width"),
+    opt("stride", 2, "stride"),
+    opt("pad", 0, "padding"),
+    opt("dilation", 1, "dilation"),
 ];
 
 /// Every library operator.
@@ -316,16 +328,35 @@ pub const OPS: &[OpDef] = &[
             req("c", "channels"),
             req("h", "input height"),
             req("w", "input width"),
-            opt("kh", 2, "window height"),
-            opt("kw", 2, "window width"),
-            opt("stride", 2, "stride"),
-            opt("pad", 0, "padding"),
-            opt("dilation", 1, "dilation"),
+            POOL_WIN[0],
+            POOL_WIN[1],
+            POOL_WIN[2],
+            POOL_WIN[3],
+            POOL_WIN[4],
         ],
         inputs: &[input("data")],
         constant_weight: None,
-        integer: None,
+        integer: Some(IntegerForm::Compare),
         build: |p| pool2d(PoolKind::Max, p["n"], p["c"], p["h"], p["w"], win(p)),
+    },
+    OpDef {
+        name: "max_pool2d_nhwc",
+        doc: "max pooling, NHWC",
+        params: &[
+            req("n", "batch"),
+            req("h", "input height"),
+            req("w", "input width"),
+            req("c", "channels"),
+            POOL_WIN[0],
+            POOL_WIN[1],
+            POOL_WIN[2],
+            POOL_WIN[3],
+            POOL_WIN[4],
+        ],
+        inputs: &[input("data")],
+        constant_weight: None,
+        integer: Some(IntegerForm::Compare),
+        build: |p| pool2d_nhwc(PoolKind::Max, p["n"], p["h"], p["w"], p["c"], win(p)),
     },
     OpDef {
         name: "avg_pool2d",
@@ -335,11 +366,11 @@ pub const OPS: &[OpDef] = &[
             req("c", "channels"),
             req("h", "input height"),
             req("w", "input width"),
-            opt("kh", 2, "window height"),
-            opt("kw", 2, "window width"),
-            opt("stride", 2, "stride"),
-            opt("pad", 0, "padding"),
-            opt("dilation", 1, "dilation"),
+            POOL_WIN[0],
+            POOL_WIN[1],
+            POOL_WIN[2],
+            POOL_WIN[3],
+            POOL_WIN[4],
         ],
         inputs: &[input("data")],
         constant_weight: None,
@@ -461,6 +492,7 @@ mod tests {
         for op in [
             "batch_matmul",
             "max_pool2d",
+            "max_pool2d_nhwc",
             "avg_pool2d",
             "softmax",
             "elementwise",

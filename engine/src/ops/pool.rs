@@ -1,8 +1,8 @@
-//! 2-D pooling (max and average), NCHW.
+//! 2-D pooling (max and average), NCHW and NHWC.
 
 use super::builder::{DagBuilder, ld, mul};
 use super::window::{Window, padded};
-use crate::ir::{ComputeDag, DagError, Expr, ReduceOp};
+use crate::ir::{Affine, ComputeDag, DagError, Expr, ReduceOp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PoolKind {
@@ -19,6 +19,34 @@ pub fn pool2d(
     w: i64,
     win: Window,
 ) -> Result<ComputeDag, DagError> {
+    let (oh, ow) = win.output(h, w)?;
+    pool(kind, [n, c_in, h, w], [n, c_in, oh, ow], (2, 3), win)
+}
+
+/// 2-D pooling, NHWC (channels innermost, as a quantized convolution writes them): the same
+/// computation as [`pool2d`] with the axes in that order.
+pub fn pool2d_nhwc(
+    kind: PoolKind,
+    n: i64,
+    h: i64,
+    w: i64,
+    c_in: i64,
+    win: Window,
+) -> Result<ComputeDag, DagError> {
+    let (oh, ow) = win.output(h, w)?;
+    pool(kind, [n, h, w, c_in], [n, oh, ow, c_in], (1, 2), win)
+}
+
+/// A pool over the spatial axes `(hd, wd)` of `shape`: the output's point `x` (then the window's
+/// row and column, axes 4 and 5) reads its input at `x` with those two axes moved by the
+/// window.
+fn pool(
+    kind: PoolKind,
+    shape: [i64; 4],
+    out: [i64; 4],
+    (hd, wd): (usize, usize),
+    win: Window,
+) -> Result<ComputeDag, DagError> {
     let Window {
         kh,
         kw,
@@ -26,47 +54,28 @@ pub fn pool2d(
         pad,
         dilation,
     } = win;
-    let (oh, ow) = win.output(h, w)?;
     let mut b = DagBuilder::new();
-    let data = b.placeholder("data", &[n, c_in, h, w]);
+    let data = b.placeholder("data", &shape);
+    // An integer form (`dtype=u8|i8`) takes the type's least value for -infinity.
     let fill = if kind == PoolKind::Max {
         f64::NEG_INFINITY
     } else {
         0.0
     };
-    let src = padded(&mut b, data, 2, 3, pad, fill);
-    let op = if kind == PoolKind::Max {
-        ReduceOp::Max
-    } else {
-        ReduceOp::Sum
+    let src = padded(&mut b, data, hd, wd, pad, fill);
+    let (op, name) = match kind {
+        PoolKind::Max => (ReduceOp::Max, "max_pool"),
+        PoolKind::Avg => (ReduceOp::Sum, "pool_sum"),
     };
-    let name = if kind == PoolKind::Max {
-        "max_pool"
-    } else {
-        "pool_sum"
-    };
-    let red = b.reduce(
-        name,
-        &[n, c_in, oh, ow],
-        &[("ry", kh), ("rx", kw)],
-        Some(op),
-        |x| {
-            ld(
-                src,
-                &[
-                    x[0].clone(),
-                    x[1].clone(),
-                    x[2].scale(stride).add(&x[4].scale(dilation)),
-                    x[3].scale(stride).add(&x[5].scale(dilation)),
-                ],
-            )
-        },
-    );
+    let red = b.reduce(name, &out, &[("ry", kh), ("rx", kw)], Some(op), |x| {
+        let mut idx: Vec<Affine> = x[..4].to_vec();
+        idx[hd] = x[hd].scale(stride).add(&x[4].scale(dilation));
+        idx[wd] = x[wd].scale(stride).add(&x[5].scale(dilation));
+        ld(src, &idx)
+    });
     if kind == PoolKind::Avg {
         let inv = 1.0 / (kh * kw) as f64;
-        b.compute("avg_pool", &[n, c_in, oh, ow], |x| {
-            mul(ld(red, x), Expr::Const(inv))
-        });
+        b.compute("avg_pool", &out, |x| mul(ld(red, x), Expr::Const(inv)));
     }
     b.finish()
 }

@@ -19,7 +19,7 @@
 
 use super::dtype::{OpDType, requantize, retype};
 use super::syntax;
-use super::{MAX_PARAM, OPS, OpDef, find_op};
+use super::{IntegerForm, MAX_PARAM, OPS, OpDef, find_op};
 use crate::ir::{ComputeDag, DType, DagError};
 use crate::task::{Task, WorkloadOptions};
 use std::collections::BTreeMap;
@@ -115,10 +115,17 @@ fn parse_dtype(op: &OpDef, value: &str) -> Result<OpDType, OpSpecError> {
             OpDType::ALL.map(OpDType::name).join(", ")
         ))
     })?;
-    if d != OpDType::F32 && op.integer.is_none() {
-        return Err(err(format!("{} has no integer form", op.name)));
+    match op.integer {
+        _ if d.fits(op.integer) => Ok(d),
+        None => Err(err(format!("{} has no integer form", op.name))),
+        Some(IntegerForm::Sum { .. }) => Err(err(format!(
+            "{} sums a data input and a weight: say u8i8 or i8i8",
+            op.name
+        ))),
+        Some(IntegerForm::Compare) => {
+            Err(err(format!("{} compares one input: say u8 or i8", op.name)))
+        }
     }
-    Ok(d)
 }
 
 /// `value` as an output type: `i32` (the default: `None`), `u8` or `i8` (requantized).
@@ -141,7 +148,7 @@ fn check_out_dtype(
     out_dtype: Option<DType>,
 ) -> Result<(), OpSpecError> {
     match out_dtype {
-        Some(t) if dtype == OpDType::F32 => Err(OpSpecError::DType {
+        Some(t) if !matches!(dtype, OpDType::U8I8 | OpDType::I8I8) => Err(OpSpecError::DType {
             op: op.name.into(),
             msg: format!(
                 "{OUT_DTYPE}={} requantizes an integer form: say {DTYPE}=u8i8 or i8i8 too",
@@ -530,7 +537,9 @@ impl OpSpec {
     pub fn dag(&self) -> Result<ComputeDag, DagError> {
         let dag = retype(self.op.build(&self.params)?, self.dtype)?;
         match (self.out_dtype, self.op.integer) {
-            (Some(out), Some(form)) => requantize(dag, out, form.channel_axis),
+            (Some(out), Some(IntegerForm::Sum { channel_axis })) => {
+                requantize(dag, out, channel_axis)
+            }
             _ => Ok(dag),
         }
     }
@@ -966,7 +975,11 @@ mod tests {
             ]
         );
         for op in OPS.iter().filter(|o| o.integer.is_some()) {
-            let text = crate::ops::tests::small_spec(op).replace(')', ",dtype=i8i8)");
+            let dtype = match op.integer {
+                Some(IntegerForm::Compare) => "i8",
+                _ => "i8i8",
+            };
+            let text = crate::ops::tests::small_spec(op).replace(')', &format!(",dtype={dtype})"));
             let dag = spec(&text).dag().unwrap();
             assert!(dag.stages.iter().all(|s| s.dtype.is_int()), "{text}");
         }
@@ -988,6 +1001,12 @@ mod tests {
             ("matmul(8,8,8,layout_fre=B)", "options: layout_free, dtype"),
             ("matmul(8,8,8,dtype=i4)", "unknown input types 'i4'"),
             ("softmax(8,8,dtype=u8i8)", "softmax has no integer form"),
+            ("max_pool2d(1,8,8,8,dtype=u8i8)", "say u8 or i8"),
+            ("matmul(8,8,8,dtype=u8)", "say u8i8 or i8i8"),
+            (
+                "max_pool2d(1,8,8,8,dtype=u8,out_dtype=u8)",
+                "say dtype=u8i8 or i8i8",
+            ),
             ("matmul(8,8,8,dtype=u8i8,dtype=f32)", "given twice"),
             ("nosuch(1)", "unknown operator"),
         ] {
