@@ -318,9 +318,10 @@ impl Lowering<'_> {
         out_shape: &[i64],
     ) -> Option<Vec<usize>> {
         let g = self.g;
+        // A chain between conversions ends in its `QuantizeLinear` (`Group::eight_bit`).
         if !nodes
             .iter()
-            .all(|&i| classify(g, &g.nodes[i]) == Class::Elementwise)
+            .all(|&i| g.nodes[i].op == QUANTIZE || classify(g, &g.nodes[i]) == Class::Elementwise)
         {
             return None;
         }

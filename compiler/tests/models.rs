@@ -315,14 +315,15 @@ fn a_qdq_model_runs_as_tract_does() {
     let lib = build_and_check(&bytes, "qdq", dir.path());
     let m = &lib.manifest;
     // The first conv (its padding holds the data's zero point 128), the second, the
-    // depthwise one, the max pool, the 1x1 conv with its data zero point folded, the
-    // classifier.
+    // residual add between conversions (8-bit in, 8-bit out), the depthwise one, the max
+    // pool, the 1x1 conv with its data zero point folded, the classifier.
     let labels: Vec<&str> = m.tasks.iter().map(|t| t.label.as_str()).collect();
     let integer = labels
         .iter()
         .filter(|l| l.contains("QuantizeLinear"))
         .count();
-    assert_eq!(integer, 6, "{labels:#?}");
+    assert_eq!(integer, 7, "{labels:#?}");
+    assert!(labels.iter().any(|l| l.starts_with("Add+QuantizeLinear")));
     assert!(
         m.tasks.iter().any(|t| t.symbol.contains("max_pool2d_nhwc")),
         "{labels:#?}"

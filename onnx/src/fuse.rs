@@ -1,11 +1,12 @@
 //! Grouping nodes into tasks as Ansor's task extraction does (TVM's operator fusion): each
 //! anchor takes the elementwise nodes after it as its epilogue (a bias, a batch norm folded at
 //! inference, relu or clip, a residual add, GELU's erf chain), as long as one tensor leaves
-//! the group; elementwise nodes no anchor took become groups of their own.
+//! the group; elementwise nodes no anchor took become groups of their own (one between a QDQ
+//! model's conversions takes its `QuantizeLinear` too: `quantized::quantized_chain`).
 
 use crate::classify::Class;
 use crate::graph::Graph;
-use crate::quantized::{Quantized, quantized};
+use crate::quantized::{Quantized, quantized, quantized_chain};
 use std::collections::{HashMap, HashSet};
 
 /// A group of nodes that becomes one task.
@@ -19,6 +20,10 @@ pub struct Group {
     pub output: String,
     /// A QDQ model's quantized anchor: its members are a `Relu` and the `QuantizeLinear`.
     pub quantized: Option<Quantized>,
+    /// An elementwise chain between conversions (`quantized::quantized_chain`): it reads the
+    /// 8-bit tensors behind its `DequantizeLinear` inputs, and its last member is the
+    /// `QuantizeLinear` it writes.
+    pub eight_bit: bool,
 }
 
 impl Group {
@@ -64,10 +69,16 @@ pub fn groups(g: &Graph, classes: &[Class]) -> Vec<Group> {
                 continue;
             };
             let q = pass_anchors.then(|| quantized(g, i)).flatten();
-            let members = match &q {
+            let mut members = match &q {
                 Some(q) => q.members.clone(),
                 None => f.grow(i, shape, &claimed),
             };
+            let chain: Vec<usize> = std::iter::once(i).chain(members.iter().copied()).collect();
+            let quantizer = (!pass_anchors)
+                .then(|| quantized_chain(g, &chain))
+                .flatten()
+                .filter(|&q| !claimed[q]);
+            members.extend(quantizer);
             claimed[i] = true;
             for &m in &members {
                 claimed[m] = true;
@@ -84,6 +95,7 @@ pub fn groups(g: &Graph, classes: &[Class]) -> Vec<Group> {
                 members,
                 output,
                 quantized: q,
+                eight_bit: quantizer.is_some(),
             });
         }
     }

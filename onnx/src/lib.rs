@@ -11,7 +11,8 @@
 //! - [`classify`]: anchor, elementwise, glue or unsupported, per operator; [`operands`]: a
 //!   matrix product whose operand shapes do not multiply, named.
 //! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains); [`quantized`]: a QDQ
-//!   model's anchors between `DequantizeLinear` and `QuantizeLinear`, in integer forms;
+//!   model's anchors and elementwise chains between `DequantizeLinear` and `QuantizeLinear`,
+//!   in integer forms;
 //!   [`requantization`]: the constants a build gives such an anchor's kernel.
 //! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
 //!   as its layout-free inputs), when one fits; [`workload`]: as text form; [`window`]: a

@@ -144,6 +144,52 @@ fn max_pool(g: &Graph, n: &Node) -> Option<Quantized> {
     })
 }
 
+/// The `QuantizeLinear` that ends an elementwise chain `nodes` (in graph order) between
+/// conversions, when it is one: every activation the chain reads from outside is dequantized
+/// from an 8-bit tensor with one scale and zero point, and its result is read by that
+/// `QuantizeLinear` alone (one scale and zero point). Its task reads the 8-bit tensors and
+/// writes the quantized one, the conversions folded in, as ONNX Runtime's `QLinearAdd` (a
+/// residual add) and `QLinearMul` do.
+pub fn quantized_chain(g: &Graph, nodes: &[usize]) -> Option<usize> {
+    let inside = |t: &str| {
+        nodes
+            .iter()
+            .any(|&i| g.nodes[i].outputs.iter().any(|o| o == t))
+    };
+    let mut dequantized = 0;
+    for &i in nodes {
+        for t in g.nodes[i].inputs.iter().filter(|t| !t.is_empty()) {
+            if inside(t) || g.is_constant(t) {
+                continue;
+            }
+            let d = producer(g, t).filter(|d| d.op == DEQUANTIZE)?;
+            single(g, d)?;
+            eight_bit(g, d)?;
+            dequantized += 1;
+        }
+    }
+    let out = g.nodes[*nodes.last()?].outputs.first()?.as_str();
+    let [c] = consumers(g, out)[..] else {
+        return None;
+    };
+    let q = g
+        .nodes
+        .get(c)
+        .filter(|q| q.op == QUANTIZE && q.input(0) == Some(out))?;
+    single(g, q)?;
+    eight_bit(g, q)?;
+    (dequantized > 0).then_some(c)
+}
+
+/// The 8-bit tensor, type, scale and zero point behind `t`, when one `DequantizeLinear` with
+/// one scale and zero point computes `t` from an activation.
+pub fn dequantized_from<'g>(g: &'g Graph, t: &str) -> Option<(&'g str, DType, f32, i64)> {
+    let d = producer(g, t).filter(|d| d.op == DEQUANTIZE)?;
+    let q = d.input(0).filter(|q| !g.is_constant(q))?;
+    let scale = *g.floats(d.input(1)?)?.first()?;
+    Some((q, eight_bit(g, d)?, scale, single(g, d)?))
+}
+
 /// Per output of the model, in its order: the scale of the `DequantizeLinear` that computes
 /// it, one per tensor (a QDQ model's logits), else `None`. Such an output is a count of
 /// these quanta: a tie rounded the other way anywhere upstream moves it by a whole one.

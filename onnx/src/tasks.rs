@@ -25,7 +25,8 @@ pub struct NetTask {
     pub op_spec: Option<OpSpec>,
     /// The computation in tunehub's text form (its first line a comment: the label); the
     /// workload itself when there is no `op_spec`. For an integer form (a QDQ model's anchor),
-    /// the f32 computation in the model's layout: the text form has no integer types.
+    /// the f32 computation in the model's layout, which its op spec retypes; a chain between
+    /// conversions says its 8-bit types (`input u8 T[...]`).
     pub expr: String,
     /// Inputs that are constant weights: packed once, outside the timed kernel (for a library
     /// operator, its spec's).
@@ -170,7 +171,7 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
             .transpose()
             .map_err(|e| invalid(e.to_string(), &generated.expr))?;
         if group.quantized.is_some() && spec.is_none() {
-            // The text form has no integer types: the f32 text would tune another computation.
+            // Its text is the f32 computation: it would tune another one.
             let reason = "a quantized operator with no integer form in the library (its window \
                           or epilogue is not the library's)";
             skip(strict, &mut skipped, first, reason.into())?;

@@ -7,8 +7,10 @@ use crate::error::ImportError;
 use crate::fuse::Group;
 use crate::graph::{Graph, Node};
 use crate::operand::{Operand, Operands};
+use crate::quantized::{QUANTIZE, dequantized_from, eight_bit, single};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use tunehub_engine::ir::DType;
 
 /// A group's workload.
 #[derive(Debug, Clone)]
@@ -22,9 +24,9 @@ pub struct Generated {
 pub fn generate(g: &Graph, group: &Group) -> Result<Generated, ImportError> {
     // A matrix product is first written over its rows flattened (one 2-D loop nest, as a
     // dense layer is); an epilogue operand that does not fit that view gets the batched form.
-    match Gen::new(g).group(group, true) {
+    match Gen::new(g, group).group(group, true) {
         Ok(r) => Ok(r),
-        Err(_) => Gen::new(g).group(group, false),
+        Err(_) => Gen::new(g, group).group(group, false),
     }
 }
 
@@ -44,6 +46,10 @@ struct Anchor {
 
 struct Gen<'g> {
     g: &'g Graph,
+    /// The group is an elementwise chain between conversions (`Group::eight_bit`).
+    eight_bit: bool,
+    /// The type of the group's result: f32, or the 8-bit type its `QuantizeLinear` writes.
+    out_type: DType,
     decls: Vec<String>,
     stmts: Vec<String>,
     /// Input names by source, in declaration order.
@@ -101,9 +107,11 @@ fn num(v: f64) -> String {
 }
 
 impl<'g> Gen<'g> {
-    fn new(g: &'g Graph) -> Self {
+    fn new(g: &'g Graph, group: &Group) -> Self {
         Gen {
             g,
+            eight_bit: group.eight_bit,
+            out_type: DType::F32,
             decls: vec![],
             stmts: vec![],
             inputs: vec![],
@@ -118,6 +126,11 @@ impl<'g> Gen<'g> {
 
     /// The input name of `key`, declared with `shape` the first time.
     fn input_of(&mut self, key: Operand, hint: &str, shape: &[i64]) -> String {
+        self.typed_input(key, hint, shape, DType::F32)
+    }
+
+    /// [`Gen::input_of`] of elements of type `t`.
+    fn typed_input(&mut self, key: Operand, hint: &str, shape: &[i64], t: DType) -> String {
         if let Some((n, _)) = self.inputs.iter().find(|(_, k)| *k == key) {
             return n.clone();
         }
@@ -127,7 +140,11 @@ impl<'g> Gen<'g> {
             hint.to_string()
         };
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
-        self.decls.push(format!("input {name}[{}]", list(&dims)));
+        let t = match t {
+            DType::F32 => String::new(),
+            t => format!("{} ", t.name()),
+        };
+        self.decls.push(format!("input {t}{name}[{}]", list(&dims)));
         self.inputs.push((name.clone(), key));
         name
     }
@@ -148,13 +165,25 @@ impl<'g> Gen<'g> {
             None => {
                 let n = &g.nodes[group.members[0]];
                 let shape = g.need_shape(n, &n.outputs[0])?;
-                let v = vars("i", &shape);
+                let total: i64 = shape.iter().product();
+                // A chain between conversions is first written flat, one row: its 8-bit
+                // loads and stores then run in the C compiler's vectors (the engine's own are
+                // f32), and its operands of the output's shape are read in any layout. One of
+                // another shape does not fit and gets the nested form, as a channel does (its
+                // index is not in a flat row: `logical` is empty).
+                let (v, logical, flat) = if flat && self.eight_bit {
+                    (vars("i", &[1, total]), vec![], Some((1, total)))
+                } else {
+                    let v = vars("i", &shape);
+                    let logical = names(&v);
+                    (v, logical, None)
+                };
                 Anchor {
-                    logical: names(&v),
+                    logical,
                     vars: v,
                     value: String::new(),
                     core: String::new(),
-                    flat: None,
+                    flat,
                 }
             }
         };
@@ -173,8 +202,12 @@ impl<'g> Gen<'g> {
         let out_vars = names(&anchor.vars);
         let out_load = format!("O[{}]", list(&out_vars));
         if last != out_load && !last.is_empty() {
+            let t = match self.out_type {
+                DType::F32 => String::new(),
+                t => format!("{} ", t.name()),
+            };
             self.stmts.push(format!(
-                "Y[{}] = {last} where {}",
+                "{t}Y[{}] = {last} where {}",
                 list(&out_vars),
                 wheres(&anchor.vars)
             ));
@@ -210,6 +243,17 @@ impl<'g> Gen<'g> {
             .ok_or_else(|| format!("the shape of '{t}' is not known"))?
             .to_vec();
         let (dims, idx) = self.broadcast(&shape, anchor)?;
+        // A chain between conversions reads the 8-bit tensor and dequantizes it itself.
+        if self.eight_bit
+            && let Some((q, dtype, scale, zero_point)) = dequantized_from(self.g, t)
+        {
+            let name = self.typed_input(Operand::tensor(q), "T", &dims, dtype);
+            let scale = num(f64::from(scale));
+            return Ok(format!(
+                "(({name}[{}] - {zero_point}) * {scale})",
+                list(&idx)
+            ));
+        }
         let name = self.input(t, "T", &dims);
         Ok(format!("{name}[{}]", list(&idx)))
     }
@@ -360,6 +404,22 @@ impl<'g> Gen<'g> {
                         format!("({} * {s}[{c}] + {b}[{c}])", v(self, x)?)
                     }
                 }
+            }
+            // The end of a chain between conversions: rounded before the zero point is added,
+            // as ONNX specifies; the 8-bit result saturates as it is stored.
+            QUANTIZE if self.eight_bit => {
+                let t = eight_bit(self.g, n).ok_or_else(|| err("not 8-bit".into()))?;
+                let scale = n.input(1).and_then(|s| self.g.floats(s));
+                let (Some(&[scale]), Some(zero_point)) = (scale.as_deref(), single(self.g, n))
+                else {
+                    return Err(err("not one scale and zero point".into()));
+                };
+                self.out_type = t;
+                format!(
+                    "(round({} / {}) + {zero_point})",
+                    v(self, x)?,
+                    num(f64::from(scale))
+                )
             }
             op => return Err(err(format!("{op} is not elementwise"))),
         })

@@ -386,3 +386,68 @@ fn a_max_pool_between_one_scale_is_an_8bit_max_pool() {
         assert_eq!(list.tasks.len(), 1);
     }
 }
+
+/// An elementwise chain between conversions (a residual add and its relu, ONNX Runtime's
+/// `QLinearAdd`) reads the 8-bit tensors and writes the quantized one, its conversions
+/// folded in: flat when its operands have its shape, nested when one broadcasts along the
+/// channels. A chain whose result another node reads too, or that reads an f32 activation,
+/// stays f32.
+#[test]
+fn a_chain_between_conversions_is_8_bit() {
+    let model = |scale_by: Option<&[i64]>, also_read: bool, f32_operand: bool| {
+        let mut b = ModelBuilder::new();
+        let x = b.input_fixed("x", &[1, 6, 5, 3]);
+        let y = b.input_fixed("y", &[1, 6, 5, 3]);
+        let (xq, xd) = qdq(&mut b, &x, "u8", 3);
+        let (yq, yd) = qdq(&mut b, &y, "i8", -2);
+        let y_in = if f32_operand { y.clone() } else { yd };
+        let mut s = b.node("Add", &[&xd, &y_in], vec![]);
+        if let Some(dims) = scale_by {
+            let n: i64 = dims.iter().product();
+            let w: Vec<f32> = (0..n).map(|i| 0.5 + i as f32 / 8.0).collect();
+            let w = b.floats(dims, &w);
+            s = b.node("Mul", &[&s, &w], vec![]);
+        }
+        let r = b.node("Relu", &[&s], vec![]);
+        let (_, out) = qdq(&mut b, &r, "u8", 5);
+        b.output(&out);
+        if also_read {
+            b.output(&r);
+        }
+        (tasks_of(b), xq, yq)
+    };
+    let (list, xq, yq) = model(None, false, false);
+    let [task] = &list.tasks[..] else {
+        panic!("{:#?}", list.tasks)
+    };
+    assert!(task.op_spec.is_none());
+    for want in [
+        "input u8 T[1,90]",
+        "input i8 T1[1,90]",
+        "u8 Y[i0,i1] = (round(",
+        "where i0<1, i1<90",
+    ] {
+        assert!(task.expr.contains(want), "{want}:\n{}", task.expr);
+    }
+    assert_eq!(
+        list.calls[0].operands,
+        [
+            ("T".to_string(), Operand::tensor(&xq)),
+            ("T1".to_string(), Operand::tensor(&yq))
+        ]
+    );
+    let (list, _, _) = model(Some(&[6, 1, 1]), false, false);
+    let expr = &list.tasks[0].expr;
+    assert!(
+        expr.contains("input u8 T[6,5,3]") && expr.contains("u8 Y[i0,i1,i2,i3]"),
+        "{expr}"
+    );
+    for (also_read, f32_operand) in [(true, false), (false, true)] {
+        let (list, _, _) = model(None, also_read, f32_operand);
+        assert!(
+            list.tasks.iter().all(|t| !t.expr.contains("u8")),
+            "{:#?}",
+            list.tasks
+        );
+    }
+}

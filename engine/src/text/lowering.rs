@@ -21,6 +21,7 @@ struct Tensor {
 enum TensorKind {
     Input {
         shape: Vec<i64>,
+        dtype: DType,
     },
     /// Read but never defined or declared: `hi` is the largest index read in each dimension.
     Inferred {
@@ -81,6 +82,7 @@ pub(super) fn lower(src: &str, stmts: &[Stmt]) -> Result<ComputeDag, ParseError>
                 pos,
                 TensorKind::Input {
                     shape: d.shape.clone(),
+                    dtype: d.dtype,
                 },
             ),
             Stmt::Compute(_) => {
@@ -241,7 +243,7 @@ impl Lowering<'_> {
         Ok(Stage {
             name: c.name.clone(),
             shape: ext[..n_space].to_vec(),
-            dtype: DType::F32,
+            dtype: c.dtype,
             data: Default::default(),
             kind: StageKind::Compute {
                 space: (0..n_space).map(axis).collect(),
@@ -437,7 +439,9 @@ impl Lowering<'_> {
             .map(|a| self.index(a))
             .collect::<Result<Vec<_>, _>>()?;
         let dims = match &self.tensors[t].kind {
-            TensorKind::Input { shape } | TensorKind::Compute(Stage { shape, .. }) => shape.len(),
+            TensorKind::Input { shape, .. } | TensorKind::Compute(Stage { shape, .. }) => {
+                shape.len()
+            }
             TensorKind::Inferred { hi } => hi.len(),
         };
         if dims != idx.len() {
@@ -463,7 +467,7 @@ impl Lowering<'_> {
                     );
                     return Err(self.err(p, "a non-negative index", found, msg));
                 }
-                TensorKind::Input { shape } | TensorKind::Compute(Stage { shape, .. }) => {
+                TensorKind::Input { shape, .. } | TensorKind::Compute(Stage { shape, .. }) => {
                     let extent = shape[d];
                     if lo < 0 || hi >= extent {
                         let msg = format!(
@@ -511,15 +515,15 @@ impl Lowering<'_> {
         for t in order {
             let Tensor { name, first, kind } =
                 tensors[t].take().expect("each tensor is placed once");
-            let input = |shape: Vec<i64>| Stage {
+            let input = |shape: Vec<i64>, dtype| Stage {
                 name: name.clone(),
                 shape,
-                dtype: DType::F32,
+                dtype,
                 data: Default::default(),
                 kind: StageKind::Placeholder,
             };
             stages.push(match kind {
-                TensorKind::Input { shape } => input(shape),
+                TensorKind::Input { shape, dtype } => input(shape, dtype),
                 TensorKind::Inferred { hi } => {
                     let shape: Vec<i64> = hi.iter().map(|h| h + 1).collect();
                     if points(&shape).is_none() {
@@ -534,7 +538,7 @@ impl Lowering<'_> {
                             Some(msg),
                         ));
                     }
-                    input(shape)
+                    input(shape, DType::F32)
                 }
                 TensorKind::Compute(mut stage) => {
                     if let StageKind::Compute { body, .. } = &mut stage.kind {

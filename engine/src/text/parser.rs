@@ -4,7 +4,10 @@
 use super::error::ParseError;
 use super::lexer::{Tok, Token, describe};
 use super::syntax::{Bound, ComputeStmt, InputDecl, MAX_INDEX_INT, Node, NodeKind, Stmt};
-use crate::ir::{BinaryOp, CmpOp, ReduceOp};
+use crate::ir::{BinaryOp, CmpOp, DType, ReduceOp};
+
+/// The element types a statement may say.
+const TYPES: [DType; 4] = [DType::F32, DType::I32, DType::U8, DType::I8];
 
 /// Deepest nesting of brackets and parentheses. The parser recurses on them, so a hostile
 /// input must not be able to exhaust the stack.
@@ -137,11 +140,29 @@ impl Parser<'_> {
         Ok(stmts)
     }
 
+    /// An element type before a name (`u8 Y[...]`, `input i8 X[...]`), else f32: a type's name
+    /// followed by another name (a tensor may still be called `u8`: `u8[i] = ...`).
+    fn dtype(&mut self) -> DType {
+        let t = match (self.peek(), self.peek2()) {
+            (Tok::Ident(t), Tok::Ident(_)) => TYPES.into_iter().find(|d| d.name() == t),
+            _ => None,
+        };
+        if t.is_some() {
+            self.bump();
+        }
+        t.unwrap_or(DType::F32)
+    }
+
     fn statement(&mut self) -> Result<Stmt, ParseError> {
-        let (name, pos) = self.ident("a tensor name or 'input'")?;
+        let dtype = self.dtype();
+        let (name, pos) = self.ident("a tensor name, a type or 'input'")?;
         // `input` only starts a declaration when a name follows: `input[i] = ...` defines a
         // tensor called `input`.
         if name == "input" && matches!(self.peek(), Tok::Ident(_)) {
+            if dtype != DType::F32 {
+                return Err(self.expected("the type after 'input'"));
+            }
+            let dtype = self.dtype();
             let (name, pos) = self.ident("an input name")?;
             self.expect("[", "'['")?;
             let mut shape = vec![self.extent()?];
@@ -152,7 +173,12 @@ impl Parser<'_> {
             if !self.at_end_of_statement() {
                 return Err(self.expected("';' or a new line after the declaration"));
             }
-            return Ok(Stmt::Input(InputDecl { name, pos, shape }));
+            return Ok(Stmt::Input(InputDecl {
+                name,
+                pos,
+                shape,
+                dtype,
+            }));
         }
         self.expect("[", "'['")?;
         let mut lhs = vec![];
@@ -201,6 +227,7 @@ impl Parser<'_> {
         Ok(Stmt::Compute(ComputeStmt {
             name,
             pos,
+            dtype,
             lhs,
             reduce,
             op,

@@ -1,6 +1,6 @@
 //! The untyped syntax tree the parser builds and lowering reads.
 
-use crate::ir::{BinaryOp, CmpOp, ReduceOp};
+use crate::ir::{BinaryOp, CmpOp, DType, ReduceOp};
 
 /// Largest integer constant or coefficient in an index expression, and largest extent. Small
 /// enough that no range computation anywhere in the engine can overflow an `i64`.
@@ -52,11 +52,15 @@ pub(super) struct InputDecl {
     pub(super) name: String,
     pub(super) pos: usize,
     pub(super) shape: Vec<i64>,
+    /// Its element type (`input u8 X[...]`; f32 unless said).
+    pub(super) dtype: DType,
 }
 
 pub(super) struct ComputeStmt {
     pub(super) name: String,
     pub(super) pos: usize,
+    /// Its element type (`u8 Y[i] = ...`; f32 unless said).
+    pub(super) dtype: DType,
     pub(super) lhs: Vec<(String, usize)>,
     pub(super) reduce: Option<ReduceOp>,
     pub(super) op: &'static str,

@@ -1,7 +1,7 @@
 //! The text form against the operator library, and its error messages.
 
 use super::*;
-use crate::ir::{Affine, BinaryOp, CmpOp, Cond, Expr, StageKind, UnaryOp};
+use crate::ir::{Affine, BinaryOp, CmpOp, Cond, DType, Expr, StageKind, UnaryOp};
 use crate::ops;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -467,4 +467,52 @@ fn erf_parses_and_its_reference_is_the_error_function() {
     // erf(0.5) and erf(-2), to 1e-12.
     assert!((UnaryOp::Erf.eval(0.5) - 0.520_499_877_813_046_5).abs() < 1e-12);
     assert!((UnaryOp::Erf.eval(-2.0) + 0.995_322_265_018_952_7).abs() < 1e-12);
+}
+
+/// Types said before a name: `input u8 X[...]`, `u8 Y[...] = ...` (a QDQ model's quantized
+/// residual add); f32 unless said, and a tensor may still be called by a type's name. The
+/// type is the stage's, so it is part of the workload's key, and the typing rules hold.
+#[test]
+fn types_are_said_before_names() {
+    let src = "
+input u8 A[1, 4]
+input i8 B[1, 4]
+u8 Y[i,j] = round(((A[i,j] - 3) * 0.05 + (B[i,j] + 7) * 0.02) / 0.1) + 4 where i<1, j<4
+";
+    let d = parse(src).unwrap();
+    let types: Vec<(&str, DType)> = d
+        .stages
+        .iter()
+        .map(|s| (s.name.as_str(), s.dtype))
+        .collect();
+    assert_eq!(
+        types,
+        [("A", DType::U8), ("B", DType::I8), ("Y", DType::U8)]
+    );
+    let f32_form = src
+        .replace("input u8 ", "input ")
+        .replace("input i8 ", "input ");
+    let f32_form = f32_form.replace("u8 Y", "Y");
+    assert_ne!(parse(&f32_form).unwrap().workload_key(), d.workload_key());
+    // Named like a type: a tensor, f32.
+    let d = parse("input u8[4]\ni32[i] = u8[i] * 2 where i<4").unwrap();
+    assert!(d.stages.iter().all(|s| s.dtype == DType::F32));
+    let d = parse("input u8 X[4]\ni32 S[i] += X[i] * X[k] where i<4, k<4").unwrap();
+    assert_eq!(d.stages[1].dtype, DType::I32);
+    // The typing rules: an i32 stage computes in integers; an 8-bit one does not sum.
+    assert!(
+        err("input u8 X[4]\ni32 Y[i] = X[i] * 0.5 where i<4")
+            .to_string()
+            .contains("not an i32")
+    );
+    assert!(
+        err("input u8 X[4]\nu8 Y[i] += X[i] * X[k] where i<4, k<4")
+            .to_string()
+            .contains("cannot sum")
+    );
+    assert!(
+        err("u8 input X[4]")
+            .to_string()
+            .contains("the type after 'input'")
+    );
 }
