@@ -100,7 +100,11 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
              for (int64_t j = j0; j < j1; j++)\n        for (int64_t i = i0; i < i1; i++) d[i * D + j] = s[i + j * S];\n    }}\n    return;\n  }}\n  \
              if (rank == 1) {{\n    if (ds[0] == 1 && ss[0] == 1) {{\n      memcpy(d, s, (size_t)sh[0] * sizeof({ty}));\n      return;\n    }}\n    \
              for (int64_t i = 0; i < sh[0]; i++) d[i * ds[0]] = s[i * ss[0]];\n    return;\n  }}\n  \
-             for (int64_t i = 0; i < sh[0]; i++) {name}_copy_{n}(d + i * ds[0], ds + 1, s + i * ss[0], ss + 1, sh + 1, rank - 1);\n}}\n\n"
+             /* The outer rows on the threads when there is enough to share (an image into a \n     \
+             padded NHWC input: 224 rows of 224 x 3). */\n  \
+             int64_t inner = 1;\n  for (int r = 1; r < rank; r++) inner *= sh[r];\n  int64_t i;\n\
+             #ifdef _OPENMP\n#pragma omp parallel for schedule(static) if (sh[0] > 1 && sh[0] * inner >= 65536)\n#endif\n  \
+             for (i = 0; i < sh[0]; i++) {name}_copy_{n}(d + i * ds[0], ds + 1, s + i * ss[0], ss + 1, sh + 1, rank - 1);\n}}\n\n"
         );
     }
     if used(|s| matches!(s, Step::Gather(_))) {
