@@ -115,11 +115,7 @@ fn max_pool(g: &Graph, n: &Node) -> Option<Quantized> {
     if n.int("ceil_mode").unwrap_or(0) != 0 || window(n, kh, kw).is_none() {
         return None;
     }
-    let data = producer(g, n.input(0)?).filter(|d| d.op == DEQUANTIZE)?;
-    if g.is_constant(data.input(0)?) {
-        return None;
-    }
-    let (zero_point, t) = (single(g, data)?, eight_bit(g, data)?);
+    let (_, t, scale, zero_point) = dequantized_from(g, n.input(0)?)?;
     let out = n.outputs.first()?.as_str();
     let [c] = consumers(g, out)[..] else {
         return None;
@@ -128,8 +124,10 @@ fn max_pool(g: &Graph, n: &Node) -> Option<Quantized> {
         .nodes
         .get(c)
         .filter(|q| q.op == QUANTIZE && q.input(0) == Some(out))?;
-    let same_scale = g.floats(q.input(1)?)? == g.floats(data.input(1)?)?;
-    if !same_scale || single(g, q)? != zero_point || eight_bit(g, q)? != t {
+    if single(g, q)? != zero_point
+        || eight_bit(g, q)? != t
+        || g.floats(q.input(1)?)?.first() != Some(&scale)
+    {
         return None;
     }
     Some(Quantized {
@@ -162,9 +160,7 @@ pub fn quantized_chain(g: &Graph, nodes: &[usize]) -> Option<usize> {
             if inside(t) || g.is_constant(t) {
                 continue;
             }
-            let d = producer(g, t).filter(|d| d.op == DEQUANTIZE)?;
-            single(g, d)?;
-            eight_bit(g, d)?;
+            dequantized_from(g, t)?;
             dequantized += 1;
         }
     }

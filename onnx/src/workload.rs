@@ -100,6 +100,14 @@ fn window(out: &str, stride: i64, r: &str, dil: i64, off: i64) -> String {
     s
 }
 
+/// The type the text form says before a name: none for f32 (`u8 ` for u8).
+fn typed(t: DType) -> String {
+    match t {
+        DType::F32 => String::new(),
+        t => format!("{} ", t.name()),
+    }
+}
+
 /// A float constant as the text form reads it.
 fn num(v: f64) -> String {
     let s = format!("{v:?}");
@@ -140,11 +148,8 @@ impl<'g> Gen<'g> {
             hint.to_string()
         };
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
-        let t = match t {
-            DType::F32 => String::new(),
-            t => format!("{} ", t.name()),
-        };
-        self.decls.push(format!("input {t}{name}[{}]", list(&dims)));
+        self.decls
+            .push(format!("input {}{name}[{}]", typed(t), list(&dims)));
         self.inputs.push((name.clone(), key));
         name
     }
@@ -202,12 +207,9 @@ impl<'g> Gen<'g> {
         let out_vars = names(&anchor.vars);
         let out_load = format!("O[{}]", list(&out_vars));
         if last != out_load && !last.is_empty() {
-            let t = match self.out_type {
-                DType::F32 => String::new(),
-                t => format!("{} ", t.name()),
-            };
             self.stmts.push(format!(
-                "{t}Y[{}] = {last} where {}",
+                "{}Y[{}] = {last} where {}",
+                typed(self.out_type),
                 list(&out_vars),
                 wheres(&anchor.vars)
             ));
