@@ -116,18 +116,8 @@ fn max_pool(g: &Graph, n: &Node) -> Option<Quantized> {
         return None;
     }
     let (_, t, scale, zero_point) = dequantized_from(g, n.input(0)?)?;
-    let out = n.outputs.first()?.as_str();
-    let [c] = consumers(g, out)[..] else {
-        return None;
-    };
-    let q = g
-        .nodes
-        .get(c)
-        .filter(|q| q.op == QUANTIZE && q.input(0) == Some(out))?;
-    if single(g, q)? != zero_point
-        || eight_bit(g, q)? != t
-        || g.floats(q.input(1)?)?.first() != Some(&scale)
-    {
+    let (c, after) = quantized_to(g, n.outputs.first()?)?;
+    if after != (t, scale, zero_point) {
         return None;
     }
     Some(Quantized {
@@ -164,17 +154,22 @@ pub fn quantized_chain(g: &Graph, nodes: &[usize]) -> Option<usize> {
             dequantized += 1;
         }
     }
-    let out = g.nodes[*nodes.last()?].outputs.first()?.as_str();
-    let [c] = consumers(g, out)[..] else {
+    let (c, _) = quantized_to(g, g.nodes[*nodes.last()?].outputs.first()?)?;
+    (dequantized > 0).then_some(c)
+}
+
+/// The `QuantizeLinear` that alone reads `t`, with one scale and zero point: its index, and
+/// the type, scale and zero point it quantizes to.
+fn quantized_to(g: &Graph, t: &str) -> Option<(usize, (DType, f32, i64))> {
+    let [c] = consumers(g, t)[..] else {
         return None;
     };
     let q = g
         .nodes
         .get(c)
-        .filter(|q| q.op == QUANTIZE && q.input(0) == Some(out))?;
-    single(g, q)?;
-    eight_bit(g, q)?;
-    (dequantized > 0).then_some(c)
+        .filter(|q| q.op == QUANTIZE && q.input(0) == Some(t))?;
+    let scale = *g.floats(q.input(1)?)?.first()?;
+    Some((c, (eight_bit(g, q)?, scale, single(g, q)?)))
 }
 
 /// The 8-bit tensor, type, scale and zero point behind `t`, when one `DequantizeLinear` with
