@@ -155,6 +155,8 @@ fn dot_tiles_are_exact_natively_and_portably() {
         assert!(target.has_int8_dot(), "{what}");
         let ctx = AnnotateContext::for_target(&target);
         let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+        // Tiles whose band holds the whole sum start from zero in their registers.
+        let mut fresh = 0;
         for (n, &(spec, channels)) in DOT_SPECS.iter().enumerate() {
             let task = OpSpec::parse(spec).unwrap().task().unwrap();
             let schedules = drawn(&task, &ctx, n as u64, 3);
@@ -177,8 +179,10 @@ fn dot_tiles_are_exact_natively_and_portably() {
                     "{what}: {spec}: a dot tile where no width fits {channels} channels"
                 ),
             }
+            fresh += sources.iter().filter(|c| c.contains("){0} + 0;")).count();
             all_pass(&mut measurer, &task, &format!("{what}: {spec}"), &schedules);
         }
+        assert!(fresh > 0, "{what}: no dot tile started from zero");
     }
 }
 
@@ -253,19 +257,25 @@ fn integer_register_tiles_are_exact() {
     let target = Target::detect();
     let ctx = AnnotateContext::for_target(&target);
     let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+    // Tiles whose band holds the whole sum start from zero in their registers.
+    let mut fresh = 0;
     for (n, spec) in TILED.iter().enumerate() {
         let task = OpSpec::parse(spec).unwrap().task().unwrap();
         let mut schedules = drawn(&task, &ctx, n as u64, 3);
         let mut sampler = RandomSampler::new(&task.dag, &target, n as u64);
         schedules.extend((0..4).map(|_| sampler.sample()));
-        let tiled = schedules
+        let sources: Vec<String> = schedules
             .iter()
-            .filter(|s| {
+            .map(|s| {
                 codegen::generate_with(&task.dag, s, &target, &task.lower_options())
                     .unwrap()
                     .source
-                    .contains("th_vint")
             })
+            .collect();
+        let tiled = sources.iter().filter(|c| c.contains("th_vint")).count();
+        fresh += sources
+            .iter()
+            .filter(|c| c.contains("_i0 = (th_vint"))
             .count();
         assert!(
             tiled > 0,
@@ -274,6 +284,7 @@ fn integer_register_tiles_are_exact() {
         );
         all_pass(&mut measurer, &task, spec, &schedules);
     }
+    assert!(fresh > 0, "no integer tile started from zero");
 }
 
 /// The reference is exact and so is the check: the right kernel passes, one unit off in one

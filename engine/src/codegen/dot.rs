@@ -23,6 +23,7 @@
 //! a kernel gets the same sums from a portable helper, lane by lane, so it still builds and
 //! runs anywhere.
 
+use super::init::Accumulators;
 use super::regtile::{perfect_nest, tile_points};
 use super::window::at_point;
 use super::writer::Gen;
@@ -129,6 +130,12 @@ pub(super) fn dot_tiles<'s>(
         walk(func, &func.body, (widths, max), &mut out);
     }
     out
+}
+
+impl DotTile<'_> {
+    pub(super) fn accumulators(&self) -> Accumulators<'_> {
+        Accumulators::of(self.buf, self.index, &self.tile, self.lane)
+    }
 }
 
 fn dtype(func: &LoweredFunc, buf: usize) -> DType {
@@ -317,8 +324,8 @@ pub(super) fn helpers(ins: Instruction, width: i64) -> String {
 impl Gen<'_> {
     /// Writes `t`: accumulators loaded, the band with one instruction per accumulator and step
     /// inside (each distinct operand read once per step), a flipped data's offset taken back,
-    /// stored.
-    pub(super) fn dot_tile(&mut self, t: &DotTile, ins: Instruction) {
+    /// stored. With `init`, the accumulators start from it instead of memory.
+    pub(super) fn dot_tile(&mut self, t: &DotTile, ins: Instruction, init: Option<f64>) {
         // Data of the other signedness is read with its top bit flipped; the weights' sums
         // times 128 are then taken back (x86: the data was read 128 more) or added back
         // (aarch64: 128 less).
@@ -385,7 +392,11 @@ impl Gen<'_> {
         self.line("{");
         self.depth += 1;
         for (r, at, _, _) in &regs {
-            self.line(&format!("{vt} {r} = {load}(&{acc}[{at}]);"));
+            let start = match init {
+                Some(c) => format!("({vt}){{0}} + {}", c as i32),
+                None => format!("{load}(&{acc}[{at}])"),
+            };
+            self.line(&format!("{vt} {r} = {start};"));
         }
         // Flipped data: the sums of the weights each accumulator read.
         let sums: HashMap<String, String> = if flip {

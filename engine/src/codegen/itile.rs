@@ -16,6 +16,7 @@
 //! the condition holds), and loads of u8, i8 or i32 tensors, contiguous along the lane or the
 //! same in every lane.
 
+use super::init::Accumulators;
 use super::lanes::{cond_uses, lane_coef, uses};
 use super::regtile::{RegTile, map_lins, register_tiles, tile_points};
 use super::writer::{Gen, Operands};
@@ -28,6 +29,13 @@ use std::collections::HashMap;
 pub(super) struct IntTile<'s> {
     pub(super) nest: RegTile<'s>,
     pub(super) width: i64,
+}
+
+impl IntTile<'_> {
+    pub(super) fn accumulators(&self) -> Accumulators<'_> {
+        let t = &self.nest;
+        Accumulators::of(t.buf, t.index, &t.tile, t.lane)
+    }
 }
 
 /// Every integer register tile of `func`, keyed by its band's outermost loop, for vectors of
@@ -135,8 +143,9 @@ pub(super) fn helpers(lanes: i64) -> String {
 
 impl Gen<'_> {
     /// Writes `t`: accumulators loaded, the band with each distinct operand read once per step
-    /// and the tile's updates inside, stored.
-    pub(super) fn int_tile(&mut self, it: &IntTile) {
+    /// and the tile's updates inside, stored. With `init`, the accumulators start from it
+    /// instead of memory.
+    pub(super) fn int_tile(&mut self, it: &IntTile, init: Option<f64>) {
         let t = &it.nest;
         let (lane, extent) = t.lane;
         let lanes = it.width;
@@ -157,7 +166,11 @@ impl Gen<'_> {
         self.line("{");
         self.depth += 1;
         for (r, at, ..) in &regs {
-            self.line(&format!("{v} {r} = {v}_load(&{acc}[{at}]);"));
+            let start = match init {
+                Some(c) => format!("({v}){{0}} + {}", c as i32),
+                None => format!("{v}_load(&{acc}[{at}])"),
+            };
+            self.line(&format!("{v} {r} = {start};"));
         }
         for &(v, n, kind) in &t.band {
             let name = self.var(v);

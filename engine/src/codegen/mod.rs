@@ -25,6 +25,7 @@
 mod args;
 mod dot;
 mod hreduce;
+mod init;
 mod itile;
 mod lanes;
 mod masked;

@@ -28,6 +28,7 @@
 //! select's lane bounds as two lanes' worth of index would (then every input element's
 //! validity is one condition, whichever tap reads it); and when its vectors fit the registers.
 
+use super::init::{ConstantNest, constant_nest};
 use super::lanes::{cond_uses, lane_coef, uses};
 use super::peel::lane_range;
 use super::regtile::{RegTile, map_cond, map_lins, perfect_nest, tile_points};
@@ -158,32 +159,6 @@ pub(super) fn element_cond(c: &VCond, lane: Var, cols: Var, offset: i64) -> VCon
             }
         })
     })
-}
-
-/// A perfect nest that stores one constant: its loops (outermost first), the store's index and
-/// the constant.
-struct ConstantNest<'s> {
-    loops: Vec<(Var, i64)>,
-    index: &'s Lin,
-    value: f64,
-}
-
-/// `s` as a [`ConstantNest`] into `buf`, if it is one.
-fn constant_nest(s: &Stmt, buf: usize) -> Option<ConstantNest<'_>> {
-    let (loops, inner) = perfect_nest(s, |_| false);
-    match inner {
-        Stmt::Store {
-            buf: b,
-            index,
-            value: VExpr::Const(c),
-            reduce: None,
-        } if *b == buf => Some(ConstantNest {
-            loops: loops.iter().map(|l| (l.0, l.1)).collect(),
-            index,
-            value: *c,
-        }),
-        _ => None,
-    }
 }
 
 /// The constant `init` stores into exactly the accumulators of `t`, if it does: a perfect nest

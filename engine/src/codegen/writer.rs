@@ -262,21 +262,21 @@ impl Gen<'_> {
     /// A loop: a register tile, a peeled or reduction loop, or plain.
     fn for_loop(&mut self, s: &Stmt, var: Var, extent: i64, kind: LoopKind, body: &[Stmt]) {
         let key = s as *const Stmt;
+        let init = self.tile_init.get(&key).copied();
         if let (Some(t), Some(ins)) = (self.dots.get(&key).cloned(), self.dot_instruction) {
             self.inner = None;
-            self.dot_tile(&t, ins);
+            self.dot_tile(&t, ins, init);
             return;
         }
         if let Some(t) = self.int_tiles.get(&key).cloned() {
             self.inner = None;
-            self.int_tile(&t);
+            self.int_tile(&t, init);
             return;
         }
         if let Some(t) = self.tiles.get(&key).cloned() {
             // Its loops are written by the tile, which decides its divisions by the lane.
             self.inner = None;
             if let Some(w) = self.shares.get(&key).cloned() {
-                let init = self.tile_init.get(&key).copied();
                 self.column_share_tile(&t, &w, init);
             } else {
                 self.register_tile(&t);
@@ -494,6 +494,10 @@ impl Gen<'_> {
                     self.tile_init.insert(key, c);
                     continue;
                 }
+                if let Some((key, c)) = super::init::fresh_init(s, next, |k| self.accumulators(k)) {
+                    self.tile_init.insert(key, c);
+                    continue;
+                }
                 let buffers = &self.func.buffers;
                 if let Some((key, c)) =
                     super::window::init_before_chain(s, next, &self.tiles, &self.shares, |b| {
@@ -504,6 +508,14 @@ impl Gen<'_> {
                 }
             }
             self.stmt(s);
+        }
+    }
+    /// The accumulators of the integer or dot tile keyed `key`, if it is one.
+    fn accumulators(&self, key: *const Stmt) -> Option<super::init::Accumulators<'_>> {
+        match (self.dots.get(&key), self.int_tiles.get(&key)) {
+            (Some(t), _) if self.dot_instruction.is_some() => Some(t.accumulators()),
+            (_, Some(t)) => Some(t.accumulators()),
+            _ => None,
         }
     }
     /// The element type of buffer `b`.
