@@ -90,8 +90,8 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(0..=1000))]
     pub warmup: Option<u32>,
 
-    /// Flush the CPU caches before each timed repeat (times from a cold cache; the default for
-    /// a model's tasks)
+    /// Evict the kernel's arguments from the CPU caches before each timed repeat (times from a
+    /// cold cache; the default for a model's tasks)
     #[arg(long, conflicts_with = "warm_cache")]
     pub flush_cache: bool,
 

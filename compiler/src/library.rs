@@ -284,7 +284,9 @@ impl Library {
 /// 64 MB: about 0.3 s a run).
 const COLD_RUNS: usize = 20;
 
-/// The flush's size, as the tuner's: twice the last-level cache, within 8 MB and 1 GB.
+/// The flush's size: twice the last-level cache, within 8 MB and 1 GB. (The tuner's harness
+/// evicts a kernel's own arguments instead; the library's profiled run has no list of each
+/// step's buffers to evict.)
 fn flush_bytes() -> usize {
     let llc = tunehub_engine::target::Target::detect().last_level_cache_bytes();
     (2 * llc).clamp(8 << 20, 1 << 30) as usize

@@ -4,7 +4,7 @@
 //! messages about the kernel carry its own line numbers). The harness re-declares the kernel's
 //! prototype from the [`ArgSpec`]s, so a kernel whose signature disagrees fails to compile.
 //!
-//! Command line: `number repeat min_repeat_ms warmup flush(0/1) out_path calib_ms [flush_bytes]`.
+//! Command line: `number repeat min_repeat_ms warmup flush(0/1) out_path calib_ms`.
 //! The program
 //! 1. allocates every argument 64-byte aligned, fills inputs with the values of
 //!    `data::input_typed` for their type (`tunehub_input_value` for f32) and outputs with NaN,
@@ -20,7 +20,12 @@
 //! 4. runs `warmup` untimed runs, grows `number` (Ansor/TVM rule) until `number` runs last at
 //!    least `min_repeat_ms`, then times `repeat` repeats of `number` runs, each optionally after
 //!    a cache flush; without flushes the probe that reached `min_repeat_ms` is the first repeat
-//!    (prints `number <n>` and `costs <s/run> ...`);
+//!    (prints `number <n>` and `costs <s/run> ...`). A flush evicts every cache line of the
+//!    kernel's arguments from every level (`clflush`, aarch64 `dc civac`), as Ansor's
+//!    `enable_cpu_cache_flush` does: each run then reads its tensors from memory. It used to
+//!    sweep a buffer twice the last-level cache instead; where the machine reports a large
+//!    shared cache (480 MiB on a cloud Xeon) that was a 960 MiB buffer faulted in and walked
+//!    before every repeat, most of a model task's time per candidate;
 //! 5. calibrates again (prints `calib_after <GFLOP/s>`).
 //!
 //! The kernel is called through a `volatile` function pointer: in one translation unit the
@@ -212,7 +217,7 @@ pub fn harness_source(args: &[ArgSpec]) -> String {
             let bytes = (n.max(1) * a.dtype.bytes() as i64 + 63) / 64 * 64;
             let _ = write!(
                 pack,
-                "  {{\n    {t}* p = aligned_alloc(64, {bytes});\n    if (!p) {{ fprintf(stderr, \"tunehub harness: cannot allocate the packed argument {i}\\n\"); return 3; }}\n    tunehub_kernel_pack_{i}(buf[{i}], p);\n    free(buf[{i}]);\n    buf[{i}] = p;\n  }}\n"
+                "  {{\n    {t}* p = aligned_alloc(64, {bytes});\n    if (!p) {{ fprintf(stderr, \"tunehub harness: cannot allocate the packed argument {i}\\n\"); return 3; }}\n    tunehub_kernel_pack_{i}(buf[{i}], p);\n    free(buf[{i}]);\n    buf[{i}] = p;\n    buf_bytes[{i}] = {bytes};\n  }}\n"
             );
         }
     }
@@ -230,21 +235,34 @@ static const int tunehub_type[] = {{{types}}};
 static const size_t tunehub_size[] = {{{sizes}}};
 typedef void (*tunehub_kernel_fn)({params});
 
-/* Writes then reads every cache line of the buffer on all OpenMP threads, so each core's
-   private caches and the shared last level hold flush data rather than kernel data. */
-static void tunehub_flush(unsigned char* buf, size_t n) {{
-  unsigned long s = 0;
-#pragma omp parallel for schedule(static) reduction(+ : s)
-  for (size_t i = 0; i < n; i += 64) {{
-    buf[i] = (unsigned char)(buf[i] + 1u);
-    s += buf[i];
+/* Evicts every cache line of the `n` buffers from every cache level (written back first),
+   then waits for the evictions. 64-byte steps: the line of every x86 and of the Arm cores
+   tunehub targets. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#define TUNEHUB_CAN_EVICT 1
+#define TUNEHUB_EVICT_LINE(p) _mm_clflush(p)
+#define TUNEHUB_EVICTED() _mm_mfence()
+#elif defined(__aarch64__)
+#define TUNEHUB_CAN_EVICT 1
+#define TUNEHUB_EVICT_LINE(p) __asm__ volatile("dc civac, %0" : : "r"(p) : "memory")
+#define TUNEHUB_EVICTED() __asm__ volatile("dsb ish" : : : "memory")
+#else
+#define TUNEHUB_CAN_EVICT 0
+#define TUNEHUB_EVICT_LINE(p) ((void)(p))
+#define TUNEHUB_EVICTED() ((void)0)
+#endif
+static void tunehub_flush(void* const* bufs, const size_t* bytes, int n) {{
+  for (int a = 0; a < n; a++) {{
+    const unsigned char* p = (const unsigned char*)bufs[a];
+    for (size_t i = 0; i < bytes[a]; i += 64) TUNEHUB_EVICT_LINE(p + i);
   }}
-  tunehub_sink += (float)s;
+  TUNEHUB_EVICTED();
 }}
 
 int main(int argc, char** argv) {{
   if (argc < 8) {{
-    fprintf(stderr, "usage: %s number repeat min_repeat_ms warmup flush out_path calib_ms [flush_bytes]\n", argv[0]);
+    fprintf(stderr, "usage: %s number repeat min_repeat_ms warmup flush out_path calib_ms\n", argv[0]);
     return 2;
   }}
   long number = atol(argv[1]);
@@ -254,12 +272,17 @@ int main(int argc, char** argv) {{
   const int flush = atoi(argv[5]);
   const char* out_path = argv[6];
   const double calib_ms = atof(argv[7]);
-  const size_t flush_bytes = argc > 8 ? (size_t)strtoull(argv[8], NULL, 10) : ((size_t)64 << 20);
   if (number < 1) number = 1;
+  if (flush && !TUNEHUB_CAN_EVICT) {{
+    fprintf(stderr, "tunehub harness: no cache flush on this architecture\n");
+    return 2;
+  }}
 
   void* buf[TUNEHUB_NARGS + 1];
+  size_t buf_bytes[TUNEHUB_NARGS + 1];
   for (int a = 0; a < TUNEHUB_NARGS; a++) {{
     size_t bytes = (tunehub_len[a] * tunehub_size[a] + 63) / 64 * 64;
+    buf_bytes[a] = bytes;
     buf[a] = aligned_alloc(64, bytes ? bytes : 64);
     if (!buf[a]) {{
       fprintf(stderr, "tunehub harness: cannot allocate %zu bytes for argument %d\n", bytes, a);
@@ -307,16 +330,6 @@ int main(int argc, char** argv) {{
     return 4;
   }}
 
-  unsigned char* flush_buf = NULL;
-  if (flush && flush_bytes > 0) {{
-    flush_buf = calloc(flush_bytes, 1);
-    if (!flush_buf) {{
-      fprintf(stderr, "tunehub harness: cannot allocate the %zu-byte flush buffer\n", flush_bytes);
-      return 3;
-    }}
-    tunehub_flush(flush_buf, flush_bytes); /* fault its pages in before anything is timed */
-  }}
-
   printf("threads %d\n", omp_get_max_threads());
   printf("calib_before %.3f\n", tunehub_calibrate(calib_ms));
   fflush(stdout);
@@ -334,7 +347,7 @@ int main(int argc, char** argv) {{
       for (long i = 0; i < number; i++) kernel({call});
       const double ms = (tunehub_now() - t0) * 1e3;
       if (ms >= min_repeat_ms) {{
-        if (!flush_buf) first_cost = ms * 1e-3 / (double)number;
+        if (!flush) first_cost = ms * 1e-3 / (double)number;
         break;
       }}
       if (number >= (1L << 40)) break;
@@ -353,7 +366,7 @@ int main(int argc, char** argv) {{
       costs[0] = first_cost;
       continue;
     }}
-    if (flush_buf) tunehub_flush(flush_buf, flush_bytes);
+    if (flush) tunehub_flush(buf, buf_bytes, TUNEHUB_NARGS);
     const double t0 = tunehub_now();
     for (long i = 0; i < number; i++) kernel({call});
     costs[r] = (tunehub_now() - t0) / (double)number;
@@ -384,7 +397,6 @@ pub struct HarnessArgs {
     pub flush: bool,
     pub out_path: std::path::PathBuf,
     pub calib_ms: u32,
-    pub flush_bytes: u64,
 }
 
 impl HarnessArgs {
@@ -397,7 +409,6 @@ impl HarnessArgs {
         v.push(if self.flush { "1" } else { "0" }.into());
         v.push(self.out_path.clone().into_os_string());
         v.push(self.calib_ms.to_string().into());
-        v.push(self.flush_bytes.to_string().into());
         v
     }
 }

@@ -42,7 +42,8 @@ pub struct MeasureOptions {
     pub min_repeat_ms: u32,
     /// Untimed runs before timing.
     pub warmup: u32,
-    /// Flush the CPU caches (write a buffer larger than the last-level cache) before each repeat.
+    /// Evict the kernel's arguments from every cache level before each repeat (as TVM's
+    /// `enable_cpu_cache_flush`: each run reads its tensors from memory).
     pub flush_cache: bool,
     /// Limit on one kernel executable's run, in seconds.
     pub run_timeout_s: f64,

@@ -66,8 +66,6 @@ pub struct LocalRunner {
     options: MeasureOptions,
     run_prefix: Vec<String>,
     calibration: Calibration,
-    /// Cache-flush buffer size: twice the last-level cache.
-    flush_bytes: u64,
     /// Extra environment for the executables (e.g. OMP_PROC_BIND), empty by default.
     env: Vec<(String, String)>,
     /// Holds the output file of the run in progress.
@@ -109,7 +107,6 @@ impl LocalRunner {
             options,
             run_prefix: target.run_prefix.clone(),
             calibration: Calibration::new(target),
-            flush_bytes: (2 * target.last_level_cache_bytes()).clamp(8 << 20, 1 << 30),
             env: vec![],
             scratch: None,
             best_quiet: std::collections::HashMap::new(),
@@ -255,7 +252,6 @@ impl LocalRunner {
             flush: o.flush_cache,
             out_path: out_path.clone(),
             calib_ms: o.calib_ms,
-            flush_bytes: self.flush_bytes,
         };
         let mut cmd = match self.run_prefix.split_first() {
             Some((p, rest)) => {
