@@ -15,8 +15,9 @@
 //! (stride-2 window tiles whose columns share their loads: pooling, depthwise convolution),
 //! `vreduce` (which loops reduce into one element), `hreduce` (those loops in vectors and a
 //! horizontal tree), `dot` (integer sums of 8-bit products in dot-product instructions),
-//! `itile` (the other integer sums' register tiles, 8-bit operands widened as loaded),
-//! `names` (C identifiers), `args` (the kernel's arguments).
+//! `itile` (the other integer sums' register tiles, 8-bit operands widened as loaded), `init`
+//! (a reduction's zero-fill that those tiles make in their registers), `names` (C
+//! identifiers), `args` (the kernel's arguments).
 //!
 //! The same program is written in two linkages ([`Linkage`]): as measured, for the harness, and
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
