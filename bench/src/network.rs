@@ -18,7 +18,7 @@ use tunehub::workload;
 use tunehub_engine::measure::MeasureOptions;
 use tunehub_engine::search::DEFAULT_POPULATION;
 use tunehub_engine::target::{Target, TargetOverrides};
-use tunehub_onnx::InputShapes;
+use tunehub_onnx::{Extraction, InputShapes, Layout};
 use tunehub_proto::v1 as pb;
 use tunehub_server::api::jobs::measure_over;
 
@@ -73,6 +73,10 @@ pub struct NetworkArgs {
     /// below half their roof and what the estimate would gain (`task_roofs`).
     #[arg(long)]
     fma_peak: Option<f64>,
+    /// The layout the convolutions are tuned in (`tunehub tune --layout`); the build takes the
+    /// tuned layout whose kernels take least.
+    #[arg(long, default_value_t = Layout::PREFERRED)]
+    layout: Layout,
 }
 
 pub async fn run(a: NetworkArgs) -> Result<()> {
@@ -80,7 +84,8 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         batch: a.model_batch,
         shapes: vec![],
     };
-    let list = tunehub_onnx::extract_file(&a.model, &shapes, false)
+    let how = Extraction::lenient().in_layout(a.layout);
+    let list = tunehub_onnx::extract_file(&a.model, &shapes, &how)
         .with_context(|| format!("extracting the tasks of {}", a.model.display()))?;
     let n = list.tasks.len() as u32;
     let dir = tempfile::tempdir()?;

@@ -20,7 +20,7 @@ use tunehub::embedded::{Embedded, EmbeddedOptions};
 use tunehub::workload;
 use tunehub_engine::ir::ComputeDag;
 use tunehub_engine::target::{Target, TargetOverrides};
-use tunehub_onnx::{InputShapes, NetTask};
+use tunehub_onnx::{Extraction, InputShapes, Layout, NetTask};
 use tunehub_proto::v1 as pb;
 
 /// Below this share of its roof a task is listed.
@@ -47,6 +47,9 @@ pub struct TaskRoofsArgs {
     /// Cores the kernels ran on.
     #[arg(long)]
     cores: Option<usize>,
+    /// The layout the convolutions were tuned in (`tunehub tune --layout`).
+    #[arg(long, default_value_t = Layout::PREFERRED)]
+    layout: Layout,
 }
 
 /// One task after a job: its best time, if it has one.
@@ -179,7 +182,8 @@ pub async fn run(a: TaskRoofsArgs) -> Result<()> {
         batch: a.model_batch,
         shapes: vec![],
     };
-    let list = tunehub_onnx::extract_file(&a.model, &shapes, false)
+    let how = Extraction::lenient().in_layout(a.layout);
+    let list = tunehub_onnx::extract_file(&a.model, &shapes, &how)
         .with_context(|| format!("extracting the tasks of {}", a.model.display()))?;
     let target = Target::detect().with_overrides(&TargetOverrides {
         cores: a.cores,

@@ -3,6 +3,7 @@
 use clap::{Args, ValueEnum, value_parser};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tunehub_engine::measure::MeasureOptions;
+use tunehub_onnx::{Extraction, Layout};
 use tunehub_proto::v1 as pb;
 
 /// Candidates measured per task when a command is not told (`tune`, `submit`).
@@ -35,6 +36,48 @@ pub struct ModelArgs {
     /// With a MODEL: an unsupported operator is an error instead of a skipped node.
     #[arg(long)]
     pub strict: bool,
+
+    /// With a MODEL: the layout its f32 convolutions are tuned and built in: nchw (the
+    /// model's), nhwc (channels last: vectors span channels; the build converts once at each
+    /// end of a run of convolutions), or auto: a job tunes the default layout (nhwc), a build
+    /// takes the tuned layout whose kernels take least. Tune both into one database to compare.
+    #[arg(long, value_name = "LAYOUT", value_enum, default_value_t = LayoutArg::Auto)]
+    pub layout: LayoutArg,
+}
+
+/// A `--layout` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    Nchw,
+    Nhwc,
+    /// tunehub's choice.
+    Auto,
+}
+
+impl LayoutArg {
+    /// The layout asked for; `None` for auto.
+    pub fn layout(self) -> Option<Layout> {
+        match self {
+            LayoutArg::Nchw => Some(Layout::Nchw),
+            LayoutArg::Nhwc => Some(Layout::Nhwc),
+            LayoutArg::Auto => None,
+        }
+    }
+}
+
+impl ModelArgs {
+    /// How the model's tasks are extracted for tuning (auto: the preferred layout).
+    pub fn extraction(&self) -> Extraction {
+        Extraction {
+            strict: self.strict,
+            layout: self.layout.layout().unwrap_or(Layout::PREFERRED),
+        }
+    }
+
+    /// The layout a build asks for: "auto" lets the service choose.
+    pub fn layout_name(&self) -> &'static str {
+        self.layout.layout().map_or("auto", Layout::name)
+    }
 }
 
 /// The computation to work on: a library operator or the text form, exactly one.

@@ -4,21 +4,22 @@
 use crate::usage::UsageError;
 use crate::workload;
 use std::path::Path;
-use tunehub_onnx::{InputShapes, TaskList};
+use tunehub_onnx::{Extraction, InputShapes, TaskList};
 use tunehub_proto::v1 as pb;
 
 use crate::args::ModelArgs;
 
 /// A model's tasks; a bad model (unreadable, malformed, a dynamic dimension without a value,
-/// an unsupported operator with `strict`) is bad input, one line naming the node and operator.
+/// an unsupported operator when `how` is strict) is bad input, one line naming the node and
+/// operator.
 pub fn load(
     path: &str,
     batch: Option<i64>,
     shapes: &[String],
-    strict: bool,
+    how: &Extraction,
 ) -> Result<TaskList, UsageError> {
     let shapes = input_shapes(batch, shapes)?;
-    tunehub_onnx::extract_file(Path::new(path), &shapes, strict)
+    tunehub_onnx::extract_file(Path::new(path), &shapes, how)
         .map_err(|e| UsageError(format!("{path}: {e}")))
 }
 
@@ -34,7 +35,7 @@ pub fn input_shapes(batch: Option<i64>, shapes: &[String]) -> Result<InputShapes
 }
 
 pub fn load_with(path: &str, m: &ModelArgs) -> Result<TaskList, UsageError> {
-    load(path, m.model_batch, &m.shapes, m.strict)
+    load(path, m.model_batch, &m.shapes, &m.extraction())
 }
 
 /// The job's tasks: each task's text form with its weight and `trials` candidates.

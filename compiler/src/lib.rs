@@ -189,6 +189,8 @@ pub fn compile(
         nodes: p.nodes.iter().map(NodeEntry::from).collect(),
         steps: p.steps.iter().map(|s| step_entry(&p, s)).collect(),
         threads: first.map_or(1, |k| k.threads),
+        layout: tasks.layout.name().into(),
+        layout_choice: String::new(),
     };
     Ok(Compiled {
         name: name.to_string(),

@@ -9,7 +9,7 @@ use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
 use tunehub_onnx::builder::ModelBuilder;
 use tunehub_onnx::graph::Graph;
-use tunehub_onnx::{InputShapes, nets, tasks};
+use tunehub_onnx::{Extraction, InputShapes, Layout, Operand, nets, tasks};
 
 fn kernels(list: &tunehub_onnx::TaskList, target: &Target) -> Vec<Kernel> {
     list.tasks
@@ -28,15 +28,27 @@ fn kernels(list: &tunehub_onnx::TaskList, target: &Target) -> Vec<Kernel> {
         .collect()
 }
 
-/// Compiles `bytes` as `name` into `dir`, builds it, and checks it against tract.
+/// Compiles `bytes` as `name` into `dir` in each layout, builds each, and checks each against
+/// tract; the model's layout's library.
 fn build_and_check(bytes: &[u8], name: &str, dir: &Path) -> Library {
-    build_and_check_with(bytes, name, dir, &Options::default())
+    let (nchw, nhwc) = (dir.join("nchw"), dir.join("nhwc"));
+    let options = Options::default();
+    let lib = build_and_check_with(bytes, name, &nhwc, &options, Layout::Nhwc);
+    assert_eq!(lib.manifest.layout, "nhwc");
+    build_and_check_with(bytes, name, &nchw, &options, Layout::Nchw)
 }
 
-fn build_and_check_with(bytes: &[u8], name: &str, dir: &Path, options: &Options) -> Library {
+fn build_and_check_with(
+    bytes: &[u8],
+    name: &str,
+    dir: &Path,
+    options: &Options,
+    layout: Layout,
+) -> Library {
     let shapes = InputShapes::default();
     let g = Graph::load(bytes, &shapes, None).expect("the model loads");
-    let list = tasks::extract(&g, true).expect("its tasks");
+    let how = Extraction::strict().in_layout(layout);
+    let list = tasks::extract(&g, &how).expect("its tasks");
     let target = Target::detect();
     let compiled =
         compile(&g, &list, &kernels(&list, &target), name, "test", options).expect("compiles");
@@ -248,7 +260,9 @@ fn an_unsupported_operator_is_named() {
     b.output(&y);
     let bytes = b.encode();
     let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
-    let e = tasks::extract(&g, true).unwrap_err().to_string();
+    let e = tasks::extract(&g, &Extraction::strict())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("node 'Hardmax_1' (Hardmax)"), "{e}");
 }
 
@@ -264,6 +278,7 @@ fn embedded_weights_need_no_file() {
         "embedded",
         dir.path(),
         &options,
+        Layout::Nchw,
     ));
     std::fs::remove_file(dir.path().join("embedded.weights")).unwrap();
     let mut lib = Library::open(dir.path()).expect("loads without its weights file");
@@ -274,16 +289,15 @@ fn embedded_weights_need_no_file() {
 #[test]
 fn a_weights_file_of_another_build_is_refused() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    drop(build_and_check(
-        &nets::tiny_in(ModelBuilder::seeded(12)),
-        "same",
-        a.path(),
-    ));
-    drop(build_and_check(
-        &nets::tiny_in(ModelBuilder::seeded(13)),
-        "same",
-        b.path(),
-    ));
+    for (seed, dir) in [(12, &a), (13, &b)] {
+        drop(build_and_check_with(
+            &nets::tiny_in(ModelBuilder::seeded(seed)),
+            "same",
+            dir.path(),
+            &Options::default(),
+            Layout::Nchw,
+        ));
+    }
     std::fs::copy(b.path().join("same.weights"), a.path().join("same.weights")).unwrap();
     let e = Library::open(a.path()).err().expect("refused").to_string();
     assert!(e.contains("not this build's"), "{e}");
@@ -293,7 +307,7 @@ fn a_weights_file_of_another_build_is_refused() {
 fn a_kernel_whose_names_are_not_identifiers_is_refused() {
     let bytes = nets::tiny_in(ModelBuilder::seeded(14));
     let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
-    let list = tasks::extract(&g, true).unwrap();
+    let list = tasks::extract(&g, &Extraction::strict()).unwrap();
     let mut ks = kernels(&list, &Target::detect());
     ks[0].symbol = "f(); system(\"x\")".into();
     let e = compile(&g, &list, &ks, "m", "test", &Options::default())
@@ -349,7 +363,7 @@ fn a_qdq_model_runs_as_tract_does() {
 fn convolutions_keep_their_layout_between_them() {
     let bytes = nets::qdq_block();
     let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
-    let list = tasks::extract(&g, true).unwrap();
+    let list = tasks::extract(&g, &Extraction::strict()).unwrap();
     let ks = kernels(&list, &Target::detect());
     let c = compile(&g, &list, &ks, "m", "test", &Options::default()).unwrap();
     let copies: Vec<&str> = c
@@ -385,4 +399,66 @@ fn a_per_channel_conversion_of_an_activation_is_refused() {
         .expect_err("refused")
         .to_string();
     assert!(e.contains(&name) && e.contains("one scale"), "{e}");
+}
+
+/// Odd shapes in NHWC (issue 60): channels that fill no vector (3, 5, 6, 7, 9), a 7x7 map, a
+/// 5x5 window, a stride-2 depthwise conv, a max pool, a conv on a 2x2 map and one on the
+/// 1x1 map the global pool leaves, and a concat of unequal parts, which reads the model's
+/// layout: a conversion back at the region's edge, then into NHWC again after it.
+fn odd_convolutions() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(21);
+    let x = b.input_fixed("image", &[1, 5, 7, 7]);
+    let a = b.conv_bn(&x, 5, 3, 3, 1, 1, 1, true);
+    let c = b.conv_bn(&x, 5, 6, 5, 1, 2, 1, false);
+    let y = b.node("Concat", &[&a, &c], vec![int("axis", 1)]);
+    let y = b.conv_bn(&y, 9, 9, 3, 2, 1, 9, true);
+    let y = b.conv_bn(&y, 9, 7, 1, 1, 0, 1, false);
+    let y = b.node(
+        "MaxPool",
+        &[&y],
+        vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+    );
+    let y = b.conv_bn(&y, 7, 4, 3, 1, 1, 1, true);
+    let y = b.node("GlobalAveragePool", &[&y], vec![]);
+    let y = b.conv_bn(&y, 4, 3, 1, 1, 0, 1, false);
+    b.output(&y);
+    b.encode()
+}
+
+#[test]
+fn odd_convolutions_run_as_tract_does_in_each_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(build_and_check(&odd_convolutions(), "odd", dir.path()));
+}
+
+/// In NHWC, a run of f32 convolutions, their residual add and the depthwise ones between pays
+/// one copy at each end: the input into NHWC, the result back. Each convolution reads the one
+/// before as it was written, the residual add's shortcut included.
+#[test]
+fn f32_convolutions_in_nhwc_keep_their_layout_between_them() {
+    let bytes = mobilenet_blocks();
+    let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
+    let copies = |layout: Layout| {
+        let list = tasks::extract(&g, &Extraction::strict().in_layout(layout)).unwrap();
+        let ks = kernels(&list, &Target::detect());
+        let c = compile(&g, &list, &ks, "m", "test", &Options::default()).unwrap();
+        c.manifest.steps.iter().filter(|s| s.how == "copy").count()
+    };
+    assert_eq!(copies(Layout::Nchw), 0);
+    assert_eq!(copies(Layout::Nhwc), 2);
+    // No NHWC kernel reads a map of its output's shape in NCHW (the residual add's shortcut
+    // is read as kept), and one does read such a map.
+    let list = tasks::extract(&g, &Extraction::strict().in_layout(Layout::Nhwc)).unwrap();
+    let mut shortcuts = 0;
+    for call in list.calls.iter().filter(|c| c.output_perm.is_some()) {
+        let out = g.shape(&call.output).unwrap();
+        for (arg, o) in &call.operands {
+            match o {
+                Operand::Tensor { name } => assert_ne!(g.shape(name), Some(out), "{arg}"),
+                Operand::Transposed { name, .. } if g.shape(name) == Some(out) => shortcuts += 1,
+                _ => {}
+            }
+        }
+    }
+    assert!(shortcuts > 0);
 }

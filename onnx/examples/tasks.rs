@@ -3,7 +3,7 @@
 //! `... -- NET --write FILE.onnx` writes the network built in code (also `mobilenetv2`, the
 //! whole network), with random weights, to a file instead.
 
-use tunehub_onnx::{InputShapes, extract, extract_file, nets};
+use tunehub_onnx::{Extraction, InputShapes, extract, extract_file, nets};
 
 fn main() {
     let arg = std::env::args().nth(1).unwrap_or_else(|| "tiny".into());
@@ -25,12 +25,16 @@ fn main() {
         return;
     }
     let list = match arg.as_str() {
-        "resnet18" => extract(&nets::resnet18(Some(1), 224), &shapes, false),
-        "mobilenet" => extract(&nets::mobilenet_v2_block(), &shapes, false),
-        "bert" => extract(&nets::bert_layer(128), &shapes, false),
-        "gpt2" => extract(&nets::gpt2_step(127), &shapes, false),
-        "tiny" => extract(&nets::tiny(), &shapes, false),
-        path => extract_file(std::path::Path::new(path), &shapes, false),
+        "resnet18" => extract(
+            &nets::resnet18(Some(1), 224),
+            &shapes,
+            &Extraction::lenient(),
+        ),
+        "mobilenet" => extract(&nets::mobilenet_v2_block(), &shapes, &Extraction::lenient()),
+        "bert" => extract(&nets::bert_layer(128), &shapes, &Extraction::lenient()),
+        "gpt2" => extract(&nets::gpt2_step(127), &shapes, &Extraction::lenient()),
+        "tiny" => extract(&nets::tiny(), &shapes, &Extraction::lenient()),
+        path => extract_file(std::path::Path::new(path), &shapes, &Extraction::lenient()),
     };
     match list {
         Ok(l) => {

@@ -17,6 +17,7 @@
 //! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
 //!   as its layout-free inputs), when one fits; [`workload`]: as text form; [`window`]: a
 //!   window operator's attributes as the library's window.
+//! - [`layout`]: the layout the f32 convolutions' tasks are written in (NCHW or NHWC).
 //! - [`tasks`]: the deduplicated, weighted task list, and each group as a call of its task;
 //!   [`operand`]: where a call's inputs come from (a tensor, a folded batch norm).
 //! - [`error`]: what can be wrong with a model; [`reference`]: tract running it, the
@@ -28,6 +29,7 @@ pub mod classify;
 pub mod error;
 pub mod fuse;
 pub mod graph;
+pub mod layout;
 pub mod library;
 pub mod nets;
 pub mod operand;
@@ -41,9 +43,10 @@ pub mod window;
 pub mod workload;
 
 pub use error::ImportError;
+pub use layout::Layout;
 pub use operand::{Operand, Operands, QuantPart};
 pub use shapes::InputShapes;
-pub use tasks::{Call, NetTask, Skipped, TaskList};
+pub use tasks::{Call, Extraction, NetTask, Skipped, TaskList};
 
 /// The protobuf types of ONNX (tract-onnx's), for building models in tests and tools.
 pub use tract_onnx::pb;
@@ -51,9 +54,13 @@ pub use tract_onnx::pb;
 use std::path::Path;
 
 /// The tasks of a model in memory.
-pub fn extract(bytes: &[u8], shapes: &InputShapes, strict: bool) -> Result<TaskList, ImportError> {
+pub fn extract(
+    bytes: &[u8],
+    shapes: &InputShapes,
+    how: &Extraction,
+) -> Result<TaskList, ImportError> {
     let g = graph::Graph::load(bytes, shapes, None)?;
-    tasks::extract(&g, strict)
+    tasks::extract(&g, how)
 }
 
 /// The largest model file read: protobuf cannot encode a message of 2 GiB or more, so no ONNX
@@ -66,12 +73,12 @@ pub const MAX_MODEL_BYTES: u64 = i32::MAX as u64;
 pub fn extract_file(
     path: &Path,
     shapes: &InputShapes,
-    strict: bool,
+    how: &Extraction,
 ) -> Result<TaskList, ImportError> {
     let bytes = read_model(path)?;
     let dir = path.parent().and_then(Path::to_str);
     let g = graph::Graph::load(&bytes, shapes, dir)?;
-    tasks::extract(&g, strict)
+    tasks::extract(&g, how)
 }
 
 /// A model file's bytes, at most [`MAX_MODEL_BYTES`]: a regular file's length is looked at

@@ -9,6 +9,7 @@
 
 use crate::fuse::Group;
 use crate::graph::{Graph, Node};
+use crate::layout::Layout;
 use crate::operand::{Operand, Operands};
 use crate::window::window;
 use tunehub_engine::ops::{LayoutFree, OpSpec, OpSpecError};
@@ -24,13 +25,19 @@ pub fn op(name: &str, params: &[(&str, i64)], packed: &[&str]) -> Result<OpSpec,
 /// The op spec, when the group is exactly a library operator (an error when its values are
 /// not the operator's: out of its parameters' ranges); a quantized anchor's is the integer
 /// form of its f32 computation's, requantized.
-pub fn spec(g: &Graph, group: &Group) -> Option<Result<OpSpec, OpSpecError>> {
+pub fn spec(g: &Graph, group: &Group, layout: Layout) -> Option<Result<OpSpec, OpSpecError>> {
     // A quantized anchor's weight is a constant behind its DequantizeLinear (which the
     // graph may not have folded: a large one is left to run).
     let a = &g.nodes[group.anchor?];
     let constant_weight = group.quantized.is_some() || a.input(1).is_some_and(|w| g.is_constant(w));
     let integer = group.quantized.is_some();
     let f32_spec = f32_spec(g, &group.in_f32(g), constant_weight, integer)?;
+    // An f32 window operator in NHWC is written in the text form (`workload`), a batch norm
+    // unfolded: the library's convolution would take the folded weight in the model's layout.
+    let window_op = matches!(a.op.as_str(), "Conv" | "MaxPool" | "AveragePool");
+    if !integer && layout == Layout::Nhwc && window_op {
+        return None;
+    }
     Some(match &group.quantized {
         None => f32_spec,
         Some(q) => f32_spec

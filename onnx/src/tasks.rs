@@ -5,6 +5,7 @@ use crate::classify::{Class, classify};
 use crate::error::ImportError;
 use crate::fuse;
 use crate::graph::{Graph, Node};
+use crate::layout::Layout;
 use crate::operand::Operands;
 use crate::operands;
 use crate::{library, workload};
@@ -116,6 +117,8 @@ pub struct TaskList {
     pub skipped: Vec<Skipped>,
     /// Layout glue and constant computations: no task (copies the estimate leaves out).
     pub glue: usize,
+    /// The layout its f32 convolutions run in.
+    pub layout: Layout,
 }
 
 impl TaskList {
@@ -143,8 +146,37 @@ fn skip(
     Ok(())
 }
 
-/// Extracts the tasks of `g`; with `strict`, an unsupported operator is an error.
-pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
+/// How a model's tasks are extracted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extraction {
+    /// An unsupported operator is an error, not a skipped node.
+    pub strict: bool,
+    /// The layout the f32 convolutions' tasks are written in.
+    pub layout: Layout,
+}
+
+impl Extraction {
+    /// The model's layout, an unsupported operator an error.
+    pub fn strict() -> Self {
+        Extraction {
+            strict: true,
+            ..Default::default()
+        }
+    }
+
+    /// The model's layout, unsupported operators skipped.
+    pub fn lenient() -> Self {
+        Extraction::default()
+    }
+
+    pub fn in_layout(self, layout: Layout) -> Self {
+        Extraction { layout, ..self }
+    }
+}
+
+/// Extracts the tasks of `g` as `how` says.
+pub fn extract(g: &Graph, how: &Extraction) -> Result<TaskList, ImportError> {
+    let Extraction { strict, layout } = *how;
     let classes: Vec<Class> = g.nodes.iter().map(|n| classify(g, n)).collect();
     let mut skipped = vec![];
     let mut glue = 0;
@@ -162,12 +194,12 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
     let mut calls: Vec<Call> = vec![];
     for group in fuse::groups(g, &classes) {
         // A quantized anchor's text form is the f32 computation its integer form retypes.
-        let generated = workload::generate(g, &group.in_f32(g))?;
+        let generated = workload::generate(g, &group.in_f32(g), layout)?;
         let first = &g.nodes[group.nodes().next().expect("a group has a node")];
         let invalid = |e: String, expr: &str| {
             ImportError::node(first, format!("its workload is invalid ({e}):\n{expr}"))
         };
-        let spec = library::spec(g, &group)
+        let spec = library::spec(g, &group, layout)
             .transpose()
             .map_err(|e| invalid(e.to_string(), &generated.expr))?;
         if group.quantized.is_some() && spec.is_none() {
@@ -178,6 +210,7 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
             continue;
         }
         let generated_operands = generated.operands;
+        let generated_perm = generated.output_perm;
         let draft = NetTask::draft(spec, generated.expr, generated.layout_free);
         let task = draft.task().map_err(|e| invalid(e, &draft.expr))?;
         let nodes: Vec<String> = group.nodes().map(|i| g.nodes[i].name.clone()).collect();
@@ -190,7 +223,10 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
                 generated_operands.clone()
             },
             output: group.output.clone(),
-            output_perm: library::output_perm(draft.op_spec.as_ref()),
+            output_perm: match &draft.op_spec {
+                Some(s) => library::output_perm(Some(s)),
+                None => generated_perm,
+            },
         };
         if let Some((i, t)) = tasks
             .iter_mut()
@@ -235,5 +271,6 @@ pub fn extract(g: &Graph, strict: bool) -> Result<TaskList, ImportError> {
         calls,
         skipped,
         glue,
+        layout,
     })
 }

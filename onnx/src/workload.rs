@@ -6,11 +6,19 @@
 use crate::error::ImportError;
 use crate::fuse::Group;
 use crate::graph::{Graph, Node};
+use crate::layout::Layout;
 use crate::operand::{Operand, Operands};
 use crate::quantized::{QUANTIZE, dequantized_from, eight_bit, single};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use tunehub_engine::ir::DType;
+
+/// NCHW read as NHWC (`Operand::Transposed`'s `perm`).
+const TO_NHWC: [usize; 4] = [0, 2, 3, 1];
+/// An NHWC result read as NCHW (`Call::output_perm`).
+const FROM_NHWC: [usize; 4] = [0, 3, 1, 2];
+/// The NCHW index of an NHWC result's point `[i0,i1,i2,i3]` (`Anchor::logical`).
+const NHWC_LOGICAL: [&str; 4] = ["i0", "i3", "i1", "i2"];
 
 /// A group's workload.
 #[derive(Debug, Clone)]
@@ -19,14 +27,18 @@ pub struct Generated {
     pub layout_free: Vec<String>,
     /// Every declared input with where its values come from.
     pub operands: Operands,
+    /// When the anchor writes its result in another layout than the model's: axis `i` of the
+    /// model's tensor is axis `perm[i]` of the result (a convolution in NHWC: `[0,3,1,2]`).
+    pub output_perm: Option<Vec<usize>>,
 }
 
-pub fn generate(g: &Graph, group: &Group) -> Result<Generated, ImportError> {
+/// The group's workload, its convolution (an f32 one) written in `layout`.
+pub fn generate(g: &Graph, group: &Group, layout: Layout) -> Result<Generated, ImportError> {
     // A matrix product is first written over its rows flattened (one 2-D loop nest, as a
     // dense layer is); an epilogue operand that does not fit that view gets the batched form.
-    match Gen::new(g, group).group(group, true) {
+    match Gen::new(g, group, layout).group(group, true) {
         Ok(r) => Ok(r),
-        Err(_) => Gen::new(g, group).group(group, false),
+        Err(_) => Gen::new(g, group, layout).group(group, false),
     }
 }
 
@@ -55,6 +67,11 @@ struct Gen<'g> {
     /// Input names by source, in declaration order.
     inputs: Operands,
     layout_free: Vec<String>,
+    /// Write a convolution in NHWC (`Layout::Nhwc`).
+    nhwc: bool,
+    /// The model's (NCHW) shape of the anchor's result, when it is written in NHWC: an
+    /// epilogue operand of that shape (a residual add's shortcut) is read in NHWC too.
+    nhwc_out: Option<Vec<i64>>,
 }
 
 fn list(v: &[String]) -> String {
@@ -115,7 +132,7 @@ fn num(v: f64) -> String {
 }
 
 impl<'g> Gen<'g> {
-    fn new(g: &'g Graph, group: &Group) -> Self {
+    fn new(g: &'g Graph, group: &Group, layout: Layout) -> Self {
         Gen {
             g,
             eight_bit: group.eight_bit,
@@ -124,6 +141,8 @@ impl<'g> Gen<'g> {
             stmts: vec![],
             inputs: vec![],
             layout_free: vec![],
+            nhwc: layout == Layout::Nhwc,
+            nhwc_out: None,
         }
     }
 
@@ -223,6 +242,7 @@ impl<'g> Gen<'g> {
             expr,
             layout_free: self.layout_free,
             operands: self.inputs,
+            output_perm: self.nhwc_out.is_some().then(|| FROM_NHWC.to_vec()),
         })
     }
 
@@ -244,6 +264,17 @@ impl<'g> Gen<'g> {
             .shape(t)
             .ok_or_else(|| format!("the shape of '{t}' is not known"))?
             .to_vec();
+        if let Some(out) = self.nhwc_out.clone()
+            && shape == out
+        {
+            let dims: Vec<i64> = TO_NHWC.iter().map(|&p| out[p]).collect();
+            let key = Operand::Transposed {
+                name: t.to_string(),
+                perm: TO_NHWC.to_vec(),
+            };
+            let name = self.input_of(key, "T", &dims);
+            return Ok(format!("{name}[{}]", list(&names(&anchor.vars))));
+        }
         let (dims, idx) = self.broadcast(&shape, anchor)?;
         // A chain between conversions reads the 8-bit tensor and dequantizes it itself.
         if self.eight_bit
@@ -380,7 +411,8 @@ impl<'g> Gen<'g> {
                     .ok_or_else(|| err("an input of rank < 2".into()))?;
                 let channels = self.g.need_shape(n, x)?[1];
                 let bn = n.name.clone();
-                match conv.filter(|cv| cv.outputs.first().map(String::as_str) == Some(x)) {
+                let plain = self.nhwc_out.is_none();
+                match conv.filter(|cv| plain && cv.outputs.first().map(String::as_str) == Some(x)) {
                     Some(cv) => {
                         // Folded into the convolution at inference: its scale goes into the
                         // kernel's weight, what remains is one bias per channel (the
@@ -436,12 +468,23 @@ impl<'g> Gen<'g> {
             "Conv" => self.conv(n, x, &xs, &out),
             "MaxPool" | "AveragePool" => self.pool(n, x, &xs, &out),
             "GlobalAveragePool" => {
-                let xn = self.input(x, "X", &xs);
                 let v = vars("i", &xs[..2]);
                 let r = vars("k", &xs[2..]);
                 let sp = list(&names(&v));
+                // In NHWC it reads the convolutions' result as they keep it, channels inner.
+                let read = if self.nhwc && xs.len() == 4 {
+                    let key = Operand::Transposed {
+                        name: x.to_string(),
+                        perm: TO_NHWC.to_vec(),
+                    };
+                    let xn = self.input_of(key, "X", &[xs[0], xs[2], xs[3], xs[1]]);
+                    format!("{xn}[i0,k0,k1,i1]")
+                } else {
+                    let xn = self.input(x, "X", &xs);
+                    format!("{xn}[{sp},k0,k1]")
+                };
                 self.stmts.push(format!(
-                    "O[{sp}] += {xn}[{sp},k0,k1] where {}, {}",
+                    "O[{sp}] += {read} where {}, {}",
                     wheres(&v),
                     wheres(&r)
                 ));
@@ -722,26 +765,42 @@ impl<'g> Gen<'g> {
     }
 
     /// A padding stage over `x` when the windows read outside it; returns what they read.
-    #[allow(clippy::too_many_arguments)]
-    fn padded(&mut self, x: &str, xs: &[i64], pads: &[i64], need: [i64; 2], fill: f64) -> String {
-        let xn = self.input(x, "X", xs);
+    /// With `nhwc`, `x` is read transposed to NHWC and the stage is NHWC too.
+    fn padded(
+        &mut self,
+        x: &str,
+        xs: &[i64],
+        pads: &[i64],
+        need: [i64; 2],
+        fill: f64,
+        nhwc: bool,
+    ) -> String {
         let (pt, pl) = (pads[0], pads[1]);
-        let (h, w) = (xs[2], xs[3]);
+        let (n, c, h, w) = (xs[0], xs[1], xs[2], xs[3]);
+        let (xn, rows, cols) = if nhwc {
+            let key = Operand::Transposed {
+                name: x.to_string(),
+                perm: TO_NHWC.to_vec(),
+            };
+            (self.input_of(key, "X", &[n, h, w, c]), "i1", "i2")
+        } else {
+            (self.input(x, "X", xs), "i2", "i3")
+        };
         if pt == 0 && pl == 0 && need[0] <= h && need[1] <= w {
             return xn;
         }
         let mut guard = vec![];
         if pt > 0 {
-            guard.push(format!("i2 >= {pt}"));
+            guard.push(format!("{rows} >= {pt}"));
         }
         if need[0] > pt + h {
-            guard.push(format!("i2 < {}", pt + h));
+            guard.push(format!("{rows} < {}", pt + h));
         }
         if pl > 0 {
-            guard.push(format!("i3 >= {pl}"));
+            guard.push(format!("{cols} >= {pl}"));
         }
         if need[1] > pl + w {
-            guard.push(format!("i3 < {}", pl + w));
+            guard.push(format!("{cols} < {}", pl + w));
         }
         let off = |v: &str, p: i64| {
             if p > 0 {
@@ -750,7 +809,12 @@ impl<'g> Gen<'g> {
                 v.to_string()
             }
         };
-        let read = format!("{xn}[i0,i1,{},{}]", off("i2", pt), off("i3", pl));
+        let (y, x) = (off(rows, pt), off(cols, pl));
+        let (read, dims) = if nhwc {
+            (format!("{xn}[i0,{y},{x},i3]"), [n, need[0], need[1], c])
+        } else {
+            (format!("{xn}[i0,i1,{y},{x}]"), [n, c, need[0], need[1]])
+        };
         let body = if guard.is_empty() {
             read
         } else {
@@ -758,7 +822,7 @@ impl<'g> Gen<'g> {
         };
         self.stmts.push(format!(
             "P[i0,i1,i2,i3] = {body} where i0<{}, i1<{}, i2<{}, i3<{}",
-            xs[0], xs[1], need[0], need[1]
+            dims[0], dims[1], dims[2], dims[3]
         ));
         "P".into()
     }
@@ -790,9 +854,12 @@ impl<'g> Gen<'g> {
                 ),
             ));
         }
-        let src = self.padded(x, xs, &[pads[0], pads[1]], need, 0.0);
-        let wn = self.weight(w, "W", &ws);
         let fg = f / groups;
+        if self.nhwc && (groups == 1 || (fg == 1 && cg == 1)) && self.g.is_constant(w) {
+            return self.conv_nhwc(n, x, xs, out, &ws, groups, need);
+        }
+        let src = self.padded(x, xs, &[pads[0], pads[1]], need, 0.0, false);
+        let wn = self.weight(w, "W", &ws);
         let (v, logical, stmt) = if groups == 1 {
             let v = vars("i", out);
             let stmt = format!(
@@ -842,6 +909,76 @@ impl<'g> Gen<'g> {
         })
     }
 
+    /// A convolution (dense or depthwise) in NHWC: the data transposed to `[n,h,w,c]`, the
+    /// weight to `[kh,kw,c,f]` (`[kh,kw,c,1]`), the result `[n,oh,ow,f]`.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_nhwc(
+        &mut self,
+        n: &Node,
+        x: &str,
+        xs: &[i64],
+        out: &[i64],
+        ws: &[i64],
+        groups: i64,
+        need: [i64; 2],
+    ) -> Result<Anchor, ImportError> {
+        let w = n.input(1).unwrap_or_default();
+        let (f, cg, kh, kw) = (ws[0], ws[1], ws[2], ws[3]);
+        let s = n.ints("strides").unwrap_or_else(|| vec![1, 1]);
+        let d = n.ints("dilations").unwrap_or_else(|| vec![1, 1]);
+        let pads = Self::pads(n, 2);
+        let src = self.padded(x, xs, &[pads[0], pads[1]], need, 0.0, true);
+        let depthwise = groups != 1;
+        let (wperm, wshape) = if depthwise {
+            (vec![2, 3, 0, 1], vec![kh, kw, f, 1])
+        } else {
+            (vec![2, 3, 1, 0], vec![kh, kw, cg, f])
+        };
+        let key = Operand::Transposed {
+            name: w.to_string(),
+            perm: wperm,
+        };
+        let wn = self.input_of(key, "W", &wshape);
+        if !self.layout_free.contains(&wn) {
+            self.layout_free.push(wn.clone());
+        }
+        let (oh, ow) = (out[2], out[3]);
+        let v = vars("i", &[out[0], oh, ow, f]);
+        let (yy, xx) = (
+            window("i1", s[0], "k1", d[0], 0),
+            window("i2", s[1], "k2", d[1], 0),
+        );
+        let stmt = if depthwise {
+            format!(
+                "O[i0,i1,i2,i3] += {src}[i0,{yy},{xx},i3] * {wn}[k1,k2,i3,0] where {}, k1<{kh}, k2<{kw}",
+                wheres(&v)
+            )
+        } else {
+            format!(
+                "O[i0,i1,i2,i3] += {src}[i0,{yy},{xx},k0] * {wn}[k1,k2,k0,i3] where {}, k1<{kh}, k2<{kw}, k0<{cg}",
+                wheres(&v)
+            )
+        };
+        self.stmts.push(stmt);
+        self.nhwc_out = Some(out.to_vec());
+        let logical = NHWC_LOGICAL.map(String::from).to_vec();
+        let load = "O[i0,i1,i2,i3]".to_string();
+        let value = match n.input(2) {
+            Some(b) => {
+                let bn = self.input(b, "B", &[f]);
+                format!("({load} + {bn}[i3])")
+            }
+            None => load.clone(),
+        };
+        Ok(Anchor {
+            vars: v,
+            logical,
+            value,
+            core: load,
+            flat: None,
+        })
+    }
+
     fn pool(&mut self, n: &Node, x: &str, xs: &[i64], out: &[i64]) -> Result<Anchor, ImportError> {
         let k = n
             .ints("kernel_shape")
@@ -857,13 +994,31 @@ impl<'g> Gen<'g> {
         let max = n.op == "MaxPool";
         // The most negative f32 stands for -infinity, which the text form has no literal for.
         let fill = if max { -3.4028234663852886e38 } else { 0.0 };
-        let src = self.padded(x, xs, &[pads[0], pads[1]], need, fill);
-        let v = vars("i", out);
+        let nhwc = self.nhwc;
+        let src = self.padded(x, xs, &[pads[0], pads[1]], need, fill, nhwc);
         let op = if max { "max=" } else { "+=" };
+        let (v, read, logical) = if nhwc {
+            self.nhwc_out = Some(out.to_vec());
+            let read = format!(
+                "{src}[i0,{},{},i3]",
+                window("i1", s[0], "k1", d[0], 0),
+                window("i2", s[1], "k2", d[1], 0)
+            );
+            (
+                vars("i", &[out[0], out[2], out[3], out[1]]),
+                read,
+                NHWC_LOGICAL,
+            )
+        } else {
+            let read = format!(
+                "{src}[i0,i1,{},{}]",
+                window("i2", s[0], "k1", d[0], 0),
+                window("i3", s[1], "k2", d[1], 0)
+            );
+            (vars("i", out), read, ["i0", "i1", "i2", "i3"])
+        };
         self.stmts.push(format!(
-            "O[i0,i1,i2,i3] {op} {src}[i0,i1,{},{}] where {}, k1<{}, k2<{}",
-            window("i2", s[0], "k1", d[0], 0),
-            window("i3", s[1], "k2", d[1], 0),
+            "O[i0,i1,i2,i3] {op} {read} where {}, k1<{}, k2<{}",
             wheres(&v),
             k[0],
             k[1]
@@ -877,7 +1032,7 @@ impl<'g> Gen<'g> {
             format!("{load} * {}", num(1.0 / (k[0] * k[1]) as f64))
         };
         Ok(Anchor {
-            logical: names(&v),
+            logical: logical.map(String::from).to_vec(),
             vars: v,
             value: value.clone(),
             core: value,

@@ -8,10 +8,12 @@ use tunehub_engine::ops::{LayoutFree, OpSpec};
 use tunehub_engine::sample::RandomSampler;
 use tunehub_engine::target::Target;
 use tunehub_onnx::builder::ModelBuilder;
-use tunehub_onnx::{ImportError, InputShapes, TaskList, extract, nets};
+use tunehub_onnx::{
+    Extraction, ImportError, InputShapes, Layout, Operand, TaskList, extract, nets,
+};
 
 fn tasks_of(bytes: &[u8]) -> TaskList {
-    extract(bytes, &InputShapes::default(), true).expect("the model's tasks")
+    extract(bytes, &InputShapes::default(), &Extraction::strict()).expect("the model's tasks")
 }
 
 /// Weight by label.
@@ -91,14 +93,14 @@ fn resnet18_is_its_layer_table() {
 #[test]
 fn a_dynamic_batch_needs_a_value_and_takes_it() {
     let m = nets::resnet18(None, 32);
-    let e = extract(&m, &InputShapes::default(), true).unwrap_err();
+    let e = extract(&m, &InputShapes::default(), &Extraction::strict()).unwrap_err();
     assert!(matches!(e, ImportError::DynamicDim { ref input, dim: 0, .. } if input == "input"));
     assert!(e.to_string().contains("--batch"), "{e}");
     let two = InputShapes {
         batch: Some(2),
         ..InputShapes::default()
     };
-    let l = extract(&m, &two, true).unwrap();
+    let l = extract(&m, &two, &Extraction::strict()).unwrap();
     assert_eq!(
         l.tasks[0].label,
         "Conv+BatchNormalization+Relu -> [2,64,16,16]"
@@ -107,7 +109,7 @@ fn a_dynamic_batch_needs_a_value_and_takes_it() {
         shapes: vec![("input".into(), vec![1, 3, 64, 64])],
         ..InputShapes::default()
     };
-    let l = extract(&m, &named, true).unwrap();
+    let l = extract(&m, &named, &Extraction::strict()).unwrap();
     assert_eq!(
         l.tasks[0].label,
         "Conv+BatchNormalization+Relu -> [1,64,32,32]"
@@ -116,7 +118,9 @@ fn a_dynamic_batch_needs_a_value_and_takes_it() {
         shapes: vec![("image".into(), vec![1, 3, 64, 64])],
         ..InputShapes::default()
     };
-    let e = extract(&m, &wrong, true).unwrap_err().to_string();
+    let e = extract(&m, &wrong, &Extraction::strict())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("image") && e.contains("inputs: input"), "{e}");
 }
 
@@ -198,10 +202,20 @@ fn gpt2_decoder_step_is_matrix_vector_products() {
 #[test]
 fn bad_models_are_errors_naming_what_is_wrong() {
     let m = nets::mobilenet_v2_block();
-    let e = extract(&m[..m.len() / 2], &InputShapes::default(), true).unwrap_err();
+    let e = extract(
+        &m[..m.len() / 2],
+        &InputShapes::default(),
+        &Extraction::strict(),
+    )
+    .unwrap_err();
     assert!(matches!(e, ImportError::Malformed(_)), "{e}");
     assert!(e.to_string().contains("truncated or malformed"), "{e}");
-    let e = extract(b"\x0a\xff\xff\xff\xff", &InputShapes::default(), true).unwrap_err();
+    let e = extract(
+        b"\x0a\xff\xff\xff\xff",
+        &InputShapes::default(),
+        &Extraction::strict(),
+    )
+    .unwrap_err();
     assert!(matches!(e, ImportError::Malformed(_)), "{e}");
 
     // An operator outside the list: an error naming the node and the operator when strict,
@@ -214,7 +228,7 @@ fn bad_models_are_errors_naming_what_is_wrong() {
     let g = b.node("GlobalAveragePool", &[&s], vec![]);
     b.output(&g);
     let m = b.encode();
-    let e = extract(&m, &InputShapes::default(), true).unwrap_err();
+    let e = extract(&m, &InputShapes::default(), &Extraction::strict()).unwrap_err();
     let text = e.to_string();
     assert!(
         matches!(e, ImportError::Unsupported { ref node, ref op, .. } if *node == sin && op == "Sin")
@@ -223,7 +237,7 @@ fn bad_models_are_errors_naming_what_is_wrong() {
         text.starts_with(&format!("node '{sin}' (Sin): unsupported operator")),
         "{text}"
     );
-    let l = extract(&m, &InputShapes::default(), false).unwrap();
+    let l = extract(&m, &InputShapes::default(), &Extraction::lenient()).unwrap();
     assert_eq!(l.skipped.len(), 1);
     assert_eq!(
         (l.skipped[0].node.as_str(), l.skipped[0].op.as_str()),
@@ -240,7 +254,7 @@ fn bad_models_are_errors_naming_what_is_wrong() {
     let x = b.input_fixed("x", &[4]);
     let s = b.node("Sin", &[&x], vec![]);
     b.output(&s);
-    let e = extract(&b.encode(), &InputShapes::default(), false)
+    let e = extract(&b.encode(), &InputShapes::default(), &Extraction::lenient())
         .unwrap_err()
         .to_string();
     assert!(e.contains("no task") && e.contains("(Sin)"), "{e}");
@@ -291,6 +305,54 @@ fn every_generated_workload_matches_the_reference() {
     }
 }
 
+/// Issue 60: in NHWC the tiny network yields the same tasks (labels and weights); the window
+/// operators write NHWC (read back through `output_perm`), the grouped convolution stays
+/// NCHW, and every workload matches the reference under random schedules.
+#[test]
+fn in_nhwc_the_same_tasks_run_channels_last() {
+    let nchw = tasks_of(&nets::tiny());
+    let how = Extraction::strict().in_layout(Layout::Nhwc);
+    let nhwc = extract(&nets::tiny(), &InputShapes::default(), &how).unwrap();
+    assert_eq!(nhwc.layout, Layout::Nhwc);
+    assert_eq!(weights(&nchw), weights(&nhwc));
+    let target = Target::detect();
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+    let mut channels_last = vec![];
+    for (i, t) in nhwc.tasks.iter().enumerate() {
+        let call = nhwc.calls.iter().find(|c| c.task == i).unwrap();
+        if call.output_perm.is_some() {
+            assert_eq!(call.output_perm.as_deref(), Some(&[0, 3, 1, 2][..]));
+            // Its data is read transposed, into channels last.
+            assert!(
+                call.operands.iter().any(|(_, o)| matches!(
+                    o,
+                    Operand::Transposed { perm, .. } if perm == &[0, 2, 3, 1]
+                )),
+                "{}: {:?}",
+                t.label,
+                call.operands
+            );
+            channels_last.push(t.label.clone());
+        }
+        check(&target, &mut measurer, t, &t.task().unwrap(), 31 + i as u64);
+    }
+    let windows = |l: &TaskList| {
+        l.tasks
+            .iter()
+            .filter(|t| {
+                ["Conv", "MaxPool", "AveragePool"]
+                    .iter()
+                    .any(|o| t.label.starts_with(o))
+            })
+            .filter(|t| !t.expr.contains("i1*"))
+            .count()
+    };
+    // Every window operator but the grouped convolution (and the global pool, which writes
+    // no map).
+    assert!(!channels_last.is_empty());
+    assert_eq!(channels_last.len(), windows(&nchw), "{channels_last:?}");
+}
+
 /// Random schedules of `task` (a workload of `t`) compile, run and match the reference.
 fn check(
     target: &Target,
@@ -321,7 +383,11 @@ fn check(
 fn a_broken_product_and_a_zero_dimension_are_named() {
     let refused = |m: &[u8], shapes: &InputShapes, want: &[&str]| {
         for strict in [false, true] {
-            let e = extract(m, shapes, strict).unwrap_err().to_string();
+            let how = Extraction {
+                strict,
+                ..Default::default()
+            };
+            let e = extract(m, shapes, &how).unwrap_err().to_string();
             for w in want {
                 assert!(e.contains(w), "{w:?} not in {e:?} (strict: {strict})");
             }
@@ -377,7 +443,7 @@ fn a_broken_product_and_a_zero_dimension_are_named() {
     let y = b.node("Relu", &[&x], vec![]);
     b.output(&y);
     let m = b.encode();
-    let e = extract(&m, &InputShapes::default(), false).unwrap_err();
+    let e = extract(&m, &InputShapes::default(), &Extraction::lenient()).unwrap_err();
     assert!(
         matches!(e, ImportError::NotASize { ref input, dim: 1, value: 0, .. } if input == "x"),
         "{e:?}"
@@ -395,5 +461,11 @@ fn a_broken_product_and_a_zero_dimension_are_named() {
         shapes: vec![("x".into(), vec![1, 2, 4])],
         ..InputShapes::default()
     };
-    assert_eq!(extract(&m, &fixed, true).unwrap().tasks.len(), 1);
+    assert_eq!(
+        extract(&m, &fixed, &Extraction::strict())
+            .unwrap()
+            .tasks
+            .len(),
+        1
+    );
 }

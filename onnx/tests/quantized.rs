@@ -5,7 +5,7 @@
 use tunehub_onnx::builder::{ModelBuilder, int, ints};
 use tunehub_onnx::graph::Graph;
 use tunehub_onnx::requantization::requantization;
-use tunehub_onnx::{InputShapes, Operand, TaskList, extract};
+use tunehub_onnx::{Extraction, InputShapes, Operand, TaskList, extract};
 
 /// Pseudo-random integers in `lo..=hi` (the weights' values do not matter to the tasks).
 fn values(n: i64, lo: i64, hi: i64) -> Vec<i64> {
@@ -36,7 +36,7 @@ fn weight_along(
 
 /// The model's tasks, strictly extracted.
 fn tasks_of(b: ModelBuilder) -> TaskList {
-    extract(&b.encode(), &InputShapes::default(), true).unwrap()
+    extract(&b.encode(), &InputShapes::default(), &Extraction::strict()).unwrap()
 }
 
 /// The tasks' op specs, in the order the network runs them.

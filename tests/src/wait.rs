@@ -13,13 +13,27 @@ const BETWEEN_LOOKS: Duration = Duration::from_millis(20);
 
 /// Calls `look` until it gives `Some`, failing the test once `limit` has passed (`what`: what
 /// was awaited, for the message).
-pub async fn until<T>(what: &str, limit: Duration, mut look: impl AsyncFnMut() -> Option<T>) -> T {
+pub async fn until<T>(what: &str, limit: Duration, look: impl AsyncFnMut() -> Option<T>) -> T {
+    until_or(what, limit, look, String::new).await
+}
+
+/// [`until`], the failure's message ending with what `explain` says then (a log's tail).
+pub async fn until_or<T>(
+    what: &str,
+    limit: Duration,
+    mut look: impl AsyncFnMut() -> Option<T>,
+    explain: impl Fn() -> String,
+) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = look().await {
             return v;
         }
-        assert!(start.elapsed() < limit, "not within {limit:?}: {what}");
+        assert!(
+            start.elapsed() < limit,
+            "not within {limit:?}: {what}{}",
+            explain()
+        );
         tokio::time::sleep(BETWEEN_LOOKS).await;
     }
 }

@@ -455,3 +455,61 @@ fn a_quantized_model_tunes_builds_and_matches_tract() {
         "{tuned:#?}"
     );
 }
+
+/// Issue 60: a model tuned in both layouts builds in the one whose tuned kernels take least,
+/// and says each layout's time; `--layout` forces one; a model tuned in one layout only
+/// builds in that one; an unknown layout exits 2.
+#[test]
+fn a_build_takes_the_tuned_layout_that_takes_least() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write(dir.path(), "m.onnx", &conv_model(9, 3));
+    let db = dir.path().join("l.db");
+    let tune = |layout: &str| {
+        let mut args = vec!["tune", s(&model), "--layout", layout, "--trials", "2"];
+        args.extend_from_slice(&["--db", s(&db)]);
+        args.extend_from_slice(&QUICK);
+        ok(&tunehub(&args));
+    };
+    let build = |out: &str, layout: &[&str]| {
+        let out = dir.path().join(out);
+        let mut args = vec!["build", s(&model), "--out", s(&out), "--db", s(&db)];
+        args.extend_from_slice(layout);
+        let text = ok(&tunehub(&args));
+        let manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap())
+                .unwrap();
+        (text, manifest["layout"].as_str().unwrap().to_string())
+    };
+    tune("nhwc");
+    let (text, layout) = build("one", &[]);
+    assert_eq!(layout, "nhwc", "{text}");
+    assert!(text.contains("nchw 1 of 1 tasks untuned"), "{text}");
+
+    tune("nchw");
+    let (text, layout) = build("both", &[]);
+    let line = text.lines().find(|l| l.starts_with("layout")).unwrap();
+    let times = &line[line.find("; ").unwrap() + 2..];
+    let time = |l: &str| -> f64 {
+        let at = times.find(&format!("{l} ")).unwrap() + l.len() + 1;
+        times[at..].split(' ').next().unwrap().parse().unwrap()
+    };
+    let least = if time("nhwc") < time("nchw") {
+        "nhwc"
+    } else {
+        "nchw"
+    };
+    assert_eq!(layout, least, "{text}");
+    assert!(
+        line.starts_with(&format!("layout    {least} (least tuned time")),
+        "{line}"
+    );
+
+    let other = if least == "nchw" { "nhwc" } else { "nchw" };
+    let (text, layout) = build("forced", &["--layout", other]);
+    assert_eq!(layout, other, "{text}");
+    assert!(text.contains(&format!("layout    {other}\n")), "{text}");
+
+    let out = dir.path().join("bad");
+    let bad = tunehub(&["build", s(&model), "--out", s(&out), "--layout", "nchw16c"]);
+    bad_input(&bad, &["--layout", "nchw, nhwc, auto"]);
+}

@@ -29,7 +29,10 @@ fn tasks_lists_a_resnet18_and_bad_models_exit_2() {
         &tunehub(&["tasks", resnet]),
         &["input 'input' dimension 0 is dynamic", "--batch"],
     );
-    let out = stdout_ok(&tunehub(&["tasks", resnet, "--batch", "1", "--json"]));
+    let nchw = ["--layout", "nchw"];
+    let out = stdout_ok(&tunehub(
+        &[&["tasks", resnet, "--batch", "1", "--json"][..], &nchw].concat(),
+    ));
     let v: Value = serde_json::from_str(&out).unwrap();
     let tasks = v["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 18);
@@ -49,9 +52,14 @@ fn tasks_lists_a_resnet18_and_bad_models_exit_2() {
         .task()
         .unwrap();
     assert_eq!(pasted.key, tasks[0]["workload_key"].as_str().unwrap());
-    let text = stdout_ok(&tunehub(&["tasks", resnet, "--shape", "input=1x3x224x224"]));
+    let shape = ["tasks", resnet, "--shape", "input=1x3x224x224"];
+    let text = stdout_ok(&tunehub(&[&shape[..], &nchw].concat()));
     assert!(text.contains("18 tasks, 23 operators"), "{text}");
     assert!(text.contains(spec), "the printed op spec: {text}");
+    // In NHWC (the default) the same tasks, the convolutions in the text form.
+    let text = stdout_ok(&tunehub(&shape));
+    assert!(text.contains("18 tasks, 23 operators"), "{text}");
+    assert!(!text.contains("conv2d_nchw"), "{text}");
     assert!(
         text.contains("Conv+BatchNormalization+Add+Relu -> [1,64,56,56]"),
         "{text}"

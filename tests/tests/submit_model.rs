@@ -62,6 +62,7 @@ fn model_req(
                 .collect(),
             strict: false,
             trials_per_task: 2,
+            layout: String::new(),
         }),
         job: Some(pb::SubmitRequest {
             target: "local".into(),

@@ -23,8 +23,8 @@ use tunehub_compiler::{Manifest, build_checked, check};
 use tunehub_engine::measure::MeasureOptions;
 use tunehub_engine::search::DEFAULT_BATCH;
 use tunehub_engine::target::Target;
-use tunehub_onnx::TaskList;
 use tunehub_onnx::graph::Graph;
+use tunehub_onnx::{Extraction, TaskList};
 use tunehub_proto::v1 as pb;
 use tunehub_server::checks::limits::MAX_BATCH;
 use tunehub_server::config::Limits;
@@ -120,7 +120,8 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     let model_dir = path.parent().and_then(Path::to_str);
     let g = Graph::load(&bytes, &shapes, model_dir)
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
-    let list = tunehub_onnx::tasks::extract(&g, true)
+    let how = Extraction::strict().in_layout(args.shapes.extraction().layout);
+    let list = tunehub_onnx::tasks::extract(&g, &how)
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
     tunehub_compiler::check_buildable(&g)
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
@@ -128,7 +129,10 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
         tune_missing(&args, &list, trials).await?;
     }
     let req = pb::BuildModelRequest {
-        model: Some(model_files::source(bytes.clone(), &shapes)),
+        model: Some(pb::ModelSource {
+            layout: args.shapes.layout_name().into(),
+            ..model_files::source(bytes.clone(), &shapes)
+        }),
         target: args.target.clone(),
         name: name.clone(),
         embed_weights: args.embed_weights,
@@ -211,6 +215,10 @@ impl Summary<'_> {
             self.zero_shot,
             m.nodes.len()
         );
+        t += &match m.layout_choice.as_str() {
+            "" => format!("layout    {}\n", m.layout),
+            choice => format!("layout    {choice}\n"),
+        };
         t += &format!(
             "memory    arena {} bytes (intermediate tensors {} bytes), weights {} bytes, packed {} bytes\n",
             m.arena_bytes, m.intermediate_bytes, m.weights_bytes, m.packed_bytes

@@ -8,6 +8,7 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tunehub_onnx::{Extraction, Layout};
 
 #[derive(Debug, Clone, Args)]
 pub struct TasksArgs {
@@ -27,14 +28,28 @@ pub struct TasksArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// The layout the f32 convolutions' tasks are written in: nchw (the model's) or nhwc
+    /// [default: nhwc, what `tunehub tune` tunes].
+    #[arg(long, value_name = "LAYOUT", value_parser = parse_layout)]
+    pub layout: Option<Layout>,
+
     /// One JSON object: the tasks (with their text form), the skipped nodes.
     #[arg(long)]
     pub json: bool,
 }
 
+/// A `--layout` value.
+fn parse_layout(s: &str) -> Result<Layout, String> {
+    s.parse()
+}
+
 pub fn run(args: TasksArgs) -> Result<ExitCode> {
     let path = args.model.to_string_lossy().into_owned();
-    let list = model::load(&path, args.batch, &args.shapes, args.strict)?;
+    let how = Extraction {
+        strict: args.strict,
+        layout: args.layout.unwrap_or(Layout::PREFERRED),
+    };
+    let list = model::load(&path, args.batch, &args.shapes, &how)?;
     let mut out = String::new();
     if args.json {
         let v = json!({

@@ -107,6 +107,11 @@ def test_bad_models_are_refused_and_store_nothing(client):
     refused(lambda: client.submit_model(two_dense(), trials=0), "trials_per_task")
     # The job's own settings are checked as for `submit`.
     refused(lambda: client.submit_model(two_dense(), trials=1, priority=11), "priority 11")
+    refused(
+        lambda: client.submit_model(two_dense(), trials=1, layout="nchw16c"),
+        "model.layout",
+        "nchw or nhwc or auto",
+    )
     assert len(client.jobs(limit=1000)) == before
     with pytest.raises(TypeError, match="path or its bytes"):
         client.submit_model(42, trials=1)  # type: ignore[arg-type]

@@ -198,6 +198,7 @@ class Client:
         batch: int | None = None,
         shapes: Mapping[str, Sequence[int] | str] | Iterable[str] | None = None,
         strict: bool = False,
+        layout: str = "",
         target: str | None = None,
         targets: Sequence[str] = (),
         measure: pb.MeasureOptions | Mapping[str, Any] | None = None,
@@ -219,7 +220,9 @@ class Client:
         (`--model-batch`). `shapes`: whole input shapes (`--shape`), as `{"input": [1, 3, 224,
         224]}`, `{"input": "1x3x224x224"}` or `["input=1x3x224x224"]`. `strict`: an
         unsupported operator is an error instead of a skipped node; without it each skipped
-        node is reported as a `UserWarning`, as the command line warns on stderr.
+        node is reported as a `UserWarning`, as the command line warns on stderr. `layout`:
+        the layout the f32 convolutions' tasks are written in, "nchw" (the model's; also "")
+        or "nhwc" (`--layout`); `build_model` must then be given the same.
 
         A bad model (unreadable, a dynamic dimension without a value, with `strict` an
         unsupported operator, no task at all, larger than the server takes) raises
@@ -231,6 +234,7 @@ class Client:
             shapes=_input_shapes(shapes),
             strict=strict,
             trials_per_task=trials,
+            layout=layout,
         )
         job = self._job_request(
             target, targets, measure, batch_size, seed, scheduler, name, priority
@@ -253,6 +257,7 @@ class Client:
         name: str = "",
         batch: int | None = None,
         shapes: Mapping[str, Sequence[int] | str] | Iterable[str] | None = None,
+        layout: str = "",
         target: str | None = None,
         embed_weights: bool = False,
         compile: bool = True,
@@ -264,8 +269,8 @@ class Client:
         out_dir)` then runs it. Every task's kernel is its tuned record, else a zero-shot
         answer from tuned neighbours of the same structure (`zero_shot_tasks` counts them).
 
-        `name`: the library's, a C identifier ("": "model"). `batch`, `shapes`: as in
-        `submit_model`. `compile=False`: the sources only, to build elsewhere (needed for a
+        `name`: the library's, a C identifier ("": "model"). `batch`, `shapes`, `layout`: as
+        in `submit_model` (the layout the model was tuned in). `compile=False`: the sources only, to build elsewhere (needed for a
         `target` other than the server's own machine).
 
         Raises TunehubError: INVALID_ARGUMENT for a bad model or name or a node no library can
@@ -273,7 +278,9 @@ class Client:
         them first: `submit_model`), FAILED_PRECONDITION for `compile` on another target.
         """
         req = pb.BuildModelRequest(
-            model=pb.ModelSource(onnx=_model_bytes(model), batch=batch, shapes=_input_shapes(shapes)),
+            model=pb.ModelSource(
+                onnx=_model_bytes(model), batch=batch, shapes=_input_shapes(shapes), layout=layout
+            ),
             target=target or "",
             name=name,
             embed_weights=embed_weights,

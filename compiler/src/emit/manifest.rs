@@ -40,6 +40,12 @@ pub struct Manifest {
     pub steps: Vec<StepEntry>,
     /// OpenMP threads the kernels use until `set_num_threads`.
     pub threads: u32,
+    /// The layout the f32 convolutions run in (`nchw`, `nhwc`): the tasks' layout.
+    #[serde(default)]
+    pub layout: String,
+    /// How the build chose it, when it chose (a build's `auto`): each layout's tuned time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub layout_choice: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

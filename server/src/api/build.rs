@@ -10,10 +10,10 @@
 //! with the kernels' own compiler (never one the request names: this runs on the server) and
 //! checked against tract before a byte is sent. The files go out in pieces, the manifest last.
 
-use super::Api;
 use super::kernel::KernelOf;
-use super::model::{EXTRACTING, check_task_sizes, import_status, input_shapes};
+use super::model::{EXTRACTING, check_task_sizes, import_status, input_shapes, layout};
 use super::query::Want;
+use super::{Api, store_status};
 use crate::checks::limits::check_len;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use tonic::Status;
 use tunehub_compiler::{CompileError, Compiled, Options, check};
 use tunehub_engine::package::{self, Kernel};
 use tunehub_onnx::graph::Graph;
-use tunehub_onnx::{InputShapes, TaskList};
+use tunehub_onnx::{Extraction, InputShapes, Layout, TaskList};
 use tunehub_proto::v1 as pb;
 
 /// The library's name when the request gives none.
@@ -65,6 +65,7 @@ impl Api {
         };
         self.check_model_size(&model)?;
         let shapes = input_shapes(&model)?;
+        let asked = layout(&model)?;
         let target = self.query_target(&r.target).await?;
         if r.compile && target != self.local_target().key() {
             return Err(Status::failed_precondition(format!(
@@ -74,7 +75,13 @@ impl Api {
             )));
         }
         let onnx = Arc::new(model.onnx);
-        let (g, list) = load(Arc::clone(&onnx), shapes.clone()).await?;
+        let (g, list, choice) = match asked {
+            Some(l) => {
+                let (g, list) = load(Arc::clone(&onnx), shapes.clone(), l).await?;
+                (g, list, String::new())
+            }
+            None => self.least_layout(&onnx, &shapes, &target).await?,
+        };
         check_task_sizes(&list)?;
         let Answered {
             kernels,
@@ -106,6 +113,7 @@ impl Api {
                 &format!("{name}.onnx"),
                 &options,
             )?;
+            compiled.manifest.layout_choice = choice;
             for &i in &searched {
                 compiled.manifest.tasks[i].provenance = SEARCHED.into();
             }
@@ -155,6 +163,64 @@ impl Api {
             ..Default::default()
         });
         Ok(pieces)
+    }
+
+    /// The model in the layout whose tasks' tuned kernels take least on `target` (the sum of
+    /// weight x best measured time) among those with every task tuned; with none so, the one
+    /// with the most tuned tasks (`Layout::PREFERRED` on a tie). Conversions between layouts are
+    /// not counted: a layout keeps its result across a run of convolutions, one copy at each
+    /// end. Also the choice, said for the manifest.
+    async fn least_layout(
+        &self,
+        onnx: &Arc<Vec<u8>>,
+        shapes: &InputShapes,
+        target: &str,
+    ) -> Result<(Graph, TaskList, String), Status> {
+        // The preferred layout (what a job tunes by default) first: it wins a tie, as between
+        // two layouts with nothing tuned, where its neighbours are the likelier to be tuned.
+        let mut layouts = Layout::ALL;
+        layouts.sort_by_key(|&l| l != Layout::PREFERRED);
+        let mut options = vec![];
+        for l in layouts {
+            let (g, list) = load(Arc::clone(onnx), shapes.clone(), l).await?;
+            let (seconds, untuned) = self.tuned_time(&list, target).await?;
+            options.push((untuned, seconds, l, g, list));
+        }
+        let said: Vec<String> = options
+            .iter()
+            .map(|(untuned, seconds, l, _, list)| match untuned {
+                0 => format!("{l} {:.3} ms", seconds * 1e3),
+                u => format!("{l} {u} of {} tasks untuned", list.tasks.len()),
+            })
+            .collect();
+        // Fewest untuned tasks, then least time; `min_by` keeps the first of equals.
+        let best = options
+            .into_iter()
+            .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
+            .expect("Layout::ALL is not empty");
+        let choice = format!("{} (least tuned time; {})", best.2, said.join(", "));
+        Ok((best.3, best.4, choice))
+    }
+
+    /// The sum over `list`'s tasks of weight x the best record's time on `target`, over the
+    /// tasks that have one, and how many have none.
+    async fn tuned_time(&self, list: &TaskList, target: &str) -> Result<(f64, usize), Status> {
+        let (mut seconds, mut untuned) = (0.0, 0);
+        for t in &list.tasks {
+            let w = crate::workload::of_net_task(t);
+            let task = self.resolve_workload(Some(&w)).await?;
+            let cached = self
+                .ctx
+                .cache
+                .entry(self.store(), &task.key, target)
+                .await
+                .map_err(store_status)?;
+            match cached.best.as_ref().and_then(|b| b.mean_cost) {
+                Some(c) => seconds += f64::from(t.weight) * c,
+                None => untuned += 1,
+            }
+        }
+        Ok((seconds, untuned))
     }
 
     /// Every task's kernel on `target`, named under `prefix`, and which tasks had no tuned
@@ -225,14 +291,18 @@ struct Answered {
 
 /// The model's graph and tasks, off the async threads (parsing and shape inference are CPU
 /// work), sharing `SubmitModel`'s permits.
-async fn load(onnx: Arc<Vec<u8>>, shapes: InputShapes) -> Result<(Graph, TaskList), Status> {
+async fn load(
+    onnx: Arc<Vec<u8>>,
+    shapes: InputShapes,
+    layout: Layout,
+) -> Result<(Graph, TaskList), Status> {
     let _permit = EXTRACTING
         .acquire()
         .await
         .map_err(|e| Status::internal(e.to_string()))?;
     tokio::task::spawn_blocking(move || {
         let g = Graph::load(&onnx, &shapes, None)?;
-        let list = tunehub_onnx::tasks::extract(&g, true)?;
+        let list = tunehub_onnx::tasks::extract(&g, &Extraction::strict().in_layout(layout))?;
         Ok((g, list))
     })
     .await

@@ -13,7 +13,7 @@ use crate::checks::memory::check_workload_bytes;
 use tokio::sync::Semaphore;
 use tonic::Status;
 use tunehub_engine::measure::MeasureOptions;
-use tunehub_onnx::{ImportError, InputShapes, TaskList};
+use tunehub_onnx::{Extraction, ImportError, InputShapes, Layout, TaskList};
 use tunehub_proto::v1 as pb;
 
 /// Bytes of a request left for everything but the model: the job's settings and the input
@@ -91,6 +91,22 @@ pub fn input_shapes(m: &pb::ModelSource) -> Result<InputShapes, Status> {
     })
 }
 
+/// The layout the model's f32 convolutions are extracted in, `model.layout`: "nchw" or
+/// "nhwc"; `None` for "auto" (also ""): tunehub's choice. A job then tunes the default
+/// layout; a build takes the layout whose tuned kernels take least
+/// ([`Api::build_model`](super::Api)).
+pub fn layout(m: &pb::ModelSource) -> Result<Option<Layout>, Status> {
+    match m.layout.as_str() {
+        "" | "auto" => Ok(None),
+        l => {
+            check_len("model.layout", l, MAX_KEY)?;
+            l.parse()
+                .map(Some)
+                .map_err(|e| Status::invalid_argument(format!("model.layout: {e} or auto")))
+        }
+    }
+}
+
 /// An extraction error as the API says it. The library's messages name the command line's
 /// flags where the user has to act; here they name the request's fields instead.
 pub fn import_status(e: ImportError) -> Status {
@@ -153,13 +169,13 @@ pub(super) fn check_task_sizes(list: &TaskList) -> Result<(), Status> {
 
 /// Extracts the model's tasks off the async threads (parsing and shape inference are blocking
 /// CPU work), at most `EXTRACTING`'s permits at a time.
-async fn extract(onnx: Vec<u8>, shapes: InputShapes, strict: bool) -> Result<TaskList, Status> {
+async fn extract(onnx: Vec<u8>, shapes: InputShapes, how: Extraction) -> Result<TaskList, Status> {
     // The semaphore is a static that is never closed: acquiring cannot fail.
     let _permit = EXTRACTING
         .acquire()
         .await
         .map_err(|e| Status::internal(e.to_string()))?;
-    tokio::task::spawn_blocking(move || tunehub_onnx::extract(&onnx, &shapes, strict))
+    tokio::task::spawn_blocking(move || tunehub_onnx::extract(&onnx, &shapes, &how))
         .await
         .map_err(|e| Status::internal(format!("extracting the model's tasks failed: {e}")))?
         .map_err(import_status)
@@ -237,9 +253,13 @@ impl Api {
             ));
         }
         let shapes = input_shapes(&model)?;
+        let how = Extraction {
+            strict: model.strict,
+            layout: layout(&model)?.unwrap_or(Layout::PREFERRED),
+        };
         self.check_job_settings(&job).await?;
         let bytes = model.onnx.len();
-        let list = extract(model.onnx, shapes, model.strict).await?;
+        let list = extract(model.onnx, shapes, how).await?;
         check_task_sizes(&list)?;
         // A model's tasks are timed as the network runs them: cold, unless the job says.
         let measure = Some(measure_over(&MeasureOptions::cold(), job.measure.as_ref()));
@@ -374,6 +394,27 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_layout_is_one_of_the_names_or_auto() {
+        let with = |l: &str| {
+            layout(&pb::ModelSource {
+                layout: l.into(),
+                ..source(vec![])
+            })
+        };
+        assert_eq!(with("").unwrap(), None);
+        assert_eq!(with("auto").unwrap(), None);
+        assert_eq!(with("nhwc").unwrap(), Some(Layout::Nhwc));
+        assert_eq!(with("nchw").unwrap(), Some(Layout::Nchw));
+        let e = with("NCHW16c").unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert!(
+            e.message().contains("model.layout") && e.message().contains("nchw or nhwc or auto"),
+            "{}",
+            e.message()
+        );
+    }
+
     #[tokio::test]
     async fn extraction_errors_name_the_request_fields_and_the_node() {
         let mut b = ModelBuilder::new();
@@ -381,9 +422,13 @@ mod tests {
         let y = b.node("Relu", &[&x], vec![]);
         b.output(&y);
         let dynamic = b.encode();
-        let e = extract(dynamic.clone(), InputShapes::default(), false)
-            .await
-            .unwrap_err();
+        let e = extract(
+            dynamic.clone(),
+            InputShapes::default(),
+            Extraction::lenient(),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert!(
             e.message().contains("input 'x' dimension 0 is dynamic")
@@ -395,12 +440,18 @@ mod tests {
             batch: Some(2),
             shapes: vec![],
         };
-        let list = extract(dynamic, with_batch, false).await.unwrap();
+        let list = extract(dynamic, with_batch, Extraction::lenient())
+            .await
+            .unwrap();
         assert_eq!(list.tasks.len(), 1);
 
-        let e = extract(b"not a model".to_vec(), InputShapes::default(), false)
-            .await
-            .unwrap_err();
+        let e = extract(
+            b"not a model".to_vec(),
+            InputShapes::default(),
+            Extraction::lenient(),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert!(
             e.message().contains("not a valid ONNX model"),
@@ -413,7 +464,7 @@ mod tests {
         let s = b.node("Sin", &[&x], vec![]);
         let sin = b.last_node().to_string();
         b.output(&s);
-        let e = extract(b.encode(), InputShapes::default(), true)
+        let e = extract(b.encode(), InputShapes::default(), Extraction::strict())
             .await
             .unwrap_err();
         assert!(

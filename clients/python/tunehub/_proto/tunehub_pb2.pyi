@@ -179,18 +179,20 @@ class SubmitModelRequest(_message.Message):
     def __init__(self, model: _Optional[_Union[ModelSource, _Mapping]] = ..., job: _Optional[_Union[SubmitRequest, _Mapping]] = ...) -> None: ...
 
 class ModelSource(_message.Message):
-    __slots__ = ("onnx", "batch", "shapes", "strict", "trials_per_task")
+    __slots__ = ("onnx", "batch", "shapes", "strict", "trials_per_task", "layout")
     ONNX_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     SHAPES_FIELD_NUMBER: _ClassVar[int]
     STRICT_FIELD_NUMBER: _ClassVar[int]
     TRIALS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
     onnx: bytes
     batch: int
     shapes: _containers.RepeatedCompositeFieldContainer[InputShape]
     strict: bool
     trials_per_task: int
-    def __init__(self, onnx: _Optional[bytes] = ..., batch: _Optional[int] = ..., shapes: _Optional[_Iterable[_Union[InputShape, _Mapping]]] = ..., strict: _Optional[bool] = ..., trials_per_task: _Optional[int] = ...) -> None: ...
+    layout: str
+    def __init__(self, onnx: _Optional[bytes] = ..., batch: _Optional[int] = ..., shapes: _Optional[_Iterable[_Union[InputShape, _Mapping]]] = ..., strict: _Optional[bool] = ..., trials_per_task: _Optional[int] = ..., layout: _Optional[str] = ...) -> None: ...
 
 class InputShape(_message.Message):
     __slots__ = ("name", "dims")

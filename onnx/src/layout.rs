@@ -1,0 +1,71 @@
+//! The layout a model's f32 convolutions run in (issue 60's layouts per graph). ONNX gives
+//! NCHW; in NHWC a vector spans channels, so a depthwise convolution on a 7x7 map fills its
+//! vectors, and a 1x1 convolution is a plain matrix product over the map's pixels.
+//!
+//! A convolution extracted in NHWC reads its data transposed and its weight as HWIO, and
+//! writes NHWC: the build keeps the result so for the next convolution and the elementwise
+//! steps between, and copies back to NCHW once, before the first reader that needs it
+//! (`tunehub-compiler`'s `layout`). Quantized convolutions always run in NHWC (the
+//! dot-product instructions sum adjacent channels), whatever this says.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The layout of the f32 convolutions' tasks; by default the model's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// The model's own: NCHW.
+    #[default]
+    Nchw,
+    /// Channels last: NHWC data and results, HWIO weights.
+    Nhwc,
+}
+
+impl Layout {
+    /// Every layout, the model's first.
+    pub const ALL: [Layout; 2] = [Layout::Nchw, Layout::Nhwc];
+
+    /// What a model's job tunes when the user leaves the choice to tunehub (`auto`): NHWC,
+    /// whose tuned kernels took 28% (MobileNetV2) and 6% (ResNet-18) less than NCHW's here
+    /// (docs/decisions.md). A build still takes the tuned layout that takes least.
+    pub const PREFERRED: Layout = Layout::Nhwc;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Nchw => "nchw",
+            Layout::Nhwc => "nhwc",
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Layout {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Layout::ALL
+            .into_iter()
+            .find(|l| l.name() == s)
+            .ok_or_else(|| format!("unknown layout '{s}': nchw or nhwc"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_layout_reads_back_from_its_name() {
+        for l in Layout::ALL {
+            assert_eq!(l.name().parse::<Layout>(), Ok(l));
+        }
+        let e = "nchw16c".parse::<Layout>().unwrap_err();
+        assert!(e.contains("nchw or nhwc"), "{e}");
+    }
+}
