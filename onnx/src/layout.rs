@@ -1,12 +1,14 @@
-//! The layout a model's f32 convolutions run in (issue 60's layouts per graph). ONNX gives
-//! NCHW; in NHWC a vector spans channels, so a depthwise convolution on a 7x7 map fills its
-//! vectors, and a 1x1 convolution is a plain matrix product over the map's pixels.
+//! The layout a model's f32 convolutions and pools run in (issue 60's layouts per graph).
+//! ONNX gives NCHW; in NHWC a vector spans channels, so a depthwise convolution on a 7x7 map
+//! fills its vectors, and a 1x1 convolution is a plain matrix product over the map's pixels.
 //!
-//! A convolution extracted in NHWC reads its data transposed and its weight as HWIO, and
-//! writes NHWC: the build keeps the result so for the next convolution and the elementwise
-//! steps between, and copies back to NCHW once, before the first reader that needs it
-//! (`tunehub-compiler`'s `layout`). Quantized convolutions always run in NHWC (the
-//! dot-product instructions sum adjacent channels), whatever this says.
+//! A convolution extracted in NHWC reads its data transposed and its weight as HWIO (a batch
+//! norm after it applied in its epilogue, not folded into the weight), and writes NHWC; a
+//! pool reads and writes NHWC, the global pool reads NHWC. The build keeps each result so for
+//! the next of them and the elementwise steps between, and copies back to NCHW once, before
+//! the first reader that needs it (`tunehub-compiler`'s `layout`). Grouped convolutions other
+//! than depthwise stay NCHW. Quantized convolutions always run in NHWC (the dot-product
+//! instructions sum adjacent channels), whatever this says.
 
 use std::fmt;
 use std::str::FromStr;

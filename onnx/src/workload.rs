@@ -32,7 +32,7 @@ pub struct Generated {
     pub output_perm: Option<Vec<usize>>,
 }
 
-/// The group's workload, its convolution (an f32 one) written in `layout`.
+/// The group's workload, its f32 window operator (a convolution, a pool) written in `layout`.
 pub fn generate(g: &Graph, group: &Group, layout: Layout) -> Result<Generated, ImportError> {
     // A matrix product is first written over its rows flattened (one 2-D loop nest, as a
     // dense layer is); an epilogue operand that does not fit that view gets the batched form.
@@ -67,7 +67,8 @@ struct Gen<'g> {
     /// Input names by source, in declaration order.
     inputs: Operands,
     layout_free: Vec<String>,
-    /// Write a convolution in NHWC (`Layout::Nhwc`).
+    /// Write a window operator (a convolution, a pool, the global pool) in NHWC
+    /// (`Layout::Nhwc`).
     nhwc: bool,
     /// The model's (NCHW) shape of the anchor's result, when it is written in NHWC: an
     /// epilogue operand of that shape (a residual add's shortcut) is read in NHWC too.
@@ -892,7 +893,19 @@ impl<'g> Gen<'g> {
             (v, logical, stmt)
         };
         self.stmts.push(stmt);
-        let load = format!("O[{}]", list(&names(&v)));
+        Ok(self.conv_result(n, f, v, logical))
+    }
+
+    /// A convolution's result `O` as the epilogue reads it, its own bias (`f` of them) added
+    /// by the channel's index.
+    fn conv_result(
+        &mut self,
+        n: &Node,
+        f: i64,
+        vars: Vec<(String, i64)>,
+        logical: Vec<String>,
+    ) -> Anchor {
+        let load = format!("O[{}]", list(&names(&vars)));
         let value = match n.input(2) {
             Some(b) => {
                 let bn = self.input(b, "B", &[f]);
@@ -900,13 +913,13 @@ impl<'g> Gen<'g> {
             }
             None => load.clone(),
         };
-        Ok(Anchor {
-            vars: v,
+        Anchor {
+            vars,
             logical,
             value,
             core: load,
             flat: None,
-        })
+        }
     }
 
     /// A convolution (dense or depthwise) in NHWC: the data transposed to `[n,h,w,c]`, the
@@ -962,21 +975,7 @@ impl<'g> Gen<'g> {
         self.stmts.push(stmt);
         self.nhwc_out = Some(out.to_vec());
         let logical = NHWC_LOGICAL.map(String::from).to_vec();
-        let load = "O[i0,i1,i2,i3]".to_string();
-        let value = match n.input(2) {
-            Some(b) => {
-                let bn = self.input(b, "B", &[f]);
-                format!("({load} + {bn}[i3])")
-            }
-            None => load.clone(),
-        };
-        Ok(Anchor {
-            vars: v,
-            logical,
-            value,
-            core: load,
-            flat: None,
-        })
+        Ok(self.conv_result(n, f, v, logical))
     }
 
     fn pool(&mut self, n: &Node, x: &str, xs: &[i64], out: &[i64]) -> Result<Anchor, ImportError> {

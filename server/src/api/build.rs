@@ -77,8 +77,8 @@ impl Api {
         let onnx = Arc::new(model.onnx);
         let (g, list, choice) = match asked {
             Some(l) => {
-                let (g, list) = load(Arc::clone(&onnx), shapes.clone(), l).await?;
-                (g, list, String::new())
+                let (g, mut lists) = load(Arc::clone(&onnx), shapes.clone(), vec![l]).await?;
+                (g, lists.remove(0), String::new())
             }
             None => self.least_layout(&onnx, &shapes, &target).await?,
         };
@@ -178,28 +178,28 @@ impl Api {
     ) -> Result<(Graph, TaskList, String), Status> {
         // The preferred layout (what a job tunes by default) first: it wins a tie, as between
         // two layouts with nothing tuned, where its neighbours are the likelier to be tuned.
-        let mut layouts = Layout::ALL;
+        let mut layouts = Layout::ALL.to_vec();
         layouts.sort_by_key(|&l| l != Layout::PREFERRED);
+        let (g, lists) = load(Arc::clone(onnx), shapes.clone(), layouts).await?;
         let mut options = vec![];
-        for l in layouts {
-            let (g, list) = load(Arc::clone(onnx), shapes.clone(), l).await?;
+        for list in lists {
             let (seconds, untuned) = self.tuned_time(&list, target).await?;
-            options.push((untuned, seconds, l, g, list));
+            options.push((untuned, seconds, list));
         }
         let said: Vec<String> = options
             .iter()
-            .map(|(untuned, seconds, l, _, list)| match untuned {
-                0 => format!("{l} {:.3} ms", seconds * 1e3),
-                u => format!("{l} {u} of {} tasks untuned", list.tasks.len()),
+            .map(|(untuned, seconds, list)| match untuned {
+                0 => format!("{} {:.3} ms", list.layout, seconds * 1e3),
+                u => format!("{} {u} of {} tasks untuned", list.layout, list.tasks.len()),
             })
             .collect();
         // Fewest untuned tasks, then least time; `min_by` keeps the first of equals.
-        let best = options
+        let (_, _, list) = options
             .into_iter()
             .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
             .expect("Layout::ALL is not empty");
-        let choice = format!("{} (least tuned time; {})", best.2, said.join(", "));
-        Ok((best.3, best.4, choice))
+        let choice = format!("{} (least tuned time; {})", list.layout, said.join(", "));
+        Ok((g, list, choice))
     }
 
     /// The sum over `list`'s tasks of weight x the best record's time on `target`, over the
@@ -289,21 +289,24 @@ struct Answered {
     noisy: Vec<usize>,
 }
 
-/// The model's graph and tasks, off the async threads (parsing and shape inference are CPU
-/// work), sharing `SubmitModel`'s permits.
+/// The model's graph and its tasks in each of `layouts`, off the async threads (parsing and
+/// shape inference are CPU work), sharing `SubmitModel`'s permits.
 async fn load(
     onnx: Arc<Vec<u8>>,
     shapes: InputShapes,
-    layout: Layout,
-) -> Result<(Graph, TaskList), Status> {
+    layouts: Vec<Layout>,
+) -> Result<(Graph, Vec<TaskList>), Status> {
     let _permit = EXTRACTING
         .acquire()
         .await
         .map_err(|e| Status::internal(e.to_string()))?;
     tokio::task::spawn_blocking(move || {
         let g = Graph::load(&onnx, &shapes, None)?;
-        let list = tunehub_onnx::tasks::extract(&g, &Extraction::strict().in_layout(layout))?;
-        Ok((g, list))
+        let lists = layouts
+            .into_iter()
+            .map(|l| tunehub_onnx::tasks::extract(&g, &Extraction::strict().in_layout(l)))
+            .collect::<Result<_, _>>()?;
+        Ok((g, lists))
     })
     .await
     .map_err(|e| Status::internal(format!("reading the model failed: {e}")))?
