@@ -1432,7 +1432,7 @@ async fn a_write_lock_held_past_the_busy_timeout_fails_no_job() {
 
 /// The SQLite file, its `-wal` and its `-shm` made unwritable under a running job (`chattr +i`)
 /// for longer than the driver's first retry steps, then writable again: the job goes on by
-/// itself and stores new trials, without a restart (issue 64). Writes failed with
+/// itself and ends done with every trial, without a restart (issue 64). Writes failed with
 /// SQLite I/O errors; SQLite rolled those transactions back by itself, sqlx still counted them
 /// open, and a connection came back from the pool holding SQLite's write lock for good: every
 /// later write, this server's and other processes', was "database is locked".
@@ -1447,11 +1447,12 @@ async fn a_database_unwritable_for_a_while_then_writable_again_needs_no_restart(
     let log = dir.path().join("server.log");
     let server = Server::on(&db, "s1").log(&log).start();
     let mut c = server.client().await;
-    // A budget no run here can finish: the job is still running when the fault comes, on any
-    // machine and under any load; it is cancelled once it has shown that it goes on.
+    // Trials enough that the job is still running when the fault comes, on a fast machine too
+    // (with 8 it could end first, and then nothing writes to fail).
+    let trials = 40;
     let job = submit(
         &mut c,
-        submit_req(vec![task("matmul(16,16,16)", 100_000)], 2),
+        submit_req(vec![task("matmul(16,16,16)", trials)], 2),
     )
     .await;
     wait_trials(&mut c, &job.id, 2, Duration::from_secs(120)).await;
@@ -1465,38 +1466,27 @@ async fn a_database_unwritable_for_a_while_then_writable_again_needs_no_restart(
     };
     let before = retries();
     let fault = Immutable::set(&files);
-    // The fault lasts until the job's writes have failed and been retried several times. A try
-    // may first wait out SQLite's busy timeout (30 s) before it fails, so the deadline is a
-    // guard against a hang, not a pace.
+    // The fault lasts until the job's writes have failed and been retried several times: past
+    // the backoff's first steps (100 ms doubling), well into its 2 s ones.
+    // On failure, the server's log says what the job was doing.
     let tail = || {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let last = &lines[lines.len().saturating_sub(20)..];
         format!("; the server's log ends:\n{}", last.join("\n"))
     };
-    let three = async || (retries() >= before + 3).then_some(());
-    wait::until_or(
-        "three retried writes",
-        Duration::from_secs(240),
-        three,
-        tail,
-    )
-    .await;
+    let six = async || (retries() >= before + 6).then_some(());
+    wait::until_or("six retried writes", Duration::from_secs(60), six, tail).await;
     let while_unwritable = get(&mut c, &job.id).await;
-    assert_eq!(
+    assert_ne!(
         while_unwritable.state,
-        pb::JobState::Running as i32,
+        pb::JobState::Failed as i32,
         "{while_unwritable:?}"
     );
-    let stored: u32 = while_unwritable.tasks.iter().map(|t| t.trials_done).sum();
     fault.lift();
 
-    // The same server stores the job's next trials: the held batch, then new ones.
-    wait_trials(&mut c, &job.id, stored + 4, Duration::from_secs(180)).await;
-    c.jobs
-        .cancel(pb::CancelJobRequest { id: job.id.clone() })
-        .await
-        .unwrap();
-    let end = wait_final(&mut c, &job.id, Duration::from_secs(60)).await;
-    assert_eq!(end.state, pb::JobState::Cancelled as i32, "{end:?}");
+    let end = wait_final(&mut c, &job.id, Duration::from_secs(180)).await;
+    assert_eq!(end.state, pb::JobState::Done as i32, "{end:?}");
+    let done: u32 = end.tasks.iter().map(|t| t.trials_done).sum();
+    assert_eq!(done, trials, "{end:?}");
 }
