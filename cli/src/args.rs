@@ -18,7 +18,8 @@ pub enum SchedulerArg {
     /// One round per task in turn, whatever the weights.
     RoundRobin,
     /// Ansor's gradient task scheduler: each round goes to the task expected to lower the sum
-    /// of weight x best time (the network's end-to-end time) the most.
+    /// of weight x best time (the network's end-to-end time) the most; with several tasks
+    /// their trials are one pool (a slow, heavy task takes more than its own, a light one less).
     Gradient,
 }
 

@@ -127,8 +127,14 @@ fn tune_a_tiny_model_as_one_job_with_an_end_to_end_estimate() {
     let tasks = v["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 12);
     let mut sum = 0.0;
+    // 2 trials per task on average: one pool of 24, a first round of 1 each.
+    let taken: Vec<u64> = tasks
+        .iter()
+        .map(|t| t["trials_done"].as_u64().unwrap())
+        .collect();
+    assert_eq!(taken.iter().sum::<u64>(), 24, "{v}");
     for t in tasks {
-        assert_eq!(t["trials_done"], 2, "{t}");
+        assert!(t["trials_done"].as_u64().unwrap() >= 1, "{t}");
         assert!(t["ok"].as_u64().unwrap() > 0, "{t}");
         sum += t["weight"].as_f64().unwrap() * t["best_seconds"].as_f64().unwrap();
     }

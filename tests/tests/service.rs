@@ -83,11 +83,14 @@ async fn submit_watch_and_query_end_to_end() {
         "{kinds:?}"
     );
     assert_eq!(done.state, pb::JobState::Done as i32, "{done:?}");
-    // The default scheduler is Ansor's gradient one.
+    // The default scheduler is Ansor's gradient one: the tasks' 4 + 3 trials are one pool, each
+    // task's first round half its own (2 of 4, 2 of 3), the rest where the scheduler says.
     assert_eq!(done.scheduler, pb::SchedulerKind::Gradient as i32);
-    for (t, want) in done.tasks.iter().zip([4, 3]) {
-        assert_eq!(t.trials_done, want, "{t:?}");
-        assert_eq!(t.new_records, want);
+    let taken: Vec<u32> = done.tasks.iter().map(|t| t.trials_done).collect();
+    assert_eq!(taken.iter().sum::<u32>(), 7, "{done:?}");
+    for t in &done.tasks {
+        assert!(t.trials_done >= 2, "{t:?}");
+        assert_eq!(t.new_records, t.trials_done);
         assert!(t.ok > 0 && t.best_gflops.unwrap() > 0.0, "{t:?}");
     }
     // The end-to-end estimate: the sum of weight x best time, each task's share of it.
@@ -137,7 +140,7 @@ async fn submit_watch_and_query_end_to_end() {
     assert!((rec.gflops - best.flops as f64 / rec.seconds / 1e9).abs() < 1e-6 * rec.gflops);
     assert_eq!(rec.record_id, done.tasks[0].best_record_id);
     assert_eq!(rec.worker, "s1");
-    assert_eq!(best.records_total, 4);
+    assert_eq!(best.records_total, u64::from(done.tasks[0].trials_done));
 
     // The text form of the same operator names the same workload; batch answers per workload.
     let batch = c
@@ -227,7 +230,13 @@ async fn submit_watch_and_query_end_to_end() {
     assert_eq!(tuned.targets[0].trials, 7);
     let mut trials: Vec<u64> = tuned.workloads.iter().map(|w| w.trials).collect();
     trials.sort_unstable();
-    assert_eq!(trials, [3, 4]);
+    let mut taken: Vec<u64> = done
+        .tasks
+        .iter()
+        .map(|t| u64::from(t.trials_done))
+        .collect();
+    taken.sort_unstable();
+    assert_eq!(trials, taken);
 
     let jobs = c
         .jobs

@@ -30,7 +30,8 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "TEXT")]
     pub expr: Vec<String>,
 
-    /// Candidates to measure per task.
+    /// Candidates to measure per task (on average with the gradient scheduler: the job's
+    /// trials are one pool it shares among the tasks).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TRIALS, value_parser = value_parser!(u32).range(1..))]
     pub trials: u32,
 

@@ -62,7 +62,10 @@ def test_submit_and_watch_to_the_end(client, tuned):
     assert counts == sorted(counts) and counts[-1] == 8, counts
     done = events[-1].done
     assert done.state == pb.JOB_STATE_DONE, done
-    assert [t.trials_done for t in done.tasks] == [4, 4]
+    # The gradient scheduler shares the tasks' 4 + 4 trials: a first round of 2 each, then
+    # the rounds go where the weighted latency is.
+    assert sum(t.trials_done for t in done.tasks) == 8, done
+    assert all(t.trials_done >= 2 for t in done.tasks), done
     assert all(t.ok > 0 for t in done.tasks), done
     # A finished job: its snapshot and `done` at once.
     ended = client.wait(job, timeout=60)

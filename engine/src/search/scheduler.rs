@@ -4,7 +4,8 @@
 //! `Gradient` is Ansor's task scheduler: after one warm-up round per task, the next round goes
 //! to the task whose tuning is expected to lower the objective most, estimated from its recent
 //! progress (a backward window) and an optimistic forward guess (latency falling like 1/rounds),
-//! with an eps-greedy random pick. `RoundRobin` cycles.
+//! with an eps-greedy random pick. `RoundRobin` cycles. Whether the tasks' trials are one pool
+//! the scheduler shares out, or each task's own, is the tuner's (`Tuner::shares`).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

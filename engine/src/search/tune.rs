@@ -101,7 +101,8 @@ impl Round {
 pub struct TunerTask {
     pub search: TaskSearch,
     pub weight: f64,
-    /// Trials this task may take in all, and those already taken (by an earlier run of a
+    /// Trials this task may take in all (its share of the pool, where the tuner shares its
+    /// tasks' trials: [`Tuner::shared`]), and those already taken (by an earlier run of a
     /// resumed job: they count against the budget).
     pub trials: usize,
     pub done: usize,
@@ -121,15 +122,35 @@ impl TunerTask {
         }
     }
 
-    fn open(&self) -> bool {
-        !self.exhausted && self.done < self.trials
+    /// Whether it may have another round: within its own budget, or, in a shared pool, while
+    /// the pool lasts (the tuner checks that) once it has a valid kernel: a task whose every
+    /// candidate fails stops at its own trials instead of draining the pool (the scheduler
+    /// puts a task with no valid kernel first).
+    fn open(&self, shared: bool) -> bool {
+        !self.exhausted && (self.done < self.trials || (shared && self.search.best().is_some()))
+    }
+
+    /// Its first round in a shared pool: half its share (at most a batch), so that half of the
+    /// pool is left for the scheduler to give where the objective falls most.
+    fn first_round(&self, batch: usize) -> usize {
+        self.trials.div_ceil(2).clamp(1, batch)
     }
 }
 
 /// A job's searches and its task scheduler, advanced one round at a time.
+///
+/// With Ansor's gradient scheduler and more than one task the tasks' trials are one pool
+/// ([`Tuner::shared`]): each task has a first round of half its own trials, then each round (of
+/// at most a batch and at most the task's own trials) goes to the task the scheduler expects to
+/// lower the weighted sum of latencies most, so a heavy,
+/// slow layer takes more than its share and a small one less (Ansor's network tuning; a flat
+/// count per task left a model's slowest convolutions with the trials of its pools). With the
+/// round-robin scheduler, or one task, each task takes its own trials.
 pub struct Tuner {
     tasks: Vec<TunerTask>,
     scheduler: TaskScheduler,
+    /// The tasks' trials are one pool, shared by the scheduler.
+    shared: bool,
     batch: usize,
     /// Trials over all tasks this tuner may still take (besides each task's own budget).
     remaining: usize,
@@ -139,21 +160,41 @@ pub struct Tuner {
 
 impl Tuner {
     pub fn new(tasks: Vec<TunerTask>, scheduler: SchedulerKind, batch: usize, seed: u64) -> Self {
+        let shared = Self::shares(scheduler, tasks.len());
         let mut sched =
             TaskScheduler::new(tasks.iter().map(|t| t.weight).collect(), scheduler, seed);
         for (i, t) in tasks.iter().enumerate() {
-            if !t.open() {
+            if !t.open(shared) {
                 sched.finish(i);
             }
         }
+        // A resumed job's pool is what its tasks have not taken yet.
+        let remaining = if shared {
+            let all: usize = tasks.iter().map(|t| t.trials).sum();
+            all.saturating_sub(tasks.iter().map(|t| t.done).sum())
+        } else {
+            usize::MAX
+        };
         Tuner {
             tasks,
             scheduler: sched,
+            shared,
             batch: batch.max(1),
-            remaining: usize::MAX,
+            remaining,
             total: 0,
             rounds: 0,
         }
+    }
+
+    /// Whether a tuner of `tasks` tasks with this scheduler shares their trials as one pool:
+    /// with the gradient scheduler and more than one task.
+    pub fn shares(scheduler: SchedulerKind, tasks: usize) -> bool {
+        scheduler == SchedulerKind::Gradient && tasks > 1
+    }
+
+    /// Whether this tuner's tasks share their trials ([`Tuner::shares`]).
+    pub fn shared(&self) -> bool {
+        self.shared
     }
 
     /// Fresh searches of `tasks` (with their weights) sharing `opts.trials` trials in all; task
@@ -189,6 +230,20 @@ impl Tuner {
         self.scheduler.next_task()
     }
 
+    /// The candidates the next round of task `i` will have (fewer if its search runs dry).
+    pub fn round_size(&self, i: usize) -> usize {
+        let t = &self.tasks[i];
+        let size = if !self.shared {
+            self.batch.min(t.trials.saturating_sub(t.done))
+        } else if t.done == 0 {
+            t.first_round(self.batch)
+        } else {
+            // At most its share a round: a pool of small shares is not taken by one task at once.
+            self.batch.min(t.trials.max(1))
+        };
+        size.min(self.remaining)
+    }
+
     /// One round on task `i` (from [`Tuner::next_task`]): propose, measure, confirm a new
     /// best, learn. Runs the search and the measurement on this thread: the server calls it
     /// off its async threads.
@@ -198,11 +253,9 @@ impl Tuner {
         model: &mut dyn CostModel,
         measurer: &mut dyn MeasureBatch,
     ) -> Result<Round, CostModelError> {
+        let shared = self.shared;
+        let want = self.round_size(i);
         let t = &mut self.tasks[i];
-        let want = self
-            .batch
-            .min(t.trials.saturating_sub(t.done))
-            .min(self.remaining);
         let t0 = Instant::now();
         let model_s0 = t.search.stats.model_s;
         let batch = if want == 0 {
@@ -305,7 +358,7 @@ impl Tuner {
         self.rounds += 1;
         let best = t.search.best().map(|(_, c)| c);
         self.scheduler.observe(i, best);
-        if !t.open() {
+        if !t.open(shared) {
             self.scheduler.finish(i);
         }
         let results = &round.results;

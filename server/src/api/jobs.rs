@@ -234,9 +234,12 @@ impl Api {
         let measure = measure_options(req.measure.as_ref())?;
         let cost_model =
             CostModelChoice::parse(&req.cost_model).map_err(Status::invalid_argument)?;
-        // Unspecified: Ansor's gradient scheduler, which weighs the tasks (the proto says so).
+        // Unspecified: Ansor's gradient scheduler, which weighs the tasks and shares their
+        // trials, except for a range, whose representative shapes are equals: each takes its
+        // trials in turn (the proto says so).
         let scheduler = match pb::SchedulerKind::try_from(req.scheduler) {
             Ok(pb::SchedulerKind::RoundRobin) => "round_robin",
+            Ok(pb::SchedulerKind::Unspecified) if range.is_some() => "round_robin",
             Ok(_) => "gradient",
             Err(_) => {
                 return Err(Status::invalid_argument(format!(

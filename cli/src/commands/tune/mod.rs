@@ -29,7 +29,8 @@ pub struct TuneArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
 
-    /// Candidates to measure in all (1 to 100000); with a MODEL, per task.
+    /// Candidates to measure in all (1 to 100000); with a MODEL, per task on average (the
+    /// gradient scheduler shares the job's trials among its tasks); with a range, per shape.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TRIALS,
           value_parser = value_parser!(u32).range(1..=i64::from(MAX_TRIALS)))]
     pub trials: u32,

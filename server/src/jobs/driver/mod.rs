@@ -166,7 +166,7 @@ async fn drive(
             row.idx,
             (t.done as u32, row.trials),
             job_done,
-            job.batch_size as usize,
+            parts.tuner.round_size(i),
         );
         let (p, round) = round(parts, i, row).await?;
         parts = p;

@@ -56,7 +56,8 @@ impl Progress {
     }
 
     /// A round of up to `batch` candidates on task `task` starts, after `task_done` of its
-    /// `task_trials` and `job_done` of the job's.
+    /// `task_trials` (which a task sharing its job's trials may pass) and `job_done` of the
+    /// job's.
     pub fn begin_round(
         &self,
         task: u32,
@@ -65,7 +66,6 @@ impl Progress {
         batch: usize,
     ) {
         let mut s = self.lock();
-        let batch = batch.min(task_trials.saturating_sub(task_done) as usize);
         s.round = RoundState {
             task,
             task_base: task_done,
@@ -174,7 +174,7 @@ mod tests {
     fn each_candidate_once_with_the_job_counts() {
         let live = Arc::new(Live::default());
         let p = Progress::new(Arc::clone(&live), "j", 10);
-        p.begin_round(1, (4, 7), 6, 64);
+        p.begin_round(1, (4, 7), 6, 3);
         let f = p.on_result();
         p.on_built()(2);
         let ok = MeasureResult {
@@ -185,7 +185,7 @@ mod tests {
         f(0, &MeasureResult::error(ErrorCode::CompileError, "x"));
         // A confirmation of a new best: the same candidate again.
         f(2, &ok);
-        // Past the task's budget: not a candidate of this round.
+        // Past the round's size: not a candidate of this round.
         f(3, &ok);
         let got = live.current("j");
         let counts: Vec<(Stage, u32, u32, u32)> = got
