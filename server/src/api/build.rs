@@ -10,10 +10,10 @@
 //! with the kernels' own compiler (never one the request names: this runs on the server) and
 //! checked against tract before a byte is sent. The files go out in pieces, the manifest last.
 
+use super::Api;
 use super::kernel::KernelOf;
 use super::model::{EXTRACTING, check_task_sizes, import_status, input_shapes, layout};
 use super::query::Want;
-use super::{Api, store_status};
 use crate::checks::limits::check_len;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -209,12 +209,7 @@ impl Api {
         for t in &list.tasks {
             let w = crate::workload::of_net_task(t);
             let task = self.resolve_workload(Some(&w)).await?;
-            let cached = self
-                .ctx
-                .cache
-                .entry(self.store(), &task.key, target)
-                .await
-                .map_err(store_status)?;
+            let cached = self.cached(&task.key, target).await?;
             match cached.best.as_ref().and_then(|b| b.mean_cost) {
                 Some(c) => seconds += f64::from(t.weight) * c,
                 None => untuned += 1,

@@ -78,6 +78,28 @@ impl Api {
         self.ctx.jobs.records()
     }
 
+    /// The best record and record counts of (workload, target), through the answer cache.
+    pub async fn cached(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<std::sync::Arc<crate::cache::BestEntry>, Status> {
+        self.ctx
+            .cache
+            .entry(self.store(), workload_key, target_key)
+            .await
+            .map_err(store_status)
+    }
+
+    /// The best record of (workload, target), through the answer cache.
+    pub async fn cached_best(
+        &self,
+        workload_key: &str,
+        target_key: &str,
+    ) -> Result<Option<Record>, Status> {
+        Ok(self.cached(workload_key, target_key).await?.best.clone())
+    }
+
     pub fn local_target(&self) -> &Target {
         self.ctx.backend.target()
     }
@@ -253,12 +275,7 @@ impl Api {
                 (w.description.unwrap_or_default(), w.flops, options)
             });
             let s = stats.get(&t.idx).cloned().unwrap_or_default();
-            let best = self
-                .ctx
-                .cache
-                .best(self.store(), &t.workload_key, &job.target_key)
-                .await
-                .map_err(store_status)?;
+            let best = self.cached_best(&t.workload_key, &job.target_key).await?;
             let mut progress = task_progress(&t, &s, desc, flops, best.as_ref());
             progress.options = options;
             out.push(progress);

@@ -7,7 +7,6 @@
 
 use super::Api;
 use super::kernel::{KernelOf, kernel_to_pb};
-use crate::status::store_status;
 use std::collections::HashSet;
 use tonic::Status;
 use tunehub_engine::package;
@@ -53,12 +52,7 @@ impl Api {
             if !seen.insert(task.key.clone()) {
                 continue;
             }
-            let entry = self
-                .ctx
-                .cache
-                .entry(self.store(), &task.key, &target)
-                .await
-                .map_err(store_status)?;
+            let entry = self.cached(&task.key, &target).await?;
             match &entry.best {
                 Some(best) => found.push((task, best.clone())),
                 None => missing.push(format!(

@@ -121,12 +121,7 @@ impl Api {
     ) -> Result<(pb::BestResponse, Option<Arc<package::Kernel>>), Status> {
         let task = Arc::new(self.resolve_workload(workload).await?);
         let flops = task.flops;
-        let cached = self
-            .ctx
-            .cache
-            .entry(self.store(), &task.key, target_key)
-            .await
-            .map_err(store_status)?;
+        let cached = self.cached(&task.key, target_key).await?;
         let mut resp = pb::BestResponse {
             found: cached.best.is_some(),
             record: None,
@@ -212,12 +207,7 @@ impl Api {
                  measure_transfer"
             ))
         })?;
-        let cached = self
-            .ctx
-            .cache
-            .entry(self.store(), &task.key, target)
-            .await
-            .map_err(store_status)?;
+        let cached = self.cached(&task.key, target).await?;
         if cached.best.is_none() {
             self.measure_transferred(&task).await?;
         }

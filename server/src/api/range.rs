@@ -220,12 +220,7 @@ impl Api {
             let mine = transfer::extents(&task.dag);
             for i in order {
                 let key = &row.representatives[i].workload_key;
-                let best = self
-                    .ctx
-                    .cache
-                    .best(self.store(), key, target_key)
-                    .await
-                    .map_err(store_status)?;
+                let best = self.cached_best(key, target_key).await?;
                 let workload = self.store().workload(key).await.map_err(store_status)?;
                 let (Some(best), Some(workload)) = (best, workload) else {
                     continue;
@@ -283,12 +278,7 @@ impl Api {
             .collect();
         let mut entries = vec![];
         for (cell, rep) in range.dispatch(&reps).iter().zip(&row.representatives) {
-            let entry = self
-                .ctx
-                .cache
-                .entry(self.store(), &rep.workload_key, &target)
-                .await
-                .map_err(store_status)?;
+            let entry = self.cached(&rep.workload_key, &target).await?;
             let flops = match range.dag_at(&rep.values) {
                 Ok(d) => d.flop_count(),
                 Err(_) => 0,

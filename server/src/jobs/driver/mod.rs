@@ -172,9 +172,13 @@ async fn drive(
         parts = p;
         if round.exhausted() {
             progress.end_round();
-            ctx.jobs
-                .update_task(&job.id, row.idx, true, None, 0, &TaskTimes::default())
-                .await?;
+            // Retried as every other write of a job: an outage is not the job's failure.
+            let times = TaskTimes::default();
+            until_back(ctx, &job.id, "marking the task exhausted", || {
+                ctx.jobs
+                    .update_task(&job.id, row.idx, true, None, 0, &times)
+            })
+            .await?;
             ctx.changed();
             continue;
         }
