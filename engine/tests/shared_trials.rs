@@ -33,7 +33,7 @@ fn measurer(target: &Target) -> Measurer {
 
 /// A heavy task (a 48^3 matmul occurring 8 times) and a light one (a 4^3 matmul, once): the
 /// heavy one's weighted latency is larger by orders of magnitude on any machine.
-fn tuner(target: &Target, kind: SchedulerKind) -> Tuner {
+fn tuner(target: &Target, kind: SchedulerKind, batch: usize) -> Tuner {
     let task = |n: i64| {
         let spec = format!("matmul({n},{n},{n})");
         Arc::new(Task::new(ops::matmul(n, n, n).unwrap(), &spec))
@@ -50,7 +50,7 @@ fn tuner(target: &Target, kind: SchedulerKind) -> Tuner {
             TunerTask::new(search, w, SHARE)
         })
         .collect();
-    Tuner::new(tasks, kind, BATCH, 11)
+    Tuner::new(tasks, kind, batch, 11)
 }
 
 /// Runs the tuner to its end: the (task, candidates) of each round, in order.
@@ -72,7 +72,7 @@ fn taken(rounds: &[(usize, usize)], task: usize) -> usize {
 #[test]
 fn the_gradient_scheduler_gives_the_pool_to_the_heavy_slow_task() {
     let target = Target::detect();
-    let mut tuner = tuner(&target, SchedulerKind::Gradient);
+    let mut tuner = tuner(&target, SchedulerKind::Gradient, BATCH);
     assert!(tuner.shared());
     let rounds = rounds(&mut tuner, &mut measurer(&target));
     // Each task's first round is half its share; the pool is spent exactly.
@@ -92,7 +92,7 @@ fn the_gradient_scheduler_gives_the_pool_to_the_heavy_slow_task() {
 #[test]
 fn round_robin_gives_each_task_its_own_trials() {
     let target = Target::detect();
-    let mut tuner = tuner(&target, SchedulerKind::RoundRobin);
+    let mut tuner = tuner(&target, SchedulerKind::RoundRobin, BATCH);
     assert!(!tuner.shared());
     let rounds = rounds(&mut tuner, &mut measurer(&target));
     assert_eq!(
@@ -124,7 +124,9 @@ impl MeasureBatch for FailingHeavyTask {
 #[test]
 fn a_task_with_no_valid_kernel_stops_at_its_own_share() {
     let target = Target::detect();
-    let mut tuner = tuner(&target, SchedulerKind::Gradient);
+    // A batch of a whole share: after its first round (half a share) the failing task's next
+    // round must stop at its share, not take a batch.
+    let mut tuner = tuner(&target, SchedulerKind::Gradient, SHARE);
     let rounds = rounds(&mut tuner, &mut FailingHeavyTask(measurer(&target)));
     // The scheduler puts the task with no valid kernel first, but it may not drain the pool.
     assert_eq!(taken(&rounds, 0), SHARE, "{rounds:?}");

@@ -142,10 +142,10 @@ impl TunerTask {
 /// With Ansor's gradient scheduler and more than one task the tasks' trials are one pool
 /// ([`Tuner::shared`]): each task has a first round of half its own trials, then each round (of
 /// at most a batch and at most the task's own trials) goes to the task the scheduler expects to
-/// lower the weighted sum of latencies most, so a heavy,
-/// slow layer takes more than its share and a small one less (Ansor's network tuning; a flat
-/// count per task left a model's slowest convolutions with the trials of its pools). With the
-/// round-robin scheduler, or one task, each task takes its own trials.
+/// lower the weighted sum of latencies most, so a heavy, slow layer takes more than its share
+/// and a small one less (Ansor's network tuning; a flat count per task left a model's slowest
+/// convolutions with the trials of its pools). With the round-robin scheduler, or one task,
+/// each task takes its own trials.
 pub struct Tuner {
     tasks: Vec<TunerTask>,
     scheduler: TaskScheduler,
@@ -237,6 +237,9 @@ impl Tuner {
             self.batch.min(t.trials.saturating_sub(t.done))
         } else if t.done == 0 {
             t.first_round(self.batch)
+        } else if t.search.best().is_none() {
+            // No valid kernel yet: no further than its own trials ([`TunerTask::open`]).
+            self.batch.min(t.trials.saturating_sub(t.done))
         } else {
             // At most its share a round: a pool of small shares is not taken by one task at once.
             self.batch.min(t.trials.max(1))
