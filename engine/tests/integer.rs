@@ -244,8 +244,8 @@ fn compared_max_pools_are_exact() {
 
 /// Integer sums of one product per lane (a depthwise window, a sum too short for the dot
 /// product) in whole vectors of the target's width, a half or a quarter of it: some schedule
-/// of each writes an integer register tile, and every kernel matches the reference exactly
-/// (requantized ones within one unit).
+/// of each writes an integer register tile (u8 by i8 products in 16 bits), and every kernel
+/// matches the reference exactly (requantized ones within one unit).
 #[test]
 fn integer_register_tiles_are_exact() {
     const TILED: &[&str] = &[
@@ -285,6 +285,20 @@ fn integer_register_tiles_are_exact() {
             "{spec}: no integer tile among {} schedules",
             schedules.len()
         );
+        // u8 data by i8 weights multiply in 16 bits (`vpmaddwd`); i8 by i8 cannot: neither
+        // factor is known non-negative.
+        let in_16_bits = sources
+            .iter()
+            .filter(|c| {
+                c.lines()
+                    .any(|l| l.contains(" + th_vint") && l.contains("_mul16("))
+            })
+            .count();
+        if spec.contains("dtype=u8i8") {
+            assert!(in_16_bits > 0, "{spec}: no tile multiplies in 16 bits");
+        } else {
+            assert_eq!(in_16_bits, 0, "{spec}: i8 by i8 multiplied in 16 bits");
+        }
         all_pass(&mut measurer, &task, spec, &schedules);
     }
     assert!(fresh > 0, "no integer tile started from zero");
@@ -437,4 +451,56 @@ fn requantized_schedules_match_within_one_unit() {
         all_pass(&mut measurer, &task, spec, &schedules);
     }
     assert!(ends.0 > 0 && ends.1 > 0, "saturated at the ends: {ends:?}");
+}
+
+/// Quantizing stores of vectorized loops (`codegen::quantize`, a QDQ model's quantized add):
+/// rows longer than the split's chunk (2500 elements: two whole chunks and a part), to u8 and
+/// to i8, saturating at both ends. The schedules the search draws and one that vectorizes the
+/// whole row (the chunked form) write the split loops, and every one matches the reference
+/// within one unit.
+#[test]
+fn quantizing_stores_are_split_and_match() {
+    use tunehub_engine::schedule::{Annotation, Step};
+    let target = Target::detect();
+    let ctx = AnnotateContext::for_target(&target);
+    let mut measurer = Measurer::new(&target, MeasureOptions::check_only());
+    for (n, (t, zero)) in [("u8", "+ 4"), ("i8", "- 100")].into_iter().enumerate() {
+        let src = format!(
+            "input u8 A[2, 2500]\ninput i8 B[2, 2500]\n\
+             {t} Y[i,j] = round(((A[i,j] - 3) * 0.05 + (B[i,j] + 7) * 0.02) / 0.05) {zero} \
+             where i<2, j<2500"
+        );
+        let task = Task::new(tunehub_engine::text::parse(&src).unwrap(), "quantized add");
+        let out = &reference::outputs(&task.dag)[0];
+        let y = task.dag.outputs()[0];
+        let (lo, hi) = task.dag.stages[y].dtype.int_range().unwrap();
+        assert!(
+            out.contains(&(lo as f64)) && out.contains(&(hi as f64)),
+            "{t}: the check data saturate at both ends"
+        );
+        let mut schedules = drawn_and_sampled(&task, &ctx, &target, n as u64);
+        let whole_row = Schedule::new(vec![Step::Annotate {
+            stage: y,
+            iter: 1,
+            ann: Annotation::Vectorize,
+        }]);
+        schedules.push(whole_row);
+        let sources: Vec<String> = schedules
+            .iter()
+            .map(|s| {
+                codegen::generate_with(&task.dag, s, &target, &task.lower_options())
+                    .unwrap()
+                    .source
+            })
+            .collect();
+        let split = |c: &String| c.contains(&format!("= th_c{t}("));
+        let drawn = sources.iter().rev().skip(1).filter(|c| split(c)).count();
+        let last = sources.last().unwrap();
+        assert!(drawn > 0, "{t}: no drawn schedule splits its store");
+        assert!(
+            split(last) && last.contains("+= 1024)"),
+            "{t}: the whole row is not chunked\n{last}"
+        );
+        all_pass(&mut measurer, &task, &src, &schedules);
+    }
 }

@@ -84,11 +84,62 @@ fn int_form(func: &LoweredFunc, e: &VExpr, lane: Var) -> bool {
     }
 }
 
+/// The values `e` (in [`int_form`]) may take, when they are bounded by its 8-bit loads and
+/// constants (an i32 load or an index is not).
+fn range(func: &LoweredFunc, e: &VExpr) -> Option<(i64, i64)> {
+    match e {
+        VExpr::Const(c) => Some((*c as i64, *c as i64)),
+        VExpr::Load { buf, .. } => match func.buffers[*buf].dtype {
+            DType::U8 => Some((0, 255)),
+            DType::I8 => Some((-128, 127)),
+            _ => None,
+        },
+        VExpr::Unary(UnaryOp::Neg, a) => range(func, a).map(|(lo, hi)| (-hi, -lo)),
+        VExpr::Binary(op, a, b) => {
+            let ((al, ah), (bl, bh)) = (range(func, a)?, range(func, b)?);
+            match op {
+                BinaryOp::Add => Some((al.checked_add(bl)?, ah.checked_add(bh)?)),
+                BinaryOp::Sub => Some((al.checked_sub(bh)?, ah.checked_sub(bl)?)),
+                BinaryOp::Mul => {
+                    let c = [
+                        al.checked_mul(bl)?,
+                        al.checked_mul(bh)?,
+                        ah.checked_mul(bl)?,
+                        ah.checked_mul(bh)?,
+                    ];
+                    Some((*c.iter().min()?, *c.iter().max()?))
+                }
+                _ => None,
+            }
+        }
+        VExpr::Select(_, a, b) => {
+            let ((al, ah), (bl, bh)) = (range(func, a)?, range(func, b)?);
+            Some((al.min(bl), ah.max(bh)))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `a * b` is `th_vint*_mul16`: one factor within [0, 2^15) and the other within
+/// [-2^15, 2^15), so that in each i32 lane the low halves hold the values as i16 and the high
+/// half of the first is zero. `vpmaddwd` then sums the product of the low halves and a zero
+/// product of the high halves: the exact product in one instruction, where `vpmulld` takes
+/// two (a u8 x i8 depthwise window, its data non-negative).
+fn products_in_16_bits(func: &LoweredFunc, a: &VExpr, b: &VExpr) -> bool {
+    let (Some(a), Some(b)) = (range(func, a), range(func, b)) else {
+        return false;
+    };
+    let low = |r: (i64, i64)| r.0 >= 0 && r.1 < 1 << 15;
+    let signed = |r: (i64, i64)| r.0 >= -(1 << 15) && r.1 < 1 << 15;
+    (low(a) && signed(b)) || (low(b) && signed(a))
+}
+
 /// The C helpers of integer tiles at `lanes` i32 lanes, named by it (`th_vint16`...): the
 /// vector type, its loads and stores, and loads of `lanes` bytes widened to it. The widening
 /// is one `vpmovzxbd` / `vpmovsxbd` where x86 has it at that width: GCC 12 wrote
 /// `__builtin_convertvector` from 16 bytes to 16 ints as 16 scalar extractions and inserts, and
-/// a depthwise layer's tile ran 4x slower than in memory for it.
+/// a depthwise layer's tile ran 4x slower than in memory for it. `_mul16` multiplies lanes
+/// that [`products_in_16_bits`] admits, in `vpmaddwd` where x86 has it.
 pub(super) fn helpers(lanes: i64) -> String {
     let bytes = lanes * 4;
     let v = format!("th_vint{lanes}");
@@ -97,16 +148,19 @@ pub(super) fn helpers(lanes: i64) -> String {
             "defined(__AVX512F__)",
             "_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p))",
             "_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p))",
+            "_mm512_madd_epi16((__m512i)a, (__m512i)b)",
         )),
         8 => Some((
             "defined(__AVX2__)",
             "_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)p))",
             "_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p))",
+            "_mm256_madd_epi16((__m256i)a, (__m256i)b)",
         )),
         4 => Some((
             "defined(__SSE4_1__)",
             "_mm_cvtepu8_epi32(_mm_cvtsi32_si128(th_bytes4(p)))",
             "_mm_cvtepi8_epi32(_mm_cvtsi32_si128(th_bytes4(p)))",
+            "_mm_madd_epi16((__m128i)a, (__m128i)b)",
         )),
         _ => None,
     };
@@ -121,10 +175,11 @@ pub(super) fn helpers(lanes: i64) -> String {
         "typedef unsigned char {v}_u8s __attribute__((vector_size({lanes})));\n\
          typedef signed char {v}_i8s __attribute__((vector_size({lanes})));\n\
          static inline __attribute__((unused)) {v} {v}_u8(const void* p) {{ {v}_u8s v; __builtin_memcpy(&v, p, sizeof v); return __builtin_convertvector(v, {v}); }}\n\
-         static inline __attribute__((unused)) {v} {v}_i8(const void* p) {{ {v}_i8s v; __builtin_memcpy(&v, p, sizeof v); return __builtin_convertvector(v, {v}); }}\n"
+         static inline __attribute__((unused)) {v} {v}_i8(const void* p) {{ {v}_i8s v; __builtin_memcpy(&v, p, sizeof v); return __builtin_convertvector(v, {v}); }}\n\
+         static inline __attribute__((unused)) {v} {v}_mul16({v} a, {v} b) {{ return a * b; }}\n"
     );
     match x86 {
-        Some((guard, u8s, i8s)) => {
+        Some((guard, u8s, i8s, madd)) => {
             s.push_str(&format!(
                 "#if {guard}\n#include <immintrin.h>\n\
                  #ifndef TH_BYTES4\n#define TH_BYTES4\n\
@@ -132,6 +187,7 @@ pub(super) fn helpers(lanes: i64) -> String {
                  #endif\n\
                  static inline __attribute__((unused)) {v} {v}_u8(const void* p) {{ return ({v})({u8s}); }}\n\
                  static inline __attribute__((unused)) {v} {v}_i8(const void* p) {{ return ({v})({i8s}); }}\n\
+                 static inline __attribute__((unused)) {v} {v}_mul16({v} a, {v} b) {{ return ({v})({madd}); }}\n\
                  #else\n{portable}#endif\n"
             ));
         }
@@ -231,6 +287,15 @@ impl Gen<'_> {
             VExpr::Unary(UnaryOp::Neg, a) => {
                 let (a, vector) = self.int_vector_value(a, (lane, first, v), ops);
                 (format!("(-{a})"), vector)
+            }
+            VExpr::Binary(BinaryOp::Mul, x, y) if products_in_16_bits(self.func, x, y) => {
+                let mut vector =
+                    |e: &VExpr, g: &mut Self| match g.int_vector_value(e, (lane, first, v), ops) {
+                        (s, true) => s,
+                        (s, false) => format!("(({v}){{0}} + {s})"),
+                    };
+                let (a, b) = (vector(x, self), vector(y, self));
+                (format!("{v}_mul16({a}, {b})"), true)
             }
             VExpr::Binary(op, a, b) => {
                 let (a, _) = self.int_vector_value(a, (lane, first, v), ops);

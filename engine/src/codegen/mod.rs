@@ -11,6 +11,7 @@
 //!
 //! One module per idea: `writer` (the C text), `regtile` (which register tiles qualify),
 //! `masked` (their partial and stride-2 vector loads), `peel` (padded copies split by range),
+//! `quantize` (8-bit stores of vectorized loops, rounded in floats and converted apart),
 //! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `window`
 //! (stride-2 window tiles whose columns share their loads: pooling, depthwise convolution),
 //! `vreduce` (which loops reduce into one element), `hreduce` (those loops in vectors and a
@@ -32,6 +33,7 @@ mod lanes;
 mod masked;
 mod names;
 mod peel;
+mod quantize;
 mod regtile;
 mod vminmax;
 mod vreduce;
@@ -257,9 +259,13 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
     header.push_str("static inline __attribute__((unused)) float th_minf(float a, float b) { return a < b ? a : b; }\n");
     header.push_str("static inline __attribute__((unused)) int th_maxi(int a, int b) { return a > b ? a : b; }\n");
     header.push_str("static inline __attribute__((unused)) int th_mini(int a, int b) { return a < b ? a : b; }\n");
-    // An 8-bit stage's store (`DType::quantize`): ties to even, saturated, NaN to 0.
-    header.push_str("static inline __attribute__((unused)) uint8_t th_qu8(float v) { v = rintf(v); return v == v ? (uint8_t)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v) : 0; }\n");
-    header.push_str("static inline __attribute__((unused)) int8_t th_qi8(float v) { v = rintf(v); return v == v ? (int8_t)(v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v) : 0; }\n");
+    // An 8-bit stage's store (`DType::quantize`): ties to even, NaN to 0, saturated. `th_cu8`
+    // and `th_ci8` keep the result in floats, for the vectorized loops that convert it apart
+    // (`quantize`); `th_qu8` and `th_qi8` convert it.
+    header.push_str("static inline __attribute__((unused)) float th_cu8(float v) { v = rintf(v); v = v > 0.0f ? v : 0.0f; return v < 255.0f ? v : 255.0f; }\n");
+    header.push_str("static inline __attribute__((unused)) float th_ci8(float v) { v = rintf(v); v = v == v ? v : 0.0f; v = v > -128.0f ? v : -128.0f; return v < 127.0f ? v : 127.0f; }\n");
+    header.push_str("static inline __attribute__((unused)) uint8_t th_qu8(float v) { return (uint8_t)(int)th_cu8(v); }\n");
+    header.push_str("static inline __attribute__((unused)) int8_t th_qi8(float v) { return (int8_t)(int)th_ci8(v); }\n");
     // ceil(a / k) for k > 0 and any sign of a: a lane bound of a range select (`peel`).
     header.push_str("static inline __attribute__((unused)) int th_ceildiv(int a, int k) { return a >= 0 ? (a + k - 1) / k : -((-a) / k); }\n#endif\n\n");
     if target.has_vector_math() {

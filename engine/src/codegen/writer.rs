@@ -236,14 +236,9 @@ impl Gen<'_> {
                 value,
                 reduce,
             } => {
-                let key = s as *const Stmt;
-                let (name, idx) = match self.base_names.get(&key).cloned() {
-                    Some(base) => (base, self.lin(&self.bases.of_store[&key].clone())),
-                    None => (self.names.bufs[*buf].clone(), self.lin(index)),
-                };
+                let target = self.store_target(s, *buf, index);
                 let v = self.stored_value(*buf, value);
                 let int = self.dtype(*buf).is_int();
-                let target = format!("{name}[{idx}]");
                 let (max, min) = if int {
                     ("th_maxi", "th_mini")
                 } else {
@@ -259,7 +254,22 @@ impl Gen<'_> {
             }
         }
     }
-    /// A loop: a register tile, a peeled or reduction loop, or plain.
+    /// The C element a store `s` into `buf` at `index` writes: through its accumulator base
+    /// when a loop set one up (`accumulator_bases`), else the buffer itself.
+    pub(super) fn store_target(
+        &mut self,
+        s: &Stmt,
+        buf: usize,
+        index: &crate::lower::Lin,
+    ) -> String {
+        let key = s as *const Stmt;
+        let (name, idx) = match self.base_names.get(&key).cloned() {
+            Some(base) => (base, self.lin(&self.bases.of_store[&key].clone())),
+            None => (self.names.bufs[buf].clone(), self.lin(index)),
+        };
+        format!("{name}[{idx}]")
+    }
+    /// A loop: a register tile, a peeled, quantizing or reduction loop, or plain.
     fn for_loop(&mut self, s: &Stmt, var: Var, extent: i64, kind: LoopKind, body: &[Stmt]) {
         let key = s as *const Stmt;
         let init = self.tile_init.get(&key).copied();
@@ -296,6 +306,12 @@ impl Gen<'_> {
             && let Some(p) = super::peel::plan(var, body)
         {
             self.peeled(&v, extent, &p);
+            return;
+        }
+        if kind == LoopKind::Vectorized
+            && let Some(store) = self.quantizing_store(body)
+        {
+            self.split_quantize(store, &v, extent);
             return;
         }
         if matches!(kind, LoopKind::Serial | LoopKind::Unrolled)
@@ -539,7 +555,7 @@ impl Gen<'_> {
     /// Whether `e` only moves values of type `t` (a load of a `t` tensor, a constant in `t`'s
     /// range, a select of those: a max pool's padded read), so that a `t` stage stores it in
     /// integers, with nothing to round or saturate.
-    fn moves(&self, e: &VExpr, t: DType) -> bool {
+    pub(super) fn moves(&self, e: &VExpr, t: DType) -> bool {
         match e {
             VExpr::Load { buf, .. } => self.dtype(*buf) == t,
             VExpr::Const(c) => t
@@ -550,7 +566,7 @@ impl Gen<'_> {
         }
     }
     /// [`Gen::value`] of an integer stage (`int`) or an f32 one.
-    fn typed_value(&mut self, e: &VExpr, int: bool) -> String {
+    pub(super) fn typed_value(&mut self, e: &VExpr, int: bool) -> String {
         let outer = std::mem::replace(&mut self.int_value, int);
         let v = self.value(e);
         self.int_value = outer;
