@@ -353,6 +353,25 @@ fn a_qdq_model_runs_as_tract_does() {
     );
 }
 
+/// A QOperator model (`QLinearConv`, `QLinearMatMul`) builds with its operators as integer
+/// kernels, read as their QDQ form, and runs as tract runs the file as written.
+#[test]
+fn a_qoperator_model_runs_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_and_check(&nets::quantized_formats(true), "qop", dir.path());
+    let labels: Vec<&str> = lib
+        .manifest
+        .tasks
+        .iter()
+        .map(|t| t.label.as_str())
+        .collect();
+    let integer = labels
+        .iter()
+        .filter(|l| l.contains("QuantizeLinear"))
+        .count();
+    assert_eq!(integer, 3, "{labels:#?}");
+}
+
 /// The integer convolutions' NHWC results stay NHWC through the conversions, the residual
 /// add and the 8-bit max pool between them; the model's layout is copied back once, where
 /// the global pool reads it. The copies are the first conv's padded input, the depthwise

@@ -151,14 +151,15 @@ impl Graph {
         })
     }
 
-    /// Reads a model: decodes it, fixes its dynamic input dimensions, lets tract infer the
-    /// shapes. `dir` is where external weight files are looked for.
+    /// Reads a model: decodes it, fixes its dynamic input dimensions, reads its QOperator
+    /// nodes as QDQ (`qoperator`), lets tract infer the shapes. `dir` is where external weight files are looked for.
     pub fn load(
         bytes: &[u8],
         shapes: &InputShapes,
         dir: Option<&str>,
     ) -> Result<Graph, ImportError> {
-        let proto = decode(bytes, shapes)?;
+        let mut proto = decode(bytes, shapes)?;
+        crate::qoperator::as_qdq(proto.graph.as_mut().expect("decode checks it"));
         let graph = proto.graph.as_ref().expect("decode checks it");
         let nodes: Vec<Node> = graph
             .node

@@ -7,7 +7,8 @@
 //! # Layout
 //!
 //! - [`shapes`]: values for dynamic input dimensions (`--batch`, `--shape`).
-//! - [`graph`]: the nodes from the protobuf, the shapes from tract.
+//! - [`graph`]: the nodes from the protobuf, the shapes from tract; `qoperator`: a QOperator
+//!   model's `QLinearConv` / `QLinearMatMul` read as the QDQ form they are defined by.
 //! - [`classify`]: anchor, elementwise, glue or unsupported, per operator; [`operands`]: a
 //!   matrix product whose operand shapes do not multiply, named.
 //! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains); [`quantized`]: a QDQ
@@ -34,6 +35,7 @@ pub mod library;
 pub mod nets;
 pub mod operand;
 pub mod operands;
+mod qoperator;
 pub mod quantized;
 pub mod reference;
 pub mod requantization;

@@ -390,3 +390,114 @@ pub fn qdq_block() -> Vec<u8> {
     b.output(&y);
     b.encode()
 }
+
+/// One quantized layer of [`quantized_formats`]: `op` (`Conv` with `attrs`, or `MatMul`) on the
+/// 8-bit `data` of scale `sx` and zero point `zx` (a `u8` constant), i8 weights of `dims`
+/// scaled per channel along `axis`, an i32 bias for a conv, requantized to scale `sy` and zero
+/// point `zy` of type `ty`: the 8-bit result, as one QOperator node or in QDQ form.
+struct QLayer<'a> {
+    op: &'a str,
+    attrs: Vec<tract_onnx::pb::AttributeProto>,
+    dims: &'a [i64],
+    axis: usize,
+    seed: u64,
+}
+
+fn quantized_layer(
+    b: &mut ModelBuilder,
+    qoperator: bool,
+    (data, sx, zx): (&str, f32, i64),
+    l: QLayer,
+    (sy, zy, ty): (f32, i64, &str),
+) -> String {
+    let n: i64 = l.dims.iter().product();
+    let c = l.dims[l.axis];
+    let scales: Vec<f32> = (0..c).map(|i| 0.01 * (1.0 + i as f32 / 8.0)).collect();
+    let w = b.integers(l.dims, "i8", &integers(n, -127, 127, l.seed));
+    let sw = b.floats(&[c], &scales);
+    let zw = b.integers(&[c], "i8", &vec![0; c as usize]);
+    let (sxn, zxn) = (b.floats(&[], &[sx]), b.integers(&[], "u8", &[zx]));
+    let (syn, zyn) = (b.floats(&[], &[sy]), b.integers(&[], ty, &[zy]));
+    let bias =
+        (l.op == "Conv").then(|| b.integers(&[c], "i32", &integers(c, -2000, 2000, l.seed + 1)));
+    if qoperator {
+        let op = if l.op == "Conv" {
+            "QLinearConv"
+        } else {
+            "QLinearMatMul"
+        };
+        let mut inputs = vec![data, &sxn, &zxn, &w, &sw, &zw, &syn, &zyn];
+        if let Some(bias) = &bias {
+            inputs.push(bias);
+        }
+        return b.node(op, &inputs, l.attrs);
+    }
+    let d = b.node("DequantizeLinear", &[data, &sxn, &zxn], vec![]);
+    let dw = b.node(
+        "DequantizeLinear",
+        &[&w, &sw, &zw],
+        vec![int("axis", l.axis as i64)],
+    );
+    let mut inputs = vec![d, dw];
+    if let Some(bias) = bias {
+        // In units of the data's scale times each channel's, as a QDQ model holds it.
+        let units: Vec<f32> = scales.iter().map(|s| s * sx).collect();
+        let su = b.floats(&[c], &units);
+        inputs.push(b.node("DequantizeLinear", &[&bias, &su], vec![int("axis", 0)]));
+    }
+    let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+    let y = b.node(l.op, &refs, l.attrs);
+    b.node("QuantizeLinear", &[&y, &syn, &zyn], vec![])
+}
+
+/// A small quantized model in either of onnxruntime.quantization's formats, the same values:
+/// QOperator (`qoperator`: `QLinearConv` and `QLinearMatMul` nodes) or QDQ (the same
+/// operators between `DequantizeLinear` and `QuantizeLinear`). A padded conv whose data zero
+/// point is 128, with bias; a depthwise conv with bias; a Flatten of its 8-bit result; a
+/// matrix product to an i8 output, dequantized.
+pub fn quantized_formats(qoperator: bool) -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(21);
+    let x = b.input_fixed("x", &[1, 6, 9, 9]);
+    let (sx, zx) = (b.floats(&[], &[1.0 / 127.0]), b.integers(&[], "u8", &[128]));
+    let q = b.node("QuantizeLinear", &[&x, &sx, &zx], vec![]);
+    let pads = || ints("pads", &[1, 1, 1, 1]);
+    let conv = |dims, seed, attrs| QLayer {
+        op: "Conv",
+        attrs,
+        dims,
+        axis: 0,
+        seed,
+    };
+    let c1 = quantized_layer(
+        &mut b,
+        qoperator,
+        (&q, 1.0 / 127.0, 128),
+        conv(&[8, 6, 3, 3], 1, vec![pads()]),
+        (1.0 / 64.0, 0, "u8"),
+    );
+    let c2 = quantized_layer(
+        &mut b,
+        qoperator,
+        (&c1, 1.0 / 64.0, 0),
+        conv(&[8, 1, 3, 3], 3, vec![pads(), int("group", 8)]),
+        (1.0 / 32.0, 0, "u8"),
+    );
+    let f = b.node("Flatten", &[&c2], vec![]);
+    let m = quantized_layer(
+        &mut b,
+        qoperator,
+        (&f, 1.0 / 32.0, 0),
+        QLayer {
+            op: "MatMul",
+            attrs: vec![],
+            dims: &[648, 10],
+            axis: 1,
+            seed: 5,
+        },
+        (1.0 / 16.0, 0, "i8"),
+    );
+    let (sy, zy) = (b.floats(&[], &[1.0 / 16.0]), b.integers(&[], "i8", &[0]));
+    let y = b.node("DequantizeLinear", &[&m, &sy, &zy], vec![]);
+    b.output(&y);
+    b.encode()
+}

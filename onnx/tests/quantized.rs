@@ -451,3 +451,26 @@ fn a_chain_between_conversions_is_8_bit() {
         );
     }
 }
+
+/// A QOperator model (`QLinearConv`, `QLinearMatMul`) is read as the QDQ form the operators
+/// are defined by: the same tasks as the same model written in QDQ, its convolutions and
+/// matrix product integer and requantized.
+#[test]
+fn a_qoperator_model_yields_the_tasks_of_its_qdq_form() {
+    let tasks = |qoperator: bool| {
+        let bytes = tunehub_onnx::nets::quantized_formats(qoperator);
+        extract(&bytes, &InputShapes::default(), &Extraction::strict()).unwrap()
+    };
+    let (qop, qdq) = (tasks(true), tasks(false));
+    let specs = specs_of(&qop);
+    assert_eq!(specs, specs_of(&qdq));
+    let keys =
+        |l: &TaskList| -> Vec<String> { l.tasks.iter().map(|t| t.workload_key.clone()).collect() };
+    assert_eq!(keys(&qop), keys(&qdq));
+    let integer: Vec<&String> = specs.iter().filter(|s| s.contains("dtype=u8i8")).collect();
+    assert_eq!(integer.len(), 3, "{specs:#?}");
+    assert!(
+        integer.iter().any(|s| s.contains("out_dtype=i8")),
+        "{specs:#?}"
+    );
+}

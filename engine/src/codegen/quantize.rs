@@ -7,7 +7,7 @@
 //! masks of four float vectors merged into one of bytes through general registers and the
 //! stack, about 25 instructions per vector of 16. The requantizing pass of MobileNetV2's
 //! quantized 56x56x144 depthwise layer took 0.136 of its 0.216 ms that way; split, the layer
-//! took 0.110 ms and the whole model 1.87 ms instead of 2.69
+//! took 0.110 ms, and the whole model, same schedules, 1.75-1.87 ms instead of 2.67-2.90
 //! (docs/experiments/2026-12-05-quantizing-stores.md). Each loop alone vectorizes cleanly: max
 //! and min as compares and blends of floats, then one conversion and one narrowing store.
 
@@ -57,9 +57,7 @@ impl Gen<'_> {
         self.depth += 1;
         self.line(&format!("float {tmp}[{n}] __attribute__((aligned(64)));"));
         // One chunk: the lane itself from 0; more: a chunk loop and the lane from its start.
-        let (from, to) = if extent <= CHUNK {
-            ("0".to_string(), extent.to_string())
-        } else {
+        let chunk = (extent > CHUNK).then(|| {
             let (c, e) = (
                 self.names.fresh(&format!("{v}_c")),
                 self.names.fresh(&format!("{v}_e")),
@@ -72,11 +70,10 @@ impl Gen<'_> {
                 "const int {e} = th_mini({c} + {CHUNK}, {extent});"
             ));
             (c, e)
-        };
-        let at = if from == "0" {
-            v.to_string()
-        } else {
-            format!("{v} - {from}")
+        });
+        let (from, to, at) = match &chunk {
+            Some((c, e)) => (c.clone(), e.clone(), format!("{v} - {c}")),
+            None => ("0".into(), extent.to_string(), v.to_string()),
         };
         let name = t.name();
         self.line("#pragma omp simd");
@@ -87,7 +84,7 @@ impl Gen<'_> {
         self.line(&format!("for (int {v} = {from}; {v} < {to}; ++{v}) {{"));
         self.line(&format!("  {target} = ({})(int){tmp}[{at}];", t.c_name()));
         self.line("}");
-        if extent > CHUNK {
+        if chunk.is_some() {
             self.depth -= 1;
             self.line("}");
         }
