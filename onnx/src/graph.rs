@@ -152,7 +152,8 @@ impl Graph {
     }
 
     /// Reads a model: decodes it, fixes its dynamic input dimensions, reads its QOperator
-    /// nodes as QDQ (`qoperator`), lets tract infer the shapes. `dir` is where external weight files are looked for.
+    /// nodes as QDQ (`qoperator`), lets tract infer the shapes. `dir` is where external weight
+    /// files are looked for.
     pub fn load(
         bytes: &[u8],
         shapes: &InputShapes,

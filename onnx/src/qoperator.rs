@@ -57,7 +57,8 @@ fn fresh(names: &mut HashSet<String>, base: &str, what: &str) -> String {
     name
 }
 
-/// One node of the rewrite: named after the node it replaces, so that errors name it.
+/// One node of the rewrite, named after the node it replaces (so that errors name it) and
+/// its own output (so that the names stay distinct).
 fn node(
     from: &pb::NodeProto,
     op: &str,
@@ -65,8 +66,12 @@ fn node(
     output: &str,
     attribute: Vec<pb::AttributeProto>,
 ) -> pb::NodeProto {
+    let base = match from.name.as_str() {
+        "" => from.output.first().map_or("", String::as_str),
+        name => name,
+    };
     pb::NodeProto {
-        name: format!("{}.{}", from.name, op),
+        name: format!("{base}.{op}.{output}"),
         op_type: op.into(),
         input: inputs.iter().map(|s| s.to_string()).collect(),
         output: vec![output.into()],
