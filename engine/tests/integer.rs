@@ -56,6 +56,18 @@ fn drawn_and_sampled(
     schedules
 }
 
+/// The C source of each of `schedules` of `task` on `target`.
+fn c_sources(task: &Task, schedules: &[Schedule], target: &Target) -> Vec<String> {
+    schedules
+        .iter()
+        .map(|s| {
+            codegen::generate_with(&task.dag, s, target, &task.lower_options())
+                .unwrap()
+                .source
+        })
+        .collect()
+}
+
 /// Every schedule measures without error (its kernel matches the reference), or the failure
 /// names the spec and the schedule.
 fn all_pass(measurer: &mut Measurer, task: &Task, spec: &str, schedules: &[Schedule]) {
@@ -160,14 +172,7 @@ fn dot_tiles_are_exact_natively_and_portably() {
         for (n, &(spec, channels)) in DOT_SPECS.iter().enumerate() {
             let task = OpSpec::parse(spec).unwrap().task().unwrap();
             let schedules = drawn(&task, &ctx, n as u64, 3);
-            let sources: Vec<String> = schedules
-                .iter()
-                .map(|s| {
-                    codegen::generate_with(&task.dag, s, &target, &task.lower_options())
-                        .unwrap()
-                        .source
-                })
-                .collect();
+            let sources = c_sources(&task, &schedules, &target);
             match target.int8_dot_lanes().iter().find(|&&w| channels % w == 0) {
                 Some(w) => assert!(
                     sources.iter().any(|c| c.contains(&format!("= th_dot{w}("))),
@@ -267,14 +272,7 @@ fn integer_register_tiles_are_exact() {
         let mut schedules = drawn(&task, &ctx, n as u64, 3);
         let mut sampler = RandomSampler::new(&task.dag, &target, n as u64);
         schedules.extend((0..4).map(|_| sampler.sample()));
-        let sources: Vec<String> = schedules
-            .iter()
-            .map(|s| {
-                codegen::generate_with(&task.dag, s, &target, &task.lower_options())
-                    .unwrap()
-                    .source
-            })
-            .collect();
+        let sources = c_sources(&task, &schedules, &target);
         let tiled = sources.iter().filter(|c| c.contains("th_vint")).count();
         fresh += sources
             .iter()
@@ -485,14 +483,7 @@ fn quantizing_stores_are_split_and_match() {
             ann: Annotation::Vectorize,
         }]);
         schedules.push(whole_row);
-        let sources: Vec<String> = schedules
-            .iter()
-            .map(|s| {
-                codegen::generate_with(&task.dag, s, &target, &task.lower_options())
-                    .unwrap()
-                    .source
-            })
-            .collect();
+        let sources = c_sources(&task, &schedules, &target);
         let split = |c: &String| c.contains(&format!("= th_c{t}("));
         let drawn = sources.iter().rev().skip(1).filter(|c| split(c)).count();
         let last = sources.last().unwrap();
