@@ -12,7 +12,6 @@
 //! and min as compares and blends of floats, then one conversion and one narrowing store.
 
 use super::writer::Gen;
-use crate::ir::DType;
 use crate::lower::Stmt;
 
 /// Elements of the local float array: a chunk of the lane (4 KiB, in L1), so that a long
@@ -31,10 +30,7 @@ impl Gen<'_> {
                     reduce: None,
                     ..
                 },
-            ] => {
-                let t = self.dtype(*buf);
-                (matches!(t, DType::U8 | DType::I8) && !self.moves(value, t)).then_some(s)
-            }
+            ] => self.quantizes(*buf, value).then_some(s),
             _ => None,
         }
     }

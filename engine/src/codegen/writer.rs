@@ -543,19 +543,22 @@ impl Gen<'_> {
     /// even, saturated: `DType::quantize`), except a copy of its own type, which stays one.
     fn stored_value(&mut self, buf: usize, value: &VExpr) -> String {
         let dtype = self.dtype(buf);
-        let copy = self.moves(value, dtype);
-        match dtype {
-            DType::U8 | DType::I8 if !copy => {
-                let v = self.typed_value(value, false);
-                format!("th_q{}({v})", dtype.name())
-            }
-            _ => self.typed_value(value, dtype.is_int()),
+        if self.quantizes(buf, value) {
+            let v = self.typed_value(value, false);
+            return format!("th_q{}({v})", dtype.name());
         }
+        self.typed_value(value, dtype.is_int())
+    }
+    /// Whether storing `value` into `buf` quantizes: an 8-bit stage computed in floats, not a
+    /// copy of its own type ([`Gen::moves`]).
+    pub(super) fn quantizes(&self, buf: usize, value: &VExpr) -> bool {
+        let t = self.dtype(buf);
+        matches!(t, DType::U8 | DType::I8) && !self.moves(value, t)
     }
     /// Whether `e` only moves values of type `t` (a load of a `t` tensor, a constant in `t`'s
     /// range, a select of those: a max pool's padded read), so that a `t` stage stores it in
     /// integers, with nothing to round or saturate.
-    pub(super) fn moves(&self, e: &VExpr, t: DType) -> bool {
+    fn moves(&self, e: &VExpr, t: DType) -> bool {
         match e {
             VExpr::Load { buf, .. } => self.dtype(*buf) == t,
             VExpr::Const(c) => t
