@@ -160,7 +160,7 @@ impl Graph {
         dir: Option<&str>,
     ) -> Result<Graph, ImportError> {
         let mut proto = decode(bytes, shapes)?;
-        crate::qoperator::as_qdq(proto.graph.as_mut().expect("decode checks it"));
+        crate::qoperator::as_qdq(proto.graph.as_mut().expect("decode checks it"), dir);
         let graph = proto.graph.as_ref().expect("decode checks it");
         let nodes: Vec<Node> = graph
             .node

@@ -19,12 +19,15 @@
 
 use crate::builder::int;
 use std::collections::HashSet;
+use tract_onnx::data_resolver::FopenDataResolver;
 use tract_onnx::pb;
+use tract_onnx::tensor::load_tensor;
 
 const FLOAT: i32 = 1;
 
 /// Rewrites `graph`'s `QLinearConv` and `QLinearMatMul` nodes into their QDQ form.
-pub(crate) fn as_qdq(graph: &mut pb::GraphProto) {
+/// `dir` is where external weight files are looked for.
+pub(crate) fn as_qdq(graph: &mut pb::GraphProto, dir: Option<&str>) {
     let mut names: HashSet<String> = graph
         .node
         .iter()
@@ -34,8 +37,8 @@ pub(crate) fn as_qdq(graph: &mut pb::GraphProto) {
     let nodes = std::mem::take(&mut graph.node);
     for n in nodes {
         let rewritten = match n.op_type.as_str() {
-            "QLinearConv" => conv(graph, &n, &mut names),
-            "QLinearMatMul" => mat_mul(graph, &n, &mut names),
+            "QLinearConv" => conv(graph, &n, &mut names, dir),
+            "QLinearMatMul" => mat_mul(graph, &n, &mut names, dir),
             _ => None,
         };
         match rewritten {
@@ -90,19 +93,13 @@ fn initializer<'g>(graph: &'g pb::GraphProto, name: &str) -> Option<&'g pb::Tens
     graph.initializer.iter().find(|t| t.name == name)
 }
 
-/// The values of the f32 initializer `name`, with its dimensions.
-fn floats(graph: &pb::GraphProto, name: &str) -> Option<(Vec<i64>, Vec<f32>)> {
+/// The values of the f32 initializer `name`, with its dimensions, decoded by tract (inline or
+/// raw data, or an external file under `dir`).
+fn floats(graph: &pb::GraphProto, name: &str, dir: Option<&str>) -> Option<(Vec<i64>, Vec<f32>)> {
     let t = initializer(graph, name).filter(|t| t.data_type == FLOAT)?;
-    let values = if t.raw_data.is_empty() {
-        t.float_data.clone()
-    } else {
-        t.raw_data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect()
-    };
-    let len: i64 = t.dims.iter().product();
-    (values.len() as i64 == len).then(|| (t.dims.clone(), values))
+    let v = load_tensor(&FopenDataResolver, t, dir).ok()?;
+    let values = v.try_as_plain_ram().ok()?.as_slice::<f32>().ok()?.to_vec();
+    Some((t.dims.clone(), values))
 }
 
 /// Whether a scale of one value is a scalar, as the operators define a per-tensor one (a
@@ -159,14 +156,15 @@ fn conv(
     graph: &mut pb::GraphProto,
     n: &pb::NodeProto,
     names: &mut HashSet<String>,
+    dir: Option<&str>,
 ) -> Option<Vec<pb::NodeProto>> {
     let out = n.output.first()?.clone();
     let bias = match input(n, 8) {
         "" => None,
         b => {
             // The bias is in units of sx * sw[c]: a new constant of those products.
-            let (_, sx) = floats(graph, input(n, 1)).filter(|(_, v)| v.len() == 1)?;
-            let (dims, sw) = floats(graph, input(n, 4)).filter(per_tensor_is_scalar)?;
+            let (_, sx) = floats(graph, input(n, 1), dir).filter(|(_, v)| v.len() == 1)?;
+            let (dims, sw) = floats(graph, input(n, 4), dir).filter(per_tensor_is_scalar)?;
             let name = fresh(names, &out, "bias_scale");
             graph.initializer.push(pb::TensorProto {
                 name: name.clone(),
@@ -193,9 +191,10 @@ fn mat_mul(
     graph: &mut pb::GraphProto,
     n: &pb::NodeProto,
     names: &mut HashSet<String>,
+    dir: Option<&str>,
 ) -> Option<Vec<pb::NodeProto>> {
     // Per-column scales lie along the weight's last axis: its rank must be known.
-    let (scale_dims, _) = floats(graph, input(n, 4)).filter(per_tensor_is_scalar)?;
+    let (scale_dims, _) = floats(graph, input(n, 4), dir).filter(per_tensor_is_scalar)?;
     let axis = if scale_dims.is_empty() {
         1
     } else {
