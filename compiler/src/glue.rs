@@ -1,14 +1,18 @@
 //! The nodes no kernel runs: views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout, a
 //! Cast to float32) cost nothing, they name the same memory; Transpose, Concat, Split, Slice,
 //! Expand and Pad are strided copies (`Copy`), Pad after a fill; Gather with constant indices
-//! is a `Gather`. A QDQ model's conversions are `convert`'s. Anything else is an error naming
+//! is a `Gather`. A QDQ model's conversions are `convert`'s; a dynamically quantized model's
+//! (`DynamicQuantizeLinear`, a `Cast` of i32 sums) `dynamic`'s. Arithmetic on single values
+//! (a data scale times a weight's) is one line of C. Anything else is an error naming
 //! the node. Views and copies take tensors of any type; Pad and Gather float32 ones.
 
 use crate::error::CompileError;
 use crate::lowering::Lowering;
 use crate::program::{Copy, Gather, Step, Storage, ValueId};
 use tunehub_engine::ir::DType;
+use tunehub_onnx::classify::on_scalars;
 use tunehub_onnx::graph::Node;
+use tunehub_onnx::integer::DYNAMIC_QUANTIZE;
 use tunehub_onnx::quantized::{DEQUANTIZE, QUANTIZE};
 
 /// Row-major strides of `shape`, in elements.
@@ -140,6 +144,32 @@ impl Lowering<'_> {
         let op = n.op.as_str();
         if op == QUANTIZE || op == DEQUANTIZE {
             return self.convert(n);
+        }
+        if op == DYNAMIC_QUANTIZE {
+            return self.dynamic_quantize(n);
+        }
+        if on_scalars(g, n) {
+            let (a, _) = self.input_value(n, 0)?;
+            let (b, _) = self.input_value(n, 1)?;
+            let (dst, _) = self.output_value(n, 0, Storage::Arena)?;
+            let op = match op {
+                "Add" => '+',
+                "Sub" => '-',
+                "Mul" => '*',
+                _ => '/',
+            };
+            self.p.steps.push(Step::Scalar { dst, a, b, op });
+            self.note(n, "scalar", None);
+            return Ok(());
+        }
+        if op == "Cast" && n.int("to") == Some(1) {
+            if self.cast_done(n) {
+                return self.cast_integer(n);
+            }
+            let (x, _) = self.held(n)?;
+            if self.p.values[x].dtype == DType::I32 {
+                return self.cast_integer(n);
+            }
         }
         if VIEWS.contains(&op) {
             if op == "Cast" && n.int("to") != Some(1) {

@@ -9,7 +9,8 @@
 //!
 //! - [`program`]: tensors (where each lives, their types) and steps; [`lowering`]: the graph
 //!   to them; [`order`]: the steps' order; [`glue`]: the nodes no kernel runs; `convert`: a
-//!   QDQ model's conversions; `layout`: kernels in another layout than the model's
+//!   QDQ model's conversions; `dynamic`: a dynamically quantized model's (its run-time
+//!   quantization, an integer kernel's zero-point correction, the cast of its sums); `layout`: kernels in another layout than the model's
 //!   tensors (transposed or padded operands, results kept in the kernel's layout until a
 //!   reader needs the model's); `prune`: glue nothing reads, dropped; [`constants`]: folded
 //!   batch norms, requantization constants, dequantized weights.
@@ -22,6 +23,7 @@ pub mod cc;
 pub mod check;
 pub mod constants;
 mod convert;
+mod dynamic;
 pub mod emit;
 pub mod error;
 mod files;
@@ -210,10 +212,13 @@ fn step_entry(p: &Program, s: &program::Step) -> StepEntry {
         Step::Gather(_) => ("gather", None, vec![]),
         Step::Quantize(_) => ("quantize", None, vec![]),
         Step::Dequantize(_) => ("dequantize", None, vec![]),
+        Step::DynamicQuantize(_) => ("dynamic_quantize", None, vec![]),
+        Step::ZeroPointShift(_) => ("zero_point_shift", None, vec![]),
+        Step::Scalar { .. } => ("scalar", None, vec![]),
     };
     // A glue step is named by the tensor it writes.
     let nodes = if nodes.is_empty() {
-        vec![p.values[s.writes()].name.clone()]
+        vec![p.values[s.writes()[0]].name.clone()]
     } else {
         nodes
     };

@@ -354,6 +354,9 @@ impl<'g> Lowering<'g> {
             output,
             nodes,
         }));
+        if tunehub_onnx::integer::is_integer_op(&anchor.op) {
+            self.shift_zero_point(anchor, &call.output)?;
+        }
         Ok(())
     }
 }

@@ -40,7 +40,9 @@ pub fn plan(p: &Program) -> Plan {
         for v in s.reads() {
             touch(p.root(v), i + 1, &mut first, &mut last);
         }
-        touch(p.root(s.writes()), i + 1, &mut first, &mut last);
+        for v in s.writes() {
+            touch(p.root(v), i + 1, &mut first, &mut last);
+        }
     }
     for &v in &p.outputs {
         touch(p.root(v), steps + 1, &mut first, &mut last);

@@ -211,6 +211,31 @@ pub struct Convert {
     pub zero_point: i32,
 }
 
+/// ONNX's `DynamicQuantizeLinear`: the scale and u8 zero point that map the range of `src`
+/// (widened to hold 0) onto 0..=255, and `src` quantized with them into `dst`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DynamicQuantize {
+    pub dst: ValueId,
+    /// f32, one element.
+    pub scale: ValueId,
+    /// u8, one element.
+    pub zero_point: ValueId,
+    pub src: ValueId,
+}
+
+/// An integer operator's sums corrected by its data zero point (`tunehub_onnx::integer`):
+/// `dst[i] = src[i] - zero_point * sums[i % len(sums)]`, i32 (`dst` i32, or f32 when the
+/// model casts the corrected sums to float32 and nothing else reads them).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ZeroPointShift {
+    pub dst: ValueId,
+    pub src: ValueId,
+    /// u8 or i8, one element (computed at run time, or a constant).
+    pub zero_point: ValueId,
+    /// i32 constant, of the output's elements without its batch, in its layout.
+    pub sums: ValueId,
+}
+
 #[derive(Debug, Clone)]
 pub enum Step {
     Kernel(KernelCall),
@@ -223,8 +248,18 @@ pub enum Step {
     Gather(Gather),
     /// `dst = saturate(round_half_even(src / scale) + zero_point)`: ONNX's `QuantizeLinear`.
     Quantize(Convert),
-    /// `dst = (src - zero_point) * scale`: ONNX's `DequantizeLinear`.
+    /// `dst = (src - zero_point) * scale`: ONNX's `DequantizeLinear`; of an i32 `src`, with
+    /// scale 1 and zero point 0, a `Cast` to float32.
     Dequantize(Convert),
+    DynamicQuantize(DynamicQuantize),
+    ZeroPointShift(ZeroPointShift),
+    /// `dst = a op b` on single f32 values (`op` one of `+ - * /`).
+    Scalar {
+        dst: ValueId,
+        a: ValueId,
+        b: ValueId,
+        op: char,
+    },
 }
 
 impl Step {
@@ -243,17 +278,23 @@ impl Step {
             Step::Fill { .. } => vec![],
             Step::Gather(g) => vec![g.src],
             Step::Quantize(c) | Step::Dequantize(c) => vec![c.src],
+            Step::DynamicQuantize(d) => vec![d.src],
+            Step::ZeroPointShift(z) => vec![z.src, z.zero_point, z.sums],
+            Step::Scalar { a, b, .. } => vec![*a, *b],
         }
     }
 
-    /// The value it writes.
-    pub fn writes(&self) -> ValueId {
+    /// The values it writes: one, but a dynamic quantization's three.
+    pub fn writes(&self) -> Vec<ValueId> {
         match self {
-            Step::Kernel(k) => k.output,
-            Step::Copy(c) => c.dst,
-            Step::Fill { dst, .. } => *dst,
-            Step::Gather(g) => g.dst,
-            Step::Quantize(c) | Step::Dequantize(c) => c.dst,
+            Step::Kernel(k) => vec![k.output],
+            Step::Copy(c) => vec![c.dst],
+            Step::Fill { dst, .. } => vec![*dst],
+            Step::Gather(g) => vec![g.dst],
+            Step::Quantize(c) | Step::Dequantize(c) => vec![c.dst],
+            Step::DynamicQuantize(d) => vec![d.dst, d.scale, d.zero_point],
+            Step::ZeroPointShift(z) => vec![z.dst],
+            Step::Scalar { dst, .. } => vec![*dst],
         }
     }
 }
@@ -263,7 +304,8 @@ impl Step {
 pub struct NodeNote {
     pub node: String,
     pub op: String,
-    /// "kernel" (with `task`), "view", "copy", "gather", "quantize", "dequantize", "folded"
+    /// "kernel" (with `task`), "view", "copy", "gather", "quantize", "dequantize", "scalar", "cast" (an
+    /// integer tensor to float32), "folded"
     /// (computed at build time), or "unused" (nothing reads what it computes: a conversion an
     /// integer kernel reads behind).
     pub how: &'static str,

@@ -14,7 +14,8 @@ impl Program {
         }
         let mut keep = vec![true; self.steps.len()];
         for (i, s) in self.steps.iter().enumerate().rev() {
-            if !matches!(s, Step::Kernel(_)) && !live[self.root(s.writes())] {
+            let wanted = s.writes().iter().any(|&w| live[self.root(w)]);
+            if !matches!(s, Step::Kernel(_)) && !wanted {
                 keep[i] = false;
                 continue;
             }
@@ -27,7 +28,7 @@ impl Program {
         self.steps.retain(|s| {
             let kept = *k.next().expect("one flag per step");
             if !kept {
-                gone.push(self.values[s.writes()].name.clone());
+                gone.extend(s.writes().iter().map(|&w| self.values[w].name.clone()));
             }
             kept
         });

@@ -372,6 +372,31 @@ fn a_qoperator_model_runs_as_tract_does() {
     assert_eq!(integer, 3, "{labels:#?}");
 }
 
+/// A dynamically quantized model (`DynamicQuantizeLinear`, `ConvInteger`, `MatMulInteger`,
+/// then f32) builds with its products as integer kernels, their sums corrected by the zero
+/// points computed at run time and cast to f32 in one pass, the scale arithmetic on single
+/// values as glue, and runs as tract runs the file (in NHWC, the convolutions' results are
+/// corrected as kept).
+#[test]
+fn a_dynamically_quantized_model_runs_as_tract_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_and_check(&nets::dynamic_quantized(), "dyn", dir.path());
+    let how = |h: &str| lib.manifest.steps.iter().filter(|s| s.how == h).count();
+    let steps = &lib.manifest.steps;
+    assert_eq!(how("dynamic_quantize"), 3, "{steps:#?}");
+    assert_eq!(how("zero_point_shift"), 3, "{steps:#?}");
+    assert_eq!(how("scalar"), 3, "{steps:#?}");
+    // The casts are the corrections' results: no conversion of its own.
+    assert_eq!(how("dequantize"), 0, "{steps:#?}");
+    let integer = lib
+        .manifest
+        .tasks
+        .iter()
+        .filter(|t| t.label.contains("Integer"))
+        .count();
+    assert_eq!(integer, 3, "{:#?}", lib.manifest.tasks);
+}
+
 /// The integer convolutions' NHWC results stay NHWC through the conversions, the residual
 /// add and the 8-bit max pool between them; the model's layout is copied back once, where
 /// the global pool reads it. The copies are the first conv's padded input, the depthwise

@@ -241,12 +241,26 @@ impl ModelBuilder {
         inputs: &[&str],
         attrs: Vec<pb::AttributeProto>,
     ) -> (String, String) {
-        let first = self.node(op, inputs, attrs);
-        let second = format!("{first}_1");
-        if let Some(n) = self.graph.node.last_mut() {
-            n.output.push(second.clone());
-        }
+        let [first, second] = self.node_n(op, inputs, attrs);
         (first, second)
+    }
+
+    /// A node of `N` outputs; returns their names.
+    pub fn node_n<const N: usize>(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        attrs: Vec<pb::AttributeProto>,
+    ) -> [String; N] {
+        let first = self.node(op, inputs, attrs);
+        let names: [String; N] = std::array::from_fn(|i| match i {
+            0 => first.clone(),
+            i => format!("{first}_{i}"),
+        });
+        if let Some(n) = self.graph.node.last_mut() {
+            n.output = names.to_vec();
+        }
+        names
     }
 
     /// The name the last node was given.

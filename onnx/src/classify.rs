@@ -18,6 +18,9 @@ pub const ANCHORS: &[&str] = &[
     "Conv",
     "Gemm",
     "MatMul",
+    // onnxruntime's dynamic quantization (`integer`).
+    "ConvInteger",
+    "MatMulInteger",
     "MaxPool",
     "AveragePool",
     "GlobalAveragePool",
@@ -69,6 +72,8 @@ pub const GLUE: &[&str] = &[
     // into a quantized anchor's task where one reads or writes them.
     "QuantizeLinear",
     "DequantizeLinear",
+    // Its scale and zero point from the tensor's range, then as `QuantizeLinear`.
+    "DynamicQuantizeLinear",
 ];
 
 pub fn classify(g: &Graph, n: &Node) -> Class {
@@ -77,7 +82,7 @@ pub fn classify(g: &Graph, n: &Node) -> Class {
         return Class::Glue;
     }
     let op = n.op.as_str();
-    if GLUE.contains(&op) {
+    if GLUE.contains(&op) || on_scalars(g, n) {
         return Class::Glue;
     }
     let check = if ANCHORS.contains(&op) {
@@ -107,9 +112,23 @@ pub fn classify(g: &Graph, n: &Node) -> Class {
     class
 }
 
+/// Whether `n` is arithmetic on single values computed at run time (a dynamically quantized
+/// model's data scale times its weight's): one step of glue, not a task to tune.
+pub fn on_scalars(g: &Graph, n: &Node) -> bool {
+    let one = |t: &str| g.shape(t).is_some_and(|s| s.iter().product::<i64>() == 1);
+    matches!(n.op.as_str(), "Add" | "Sub" | "Mul" | "Div")
+        && n.outputs.len() == 1
+        && one(&n.outputs[0])
+        && n.inputs.len() == 2
+        && n.inputs.iter().all(|t| one(t))
+}
+
 fn anchor_limits(g: &Graph, n: &Node) -> Result<(), String> {
     let x = n.input(0).and_then(|t| g.shape(t));
-    match n.op.as_str() {
+    if crate::integer::is_integer_op(&n.op) {
+        crate::integer::integer_anchor(g, n)?;
+    }
+    match crate::integer::float_op(&n.op) {
         "Conv" | "MaxPool" | "AveragePool" | "GlobalAveragePool" => {
             if x.is_some_and(|s| s.len() != 4) {
                 return Err("only 2-D windows (NCHW inputs) are supported".into());

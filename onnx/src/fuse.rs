@@ -256,7 +256,7 @@ impl<'g> Fuser<'g> {
             .and_then(|o| self.g.shape(o))
             .map_or(0.0, |s| s.iter().product::<i64>() as f64);
         let w = n.input(1).and_then(|t| self.g.shape(t));
-        let per = match (n.op.as_str(), w) {
+        let per = match (crate::integer::float_op(&n.op), w) {
             ("Conv", Some(w)) => w[1..].iter().product::<i64>() as f64,
             ("MatMul", Some(w)) => w[w.len() - 2] as f64,
             ("Gemm", Some(w)) => w[0].max(w[1]) as f64,

@@ -14,7 +14,9 @@
 //! - [`fuse`]: groups of nodes (anchor + epilogue; elementwise chains); [`quantized`]: a QDQ
 //!   model's anchors and elementwise chains between `DequantizeLinear` and `QuantizeLinear`,
 //!   in integer forms;
-//!   [`requantization`]: the constants a build gives such an anchor's kernel.
+//!   [`requantization`]: the constants a build gives such an anchor's kernel; [`integer`]: a
+//!   dynamically quantized model's `MatMulInteger` / `ConvInteger`, and the weight sums its
+//!   run-time data zero point corrects.
 //! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
 //!   as its layout-free inputs), when one fits; [`workload`]: as text form; [`window`]: a
 //!   window operator's attributes as the library's window.
@@ -30,6 +32,7 @@ pub mod classify;
 pub mod error;
 pub mod fuse;
 pub mod graph;
+pub mod integer;
 pub mod layout;
 pub mod library;
 pub mod nets;

@@ -9,6 +9,7 @@
 
 use crate::fuse::Group;
 use crate::graph::{Graph, Node};
+use crate::integer::float_op;
 use crate::layout::Layout;
 use crate::operand::{Operand, Operands};
 use crate::window::window;
@@ -43,8 +44,14 @@ pub fn spec(g: &Graph, group: &Group, layout: Layout) -> Option<Result<OpSpec, O
         Some(q) => f32_spec
             .and_then(|s| integer_layout(&s, q.data_zero_point))
             .and_then(|s| s.with_dtype(q.inputs))
-            .and_then(|s| s.with_out_dtype((!q.compares()).then_some(q.out))),
+            .and_then(|s| s.with_out_dtype(requantized(q))),
     })
+}
+
+/// The type a quantized anchor requantizes its sums to: none for a max pool (it compares) or
+/// an integer operator (its i32 sums are its result: `integer`).
+fn requantized(q: &crate::quantized::Quantized) -> Option<tunehub_engine::ir::DType> {
+    (!q.compares() && q.out != tunehub_engine::ir::DType::I32).then_some(q.out)
 }
 
 /// The f32 spec of a quantized anchor as its integer form runs it: with a bias (`bias=1`)
@@ -130,10 +137,11 @@ fn f32_spec(
     let members: Vec<&Node> = group.members.iter().map(|&m| &g.nodes[m]).collect();
     let x = g.shape(a.input(0)?)?;
     let out = g.shape(a.outputs.first()?)?;
-    match a.op.as_str() {
+    // An integer operator's inputs 2 and 3 are zero points, not a bias.
+    match float_op(&a.op) {
         "Conv" => {
             let mut rest = members.as_slice();
-            let mut bias = a.input(2).is_some();
+            let mut bias = a.op == "Conv" && a.input(2).is_some();
             if rest.first().is_some_and(|n| n.op == "BatchNormalization") {
                 bias = true;
                 rest = &rest[1..];
@@ -304,7 +312,7 @@ fn quantized_operands(g: &Graph, a: &Node, q: &crate::quantized::Quantized) -> O
         let perm = vec![0, 2, 3, 1];
         return vec![("data".into(), Operand::Transposed { name, perm })];
     }
-    let (data, weight) = match a.op.as_str() {
+    let (data, weight) = match float_op(&a.op) {
         "Conv" => ("data", "kernel"),
         "Gemm" => ("data", "weight"),
         _ => ("A", "B"),
@@ -313,7 +321,7 @@ fn quantized_operands(g: &Graph, a: &Node, q: &crate::quantized::Quantized) -> O
     // A convolution runs in NHWC (`integer_layout`): NCHW data to NHWC, the OIHW weight to
     // HWIO (a depthwise one's `[c,1,kh,kw]` to `[kh,kw,c,1]`), each padded where it must be
     // (`explicit_padding`).
-    if a.op == "Conv" {
+    if float_op(&a.op) == "Conv" {
         let c = a.input(0).and_then(|x| g.shape(x)).map_or(0, |s| s[1]);
         let depthwise = a.int("group").unwrap_or(1) != 1;
         let pad = a.ints("pads").and_then(|p| p.first().copied()).unwrap_or(0);
@@ -346,6 +354,10 @@ fn quantized_operands(g: &Graph, a: &Node, q: &crate::quantized::Quantized) -> O
                 },
             };
         }
+    }
+    if requantized(q).is_none() {
+        // An integer operator's sums are its result (`integer`).
+        return out;
     }
     if a.op != "MatMul" && (a.input(2).is_some() || q.data_zero_point != 0) {
         out.push(("bias".into(), part(QuantPart::Bias)));

@@ -501,3 +501,64 @@ pub fn quantized_formats(qoperator: bool) -> Vec<u8> {
     b.output(&y);
     b.encode()
 }
+
+/// One layer of [`dynamic_quantized`], as `quantize_dynamic` writes it: `x` quantized at run
+/// time, `op` (`ConvInteger` with `attrs`, or `MatMulInteger`) on it and i8 weights of `dims`
+/// (scale 0.01, zero point 0), the i32 result cast to f32, scaled by the data's scale times
+/// the weight's, plus a bias of `bias` shape.
+fn dynamic_layer(
+    b: &mut ModelBuilder,
+    x: &str,
+    op: &str,
+    (dims, attrs, seed): (&[i64], Vec<tract_onnx::pb::AttributeProto>, u64),
+    bias: &[i64],
+) -> String {
+    let [q, sx, zx] = b.node_n("DynamicQuantizeLinear", &[x], vec![]);
+    let n: i64 = dims.iter().product();
+    let w = b.integers(dims, "i8", &integers(n, -127, 127, seed));
+    let (sw, zw) = (b.floats(&[], &[0.01]), b.integers(&[], "i8", &[0]));
+    let scale = b.node("Mul", &[&sx, &sw], vec![]);
+    let y = b.node(op, &[&q, &w, &zx, &zw], attrs);
+    let y = b.node("Cast", &[&y], vec![int("to", 1)]);
+    let y = b.node("Mul", &[&y, &scale], vec![]);
+    let c: i64 = bias.iter().product();
+    let bias_values: Vec<f32> = (0..c).map(|i| 0.05 * (i % 7) as f32 - 0.15).collect();
+    let bias = b.floats(bias, &bias_values);
+    b.node("Add", &[&y, &bias], vec![])
+}
+
+/// A small model as `onnxruntime.quantization.quantize_dynamic` writes one: every product on
+/// data quantized at run time (`DynamicQuantizeLinear`, a zero point that is not 0 but after
+/// a Relu), `ConvInteger` / `MatMulInteger`, then cast, scaled and biased in f32. A padded
+/// conv of 6 channels (not a multiple of 4), a Relu, a padded depthwise conv of stride 2 and
+/// dilation 2, a Flatten, a matrix product.
+pub fn dynamic_quantized() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(33);
+    let x = b.input_fixed("x", &[1, 6, 9, 9]);
+    let pads = || ints("pads", &[1, 1, 1, 1]);
+    let c1 = dynamic_layer(
+        &mut b,
+        &x,
+        "ConvInteger",
+        (&[8, 6, 3, 3], vec![pads()], 1),
+        &[1, 8, 1, 1],
+    );
+    let r = b.node("Relu", &[&c1], vec![]);
+    let dw_attrs = vec![
+        ints("pads", &[2, 2, 2, 2]),
+        int("group", 8),
+        ints("strides", &[2, 2]),
+        ints("dilations", &[2, 2]),
+    ];
+    let c2 = dynamic_layer(
+        &mut b,
+        &r,
+        "ConvInteger",
+        (&[8, 1, 3, 3], dw_attrs, 2),
+        &[1, 8, 1, 1],
+    );
+    let f = b.node("Flatten", &[&c2], vec![]);
+    let y = dynamic_layer(&mut b, &f, "MatMulInteger", (&[200, 10], vec![], 3), &[10]);
+    b.output(&y);
+    b.encode()
+}

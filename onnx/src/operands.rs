@@ -18,7 +18,7 @@ fn dims(s: &[i64]) -> String {
 /// 1-D operands are left to the classification, which says them.
 pub fn check(g: &Graph, n: &Node) -> Result<(), ImportError> {
     let (ta, tb) = match n.op.as_str() {
-        "MatMul" => (false, false),
+        "MatMul" | "MatMulInteger" => (false, false),
         "Gemm" => (
             n.int("transA").unwrap_or(0) != 0,
             n.int("transB").unwrap_or(0) != 0,

@@ -56,6 +56,9 @@ pub fn quantized(g: &Graph, a: usize) -> Option<Quantized> {
     if n.op == "MaxPool" {
         return max_pool(g, n);
     }
+    if crate::integer::is_integer_op(&n.op) {
+        return crate::integer::integer_anchor(g, n).ok();
+    }
     if !matches!(n.op.as_str(), "Conv" | "MatMul" | "Gemm") {
         return None;
     }

@@ -465,7 +465,8 @@ impl<'g> Gen<'g> {
         let x = n.input(0).ok_or_else(|| ImportError::node(n, "no input"))?;
         let xs = g.need_shape(n, x)?;
         let out = g.need_shape(n, &n.outputs[0])?;
-        match n.op.as_str() {
+        // An integer operator is written as the f32 one its integer form retypes.
+        match crate::integer::float_op(&n.op) {
             "Conv" => self.conv(n, x, &xs, &out),
             "MaxPool" | "AveragePool" => self.pool(n, x, &xs, &out),
             "GlobalAveragePool" => {
@@ -906,7 +907,8 @@ impl<'g> Gen<'g> {
         logical: Vec<String>,
     ) -> Anchor {
         let load = format!("O[{}]", list(&names(&vars)));
-        let value = match n.input(2) {
+        // An integer convolution's input 2 is its data zero point (`integer`).
+        let value = match n.input(2).filter(|_| n.op == "Conv") {
             Some(b) => {
                 let bn = self.input(b, "B", &[f]);
                 format!("({load} + {bn}[{}])", logical[1])

@@ -474,3 +474,57 @@ fn a_qoperator_model_yields_the_tasks_of_its_qdq_form() {
         "{specs:#?}"
     );
 }
+
+/// A dynamically quantized model (`quantize_dynamic`'s `ConvInteger` and `MatMulInteger` on
+/// data quantized at run time) yields its products as integer tasks with i32 results: no
+/// requantization, no bias (the data zero point is the build's correction), a convolution of
+/// 6 channels padded to 8 in NHWC.
+#[test]
+fn a_dynamically_quantized_model_yields_integer_tasks() {
+    let bytes = tunehub_onnx::nets::dynamic_quantized();
+    let list = extract(&bytes, &InputShapes::default(), &Extraction::strict()).unwrap();
+    let specs = specs_of(&list);
+    let integer: Vec<&String> = specs.iter().filter(|s| s.contains("dtype=u8i8")).collect();
+    assert_eq!(integer.len(), 3, "{specs:#?}");
+    for s in &integer {
+        assert!(!s.contains("out_dtype") && !s.contains("bias=1"), "{s}");
+    }
+    assert!(
+        integer
+            .iter()
+            .any(|s| s.starts_with("conv2d_nhwc(") && s.contains("c=8")),
+        "{specs:#?}"
+    );
+    assert!(
+        integer
+            .iter()
+            .any(|s| s.starts_with("depthwise_conv2d_nhwc(")),
+        "{specs:#?}"
+    );
+    assert!(
+        integer
+            .iter()
+            .any(|s| s.starts_with("matmul(m=1,n=10,k=200")),
+        "{specs:#?}"
+    );
+}
+
+/// An integer product the library's integer form does not compute is named, with why: u8
+/// weights, or weights whose zero point is not 0.
+#[test]
+fn an_integer_product_it_cannot_run_says_why() {
+    for (dtype, zero_point, why) in [("u8", 0, "i8 constant"), ("i8", 3, "weight zero point")] {
+        let mut b = ModelBuilder::new();
+        let x = b.input_fixed("x", &[2, 16]);
+        let [q, _, zx] = b.node_n("DynamicQuantizeLinear", &[&x], vec![]);
+        let w = b.integers(&[16, 4], dtype, &values(64, 0, 100));
+        let zw = b.integers(&[], dtype, &[zero_point]);
+        let y = b.node("MatMulInteger", &[&q, &w, &zx, &zw], vec![]);
+        let y = b.node("Cast", &[&y], vec![int("to", 1)]);
+        b.output(&y);
+        let e = extract(&b.encode(), &InputShapes::default(), &Extraction::strict())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("MatMulInteger") && e.contains(why), "{e}");
+    }
+}

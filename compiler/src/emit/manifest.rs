@@ -65,7 +65,8 @@ pub struct TaskEntry {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepEntry {
-    /// "kernel", "copy", "fill" or "gather".
+    /// "kernel", "copy", "fill", "gather", "quantize", "dequantize", "dynamic_quantize",
+    /// "zero_point_shift" or "scalar".
     pub how: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub task: Option<usize>,

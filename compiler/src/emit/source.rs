@@ -1,5 +1,5 @@
 //! `NAME.c`: every kernel, the runtime's few helpers (strided copies per element type, gather,
-//! fill, a QDQ model's conversions; only those used, `-Wall -Werror` refuses an unused static
+//! fill, a QDQ model's conversions, a dynamically quantized model's (`dynamic`); only those used, `-Wall -Werror` refuses an unused static
 //! function), and the driver: create (map the weights, check them, pack the packed weights
 //! once, allocate the arena), run (inputs into the arena, every step in order, outputs out of
 //! it), destroy. Arena, weight and packed pointers are `void*`: each value keeps its type.
@@ -131,6 +131,7 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
         );
     }
     conversions(&mut s, name, p);
+    super::dynamic::helpers(&mut s, name, p);
     let arena = l.plan.arena_bytes.max(64);
     let packed = l.packed_bytes.max(64);
     let _ = write!(
@@ -313,6 +314,21 @@ pub fn source(name: &str, model: &str, p: &Program, l: &Layout) -> String {
                     c.zero_point
                 );
             }
+            Step::DynamicQuantize(d) => {
+                s.push_str(&super::dynamic::dynamic_quantize(name, p, d, ptr));
+            }
+            Step::ZeroPointShift(z) => {
+                s.push_str(&super::dynamic::zero_point_shift(name, p, z, ptr));
+            }
+            Step::Scalar { dst, a, b, op } => {
+                let _ = writeln!(
+                    s,
+                    "  *(float*){} = *(const float*){} {op} *(const float*){};",
+                    ptr(*dst),
+                    ptr(*a),
+                    ptr(*b)
+                );
+            }
             Step::Gather(g) => {
                 let _ = writeln!(
                     s,
@@ -372,8 +388,10 @@ fn conversions(s: &mut String, name: &str, p: &Program) {
         if !done.insert((dir, t)) {
             continue;
         }
+        // An i32 source: a `Cast` of integer sums (scale 1, zero point 0).
         let (ty, lo, hi) = match t {
             DType::I8 => ("int8_t", -128, 127),
+            DType::I32 => ("int32_t", 0, 0),
             _ => ("uint8_t", 0, 255),
         };
         let body = if dir == "quantize" {
