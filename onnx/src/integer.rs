@@ -77,8 +77,9 @@ pub fn integer_anchor(g: &Graph, n: &Node) -> Result<Quantized, String> {
     })
 }
 
-/// The 8-bit type of an integer node's data: its zero point's when that is a constant, u8
-/// behind a `DynamicQuantizeLinear`, a `QuantizeLinear`'s type behind one.
+/// The 8-bit type of an integer node's data (ONNX gives its zero point the same type): its
+/// zero point's when that is a constant, u8 when a `DynamicQuantizeLinear` computes the zero
+/// point or the data, a `QuantizeLinear`'s type when one computes the data.
 fn data_type(g: &Graph, n: &Node) -> Result<DType, String> {
     let unknown = || "the type of its data is not known (give it a constant zero point)".into();
     let from = |dt: DatumType| match dt {
@@ -86,10 +87,13 @@ fn data_type(g: &Graph, n: &Node) -> Result<DType, String> {
         DatumType::I8 => Ok(DType::I8),
         other => Err(format!("its data is {other:?}, not u8 or i8")),
     };
-    if let Some(z) = n.input(2)
-        && let Some(v) = g.value(z)
-    {
-        return from(v.datum_type());
+    if let Some(z) = n.input(2) {
+        if let Some(v) = g.value(z) {
+            return from(v.datum_type());
+        }
+        if producer(g, z).is_some_and(|p| p.op == DYNAMIC_QUANTIZE) {
+            return Ok(DType::U8);
+        }
     }
     let p = producer(g, n.input(0).unwrap_or_default()).ok_or_else(unknown)?;
     match p.op.as_str() {

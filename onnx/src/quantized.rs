@@ -8,6 +8,9 @@
 //! `QLinearMatMul`. The other `QuantizeLinear` and `DequantizeLinear` nodes convert between
 //! the quantized tensors and the f32 operators around them (a residual add, a pool).
 //!
+//! A dynamically quantized model's `MatMulInteger` and `ConvInteger` are quantized anchors too,
+//! with i32 sums for their result (`integer`).
+//!
 //! A `MaxPool` between a `DequantizeLinear` and a `QuantizeLinear` of one same scale and zero
 //! point is the 8-bit max pool (`dtype=u8|i8`), as ONNX Runtime's QDQ transformer runs it:
 //! dequantization is increasing, so the max commutes with it, and the quantization undoes it.
@@ -33,12 +36,13 @@ pub const DEQUANTIZE: &str = "DequantizeLinear";
 pub struct Quantized {
     /// The data's and the weight's types.
     pub inputs: OpDType,
-    /// The requantized output's type.
+    /// The requantized output's type; i32 for an integer operator's sums (`integer`).
     pub out: DType,
     /// The data's zero point: the build takes `zero_point * sum(weights)` off each channel's
     /// bias, so the task has a bias even where the model's layer has none.
     pub data_zero_point: i64,
-    /// The nodes after the anchor, in graph order: a `Relu`, then the `QuantizeLinear`.
+    /// The nodes after the anchor, in graph order: a `Relu`, then the `QuantizeLinear` (none
+    /// for an integer operator).
     pub members: Vec<usize>,
 }
 

@@ -42,6 +42,24 @@ pub fn generate(g: &Graph, group: &Group, layout: Layout) -> Result<Generated, I
     }
 }
 
+/// Whether an elementwise chain (no anchor) reads, as an operand of its output's shape, the
+/// f32 cast of an integer convolution's sums (a dynamically quantized model's scaling).
+fn reads_integer_conv(g: &Graph, group: &Group) -> bool {
+    let Some(out) = g.shape(&group.output) else {
+        return false;
+    };
+    group.nodes().any(|i| {
+        g.nodes[i].inputs.iter().any(|t| {
+            g.shape(t) == Some(out)
+                && crate::quantized::producer(g, t)
+                    .filter(|c| c.op == "Cast")
+                    .and_then(|c| c.input(0))
+                    .and_then(|x| crate::quantized::producer(g, x))
+                    .is_some_and(|p| p.op == "ConvInteger")
+        })
+    })
+}
+
 /// The anchor's result as the epilogue reads it.
 struct Anchor {
     /// The output stage's variables and extents.
@@ -198,6 +216,14 @@ impl<'g> Gen<'g> {
                 // index is not in a flat row: `logical` is empty).
                 let (v, logical, flat) = if flat && self.eight_bit {
                     (vars("i", &[1, total]), vec![], Some((1, total)))
+                } else if shape.len() == 4 && reads_integer_conv(g, group) {
+                    // After an integer convolution (its NHWC result cast to f32), the chain
+                    // runs in NHWC too: it reads that result as kept, a per-channel operand by
+                    // the inner index, and leaves its own kept for the next convolution.
+                    self.nhwc_out = Some(shape.clone());
+                    let nhwc: Vec<i64> = TO_NHWC.iter().map(|&p| shape[p]).collect();
+                    let logical = NHWC_LOGICAL.map(String::from).to_vec();
+                    (vars("i", &nhwc), logical, None)
                 } else {
                     let v = vars("i", &shape);
                     let logical = names(&v);
