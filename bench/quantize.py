@@ -3,9 +3,14 @@
 nodes, per-channel i8 weights and u8 activations, calibrated on random inputs.
 
     /tmp/ortvenv/bin/python bench/quantize.py MODEL.onnx MODEL_pq.onnx [--calibration 4]
+    /tmp/ortvenv/bin/python bench/quantize.py --dynamic MODEL.onnx MODEL_dq.onnx
 
 Calibration inputs are uniform in [-1, 1) from a fixed seed (0), the same inputs
 `bench/qdq_accuracy.py` draws from, so the quantized file is the same on every run.
+
+With `--dynamic`, `quantize_dynamic` instead (after the same pre-processing): i8 weights
+(symmetric, per tensor) on the convolutions and matrix products, activations quantized at
+run time by `DynamicQuantizeLinear` (`MatMulInteger` / `ConvInteger`); no calibration.
 """
 
 import argparse
@@ -18,6 +23,7 @@ from onnxruntime.quantization import (
     CalibrationDataReader,
     QuantFormat,
     QuantType,
+    quantize_dynamic,
     quantize_static,
 )
 from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -40,10 +46,17 @@ def main():
     ap.add_argument("model")
     ap.add_argument("out")
     ap.add_argument("--calibration", type=int, default=4)
+    ap.add_argument("--dynamic", action="store_true")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         pre = os.path.join(tmp, "pre.onnx")
         quant_pre_process(a.model, pre)
+        if a.dynamic:
+            quantize_dynamic(
+                pre, a.out, weight_type=QuantType.QInt8, op_types_to_quantize=["Conv", "MatMul"]
+            )
+            print(a.out)
+            return
         quantize_static(
             pre,
             a.out,
