@@ -14,8 +14,8 @@ use tunehub_onnx::integer::{data_zero_point, zero_point_sums};
 use tunehub_onnx::quantized::consumers;
 
 impl Lowering<'_> {
-    /// Output `o` of `n`, of `dtype`: kept in the layout `src` is kept in (by the model's name
-    /// `x`), else in the model's.
+    /// Output `o` of `n`, of `dtype`: kept in the layout the model's tensor `x` (its input) is
+    /// kept in, else in the model's.
     fn alike(
         &mut self,
         n: &Node,

@@ -10,9 +10,9 @@
 //! - [`program`]: tensors (where each lives, their types) and steps; [`lowering`]: the graph
 //!   to them; [`order`]: the steps' order; [`glue`]: the nodes no kernel runs; `convert`: a
 //!   QDQ model's conversions; `dynamic`: a dynamically quantized model's (its run-time
-//!   quantization, an integer kernel's zero-point correction, the cast of its sums); `layout`: kernels in another layout than the model's
-//!   tensors (transposed or padded operands, results kept in the kernel's layout until a
-//!   reader needs the model's); `prune`: glue nothing reads, dropped; [`constants`]: folded
+//!   quantization, an integer kernel's zero-point correction, the cast of its sums);
+//!   `layout`: kernels in another layout than the model's tensors (transposed or padded
+//!   operands, results kept in the kernel's layout until a reader needs the model's); `prune`: glue nothing reads, dropped; [`constants`]: folded
 //!   batch norms, requantization constants, dequantized weights.
 //! - [`memory`]: the arena plan; [`weights`]: the weights file.
 //! - [`emit`]: `NAME.c`, `NAME.h`, `manifest.json`; [`cc`]: the shared library.

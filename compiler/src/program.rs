@@ -304,10 +304,9 @@ impl Step {
 pub struct NodeNote {
     pub node: String,
     pub op: String,
-    /// "kernel" (with `task`), "view", "copy", "gather", "quantize", "dequantize", "scalar", "cast" (an
-    /// integer tensor to float32), "folded"
-    /// (computed at build time), or "unused" (nothing reads what it computes: a conversion an
-    /// integer kernel reads behind).
+    /// "kernel" (with `task`), "view", "copy", "gather", "quantize", "dequantize", "scalar",
+    /// "cast" (an integer tensor to float32), "folded" (computed at build time), or "unused"
+    /// (nothing reads what it computes: a conversion an integer kernel reads behind).
     pub how: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<usize>,

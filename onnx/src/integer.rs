@@ -103,6 +103,16 @@ fn data_type(g: &Graph, n: &Node) -> Result<DType, String> {
     }
 }
 
+/// Whether tensor `t` is a `Cast` of a `ConvInteger`'s sums (which the build keeps in the
+/// convolution's NHWC).
+pub fn cast_of_conv_sums(g: &Graph, t: &str) -> bool {
+    producer(g, t)
+        .filter(|c| c.op == "Cast")
+        .and_then(|c| c.input(0))
+        .and_then(|x| producer(g, x))
+        .is_some_and(|p| p.op == "ConvInteger")
+}
+
 /// The tensor holding an integer node's data zero point, when one is given that is not a
 /// constant 0: the build then corrects the kernel's sums by it.
 pub fn data_zero_point<'g>(g: &'g Graph, n: &'g Node) -> Option<&'g str> {

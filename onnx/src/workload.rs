@@ -49,14 +49,10 @@ fn reads_integer_conv(g: &Graph, group: &Group) -> bool {
         return false;
     };
     group.nodes().any(|i| {
-        g.nodes[i].inputs.iter().any(|t| {
-            g.shape(t) == Some(out)
-                && crate::quantized::producer(g, t)
-                    .filter(|c| c.op == "Cast")
-                    .and_then(|c| c.input(0))
-                    .and_then(|x| crate::quantized::producer(g, x))
-                    .is_some_and(|p| p.op == "ConvInteger")
-        })
+        g.nodes[i]
+            .inputs
+            .iter()
+            .any(|t| g.shape(t) == Some(out) && crate::integer::cast_of_conv_sums(g, t))
     })
 }
 

@@ -1,8 +1,9 @@
 //! `NAME.c`: every kernel, the runtime's few helpers (strided copies per element type, gather,
-//! fill, a QDQ model's conversions, a dynamically quantized model's (`dynamic`); only those used, `-Wall -Werror` refuses an unused static
-//! function), and the driver: create (map the weights, check them, pack the packed weights
-//! once, allocate the arena), run (inputs into the arena, every step in order, outputs out of
-//! it), destroy. Arena, weight and packed pointers are `void*`: each value keeps its type.
+//! fill, a QDQ model's conversions, a dynamically quantized model's (`dynamic`); only those
+//! used, `-Wall -Werror` refuses an unused static function), and the driver: create (map the
+//! weights, check them, pack the packed weights once, allocate the arena), run (inputs into
+//! the arena, every step in order, outputs out of it), destroy. Arena, weight and packed
+//! pointers are `void*`: each value keeps its type.
 
 use super::header::c_text;
 use crate::memory::Plan;
