@@ -634,6 +634,90 @@ proptest! {
     }
 }
 
+/// A window operator's own loops reordered to put the window (and, for a convolution, its input
+/// channels) outside a tile of every output row by the whole row, the row vectorized and the
+/// padding inlined: `n c ry rx y x` for a depthwise convolution, `n f rc ry rx y x` for conv2d.
+fn whole_map_tile(dag: &ComputeDag, stage: &str) -> tunehub_engine::schedule::Schedule {
+    let s = dag.stages.iter().position(|st| st.name == stage).unwrap();
+    // n, c (or f), y, x, then the reductions: c's, ry and rx for conv2d, ry and rx for a
+    // depthwise convolution.
+    let axes = if stage == "conv" { 7 } else { 6 };
+    let mut steps = vec![];
+    if let Some(p) = dag.stages.iter().position(|st| st.name == "pad") {
+        steps.push(serde_json::json!(["CI", p]));
+    }
+    let order: Vec<usize> = [0, 1].into_iter().chain(4..axes).chain([2, 3]).collect();
+    steps.push(serde_json::json!(["RE", s, order]));
+    steps.push(serde_json::json!(["AN", s, axes - 1, 2]));
+    tunehub_engine::schedule::Schedule::from_json_value(&serde_json::Value::Array(steps)).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, failure_persistence: None, max_shrink_iters: 8, ..ProptestConfig::default() })]
+
+    /// Rows shorter than a vector, packed into its lanes (`codegen::rows`): depthwise and
+    /// conv2d tiles of a whole map, windows 1-7, dilation 1-2, stride 1-2, padding that keeps
+    /// the width or not, channels 1-67, maps 1-33 rows by 1-15 columns. Where the input rows
+    /// are as wide as the output's (stride 1, padding `(k - 1) * d / 2`) the tile has one
+    /// accumulator per vector of the packed map, not per row, and its padding is read under
+    /// literal masks; every kernel matches the reference.
+    #[test]
+    fn rows_packed_into_lanes_match_the_reference(
+        c in 1..68i64, h in 1..34i64, w in 1..16i64, k in 1..=7i64, dilation in 1..=2i64,
+        stride in 1..=2i64, same: bool, conv: bool,
+    ) {
+        let target = Target::detect();
+        let lanes = i64::from(target.vector_lanes_f32());
+        let pad = if same { (k - 1) * dilation / 2 } else { (k - 1) * dilation / 2 + 1 };
+        let win = Window { kh: k, kw: k, stride, pad, dilation };
+        let span = (k - 1) * dilation + 1;
+        let (oh, ow) = ((h + 2 * pad - span) / stride + 1, (w + 2 * pad - span) / stride + 1);
+        prop_assume!(h + 2 * pad >= span && w + 2 * pad >= span);
+        let (dag, stage) = if conv {
+            (ops::conv2d_nchw(1, c.min(9), h, w, 3, win, false, false).unwrap(), "conv")
+        } else {
+            (ops::depthwise_conv2d_nchw(1, c, h, w, win, false, false).unwrap(), "depthwise")
+        };
+        let sched = whole_map_tile(&dag, stage);
+        let task = Task::new(dag, "rows packed");
+        let src = checked_source(&task, &sched, &target, "rows packed");
+        // The packed tile must fit the registers (32 at 512 bits, else 16).
+        let registers = if target.vector_bits() >= 512 { 32 } else { 16 };
+        let fits = (oh * ow + lanes - 1) / lanes <= tunehub_engine::codegen::max_tile_vectors(registers);
+        // A one-column row is no tile (`regtile`).
+        let packs = lanes > 1 && stride == 1 && ow == w && (2..lanes).contains(&w) && oh >= 2 && fits;
+        let accumulators = src.matches(&format!("th_vf {stage}_r")).count() as i64;
+        if packs {
+            prop_assert_eq!(accumulators, (oh * ow + lanes - 1) / lanes, "{}", src);
+            prop_assert!(pad == 0 || src.contains("u, 0.0f)"), "no literal mask in\n{}", src);
+        }
+    }
+}
+
+/// The packed rows at every x86-64 vector width the host runs (AVX-512's masked loads, AVX's
+/// `vmaskmovps`, SSE's lane-by-lane copies): a 3x3 depthwise convolution on a 7x5 map, packed
+/// where a 5-wide row is shorter than a vector (one row per vector on SSE's 4 lanes), each
+/// width's kernel checked against the reference.
+#[test]
+fn rows_packed_into_lanes_match_the_reference_at_every_x86_vector_width() {
+    let host = Target::detect();
+    let dag =
+        ops::depthwise_conv2d_nchw(1, 5, 7, 5, Window::square(3, 1, 1), false, false).unwrap();
+    let sched = whole_map_tile(&dag, "depthwise");
+    let task = Task::new(dag, "rows packed");
+    for (march, target) in x86_levels(&host, true) {
+        let lanes = i64::from(target.vector_lanes_f32());
+        let src = checked_source(&task, &sched, &target, march);
+        let accumulators = src.matches("th_vf depthwise_r").count() as i64;
+        let expected = if 5 < lanes {
+            (35 + lanes - 1) / lanes
+        } else {
+            7 * ((5 + lanes - 1) / lanes)
+        };
+        assert_eq!(accumulators, expected, "{march}:\n{src}");
+    }
+}
+
 /// MobileNetV2's stride-2 depthwise conv as the search tunes it (a schedule it found): a
 /// parallel loop over channel-row blocks, each accumulating in its own stack buffer as
 /// register tiles of one 28-wide output row, in the stride-2 shuffle's lane order. The kernel

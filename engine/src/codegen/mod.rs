@@ -12,7 +12,8 @@
 //! One module per idea: `writer` (the C text), `regtile` (which register tiles qualify),
 //! `masked` (their partial and stride-2 vector loads), `peel` (padded copies split by range),
 //! `quantize` (8-bit stores of vectorized loops, rounded in floats and converted apart),
-//! `lanes` (what varies along the vector lane), `vminmax` (max and min tiles), `window`
+//! `lanes` (what varies along the vector lane), `rows` (rows shorter than a vector packed
+//! into its lanes), `vminmax` (max and min tiles), `window`
 //! (stride-2 window tiles whose columns share their loads: pooling, depthwise convolution),
 //! `vreduce` (which loops reduce into one element), `hreduce` (those loops in vectors and a
 //! horizontal tree), `dot` (integer sums of 8-bit products in dot-product instructions),
@@ -35,6 +36,7 @@ mod names;
 mod peel;
 mod quantize;
 mod regtile;
+mod rows;
 mod vminmax;
 mod vreduce;
 mod window;
@@ -182,7 +184,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
     // f32; a kernel with an integer tensor is plain C with `omp simd` (see `writer`'s typed
     // values) until the integer tiles come.
     let vectors = func.buffers.iter().all(|b| b.dtype == DType::F32);
-    let tiles = if vectors {
+    let mut tiles = if vectors {
         register_tiles(&func.body, lanes, regtile::max_tile_vectors(registers))
     } else {
         HashMap::new()
@@ -201,8 +203,16 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         t.retain(|k, _| !dots.contains_key(k));
         t
     };
+    // Rows packed into lanes where a row fills no vector (see `rows`), else the column-shared
+    // form where it applies.
+    let rows: HashMap<_, _> = tiles
+        .iter()
+        .filter_map(|(&k, t)| rows::plan(t, func, lanes).map(|p| (k, p)))
+        .collect();
+    tiles.retain(|k, t| t.plain_fits || rows.contains_key(k));
     let shares = tiles
         .iter()
+        .filter(|(k, _)| !rows.contains_key(*k))
         .filter_map(|(&k, t)| window::plan(t, lanes, registers).map(|w| (k, w)))
         .collect();
     // The inline-asm constraint of a vector register, where GCC has one (see `regtile`).
@@ -238,6 +248,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         dots,
         int_tiles,
         dot_instruction,
+        rows,
         shares,
         tile_init: HashMap::new(),
         inner: None,

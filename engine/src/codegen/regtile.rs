@@ -45,6 +45,9 @@ pub(super) struct RegTile<'s> {
     pub buf: usize,
     pub index: &'s Lin,
     pub value: &'s VExpr,
+    /// Whether its accumulators fit the registers written a row per vector (else only with
+    /// its rows packed).
+    pub plain_fits: bool,
 }
 
 /// Every register tile of `body`, keyed by the address of its band's outermost loop, for
@@ -59,7 +62,13 @@ pub(super) fn register_tiles(
             match st {
                 Stmt::For { body, .. } => match plan(st, lim.0, lim.1) {
                     Some(t) => {
+                        // A tile that fits only packed may be dropped (`rows`): the tiles
+                        // further in are then the candidates, as when it did not fit.
+                        let plain_fits = t.plain_fits;
                         out.insert(st as *const Stmt, t);
+                        if !plain_fits {
+                            walk(body, lim, out);
+                        }
                     }
                     None => walk(body, lim, out),
                 },
@@ -139,7 +148,16 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
         rest.iter().partition(|l| used.contains(&l.0));
     let vectors =
         tile.iter().map(|l| l.1).product::<i64>() * groups(lane_extent, lanes).len() as i64;
-    if vectors > max || vector_form(value, lane).is_none() {
+    // Rows shorter than a vector may be packed into its lanes (`rows`), in fewer vectors: such
+    // a tile is kept when those fit, and dropped again if it does not pack after all.
+    let packed = match tile.last() {
+        Some(&&(y, rows, _)) if lane_extent < lanes && lane_coef(index, y) == Some(lane_extent) => {
+            vectors / rows / groups(lane_extent, lanes).len() as i64
+                * groups(rows * lane_extent, lanes).len() as i64
+        }
+        _ => vectors,
+    };
+    if packed > max || vector_form(value, lane).is_none() {
         return None;
     }
     Some(RegTile {
@@ -150,6 +168,7 @@ fn plan(top: &Stmt, lanes: i64, max: i64) -> Option<RegTile<'_>> {
         buf,
         index,
         value,
+        plain_fits: vectors <= max,
     })
 }
 

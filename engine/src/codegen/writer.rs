@@ -37,6 +37,8 @@ pub(super) struct Gen<'a> {
     pub(super) int_tiles: HashMap<*const Stmt, super::itile::IntTile<'a>>,
     /// The dot-product instruction the dot tiles are written for.
     pub(super) dot_instruction: Option<super::dot::Instruction>,
+    /// The row-packed form of the tiles that qualify (see [`super::rows`]), planned once.
+    pub(super) rows: HashMap<*const Stmt, super::rows::RowPack>,
     /// The column-shared form of the tiles that qualify (see [`super::window`]), planned once.
     pub(super) shares: HashMap<*const Stmt, super::window::ColumnShare<'a>>,
     /// The constant a tile's accumulators start from, where the tile writes its own
@@ -286,7 +288,9 @@ impl Gen<'_> {
         if let Some(t) = self.tiles.get(&key).cloned() {
             // Its loops are written by the tile, which decides its divisions by the lane.
             self.inner = None;
-            if let Some(w) = self.shares.get(&key).cloned() {
+            if let Some(p) = self.rows.get(&key).cloned() {
+                self.row_packed_tile(&t, &p);
+            } else if let Some(w) = self.shares.get(&key).cloned() {
                 self.column_share_tile(&t, &w, init);
             } else {
                 self.register_tile(&t);
@@ -791,24 +795,7 @@ impl Gen<'_> {
                 }
             })
             .collect();
-        operands.write(self);
-        // Naming them is not enough: GCC's combine folds a once-loaded vector back into every
-        // FMA that reads it. An empty asm that "modifies" the register ends that (the load
-        // happens once, into a register). Only when the tile, the vector operands and a
-        // broadcast fit the register file: past it the pin would spill. Matmul 512 on AVX2,
-        // tiles of 4 rows by 16 floats (8 accumulators, 2 B vectors) over the whole reduction:
-        // 124-128 -> 183-190 GFLOP/s, the loop no longer bound by 12 loads per 8 FMAs.
-        let vectors = operands.order.iter().filter(|o| o.1 == "th_vf").count() as i64;
-        if self.pin.is_some() && regs.len() as i64 + vectors < self.registers {
-            for (name, ty, _) in &operands.order {
-                if *ty == "th_vf" {
-                    self.line(&format!("TH_PIN({name});"));
-                }
-            }
-        }
-        for u in updates {
-            self.line(&u);
-        }
+        self.write_updates(regs.len(), &operands, &updates);
         for _ in &t.band {
             self.depth -= 1;
             self.line("}");
@@ -823,6 +810,32 @@ impl Gen<'_> {
         }
         self.depth -= 1;
         self.line("}");
+    }
+    /// One band iteration of a tile of `accumulators`: its operands declared, then `updates`.
+    pub(super) fn write_updates(
+        &mut self,
+        accumulators: usize,
+        operands: &Operands,
+        updates: &[String],
+    ) {
+        operands.write(self);
+        // Naming them is not enough: GCC's combine folds a once-loaded vector back into every
+        // FMA that reads it. An empty asm that "modifies" the register ends that (the load
+        // happens once, into a register). Only when the tile, the vector operands and a
+        // broadcast fit the register file: past it the pin would spill. Matmul 512 on AVX2,
+        // tiles of 4 rows by 16 floats (8 accumulators, 2 B vectors) over the whole reduction:
+        // 124-128 -> 183-190 GFLOP/s, the loop no longer bound by 12 loads per 8 FMAs.
+        let vectors = operands.order.iter().filter(|o| o.1 == "th_vf").count() as i64;
+        if self.pin.is_some() && accumulators as i64 + vectors < self.registers {
+            for (name, ty, _) in &operands.order {
+                if *ty == "th_vf" {
+                    self.line(&format!("TH_PIN({name});"));
+                }
+            }
+        }
+        for u in updates {
+            self.line(u);
+        }
     }
     /// C for `e` over the `used` lanes from `first` on (`group`), and whether it is a vector
     /// (else a scalar the vector operations broadcast). `e` passed `regtile::vector_form`.

@@ -1,0 +1,448 @@
+//! Rows packed into lanes: a register tile whose output rows are shorter than a vector (a 7-,
+//! 13- or 14-wide map on 16 lanes) and contiguous in memory, written with its vectors running
+//! over the tile's rows one after the other instead of one partial vector per row. A 7x7 map
+//! is then 4 vectors (49 of 64 lanes), not 7 (49 of 112): fewer loads and FMAs per output.
+//!
+//! It qualifies when the tile's innermost space loop is the row loop `y`, the vector loop `x`
+//! covers a whole row, and every index that moves along the lanes moves along the rows by one
+//! row's width (`W * y + x` in the output and in each vector operand: a stride-1 window whose
+//! input rows are as wide as its output's, as padding of `(k - 1) * d / 2` gives). Then lane
+//! `l` of the vector starting at `first` is row `(first + l) / W`, column `(first + l) % W`,
+//! and each vector operand is one contiguous load.
+//!
+//! What is no longer a range of the lane is an inlined padding's condition: it holds on a
+//! lane pattern, row by row. The tile writes it as a literal mask, decided lane by lane from
+//! the bounds of every other variable it reads, with the window loops it reads written once per
+//! value (`unrolled`). Where the bounds do not decide a mask (the row tile starts where an
+//! outer loop says), the tile keeps the plain form. Lanes whose mask is clear are never read
+//! (a masked load), so a tap before the map's first row reads nothing out of the buffer.
+//!
+//! Measured by hand on a Zen 4 (AVX-512, 2 threads), the depthwise 5x5 on 240 channels of 7x7:
+//! the tuned plain tile 14.9-15.9 us, packed rows with masks read from a table 8.8 us, with
+//! literal masks 6.0 us (docs/experiments/2026-12-05-rows-in-lanes.md).
+
+use super::lanes::{cond_uses, lane_coef, uses};
+use super::regtile::{RegTile, groups, map_cond, map_lins, tile_points};
+use super::writer::{Gen, Operands, float_literal, vload, vstore};
+use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::lower::{Lin, LoweredFunc, Stmt, VCond, VExpr, Var, VarMap};
+
+/// At most this many band iterations written out one by one: a 7x7 window.
+const MAX_UNROLLED: i64 = 49;
+
+/// A tile written with its rows packed into lanes.
+#[derive(Debug, Clone)]
+pub(super) struct RowPack {
+    /// The tile's row loop (its innermost space loop) and its extent.
+    pub rows: (Var, i64),
+    /// The band loops the masks read, written once per value.
+    pub unrolled: Vec<Var>,
+    /// Bounds of the other variables the masks read (loops around the tile, region starts).
+    pub bounds: VarMap<(i64, i64)>,
+}
+
+/// The packed form of `t`, if it qualifies (see the module doc).
+pub(super) fn plan(t: &RegTile, func: &LoweredFunc, lanes: i64) -> Option<RowPack> {
+    let (lane, width) = t.lane;
+    let &(y, rows) = t.tile.last()?;
+    if width >= lanes || rows < 2 || lane_coef(t.index, y) != Some(width) {
+        return None;
+    }
+    let mut conds = vec![];
+    if !packs(t.value, lane, y, width, &mut conds) {
+        return None;
+    }
+    let mut read = vec![];
+    for c in &conds {
+        cond_vars(c, &mut read);
+    }
+    let unrolled: Vec<Var> = t
+        .band
+        .iter()
+        .filter(|b| read.contains(&b.0))
+        .map(|b| b.0)
+        .collect();
+    let count: i64 = t
+        .band
+        .iter()
+        .filter(|b| unrolled.contains(&b.0))
+        .map(|b| b.1)
+        .product();
+    if count > MAX_UNROLLED {
+        return None;
+    }
+    let lets = lets(&func.body);
+    let inside: Vec<Var> = t.tile.iter().map(|l| l.0).chain([lane]).collect();
+    let bounds = read
+        .iter()
+        .filter(|v| !inside.contains(v) && !unrolled.contains(v))
+        .map(|&v| (v, var_bounds(v, func, &lets, 0)))
+        .collect();
+    let p = RowPack {
+        rows: (y, rows),
+        unrolled,
+        bounds,
+    };
+    // Every mask the tile will write must be decided.
+    let points = tile_points(&t.tile[..t.tile.len() - 1]);
+    let band: Vec<(Var, i64)> = t
+        .band
+        .iter()
+        .filter(|b| p.unrolled.contains(&b.0))
+        .map(|b| (b.0, b.1))
+        .collect();
+    for fixed in tile_points(&band) {
+        for point in &points {
+            let at = |l: &Lin| constants(l, &[point, &fixed]);
+            for c in &conds {
+                let c = map_cond(c, &at);
+                for g in groups(rows * width, lanes) {
+                    p.mask(&c, t, g)?;
+                }
+            }
+        }
+    }
+    Some(p)
+}
+
+/// Whether `e` has the packed form: what varies along the lanes or the rows is an
+/// arithmetic of loads at `W * y + x`, bare or under a select of a constant (padding), whose
+/// conditions are pushed to `conds`. Anything else reading `x` or `y` does not pack.
+fn packs<'e>(e: &'e VExpr, x: Var, y: Var, width: i64, conds: &mut Vec<&'e VCond>) -> bool {
+    if !uses(e, x) && !uses(e, y) {
+        return true;
+    }
+    let contiguous =
+        |index: &Lin| lane_coef(index, x) == Some(1) && lane_coef(index, y) == Some(width);
+    match e {
+        VExpr::Load { index, .. } => contiguous(index),
+        VExpr::Unary(UnaryOp::Neg, a) => packs(a, x, y, width, conds),
+        VExpr::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div, a, b) => {
+            packs(a, x, y, width, conds) && packs(b, x, y, width, conds)
+        }
+        VExpr::Select(c, a, b) if cond_uses(c, x) || cond_uses(c, y) => {
+            let (VExpr::Load { index, .. }, VExpr::Const(_)) = (&**a, &**b) else {
+                return false;
+            };
+            conds.push(c);
+            index_only(c) && contiguous(index)
+        }
+        VExpr::Select(_, a, b) => packs(a, x, y, width, conds) && packs(b, x, y, width, conds),
+        _ => false,
+    }
+}
+
+/// Whether `c` compares index expressions only (no loaded value).
+fn index_only(c: &VCond) -> bool {
+    match c {
+        VCond::Index(..) => true,
+        VCond::Value(..) => false,
+        VCond::And(a, b) | VCond::Or(a, b) => index_only(a) && index_only(b),
+        VCond::Not(a) => index_only(a),
+    }
+}
+
+fn cond_vars(c: &VCond, out: &mut Vec<Var>) {
+    match c {
+        VCond::Index(_, a, b) => {
+            a.vars(out);
+            b.vars(out);
+        }
+        VCond::Value(..) => {}
+        VCond::And(a, b) | VCond::Or(a, b) => {
+            cond_vars(a, out);
+            cond_vars(b, out);
+        }
+        VCond::Not(a) => cond_vars(a, out),
+    }
+}
+
+/// `l` with the variables of `fixed` replaced by their values.
+fn constants(l: &Lin, fixed: &[&Vec<(Var, i64)>]) -> Lin {
+    l.substitute(&|v| {
+        fixed
+            .iter()
+            .find_map(|f| f.iter().find(|p| p.0 == v))
+            .map(|p| Lin::constant(p.1))
+    })
+}
+
+/// Every region start's definitions (`Stmt::Let`), by variable.
+fn lets(body: &[Stmt]) -> VarMap<Vec<Lin>> {
+    fn walk(body: &[Stmt], out: &mut VarMap<Vec<Lin>>) {
+        for s in body {
+            match s {
+                Stmt::Let { var, value } => out.entry(*var).or_default().push(value.clone()),
+                Stmt::For { body, .. } | Stmt::Alloc { body, .. } | Stmt::Guard { body, .. } => {
+                    walk(body, out)
+                }
+                Stmt::Store { .. } => {}
+            }
+        }
+    }
+    let mut out = VarMap::default();
+    walk(body, &mut out);
+    out
+}
+
+/// Inclusive bounds of `v`: a loop's, or the hull of a region start's definitions. Unknown is
+/// unbounded (no mask reading it is decided).
+fn var_bounds(v: Var, func: &LoweredFunc, lets: &VarMap<Vec<Lin>>, depth: u32) -> (i64, i64) {
+    const UNKNOWN: (i64, i64) = (-(1 << 40), 1 << 40);
+    match v {
+        Var::Loop { .. } => match func.loop_extents.get(&v) {
+            Some(&n) if n >= 1 => (0, n - 1),
+            _ => UNKNOWN,
+        },
+        Var::Lo { .. } => match lets.get(&v) {
+            Some(defs) if depth < 16 => defs
+                .iter()
+                .map(|l| l.range(&|w| var_bounds(w, func, lets, depth + 1)))
+                .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+                .unwrap_or(UNKNOWN),
+            _ => UNKNOWN,
+        },
+    }
+}
+
+/// Whether `c` holds for every value the bounds allow (`Some(true)`), for none
+/// (`Some(false)`), or depends on them (`None`).
+fn decide(c: &VCond, bounds: &impl Fn(Var) -> (i64, i64)) -> Option<bool> {
+    match c {
+        VCond::Index(op, a, b) => {
+            let (lo, hi) = a.sub(b).range(bounds);
+            let (yes, no) = match op {
+                CmpOp::Lt => (hi < 0, lo >= 0),
+                CmpOp::Le => (hi <= 0, lo > 0),
+                CmpOp::Gt => (lo > 0, hi <= 0),
+                CmpOp::Ge => (lo >= 0, hi < 0),
+                CmpOp::Eq => (lo == 0 && hi == 0, lo > 0 || hi < 0),
+                CmpOp::Ne => (lo > 0 || hi < 0, lo == 0 && hi == 0),
+            };
+            if yes {
+                Some(true)
+            } else if no {
+                Some(false)
+            } else {
+                None
+            }
+        }
+        VCond::Value(..) => None,
+        VCond::And(a, b) => match (decide(a, bounds), decide(b, bounds)) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+        VCond::Or(a, b) => match (decide(a, bounds), decide(b, bounds)) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+        VCond::Not(a) => decide(a, bounds).map(|b| !b),
+    }
+}
+
+impl RowPack {
+    /// The lanes of the vector `(first, used)` where `c` holds, as a bit mask: `c` with the
+    /// tile's point and the unrolled band loops fixed, decided lane by lane.
+    fn mask(&self, c: &VCond, t: &RegTile, (first, used): (i64, i64)) -> Option<u32> {
+        let (lane, width) = t.lane;
+        let y = self.rows.0;
+        let bounds = |v: Var| {
+            self.bounds
+                .get(&v)
+                .copied()
+                .unwrap_or((-(1 << 40), 1 << 40))
+        };
+        let mut m = 0u32;
+        for l in 0..used {
+            let p = first + l;
+            let at = [(y, p / width), (lane, p % width)];
+            let c = map_cond(c, &|x: &Lin| constants(x, &[&at.to_vec()]));
+            if decide(&c, &bounds)? {
+                m |= 1 << l;
+            }
+        }
+        Some(m)
+    }
+}
+
+impl Gen<'_> {
+    /// Writes `t` with its rows packed into lanes (see the module doc): accumulators loaded,
+    /// the band with the tile unrolled inside (and the loops the masks read written once per
+    /// value), stored.
+    pub(super) fn row_packed_tile(&mut self, t: &RegTile, p: &RowPack) {
+        let lanes = self.lanes;
+        let (lane, width) = t.lane;
+        let (y, rows) = p.rows;
+        let acc = self.names.bufs[t.buf].clone();
+        // One accumulator per point of the other tile loops and vector of the packed rows.
+        let mut regs = vec![];
+        for point in tile_points(&t.tile[..t.tile.len() - 1]) {
+            for (first, used) in groups(rows * width, lanes) {
+                let name = self.names.fresh(&format!("{acc}_r{}", regs.len()));
+                let mut at = point.clone();
+                at.extend([(y, 0), (lane, first)]);
+                let index = self.lin(&constants(t.index, &[&at]));
+                regs.push((name, index, point.clone(), (first, used)));
+            }
+        }
+        self.line("{");
+        self.depth += 1;
+        for (r, index, _, (_, used)) in &regs {
+            let load = vload(&format!("&{acc}[{index}]"), *used, lanes);
+            self.line(&format!("th_vf {r} = {load};"));
+        }
+        self.packed_band(t, p, &regs, 0, &mut vec![]);
+        for (r, index, _, (_, used)) in &regs {
+            self.line(&vstore(&format!("&{acc}[{index}]"), r, *used, lanes));
+        }
+        self.depth -= 1;
+        self.line("}");
+    }
+
+    /// The band from loop `i` in: a loop the masks read is written once per value.
+    fn packed_band(
+        &mut self,
+        t: &RegTile,
+        p: &RowPack,
+        regs: &[Reg],
+        i: usize,
+        fixed: &mut Vec<(Var, i64)>,
+    ) {
+        let Some(&(v, n, kind)) = t.band.get(i) else {
+            self.packed_updates(t, p, regs, fixed);
+            return;
+        };
+        if p.unrolled.contains(&v) {
+            for k in 0..n {
+                fixed.push((v, k));
+                self.packed_band(t, p, regs, i + 1, fixed);
+                fixed.pop();
+            }
+            return;
+        }
+        let name = self.var(v);
+        self.open_loop(&name, n, kind);
+        self.depth += 1;
+        self.packed_band(t, p, regs, i + 1, fixed);
+        self.depth -= 1;
+        self.line("}");
+    }
+
+    /// One band iteration: each accumulator updated by its value at its point.
+    fn packed_updates(&mut self, t: &RegTile, p: &RowPack, regs: &[Reg], fixed: &[(Var, i64)]) {
+        self.line("{");
+        self.depth += 1;
+        let mut ops = Operands::default();
+        let fixed = fixed.to_vec();
+        let updates: Vec<String> = regs
+            .iter()
+            .map(|(r, _, point, group)| {
+                let value = map_lins(t.value, &|l| constants(l, &[point, &fixed]));
+                let (e, vector) = self.packed_value(&value, t, p, *group, &mut ops);
+                let e = if vector || t.op == ReduceOp::Sum {
+                    e
+                } else {
+                    format!("((th_vf){{0}} + {e})")
+                };
+                match t.op {
+                    ReduceOp::Sum => format!("{r} = {r} + {e};"),
+                    ReduceOp::Max => format!("{r} = th_vmax({r}, {e});"),
+                    ReduceOp::Min => format!("{r} = th_vmin({r}, {e});"),
+                }
+            })
+            .collect();
+        self.write_updates(regs.len(), &ops, &updates);
+        self.depth -= 1;
+        self.line("}");
+    }
+
+    /// C for `e` (its tile point and unrolled loops fixed) over the vector `(first, used)` of the
+    /// packed rows, and whether it is a vector. `e` passed `packs`.
+    fn packed_value(
+        &mut self,
+        e: &VExpr,
+        t: &RegTile,
+        p: &RowPack,
+        (first, used): (i64, i64),
+        ops: &mut Operands,
+    ) -> (String, bool) {
+        let (lane, y) = (t.lane.0, p.rows.0);
+        if !uses(e, lane) && !uses(e, y) {
+            if let VExpr::Const(_) = e {
+                return (self.value(e), false);
+            }
+            let v = self.value(e);
+            return (ops.name(self, "float", v), false);
+        }
+        let at = |g: &mut Gen, buf: usize, index: &Lin| {
+            let i = g.lin(&constants(index, &[&vec![(y, 0), (lane, first)]]));
+            format!("&{}[{i}]", g.names.bufs[buf])
+        };
+        match e {
+            VExpr::Load { buf, index } => {
+                let load = vload(&at(self, *buf, index), used, self.lanes);
+                (ops.name(self, "th_vf", load), true)
+            }
+            VExpr::Unary(UnaryOp::Neg, a) => {
+                let (a, v) = self.packed_value(a, t, p, (first, used), ops);
+                (format!("(-{a})"), v)
+            }
+            VExpr::Binary(op, a, b) => {
+                let (a, va) = self.packed_value(a, t, p, (first, used), ops);
+                let (b, vb) = self.packed_value(b, t, p, (first, used), ops);
+                let o = match op {
+                    BinaryOp::Add => "+",
+                    BinaryOp::Sub => "-",
+                    BinaryOp::Mul => "*",
+                    BinaryOp::Div if !vb => return (format!("({a} * (1.0f / {b}))"), va),
+                    BinaryOp::Div => "/",
+                    _ => unreachable!("packs admits + - * / only"),
+                };
+                (format!("({a} {o} {b})"), va || vb)
+            }
+            VExpr::Select(c, a, b) if cond_uses(c, lane) || cond_uses(c, y) => {
+                let (VExpr::Load { buf, index }, VExpr::Const(fill)) = (&**a, &**b) else {
+                    unreachable!("packs admits a load under a select of a constant only")
+                };
+                let mask = p
+                    .mask(c, t, (first, used))
+                    .expect("plan decided every mask");
+                let load = if mask == 0 {
+                    format!("((th_vf){{0}} + {})", float_literal(*fill))
+                } else if mask == (1u32 << used) - 1 {
+                    vload(&at(self, *buf, index), used, self.lanes)
+                } else {
+                    format!(
+                        "th_vloadm({}, {mask}u, {})",
+                        at(self, *buf, index),
+                        float_literal(*fill)
+                    )
+                };
+                (ops.name(self, "th_vf", load), true)
+            }
+            VExpr::Select(c, a, b) => {
+                // A condition equal in every lane: its arms read only where it holds (see
+                // `vector_value`).
+                let c = self.cond(c);
+                let mut arms = Operands::inline();
+                let (a, va) = self.packed_value(a, t, p, (first, used), &mut arms);
+                let (b, vb) = self.packed_value(b, t, p, (first, used), &mut arms);
+                let arm = |s: String, v: bool| {
+                    if v {
+                        s
+                    } else {
+                        format!("((th_vf){{0}} + {s})")
+                    }
+                };
+                let select = format!("({c} ? {} : {})", arm(a, va), arm(b, vb));
+                (ops.name(self, "th_vf", select), true)
+            }
+            _ => unreachable!("packs admits loads, negation, arithmetic and selects"),
+        }
+    }
+}
+
+/// An accumulator: its name, its index (C), its point of the other tile loops and its vector.
+type Reg = (String, String, Vec<(Var, i64)>, (i64, i64));
