@@ -271,7 +271,8 @@ impl Gen<'_> {
     /// Writes `t` with its rows packed into lanes (see the module doc): accumulators loaded,
     /// the band with the tile unrolled inside (and the loops the masks read written once per
     /// value), stored.
-    pub(super) fn row_packed_tile(&mut self, t: &RegTile, p: &RowPack) {
+    /// `init`: the constant the accumulators start from instead of being loaded.
+    pub(super) fn row_packed_tile(&mut self, t: &RegTile, p: &RowPack, init: Option<f64>) {
         let lanes = self.lanes;
         let (lane, width) = t.lane;
         let (y, rows) = p.rows;
@@ -290,7 +291,10 @@ impl Gen<'_> {
         self.line("{");
         self.depth += 1;
         for (r, index, _, (_, used)) in &regs {
-            let load = vload(&format!("&{acc}[{index}]"), *used, lanes);
+            let load = match init {
+                Some(c) => format!("((th_vf){{0}} + {})", float_literal(c)),
+                None => vload(&format!("&{acc}[{index}]"), *used, lanes),
+            };
             self.line(&format!("th_vf {r} = {load};"));
         }
         self.packed_band(t, p, &regs, 0, &mut vec![]);

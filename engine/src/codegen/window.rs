@@ -190,23 +190,23 @@ pub(super) fn init_value(init: &Stmt, t: &RegTile) -> Option<f64> {
     (renamed == t.index.substitute(&ones)).then_some(c)
 }
 
-/// The column-shared tile that `next` reaches through a perfect chain of loops, each of which
-/// gives the tile fresh accumulators, and the constant `init` fills that tile's whole buffer
-/// with: (the tile's key, the constant). Such a tile starts from the constant instead of
-/// loading what `init` stored (a cache-write buffer zeroed whole, then computed tile by tile:
-/// the stores of a partial vector do not forward to the tile's whole-vector load). Every loop
-/// of the chain with more than one iteration must be a space loop of the tile's store, so no
-/// accumulator is updated by two executions of the tile; and `init`, the tiles and the buffer
-/// must count the same elements, so the tiles cover what `init` wrote. `init` is still
-/// written: it is only not read back.
+/// The tile starting fresh (column-shared or row-packed: `starts_fresh`) that `next` reaches
+/// through a perfect chain of loops, each of which gives the tile fresh accumulators, and the
+/// constant `init` fills that tile's whole buffer with: (the tile's key, the constant). Such a
+/// tile starts from the constant instead of loading what `init` stored (a cache-write buffer
+/// zeroed whole, then computed tile by tile: the stores of a partial vector do not forward to
+/// the tile's whole-vector load). Every loop of the chain with more than one iteration must be
+/// a space loop of the tile's store, so no accumulator is updated by two executions of the
+/// tile; and `init`, the tiles and the buffer must count the same elements, so the tiles cover
+/// what `init` wrote. `init` is still written: it is only not read back.
 pub(super) fn init_before_chain(
     init: &Stmt,
     next: &Stmt,
     tiles: &HashMap<*const Stmt, RegTile>,
-    shares: &HashMap<*const Stmt, ColumnShare>,
+    starts_fresh: impl Fn(&*const Stmt) -> bool,
     elems: impl Fn(usize) -> i64,
 ) -> Option<(*const Stmt, f64)> {
-    let is_tile = |s: &Stmt| shares.contains_key(&(s as *const Stmt));
+    let is_tile = |s: &Stmt| starts_fresh(&(s as *const Stmt));
     let (chain, inner) = perfect_nest(next, is_tile);
     let key = inner as *const Stmt;
     if !is_tile(inner) {

@@ -289,7 +289,7 @@ impl Gen<'_> {
             // Its loops are written by the tile, which decides its divisions by the lane.
             self.inner = None;
             if let Some(p) = self.rows.get(&key).cloned() {
-                self.row_packed_tile(&t, &p);
+                self.row_packed_tile(&t, &p, init);
             } else if let Some(w) = self.shares.get(&key).cloned() {
                 self.column_share_tile(&t, &w, init);
             } else {
@@ -497,9 +497,9 @@ impl Gen<'_> {
         self.stmts(body);
         self.depth -= 1;
     }
-    /// Writes `body`. A constant stored into a column-shared tile's accumulators right before
-    /// the tile (the reduction's initialization) is not written: the tile starts its registers
-    /// from the constant instead of loading them. Stored by a separate vectorized loop and read
+    /// Writes `body`. A constant stored into a column-shared or row-packed tile's accumulators
+    /// right before the tile (the reduction's initialization) is not written: the tile starts
+    /// its registers from the constant instead of loading them. Stored by a separate vectorized loop and read
     /// back whole, the partial vector's stores did not forward to the load: a stride-2
     /// depthwise row tile's hand copy on a Zen 4 took 42.3 us with it, 30.0 without
     /// (docs/experiments/2026-11-29-pool-columns-zen4.md).
@@ -507,7 +507,9 @@ impl Gen<'_> {
         for (i, s) in body.iter().enumerate() {
             if let Some(next) = body.get(i + 1) {
                 let key = next as *const Stmt;
-                if self.shares.contains_key(&key)
+                let fresh =
+                    |k: &*const Stmt| self.shares.contains_key(k) || self.rows.contains_key(k);
+                if fresh(&key)
                     && let Some(t) = self.tiles.get(&key)
                     && let Some(c) = super::window::init_value(s, t)
                 {
@@ -520,7 +522,7 @@ impl Gen<'_> {
                 }
                 let buffers = &self.func.buffers;
                 if let Some((key, c)) =
-                    super::window::init_before_chain(s, next, &self.tiles, &self.shares, |b| {
+                    super::window::init_before_chain(s, next, &self.tiles, fresh, |b| {
                         buffers[b].elems()
                     })
                 {

@@ -83,6 +83,30 @@ impl<'a, R: Rng> Decider<'a, R> {
         f
     }
 
+    /// Tile lengths for `extent` in `parts` levels as [`Decider::tile`], but half the fresh
+    /// draws put the whole extent at the innermost level (where it is at most
+    /// [`MAX_INNERMOST`]): a bias a uniform draw cannot give (it puts a prime extent there one
+    /// time in `parts`, a composite one more rarely).
+    pub fn tile_inner_whole(&mut self, extent: i64, parts: usize) -> Vec<i64> {
+        let f = match self.next_recorded() {
+            Some(Decision::Tile(f))
+                if f.len() == parts
+                    && f.iter().product::<i64>() == extent
+                    && f[parts - 1] <= MAX_INNERMOST =>
+            {
+                f.clone()
+            }
+            _ if extent <= MAX_INNERMOST && self.rng.gen_bool(0.5) => {
+                let mut f = vec![1; parts];
+                f[parts - 1] = extent;
+                f
+            }
+            _ => sample_factorization(self.rng, extent, parts, MAX_INNERMOST),
+        };
+        self.made.push(Decision::Tile(f.clone()));
+        f
+    }
+
     /// One of `n` options; `fresh` draws it when there is nothing to replay.
     pub fn pick(
         &mut self,
