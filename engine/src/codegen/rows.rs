@@ -23,8 +23,8 @@
 
 use super::lanes::{cond_uses, lane_coef, uses};
 use super::regtile::{RegTile, groups, map_cond, map_lins, tile_points};
-use super::writer::{Gen, Operands, float_literal, vload, vstore};
-use crate::ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use super::writer::{Gen, Operands, accumulate, float_literal, vector_select, vload, vstore};
+use crate::ir::{BinaryOp, CmpOp, UnaryOp};
 use crate::lower::{Lin, LoweredFunc, Stmt, VCond, VExpr, Var, VarMap};
 
 /// At most this many band iterations written out one by one: a 7x7 window.
@@ -345,16 +345,7 @@ impl Gen<'_> {
             .map(|(r, _, point, group)| {
                 let value = map_lins(t.value, &|l| constants(l, &[point, &fixed]));
                 let (e, vector) = self.packed_value(&value, t, p, *group, &mut ops);
-                let e = if vector || t.op == ReduceOp::Sum {
-                    e
-                } else {
-                    format!("((th_vf){{0}} + {e})")
-                };
-                match t.op {
-                    ReduceOp::Sum => format!("{r} = {r} + {e};"),
-                    ReduceOp::Max => format!("{r} = th_vmax({r}, {e});"),
-                    ReduceOp::Min => format!("{r} = th_vmin({r}, {e});"),
-                }
+                accumulate(t.op, r, &e, vector)
             })
             .collect();
         self.write_updates(regs.len(), &ops, &updates);
@@ -431,17 +422,9 @@ impl Gen<'_> {
                 // `vector_value`).
                 let c = self.cond(c);
                 let mut arms = Operands::inline();
-                let (a, va) = self.packed_value(a, t, p, (first, used), &mut arms);
-                let (b, vb) = self.packed_value(b, t, p, (first, used), &mut arms);
-                let arm = |s: String, v: bool| {
-                    if v {
-                        s
-                    } else {
-                        format!("((th_vf){{0}} + {s})")
-                    }
-                };
-                let select = format!("({c} ? {} : {})", arm(a, va), arm(b, vb));
-                (ops.name(self, "th_vf", select), true)
+                let a = self.packed_value(a, t, p, (first, used), &mut arms);
+                let b = self.packed_value(b, t, p, (first, used), &mut arms);
+                (ops.name(self, "th_vf", vector_select(&c, a, b)), true)
             }
             _ => unreachable!("packs admits loads, negation, arithmetic and selects"),
         }

@@ -784,17 +784,7 @@ impl Gen<'_> {
             .iter()
             .map(|(r, _, value, group)| {
                 let (e, vector) = self.vector_value(value, lane, *group, &mut operands);
-                // `+` broadcasts a scalar; the max and min helpers take vectors.
-                let e = if vector || t.op == ReduceOp::Sum {
-                    e
-                } else {
-                    format!("((th_vf){{0}} + {e})")
-                };
-                match t.op {
-                    ReduceOp::Sum => format!("{r} = {r} + {e};"),
-                    ReduceOp::Max => format!("{r} = th_vmax({r}, {e});"),
-                    ReduceOp::Min => format!("{r} = th_vmin({r}, {e});"),
-                }
+                accumulate(t.op, r, &e, vector)
             })
             .collect();
         self.write_updates(regs.len(), &operands, &updates);
@@ -922,21 +912,41 @@ impl Gen<'_> {
                     inline: true,
                     ..Operands::default()
                 };
-                let (a, va) = self.vector_value(a, lane, group, &mut arms);
-                let (b, vb) = self.vector_value(b, lane, group, &mut arms);
-                // Both arms must have the vector type: a scalar arm is broadcast.
-                let arm = |s: String, v: bool| {
-                    if v {
-                        s
-                    } else {
-                        format!("((th_vf){{0}} + {s})")
-                    }
-                };
-                let select = format!("({c} ? {} : {})", arm(a, va), arm(b, vb));
-                (ops.name(self, "th_vf", select), true)
+                let a = self.vector_value(a, lane, group, &mut arms);
+                let b = self.vector_value(b, lane, group, &mut arms);
+                (ops.name(self, "th_vf", vector_select(&c, a, b)), true)
             }
             _ => unreachable!("vector_form admits loads, negation, arithmetic and selects"),
         }
+    }
+}
+
+/// A select of vectors on condition `c`, from arms that are vectors or scalars (`(C, is a
+/// vector)`): both must have the vector type, a scalar arm is broadcast.
+pub(super) fn vector_select(c: &str, a: (String, bool), b: (String, bool)) -> String {
+    let arm = |(s, v): (String, bool)| {
+        if v {
+            s
+        } else {
+            format!("((th_vf){{0}} + {s})")
+        }
+    };
+    format!("({c} ? {} : {})", arm(a), arm(b))
+}
+
+/// The update of accumulator `r` by `e` (a vector, or a scalar where `vector` is false) in a
+/// tile reducing by `op`.
+pub(super) fn accumulate(op: ReduceOp, r: &str, e: &str, vector: bool) -> String {
+    // `+` broadcasts a scalar; the max and min helpers take vectors.
+    let e = if vector || op == ReduceOp::Sum {
+        e.to_string()
+    } else {
+        format!("((th_vf){{0}} + {e})")
+    };
+    match op {
+        ReduceOp::Sum => format!("{r} = {r} + {e};"),
+        ReduceOp::Max => format!("{r} = th_vmax({r}, {e});"),
+        ReduceOp::Min => format!("{r} = th_vmin({r}, {e});"),
     }
 }
 

@@ -69,18 +69,7 @@ impl<'a, R: Rng> Decider<'a, R> {
 
     /// Tile lengths for `extent` in `parts` levels, outermost first.
     pub fn tile(&mut self, extent: i64, parts: usize) -> Vec<i64> {
-        let f = match self.next_recorded() {
-            Some(Decision::Tile(f))
-                if f.len() == parts
-                    && f.iter().product::<i64>() == extent
-                    && f[parts - 1] <= MAX_INNERMOST =>
-            {
-                f.clone()
-            }
-            _ => sample_factorization(self.rng, extent, parts, MAX_INNERMOST),
-        };
-        self.made.push(Decision::Tile(f.clone()));
-        f
+        self.draw_tile(extent, parts, false)
     }
 
     /// Tile lengths for `extent` in `parts` levels as [`Decider::tile`], but half the fresh
@@ -88,6 +77,10 @@ impl<'a, R: Rng> Decider<'a, R> {
     /// [`MAX_INNERMOST`]): a bias a uniform draw cannot give (it puts a prime extent there one
     /// time in `parts`, a composite one more rarely).
     pub fn tile_inner_whole(&mut self, extent: i64, parts: usize) -> Vec<i64> {
+        self.draw_tile(extent, parts, true)
+    }
+
+    fn draw_tile(&mut self, extent: i64, parts: usize, inner_whole: bool) -> Vec<i64> {
         let f = match self.next_recorded() {
             Some(Decision::Tile(f))
                 if f.len() == parts
@@ -96,7 +89,7 @@ impl<'a, R: Rng> Decider<'a, R> {
             {
                 f.clone()
             }
-            _ if extent <= MAX_INNERMOST && self.rng.gen_bool(0.5) => {
+            _ if inner_whole && extent <= MAX_INNERMOST && self.rng.gen_bool(0.5) => {
                 let mut f = vec![1; parts];
                 f[parts - 1] = extent;
                 f
