@@ -23,7 +23,9 @@
 
 use super::lanes::{cond_uses, lane_coef, uses};
 use super::regtile::{RegTile, groups, map_cond, map_lins, tile_points};
-use super::writer::{Gen, Operands, accumulate, float_literal, vector_select, vload, vstore};
+use super::writer::{
+    Gen, Operands, accumulate, float_literal, vector_arithmetic, vector_select, vload, vstore,
+};
 use crate::ir::{BinaryOp, CmpOp, UnaryOp};
 use crate::lower::{Lin, LoweredFunc, Stmt, VCond, VExpr, Var, VarMap};
 
@@ -385,17 +387,9 @@ impl Gen<'_> {
                 (format!("(-{a})"), v)
             }
             VExpr::Binary(op, a, b) => {
-                let (a, va) = self.packed_value(a, t, p, (first, used), ops);
-                let (b, vb) = self.packed_value(b, t, p, (first, used), ops);
-                let o = match op {
-                    BinaryOp::Add => "+",
-                    BinaryOp::Sub => "-",
-                    BinaryOp::Mul => "*",
-                    BinaryOp::Div if !vb => return (format!("({a} * (1.0f / {b}))"), va),
-                    BinaryOp::Div => "/",
-                    _ => unreachable!("packs admits + - * / only"),
-                };
-                (format!("({a} {o} {b})"), va || vb)
+                let a = self.packed_value(a, t, p, (first, used), ops);
+                let b = self.packed_value(b, t, p, (first, used), ops);
+                vector_arithmetic(*op, a, b)
             }
             VExpr::Select(c, a, b) if cond_uses(c, lane) || cond_uses(c, y) => {
                 let (VExpr::Load { buf, index }, VExpr::Const(fill)) = (&**a, &**b) else {

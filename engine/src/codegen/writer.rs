@@ -864,18 +864,9 @@ impl Gen<'_> {
                 (format!("(-{a})"), v)
             }
             VExpr::Binary(op, a, b) => {
-                let (a, va) = self.vector_value(a, lane, group, ops);
-                let (b, vb) = self.vector_value(b, lane, group, ops);
-                let o = match op {
-                    BinaryOp::Add => "+",
-                    BinaryOp::Sub => "-",
-                    BinaryOp::Mul => "*",
-                    // A divisor equal in every lane: its reciprocal, as in `value`.
-                    BinaryOp::Div if !vb => return (format!("({a} * (1.0f / {b}))"), va),
-                    BinaryOp::Div => "/",
-                    _ => unreachable!("vector_form admits + - * / only"),
-                };
-                (format!("({a} {o} {b})"), va || vb)
+                let a = self.vector_value(a, lane, group, ops);
+                let b = self.vector_value(b, lane, group, ops);
+                vector_arithmetic(*op, a, b)
             }
             VExpr::Select(c, a, b) if super::lanes::cond_uses(c, lane) => {
                 // A load on a range of the lane (vector_form checked the form): the lanes of
@@ -919,6 +910,25 @@ impl Gen<'_> {
             _ => unreachable!("vector_form admits loads, negation, arithmetic and selects"),
         }
     }
+}
+
+/// `a op b` for a tile's operands that are vectors or scalars (`(C, is a vector)`): `+ - * /`
+/// only (what `regtile::vector_form` and `rows` admit), and whether the result is a vector.
+pub(super) fn vector_arithmetic(
+    op: BinaryOp,
+    (a, va): (String, bool),
+    (b, vb): (String, bool),
+) -> (String, bool) {
+    let o = match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Sub => "-",
+        BinaryOp::Mul => "*",
+        // A divisor equal in every lane: its reciprocal, as in `value`.
+        BinaryOp::Div if !vb => return (format!("({a} * (1.0f / {b}))"), va),
+        BinaryOp::Div => "/",
+        _ => unreachable!("the tile forms admit + - * / only"),
+    };
+    (format!("({a} {o} {b})"), va || vb)
 }
 
 /// A select of vectors on condition `c`, from arms that are vectors or scalars (`(C, is a
