@@ -660,7 +660,8 @@ proptest! {
     /// the width or not, channels 1-67, maps 1-33 rows by 1-15 columns. Where the input rows
     /// are as wide as the output's (stride 1, padding `(k - 1) * d / 2`) the tile has one
     /// accumulator per vector of the packed map, not per row, and its padding is read under
-    /// literal masks; every kernel matches the reference.
+    /// literal masks (on AVX-512, a padded window's taps shifted out of anchors); every kernel
+    /// matches the reference.
     #[test]
     fn rows_packed_into_lanes_match_the_reference(
         c in 1..68i64, h in 1..34i64, w in 1..16i64, k in 1..=7i64, dilation in 1..=2i64,
@@ -690,31 +691,43 @@ proptest! {
         if packs {
             prop_assert_eq!(accumulators, (oh * ow + lanes - 1) / lanes, "{}", src);
             prop_assert!(pad == 0 || src.contains("u, 0.0f)"), "no literal mask in\n{}", src);
+            // On AVX-512 a padded window's taps are shifted out of anchors (`codegen::anchors`).
+            let anchored = target.arch == "x86_64" && lanes == 16 && k > 1 && pad > 0;
+            prop_assert_eq!(src.contains("th_vf th_anchor"), anchored, "{}", src);
         }
     }
 }
 
 /// The packed rows at every x86-64 vector width the host runs (AVX-512's masked loads, AVX's
-/// `vmaskmovps`, SSE's lane-by-lane copies): a 3x3 depthwise convolution on a 7x5 map, packed
-/// where a 5-wide row is shorter than a vector (one row per vector on SSE's 4 lanes), each
-/// width's kernel checked against the reference.
+/// `vmaskmovps`, SSE's lane-by-lane copies): 3x3 and 5x5 depthwise convolutions on a 7x5 map,
+/// packed where a 5-wide row is shorter than a vector (one row per vector on SSE's 4 lanes).
+/// On 16 lanes the window's taps are shifted out of anchors (`codegen::anchors`), under
+/// AVX-512's flags and without them (generic shuffles and blends). Each kernel is checked
+/// against the reference.
 #[test]
 fn rows_packed_into_lanes_match_the_reference_at_every_x86_vector_width() {
-    let host = Target::detect();
-    let dag =
-        ops::depthwise_conv2d_nchw(1, 5, 7, 5, Window::square(3, 1, 1), false, false).unwrap();
-    let sched = whole_map_tile(&dag, "depthwise");
-    let task = Task::new(dag, "rows packed");
-    for (march, target) in x86_levels(&host, true) {
-        let lanes = i64::from(target.vector_lanes_f32());
-        let src = checked_source(&task, &sched, &target, march);
-        let accumulators = src.matches("th_vf depthwise_r").count() as i64;
-        let expected = if 5 < lanes {
-            (35 + lanes - 1) / lanes
-        } else {
-            7 * ((5 + lanes - 1) / lanes)
-        };
-        assert_eq!(accumulators, expected, "{march}:\n{src}");
+    for k in [3, 5] {
+        let win = Window::square(k, 1, (k - 1) / 2);
+        let dag = ops::depthwise_conv2d_nchw(1, 5, 7, 5, win, false, false).unwrap();
+        let sched = whole_map_tile(&dag, "depthwise");
+        let task = Task::new(dag, "rows packed");
+        for (march, target) in x86_levels_and_generic_16(&Target::detect()) {
+            let what = format!("{march}, {k}x{k}");
+            let lanes = i64::from(target.vector_lanes_f32());
+            let src = checked_source(&task, &sched, &target, &what);
+            let accumulators = src.matches("th_vf depthwise_r").count() as i64;
+            let expected = if 5 < lanes {
+                (35 + lanes - 1) / lanes
+            } else {
+                7 * ((5 + lanes - 1) / lanes)
+            };
+            assert_eq!(accumulators, expected, "{what}:\n{src}");
+            assert_eq!(
+                src.contains("th_vf th_anchor"),
+                lanes == 16,
+                "{what}:\n{src}"
+            );
+        }
     }
 }
 
@@ -762,6 +775,24 @@ fn depthwise_s2_tiles_in_a_threads_buffer_match_the_reference() {
         assert_eq!(src.contains("th_vstoren(&"), 28 % lanes != 0, "{src}");
     }
     all_match_the_reference(&target, &task, &[sched]);
+}
+
+/// [`x86_levels`] the host runs, and, where it runs AVX2, a kernel written for 16 lanes built
+/// without AVX-512's flags: AVX2's instructions, the kernel's generic branch.
+fn x86_levels_and_generic_16(host: &Target) -> Vec<(&'static str, Target)> {
+    let mut levels = x86_levels(host, true);
+    if let Some((_, v3)) = levels.iter().find(|l| l.0 == "x86-64-v3") {
+        let mut features = v3.features.clone();
+        features.push("avx512f".into());
+        let wide = v3
+            .clone()
+            .with_overrides(&tunehub_engine::target::TargetOverrides {
+                features: Some(features),
+                ..Default::default()
+            });
+        levels.push(("x86-64-v3 with 16 lanes", wide));
+    }
+    levels
 }
 
 /// The host as each x86-64 level (AVX-512, AVX2, SSE2), only those it can run if `runnable`;
@@ -914,20 +945,7 @@ fn pooling_columns_shared_match_the_reference_at_every_x86_vector_width() {
 /// start from the initialization's constant instead.
 #[test]
 fn depthwise_columns_shared_match_the_reference_at_every_x86_vector_width() {
-    let host = Target::detect();
-    let mut levels = x86_levels(&host, true);
-    // 16 lanes built without AVX-512's flags: AVX2's instructions, the kernel's generic branch.
-    if let Some((_, v3)) = levels.iter().find(|l| l.0 == "x86-64-v3") {
-        let mut features = v3.features.clone();
-        features.push("avx512f".into());
-        let wide = v3
-            .clone()
-            .with_overrides(&tunehub_engine::target::TargetOverrides {
-                features: Some(features),
-                ..Default::default()
-            });
-        levels.push(("x86-64-v3 with 16 lanes", wide));
-    }
+    let levels = x86_levels_and_generic_16(&Target::detect());
     let in_lane =
         |src: &str| src.contains("= TH_EVENS_IL(") && src.contains("TH_FROM_IL(depthwise");
     for (k, pad, inline) in [(3, 1, true), (3, 1, false), (2, 0, false), (3, 0, false)] {

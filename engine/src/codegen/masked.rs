@@ -18,7 +18,11 @@
 //!   `vpermt2ps` issues on the FMA's pipes on a Zen 4 and `vshufps` beside them;
 //! - `th_vloadm` and `th_vload2m` read the lanes of a bit mask and give a constant in the others
 //!   (padding inlined into a tile's operand: see `peel`), never touching memory outside the
-//!   mask, so a padded row's edge is read straight from the unpadded input.
+//!   mask, so a padded row's edge is read straight from the unpadded input;
+//! - `TH_VALIGN(lo, hi, s, i...)` (where [`aligns`]) is the vector of lanes `s..s + lanes` of
+//!   `lo` then `hi` (AVX-512's `valignd`), and `TH_VMERGE(m, a, b)` takes `a` in the lanes of
+//!   mask `m` and `b` in the others: a packed-row tile's taps shifted out of vectors loaded once
+//!   (`rows`), their padding merged into the accumulator (a masked FMA).
 //!
 //! The masks are the ISA's masked moves where the target has them (AVX-512's `k` masks,
 //! AVX's `vmaskmovps`), which never fault outside the mask; elsewhere lane-by-lane copies. The
@@ -56,6 +60,13 @@ pub(super) fn in_lane_order(arch: &str, lanes: i64) -> Option<Vec<i64>> {
             })
             .collect(),
     )
+}
+
+/// Whether the target shifts a vector across two in one instruction (`TH_VALIGN`): AVX-512.
+/// Only there: elsewhere a two-source shift is two or three shuffles, dearer than the loads it
+/// saves.
+pub(super) fn aligns(arch: &str, lanes: i64) -> bool {
+    (arch, lanes) == ("x86_64", 16)
 }
 
 /// The helpers for vectors of `lanes` f32 on `arch`, guarded so that kernels concatenate.
@@ -157,6 +168,19 @@ pub(super) fn helpers(arch: &str, lanes: i64) -> String {
             list(&|j| 2 * order[j as usize] + 1),
             list(&|j| order[j as usize]),
             list(&at),
+        );
+    }
+    if aligns(arch, lanes) {
+        // Without AVX-512's flags, a generic shuffle and a blend: the same lanes.
+        let _ = write!(
+            s,
+            "#if defined(__AVX512F__)\n\
+             #define TH_VALIGN(lo, hi, s, ...) ((th_vf)_mm512_alignr_epi32((__m512i)(hi), (__m512i)(lo), (s)))\n\
+             #define TH_VMERGE(m, a, b) ((th_vf)_mm512_mask_mov_ps((__m512)(b), (__mmask16)(m), (__m512)(a)))\n\
+             #else\n#define TH_VALIGN(lo, hi, s, ...) TH_SHUFFLE2(lo, hi, __VA_ARGS__)\n\
+             #define TH_VMERGE(m, a, b) th_vmerge(m, a, b)\n\
+             static inline __attribute__((unused)) th_vf th_vmerge(unsigned m, th_vf a, th_vf b) {{ const th_vi k = ((th_vi){{{}}} & (int)m) != 0; return (th_vf)((k & (th_vi)a) | (~k & (th_vi)b)); }}\n#endif\n",
+            bits.join(", ")
         );
     }
     let half = lanes / 2;

@@ -25,6 +25,7 @@
 //! named, for a compiler to link (`crate::package`). They differ in names and in where the
 //! thread count comes from, never in the loops.
 
+mod anchors;
 mod args;
 mod dot;
 mod hreduce;
@@ -256,6 +257,7 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
         vectors,
         int_value: false,
         in_lane: masked::in_lane_order(&target.arch, lanes),
+        aligns: masked::aligns(&target.arch, lanes),
     };
     // The helpers are guarded so that kernels concatenate into one file (a kernel pack), and
     // marked unused so that a linked kernel compiles under -Wall -Werror with clang too.

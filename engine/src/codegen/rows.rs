@@ -21,13 +21,15 @@
 //! the tuned plain tile 14.9-15.9 us, packed rows with masks read from a table 8.8 us, with
 //! literal masks 6.0 us (docs/experiments/2026-12-05-rows-in-lanes.md).
 
+use super::anchors::Anchors;
 use super::lanes::{cond_uses, lane_coef, uses};
 use super::regtile::{RegTile, groups, map_cond, map_lins, tile_points};
 use super::writer::{
-    Gen, Operands, accumulate, float_literal, vector_arithmetic, vector_select, vload, vstore,
+    Gen, Operands, accumulate, accumulated, float_literal, vector_arithmetic, vector_select, vload,
+    vstore,
 };
 use crate::ir::{BinaryOp, CmpOp, UnaryOp};
-use crate::lower::{Lin, LoweredFunc, Stmt, VCond, VExpr, Var, VarMap};
+use crate::lower::{Lin, LoopKind, LoweredFunc, Stmt, VCond, VExpr, Var, VarMap};
 
 /// At most this many band iterations written out one by one: a 7x7 window.
 const MAX_UNROLLED: i64 = 49;
@@ -160,7 +162,7 @@ fn cond_vars(c: &VCond, out: &mut Vec<Var>) {
 }
 
 /// `l` with the variables of `fixed` replaced by their values.
-fn constants(l: &Lin, fixed: &[&Vec<(Var, i64)>]) -> Lin {
+pub(super) fn constants(l: &Lin, fixed: &[&Vec<(Var, i64)>]) -> Lin {
     l.substitute(&|v| {
         fixed
             .iter()
@@ -245,9 +247,49 @@ fn decide(c: &VCond, bounds: &impl Fn(Var) -> (i64, i64)) -> Option<bool> {
 }
 
 impl RowPack {
+    /// The value of `e` (its tile point and unrolled loops fixed) in every lane of the vector
+    /// `group`, where it is one constant: padding in every lane, or a product with it. A product
+    /// with padding is taken as zero whatever the other factor, as a hand kernel skipping the
+    /// border does (it differs only for an infinite or NaN weight).
+    pub(super) fn lanes_constant(&self, e: &VExpr, t: &RegTile, group: (i64, i64)) -> Option<f64> {
+        self.constant_with(e, t, &|c| self.mask(c, t, group))
+    }
+
+    /// [`RowPack::lanes_constant`] with each lane-varying select's mask given by `mask`.
+    pub(super) fn constant_with(
+        &self,
+        e: &VExpr,
+        t: &RegTile,
+        mask: &dyn Fn(&VCond) -> Option<u32>,
+    ) -> Option<f64> {
+        let (lane, y) = (t.lane.0, self.rows.0);
+        let known = |a: &VExpr| self.constant_with(a, t, mask);
+        match e {
+            VExpr::Const(c) => Some(*c),
+            VExpr::Select(c, _, b) if cond_uses(c, lane) || cond_uses(c, y) => {
+                match (mask(c)?, &**b) {
+                    (0, VExpr::Const(fill)) => Some(*fill),
+                    _ => None,
+                }
+            }
+            VExpr::Unary(UnaryOp::Neg, a) => known(a).map(|a| -a),
+            VExpr::Binary(BinaryOp::Mul, a, b) => match (known(a), known(b)) {
+                (Some(0.0), _) | (_, Some(0.0)) => Some(0.0),
+                (Some(a), Some(b)) => Some(a * b),
+                _ => None,
+            },
+            VExpr::Binary(BinaryOp::Div, a, _) if known(a) == Some(0.0) => Some(0.0),
+            VExpr::Binary(op @ (BinaryOp::Add | BinaryOp::Sub), a, b) => {
+                let (a, b) = (known(a)?, known(b)?);
+                Some(if *op == BinaryOp::Add { a + b } else { a - b })
+            }
+            _ => None,
+        }
+    }
+
     /// The lanes of the vector `(first, used)` where `c` holds, as a bit mask: `c` with the
     /// tile's point and the unrolled band loops fixed, decided lane by lane.
-    fn mask(&self, c: &VCond, t: &RegTile, (first, used): (i64, i64)) -> Option<u32> {
+    pub(super) fn mask(&self, c: &VCond, t: &RegTile, (first, used): (i64, i64)) -> Option<u32> {
         let (lane, width) = t.lane;
         let y = self.rows.0;
         let bounds = |v: Var| {
@@ -299,7 +341,7 @@ impl Gen<'_> {
             };
             self.line(&format!("th_vf {r} = {load};"));
         }
-        self.packed_band(t, p, &regs, 0, &mut vec![]);
+        self.packed_band(t, p, &regs, (0, &mut vec![]), None);
         for (r, index, _, (_, used)) in &regs {
             self.line(&vstore(&format!("&{acc}[{index}]"), r, *used, lanes));
         }
@@ -307,23 +349,43 @@ impl Gen<'_> {
         self.line("}");
     }
 
-    /// The band from loop `i` in: a loop the masks read is written once per value.
+    /// The band from loop `i` in: a loop the masks read is written once per value. Under
+    /// `anchors`, a loop of one iteration is too (its variable is then 0 in the anchors).
     fn packed_band(
         &mut self,
         t: &RegTile,
         p: &RowPack,
         regs: &[Reg],
-        i: usize,
-        fixed: &mut Vec<(Var, i64)>,
+        (i, fixed): (usize, &mut Vec<(Var, i64)>),
+        anchors: Option<&Anchors>,
     ) {
         let Some(&(v, n, kind)) = t.band.get(i) else {
-            self.packed_updates(t, p, regs, fixed);
+            self.packed_updates(t, p, regs, fixed, anchors);
             return;
         };
-        if p.unrolled.contains(&v) {
+        if anchors.is_none()
+            && self.aligns
+            && anchor_loop(t, p) == Some(i)
+            && let Some(a) = self.anchors(t, p, regs, fixed, i)
+        {
+            self.line("{");
+            self.depth += 1;
+            for d in &a.decls {
+                self.line(d);
+            }
             for k in 0..n {
                 fixed.push((v, k));
-                self.packed_band(t, p, regs, i + 1, fixed);
+                self.packed_band(t, p, regs, (i + 1, fixed), Some(&a));
+                fixed.pop();
+            }
+            self.depth -= 1;
+            self.line("}");
+            return;
+        }
+        if p.unrolled.contains(&v) || (anchors.is_some() && n == 1) {
+            for k in 0..n {
+                fixed.push((v, k));
+                self.packed_band(t, p, regs, (i + 1, fixed), anchors);
                 fixed.pop();
             }
             return;
@@ -331,41 +393,68 @@ impl Gen<'_> {
         let name = self.var(v);
         self.open_loop(&name, n, kind);
         self.depth += 1;
-        self.packed_band(t, p, regs, i + 1, fixed);
+        self.packed_band(t, p, regs, (i + 1, fixed), anchors);
         self.depth -= 1;
         self.line("}");
     }
 
-    /// One band iteration: each accumulator updated by its value at its point.
-    fn packed_updates(&mut self, t: &RegTile, p: &RowPack, regs: &[Reg], fixed: &[(Var, i64)]) {
-        self.line("{");
-        self.depth += 1;
+    /// One band iteration: each accumulator updated by its value at its point; its vector
+    /// operands shifted out of `anchors` where given.
+    fn packed_updates(
+        &mut self,
+        t: &RegTile,
+        p: &RowPack,
+        regs: &[Reg],
+        fixed: &[(Var, i64)],
+        anchors: Option<&Anchors>,
+    ) {
         let mut ops = Operands::default();
         let fixed = fixed.to_vec();
-        let updates: Vec<String> = regs
-            .iter()
-            .map(|(r, _, point, group)| {
-                let value = map_lins(t.value, &|l| constants(l, &[point, &fixed]));
-                let (e, vector) = self.packed_value(&value, t, p, *group, &mut ops);
-                accumulate(t.op, r, &e, vector)
-            })
-            .collect();
+        let mut updates = vec![];
+        for (r, _, point, group) in regs {
+            let value = map_lins(t.value, &|l| constants(l, &[point, &fixed]));
+            // A vector whose every lane is padding adds the reduction's identity: no load and
+            // no FMA (at a 7x7 map's edges, a fifth of a 5x5 window's).
+            if p.lanes_constant(&value, t, *group) == Some(t.op.identity()) {
+                continue;
+            }
+            let merge = anchors.and_then(|_| p.merge_mask(&value, t, *group));
+            let form = Form {
+                group: *group,
+                anchors,
+                merge,
+            };
+            let (e, vector) = self.packed_value(&value, t, p, &form, &mut ops);
+            updates.push(match merge {
+                Some(m) => format!(
+                    "{r} = TH_VMERGE({m}u, {}, {r});",
+                    accumulated(t.op, r, &e, vector)
+                ),
+                None => accumulate(t.op, r, &e, vector),
+            });
+        }
+        if updates.is_empty() {
+            return;
+        }
+        self.line("{");
+        self.depth += 1;
         self.write_updates(regs.len(), &ops, &updates);
         self.depth -= 1;
         self.line("}");
     }
 
-    /// C for `e` (its tile point and unrolled loops fixed) over the vector `(first, used)` of the
+    /// C for `e` (its tile point and unrolled loops fixed) over the vector `form.group` of the
     /// packed rows, and whether it is a vector. `e` passed `packs`.
     fn packed_value(
         &mut self,
         e: &VExpr,
         t: &RegTile,
         p: &RowPack,
-        (first, used): (i64, i64),
+        form: &Form,
         ops: &mut Operands,
     ) -> (String, bool) {
         let (lane, y) = (t.lane.0, p.rows.0);
+        let (first, used) = form.group;
         if !uses(e, lane) && !uses(e, y) {
             if let VExpr::Const(_) = e {
                 return (self.value(e), false);
@@ -377,31 +466,40 @@ impl Gen<'_> {
             let i = g.lin(&constants(index, &[&vec![(y, 0), (lane, first)]]));
             format!("&{}[{i}]", g.names.bufs[buf])
         };
+        // The operand of a load, unmasked: an anchor shifted, or a load.
+        let whole = |g: &mut Gen, buf: usize, index: &Lin| match form.anchors {
+            Some(a) => g.shifted(a, buf, index, (y, lane), first),
+            None => vload(&at(g, buf, index), used, g.lanes),
+        };
         match e {
             VExpr::Load { buf, index } => {
-                let load = vload(&at(self, *buf, index), used, self.lanes);
+                let load = whole(self, *buf, index);
                 (ops.name(self, "th_vf", load), true)
             }
             VExpr::Unary(UnaryOp::Neg, a) => {
-                let (a, v) = self.packed_value(a, t, p, (first, used), ops);
+                let (a, v) = self.packed_value(a, t, p, form, ops);
                 (format!("(-{a})"), v)
             }
             VExpr::Binary(op, a, b) => {
-                let a = self.packed_value(a, t, p, (first, used), ops);
-                let b = self.packed_value(b, t, p, (first, used), ops);
+                let a = self.packed_value(a, t, p, form, ops);
+                let b = self.packed_value(b, t, p, form, ops);
                 vector_arithmetic(*op, a, b)
             }
             VExpr::Select(c, a, b) if cond_uses(c, lane) || cond_uses(c, y) => {
                 let (VExpr::Load { buf, index }, VExpr::Const(fill)) = (&**a, &**b) else {
                     unreachable!("packs admits a load under a select of a constant only")
                 };
-                let mask = p
-                    .mask(c, t, (first, used))
-                    .expect("plan decided every mask");
+                let mask = p.mask(c, t, form.group).expect("plan decided every mask");
                 let load = if mask == 0 {
                     format!("((th_vf){{0}} + {})", float_literal(*fill))
-                } else if mask == (1u32 << used) - 1 {
-                    vload(&at(self, *buf, index), used, self.lanes)
+                } else if mask == (1u32 << used) - 1 || form.merge == Some(mask) {
+                    whole(self, *buf, index)
+                } else if form.anchors.is_some() {
+                    let v = whole(self, *buf, index);
+                    format!(
+                        "TH_VMERGE({mask}u, {v}, ((th_vf){{0}} + {}))",
+                        float_literal(*fill)
+                    )
                 } else {
                     format!(
                         "th_vloadm({}, {mask}u, {})",
@@ -416,8 +514,8 @@ impl Gen<'_> {
                 // `vector_value`).
                 let c = self.cond(c);
                 let mut arms = Operands::inline();
-                let a = self.packed_value(a, t, p, (first, used), &mut arms);
-                let b = self.packed_value(b, t, p, (first, used), &mut arms);
+                let a = self.packed_value(a, t, p, form, &mut arms);
+                let b = self.packed_value(b, t, p, form, &mut arms);
                 (ops.name(self, "th_vf", vector_select(&c, a, b)), true)
             }
             _ => unreachable!("packs admits loads, negation, arithmetic and selects"),
@@ -425,5 +523,26 @@ impl Gen<'_> {
     }
 }
 
+/// The band loop whose taps share anchors (see `anchors`): the innermost written out value by
+/// value with more than one, where every loop inside it is written out too or has one
+/// iteration (a window's row of taps, a 7x7 one's 7). Where loops the masks do not read are
+/// inside it (a convolution's input channels), none.
+fn anchor_loop(t: &RegTile, p: &RowPack) -> Option<usize> {
+    let spread = |b: &(Var, i64, LoopKind)| p.unrolled.contains(&b.0);
+    let i = t.band.iter().rposition(|b| spread(b) && b.1 > 1)?;
+    t.band[i + 1..]
+        .iter()
+        .all(|b| spread(b) || b.1 == 1)
+        .then_some(i)
+}
+
+/// How a packed tile's update is written: over which vector, its operands shifted out of which
+/// anchors (if any), merged into the accumulator under which mask (if any).
+struct Form<'a> {
+    group: (i64, i64),
+    anchors: Option<&'a Anchors>,
+    merge: Option<u32>,
+}
+
 /// An accumulator: its name, its index (C), its point of the other tile loops and its vector.
-type Reg = (String, String, Vec<(Var, i64)>, (i64, i64));
+pub(super) type Reg = (String, String, Vec<(Var, i64)>, (i64, i64));

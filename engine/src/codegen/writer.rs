@@ -49,6 +49,8 @@ pub(super) struct Gen<'a> {
     /// The lane order weighted column-shared tiles compute in, where the target has one (see
     /// [`super::masked::in_lane_order`]).
     pub(super) in_lane: Option<Vec<i64>>,
+    /// Whether vectors shift across two in one instruction ([`super::masked::aligns`]).
+    pub(super) aligns: bool,
     /// Whether a reduction was written in vectors (see [`super::hreduce`]): the kernel then
     /// needs the vector helpers.
     pub(super) vector_reductions: bool,
@@ -947,6 +949,11 @@ pub(super) fn vector_select(c: &str, a: (String, bool), b: (String, bool)) -> St
 /// The update of accumulator `r` by `e` (a vector, or a scalar where `vector` is false) in a
 /// tile reducing by `op`.
 pub(super) fn accumulate(op: ReduceOp, r: &str, e: &str, vector: bool) -> String {
+    format!("{r} = {};", accumulated(op, r, e, vector))
+}
+
+/// The value [`accumulate`] gives `r`.
+pub(super) fn accumulated(op: ReduceOp, r: &str, e: &str, vector: bool) -> String {
     // `+` broadcasts a scalar; the max and min helpers take vectors.
     let e = if vector || op == ReduceOp::Sum {
         e.to_string()
@@ -954,9 +961,9 @@ pub(super) fn accumulate(op: ReduceOp, r: &str, e: &str, vector: bool) -> String
         format!("((th_vf){{0}} + {e})")
     };
     match op {
-        ReduceOp::Sum => format!("{r} = {r} + {e};"),
-        ReduceOp::Max => format!("{r} = th_vmax({r}, {e});"),
-        ReduceOp::Min => format!("{r} = th_vmin({r}, {e});"),
+        ReduceOp::Sum => format!("{r} + {e}"),
+        ReduceOp::Max => format!("th_vmax({r}, {e})"),
+        ReduceOp::Min => format!("th_vmin({r}, {e})"),
     }
 }
 
