@@ -691,9 +691,16 @@ proptest! {
         if packs {
             prop_assert_eq!(accumulators, (oh * ow + lanes - 1) / lanes, "{}", src);
             prop_assert!(pad == 0 || src.contains("u, 0.0f)"), "no literal mask in\n{}", src);
-            // On AVX-512 a padded window's taps are shifted out of anchors (`codegen::anchors`).
-            let anchored = target.arch == "x86_64" && lanes == 16 && k > 1 && pad > 0;
-            prop_assert_eq!(src.contains("th_vf th_anchor"), anchored, "{}", src);
+            // On AVX-512 a padded window's taps are shifted out of anchors (`codegen::anchors`)
+            // where they fit the registers beside the accumulators: a row of taps spans at most
+            // one vector more than the map (6 * 2 columns), so surely where twice the
+            // accumulators and 3 fit.
+            let anchored = src.contains("th_vf th_anchor");
+            let padded_window = target.arch == "x86_64" && lanes == 16 && k > 1 && pad > 0;
+            prop_assert!(padded_window || !anchored, "{}", src);
+            if padded_window && 2 * accumulators + 3 <= registers {
+                prop_assert!(anchored, "{}", src);
+            }
         }
     }
 }

@@ -23,7 +23,8 @@
 //! from TVM auto_scheduler logs), `ranges.rs` (shape ranges: tuned, answered,
 //! listed, carried), `python_client.rs` (clients/python's pytest suite against the server), `submit_model.rs`
 //! (a model submitted as a file to `Jobs.SubmitModel` and as the CLI's tasks: the same job),
-//! `first_contact.rs` (a URL without a scheme, TLS on one side only, an unknown CA: one line
+//! `store_faults.rs` (the stores' claims and renewals on a SQLite file unwritable for a
+//! while: an error, never a success not saved), `first_contact.rs` (a URL without a scheme, TLS on one side only, an unknown CA: one line
 //! naming the fix; logs in files and pipes without colour codes), `dashboard.rs` (the web
 //! dashboard in headless Chromium: a job followed live, a quarantined worker, a viewer).
 

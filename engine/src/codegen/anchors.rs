@@ -3,8 +3,9 @@
 //! With rows packed into lanes (`rows`), tap `(dy, dx)` of a window reads the vector that
 //! starts `W * dy + dx` after its output: an unaligned load at each of the window's offsets,
 //! and on AVX-512 nearly every one crosses a cache line (a 64-byte load at any float offset).
-//! Where the window's innermost loop is written out value by value, the tile instead loads,
-//! once per value of the loops outside it, the vectors those taps read between them ("anchors",
+//! Where the window's innermost loop is written out value by value (and the registers hold
+//! these vectors beside the accumulators), the tile instead loads, once per value of the loops
+//! outside it, the vectors those taps read between them ("anchors",
 //! `lanes` floats apart from the first offset), and makes each tap's operand from two of them
 //! with one shift (`TH_VALIGN`, `valignd`). An anchor reads only the lanes some tap uses (a
 //! masked load), so nothing outside what the masked loads read is touched.
@@ -154,10 +155,10 @@ impl Gen<'_> {
         for s in &sites {
             by_key.entry(&s.key).or_default().push(s);
         }
-        let mut a = Anchors::default();
+        // The lanes each anchor must hold: the ones some operand reads.
+        let mut rows = vec![];
         for (key, sites) in by_key {
             let first = sites.iter().map(|s| s.offset).min().expect("a site");
-            // The lanes each anchor must hold: the ones some operand reads.
             let mut masks: Vec<u32> = vec![];
             for s in &sites {
                 let d = s.offset - first;
@@ -171,6 +172,15 @@ impl Gen<'_> {
                     masks[(q / lanes) as usize] |= 1 << (q % lanes);
                 }
             }
+            rows.push((key, first, masks));
+        }
+        // The accumulators, the anchors, an operand and a weight in registers, or the loads.
+        let anchors: usize = rows.iter().map(|r| r.2.len()).sum();
+        if (regs.len() + anchors + 2) as i64 > self.registers {
+            return None;
+        }
+        let mut a = Anchors::default();
+        for (key, first, masks) in rows {
             let buf = self.names.bufs[key.0].clone();
             let mut names = vec![];
             for (j, &m) in masks.iter().enumerate() {

@@ -13,8 +13,9 @@
 //! `masked` (their partial and stride-2 vector loads), `peel` (padded copies split by range),
 //! `quantize` (8-bit stores of vectorized loops, rounded in floats and converted apart),
 //! `lanes` (what varies along the vector lane), `rows` (rows shorter than a vector packed
-//! into its lanes), `vminmax` (max and min tiles), `window`
-//! (stride-2 window tiles whose columns share their loads: pooling, depthwise convolution),
+//! into its lanes), `anchors` (their window's taps shifted out of vectors loaded once),
+//! `vminmax` (max and min tiles), `window` (stride-2 window tiles whose columns share their
+//! loads: pooling, depthwise convolution),
 //! `vreduce` (which loops reduce into one element), `hreduce` (those loops in vectors and a
 //! horizontal tree), `dot` (integer sums of 8-bit products in dot-product instructions),
 //! `itile` (the other integer sums' register tiles, 8-bit operands widened as loaded), `init`

@@ -70,8 +70,11 @@ impl OwnerStore {
             .bind(address)
             .bind(now + lease_ms as i64)
             .bind(now)
-            .fetch_optional(self.db.pool())
-            .await?;
+            // Run to its end: a take whose commit failed is an error (see
+            // `JobStore::claim_next`).
+            .fetch_all(self.db.pool())
+            .await?
+            .pop();
             if taken.is_some() {
                 return Ok(Claim::Owned);
             }

@@ -474,8 +474,13 @@ impl JobStore {
         .bind(now)
         .bind(target_key)
         .bind(only.unwrap_or(""))
-        .fetch_optional(self.db.pool())
-        .await?;
+        // Run to its end, not `fetch_optional`: SQLite commits a statement with RETURNING when
+        // it is stepped to its end or reset, and sqlx's SQLite driver, stopping after the
+        // first row, resets it and drops the reset's error. A claim whose commit failed (the
+        // file unwritable) came back claimed though nothing was saved.
+        .fetch_all(self.db.pool())
+        .await?
+        .pop();
         match id {
             Some(id) => self.get(&id).await,
             None => Ok(None),
@@ -534,8 +539,11 @@ impl JobStore {
         .bind(id)
         .bind(holder.instance)
         .bind(i64::from(holder.claim))
-        .fetch_optional(self.db.pool())
-        .await?;
+        // Run to its end (see `claim_next`): a renewal whose commit failed is an error, not a
+        // lease held.
+        .fetch_all(self.db.pool())
+        .await?
+        .pop();
         Ok(match state.as_deref() {
             Some("running") => Lease::Held,
             Some(_) => Lease::Cancelled,

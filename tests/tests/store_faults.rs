@@ -1,0 +1,85 @@
+//! The stores' writes that return rows (`UPDATE ... RETURNING`: a job's claim, its lease's
+//! renewal, a pool's owner row) on a SQLite file made unwritable for a while: each must fail
+//! when its commit does, never report what was not saved, and work again once the file is
+//! writable.
+
+use tunehub_server::fleet::OwnerStore;
+use tunehub_server::fleet::owners::Claim;
+use tunehub_server::jobs::store::{Holder, JobStore, Lease, NewJob};
+use tunehub_server::records::{RecordStore, SqlStore};
+use tunehub_tests::{Immutable, sqlite_path};
+
+fn job() -> NewJob {
+    NewJob {
+        name: String::new(),
+        target_key: "t".into(),
+        seed: 1,
+        batch_size: 1,
+        scheduler: "round_robin".into(),
+        measure: Default::default(),
+        owner: "anonymous".into(),
+        tasks: vec![("w".into(), 1.0, 1)],
+        priority: 0,
+        group: String::new(),
+        cost_model: Default::default(),
+        range: None,
+    }
+}
+
+#[tokio::test]
+async fn writes_returning_rows_fail_while_the_database_is_unwritable() {
+    let test = "writes_returning_rows_fail_while_the_database_is_unwritable";
+    let dir = tempfile::tempdir().unwrap();
+    if !Immutable::available(test, dir.path()) {
+        return;
+    }
+    let db = sqlite_path(dir.path(), "faults.db");
+    let store = SqlStore::open(&db).await.unwrap();
+    store.put_target("t", "{}").await.unwrap();
+    store
+        .put_workload("w", "w", "{}", 1, &Default::default())
+        .await
+        .unwrap();
+    let jobs = JobStore::new(store.clone());
+    let owners = OwnerStore::new(store.clone());
+    let (first, second) = (
+        jobs.create(&job()).await.unwrap(),
+        jobs.create(&job()).await.unwrap(),
+    );
+    let lease = 600_000;
+    let claimed = jobs
+        .claim_next("A", "t", lease, Some(&first))
+        .await
+        .unwrap()
+        .expect("the first job is queued");
+    let holder = Holder {
+        instance: "A",
+        claim: claimed.claims,
+    };
+    // Each take renews the row until a later time.
+    let take = |now| owners.take("t", "A", "127.0.0.1:1", lease, now);
+    assert_eq!(take(1_000).await.unwrap(), Claim::Owned);
+
+    // The file and its log unwritable (not the `-shm`, shared memory: see service.rs's
+    // `a_database_unwritable_for_a_while_then_writable_again_needs_no_restart`).
+    let fault = Immutable::set(&[db.clone(), format!("{db}-wal")]);
+    let renewed = jobs.renew(&first, holder, lease).await;
+    assert!(renewed.is_err(), "a renewal not saved: {renewed:?}");
+    let next = jobs.claim_next("A", "t", lease, Some(&second)).await;
+    assert!(next.is_err(), "a claim not saved: {next:?}");
+    let owned = take(2_000).await;
+    assert!(owned.is_err(), "a pool's owner row not saved: {owned:?}");
+    fault.lift();
+
+    assert_eq!(
+        jobs.renew(&first, holder, lease).await.unwrap(),
+        Lease::Held
+    );
+    let next = jobs
+        .claim_next("A", "t", lease, Some(&second))
+        .await
+        .unwrap()
+        .expect("the second job, not claimed under the fault");
+    assert_eq!((next.id, next.claims), (second, 1));
+    assert_eq!(take(3_000).await.unwrap(), Claim::Owned);
+}
