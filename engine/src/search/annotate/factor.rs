@@ -99,11 +99,18 @@ pub(super) fn whole_vectors(f: &mut [i64], lanes: i64) {
 /// 28-wide output row on 16 lanes), moves the smallest factors of the outer levels (innermost
 /// first) into it until it holds at least one whole vector, within [`MAX_INNERMOST`]: the code
 /// generator's register tiles end such a loop in a masked partial vector, at 28 of 32 lanes
-/// where the 4 columns left by `whole_vectors` filled a quarter of one. Extents shorter than
-/// a vector are left as drawn. Deterministic in the drawn factors, as `whole_vectors`.
+/// where the 4 columns left by `whole_vectors` filled a quarter of one. An extent shorter
+/// than a vector goes whole innermost: a part of it fills fewer lanes still, and a whole
+/// row is what the code generator packs into the lanes beside the next rows
+/// (`codegen::rows`). Deterministic in the drawn factors, as `whole_vectors`.
 pub(super) fn at_least_one_vector(f: &mut [i64], lanes: i64) {
     let inner = f.len() - 1;
-    if f.iter().product::<i64>() < lanes {
+    let extent: i64 = f.iter().product();
+    if extent < lanes {
+        if extent <= MAX_INNERMOST {
+            f.fill(1);
+            f[inner] = extent;
+        }
         return;
     }
     while f[inner] < lanes {

@@ -201,9 +201,12 @@ fn at_least_one_vector_where_no_multiple_exists() {
     at_least_one_vector(&mut f, 16);
     assert_eq!(
         f,
-        vec![2, 1, 3, 2],
-        "an extent shorter than a vector stays as drawn"
+        vec![1, 1, 1, 12],
+        "an extent shorter than a vector goes whole innermost"
     );
+    let mut f = vec![13, 1, 1];
+    at_least_one_vector(&mut f, 16);
+    assert_eq!(f, vec![1, 1, 13], "a prime row too");
     let mut f = vec![1, 1, 1, 16];
     at_least_one_vector(&mut f, 16);
     assert_eq!(f, vec![1, 1, 1, 16]);
