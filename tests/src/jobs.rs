@@ -160,3 +160,22 @@ pub fn code_of<T: std::fmt::Debug>(r: Result<T, tonic::Status>) -> (Code, String
     let e = r.expect_err("the call should be refused");
     (e.code(), e.message().to_string())
 }
+
+/// A job row as the server's store takes it (no API in between): target `t`, one task of
+/// workload `w` with one trial.
+pub fn store_job() -> tunehub_server::jobs::store::NewJob {
+    tunehub_server::jobs::store::NewJob {
+        name: String::new(),
+        target_key: "t".into(),
+        seed: 1,
+        batch_size: 1,
+        scheduler: "round_robin".into(),
+        measure: Default::default(),
+        owner: "anonymous".into(),
+        tasks: vec![("w".into(), 1.0, 1)],
+        priority: 0,
+        group: String::new(),
+        cost_model: Default::default(),
+        range: None,
+    }
+}

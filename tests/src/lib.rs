@@ -45,7 +45,8 @@ pub mod worker;
 pub use faulty_worker::FaultyWorker;
 pub use immutable::Immutable;
 pub use jobs::{
-    code_of, get, is_final, op, quick, submit, submit_req, task, tune_done, wait_final, wait_trials,
+    code_of, get, is_final, op, quick, store_job, submit, submit_req, task, tune_done, wait_final,
+    wait_trials,
 };
 pub use metrics::scrape_raw;
 pub use pg::fresh_db;

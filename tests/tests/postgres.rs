@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tunehub_proto::v1 as pb;
-use tunehub_server::jobs::store::{JobStore, NewJob};
+use tunehub_server::jobs::store::JobStore;
 use tunehub_server::records::{NewRecord, RecordStore, SqlStore};
 use tunehub_tests::*;
 
@@ -116,24 +116,7 @@ async fn concurrent_claims_take_each_job_once() {
     let jobs = JobStore::new(store);
     let mut ids = HashSet::new();
     for _ in 0..20 {
-        ids.insert(
-            jobs.create(&NewJob {
-                name: String::new(),
-                target_key: "t".into(),
-                seed: 1,
-                batch_size: 1,
-                scheduler: "round_robin".into(),
-                measure: Default::default(),
-                owner: "anonymous".into(),
-                tasks: vec![("w".into(), 1.0, 1)],
-                priority: 0,
-                group: String::new(),
-                cost_model: Default::default(),
-                range: None,
-            })
-            .await
-            .unwrap(),
-        );
+        ids.insert(jobs.create(&store_job()).await.unwrap());
     }
     // Eight claimers race until nothing is left; a long lease, so nothing expires meanwhile.
     let jobs = Arc::new(jobs);

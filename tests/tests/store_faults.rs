@@ -5,26 +5,9 @@
 
 use tunehub_server::fleet::OwnerStore;
 use tunehub_server::fleet::owners::Claim;
-use tunehub_server::jobs::store::{Holder, JobStore, Lease, NewJob};
+use tunehub_server::jobs::store::{Holder, JobStore, Lease};
 use tunehub_server::records::{RecordStore, SqlStore};
-use tunehub_tests::{Immutable, sqlite_path};
-
-fn job() -> NewJob {
-    NewJob {
-        name: String::new(),
-        target_key: "t".into(),
-        seed: 1,
-        batch_size: 1,
-        scheduler: "round_robin".into(),
-        measure: Default::default(),
-        owner: "anonymous".into(),
-        tasks: vec![("w".into(), 1.0, 1)],
-        priority: 0,
-        group: String::new(),
-        cost_model: Default::default(),
-        range: None,
-    }
-}
+use tunehub_tests::{Immutable, sqlite_path, store_job};
 
 #[tokio::test]
 async fn writes_returning_rows_fail_while_the_database_is_unwritable() {
@@ -43,8 +26,8 @@ async fn writes_returning_rows_fail_while_the_database_is_unwritable() {
     let jobs = JobStore::new(store.clone());
     let owners = OwnerStore::new(store.clone());
     let (first, second) = (
-        jobs.create(&job()).await.unwrap(),
-        jobs.create(&job()).await.unwrap(),
+        jobs.create(&store_job()).await.unwrap(),
+        jobs.create(&store_job()).await.unwrap(),
     );
     let lease = 600_000;
     let claimed = jobs
