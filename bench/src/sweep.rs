@@ -16,8 +16,9 @@
 //! 1: tunehub faster). With `--fma-peak GFLOPS` (machine-check's figure) each shape's share of
 //! its roof is printed: the slower of the FMA peak and the bandwidth probed at its working set.
 //!
-//! Each shape's figures are appended as one JSON line to `--results`; a run given the same
-//! file skips the shapes it holds (a sweep takes hours: it may be resumed).
+//! Each shape's figures are appended as one JSON line to `--results` (with each search seed's
+//! best beside the worst, which is the figure); a run given the same file skips the shapes it
+//! holds (a sweep takes hours: it may be resumed).
 //!
 //! `tunehub-bench sweep [--seed 1] [--shapes 40] [--trials 200] [--peers ansor,metaschedule]
 //! [--results FILE] [--list] [--only TEXT]...`
@@ -183,7 +184,16 @@ fn has_weight(spec: &str) -> bool {
         && !spec.starts_with("batch")
 }
 
-pub fn run(a: SweepArgs) -> Result<()> {
+pub fn run(mut a: SweepArgs) -> Result<()> {
+    // `--peers none`: tunehub alone (the roof shares still printed).
+    a.peers.retain(|p| p != "none");
+    if let Some(p) = a
+        .peers
+        .iter()
+        .find(|p| !["ansor", "metaschedule"].contains(&p.as_str()))
+    {
+        bail!("unknown peer {p:?} (ansor, metaschedule, or none)");
+    }
     let mut list = shapes(a.seed, a.shapes)?;
     if !a.only.is_empty() {
         list.retain(|s| a.only.iter().any(|o| s.contains(o.as_str())));
@@ -226,11 +236,15 @@ pub fn run(a: SweepArgs) -> Result<()> {
         }
         let t0 = Instant::now();
         let mut row = json!({ "spec": spec, "seed": a.seed, "trials": a.trials });
-        let packed = worst_tunehub(&tunehub, spec, &a)?;
+        let seeds = tunehub_per_seed(&tunehub, spec, &a)?;
+        let packed = seeds.iter().copied().fold(0.0, f64::max);
         row["tunehub_ms"] = json!(packed);
+        row["tunehub_seeds_ms"] = json!(seeds);
         if has_weight(spec) && a.peers.iter().any(|p| p == "metaschedule") {
             let plain = format!("{},layout_free=none)", spec.trim_end_matches(')'));
-            row["tunehub_plain_ms"] = json!(worst_tunehub(&tunehub, &plain, &a)?);
+            let seeds = tunehub_per_seed(&tunehub, &plain, &a)?;
+            row["tunehub_plain_ms"] = json!(seeds.iter().copied().fold(0.0, f64::max));
+            row["tunehub_plain_seeds_ms"] = json!(seeds);
         }
         for peer in &a.peers {
             let ms = run_peer(peer, spec, &a).with_context(|| format!("{peer} on {spec}"))?;
@@ -276,13 +290,13 @@ pub(crate) fn append_line(path: &Path, row: &Value) -> Result<()> {
     Ok(())
 }
 
-/// The slowest best of tunehub over `--tune-seeds`, in ms.
-fn worst_tunehub(bin: &Path, spec: &str, a: &SweepArgs) -> Result<f64> {
-    let mut worst: f64 = 0.0;
-    for &seed in &a.tune_seeds {
-        worst = worst.max(tunehub_best_ms(bin, spec, a.trials, seed)?);
-    }
-    Ok(worst)
+/// tunehub's best over each of `--tune-seeds`, in ms: the slowest is the shape's figure, the
+/// others show how far the seeds spread.
+fn tunehub_per_seed(bin: &Path, spec: &str, a: &SweepArgs) -> Result<Vec<f64>> {
+    a.tune_seeds
+        .iter()
+        .map(|&seed| tunehub_best_ms(bin, spec, a.trials, seed))
+        .collect()
 }
 
 /// `tunehub tune SPEC --trials N --seed S` with the CLI's defaults on a fresh database: its
