@@ -22,8 +22,9 @@
 #define OW 4
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 
-static void ref(const float* in, const float* w, float* out) {
-  for (int c = 0; c < C; c++)
+// The plain loops over channels [c0, c1): the reference, and the kernels' tail.
+static void plain(const float* in, const float* w, float* out, int c0, int c1) {
+  for (int c = c0; c < c1; c++)
     for (int y = 0; y < OH; y++)
       for (int x = 0; x < OW; x++) {
         float s = 0;
@@ -35,6 +36,8 @@ static void ref(const float* in, const float* w, float* out) {
         out[c * 16 + y * 4 + x] = s;
       }
 }
+
+static void ref(const float* in, const float* w, float* out) { plain(in, w, out, 0, C); }
 
 // Weights packed [C/16][9][16] (layout-free), tail block zero-padded.
 static float wt[(C + 15) / 16 * 16 * 9];
@@ -124,18 +127,7 @@ static void kernel(const float* in, const float* w, float* out) {
     for (int c = 0; c < 16; c++) _mm512_storeu_ps(out + b * 256 + c * 16, acc[c]);
 #endif
   }
-  // Tail channels: plain.
-  for (int c = blocks * 16; c < C; c++)
-    for (int y = 0; y < OH; y++)
-      for (int x = 0; x < OW; x++) {
-        float s = 0;
-        for (int ky = 0; ky < 3; ky++)
-          for (int kx = 0; kx < 3; kx++) {
-            int iy = 2 * y + 2 * ky - 2, ix = 2 * x + 2 * kx - 2;
-            if (iy >= 0 && iy < H && ix >= 0 && ix < W) s += in[c * 49 + iy * 7 + ix] * w[c * 9 + ky * 3 + kx];
-          }
-        out[c * 16 + y * 4 + x] = s;
-      }
+  plain(in, w, out, blocks * 16, C);  // the tail channels
 #elif MODE == 3
   // Per channel: the used pixels compacted into one vector V (lane = py*4+px), each tap a
   // shift of V by (ky-1)*4+(kx-1) lanes with the padding's lanes masked off the FMA.
