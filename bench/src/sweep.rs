@@ -20,7 +20,7 @@
 //! best beside the worst, which is the figure); a run given the same file skips the shapes it
 //! holds (a sweep takes hours: it may be resumed).
 //!
-//! `tunehub-bench sweep [--seed 1] [--shapes 40] [--trials 200] [--peers ansor,metaschedule]
+//! `tunehub-bench sweep [--seed 1] [--shapes 40] [--trials 200] [--peers ansor,metaschedule|none]
 //! [--results FILE] [--list] [--only TEXT]...`
 
 use crate::bandwidth::{Prober, Roofs};
