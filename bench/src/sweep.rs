@@ -236,15 +236,10 @@ pub fn run(mut a: SweepArgs) -> Result<()> {
         }
         let t0 = Instant::now();
         let mut row = json!({ "spec": spec, "seed": a.seed, "trials": a.trials });
-        let seeds = tunehub_per_seed(&tunehub, spec, &a)?;
-        let packed = seeds.iter().copied().fold(0.0, f64::max);
-        row["tunehub_ms"] = json!(packed);
-        row["tunehub_seeds_ms"] = json!(seeds);
+        let packed = tunehub_seeds(&tunehub, spec, &a, &mut row, "tunehub")?;
         if has_weight(spec) && a.peers.iter().any(|p| p == "metaschedule") {
             let plain = format!("{},layout_free=none)", spec.trim_end_matches(')'));
-            let seeds = tunehub_per_seed(&tunehub, &plain, &a)?;
-            row["tunehub_plain_ms"] = json!(seeds.iter().copied().fold(0.0, f64::max));
-            row["tunehub_plain_seeds_ms"] = json!(seeds);
+            tunehub_seeds(&tunehub, &plain, &a, &mut row, "tunehub_plain")?;
         }
         for peer in &a.peers {
             let ms = run_peer(peer, spec, &a).with_context(|| format!("{peer} on {spec}"))?;
@@ -290,13 +285,19 @@ pub(crate) fn append_line(path: &Path, row: &Value) -> Result<()> {
     Ok(())
 }
 
-/// tunehub's best over each of `--tune-seeds`, in ms: the slowest is the shape's figure, the
-/// others show how far the seeds spread.
-fn tunehub_per_seed(bin: &Path, spec: &str, a: &SweepArgs) -> Result<Vec<f64>> {
-    a.tune_seeds
+/// tunehub's best over each of `--tune-seeds`, in ms, into `row` as `{key}_seeds_ms`; the
+/// slowest, the shape's figure, as `{key}_ms` and returned (the others show how far the seeds
+/// spread).
+fn tunehub_seeds(bin: &Path, spec: &str, a: &SweepArgs, row: &mut Value, key: &str) -> Result<f64> {
+    let seeds = a
+        .tune_seeds
         .iter()
         .map(|&seed| tunehub_best_ms(bin, spec, a.trials, seed))
-        .collect()
+        .collect::<Result<Vec<f64>>>()?;
+    let worst = seeds.iter().copied().fold(0.0, f64::max);
+    row[format!("{key}_ms")] = json!(worst);
+    row[format!("{key}_seeds_ms")] = json!(seeds);
+    Ok(worst)
 }
 
 /// `tunehub tune SPEC --trials N --seed S` with the CLI's defaults on a fresh database: its
