@@ -660,8 +660,9 @@ proptest! {
     /// the width or not, channels 1-67, maps 1-33 rows by 1-15 columns. Where the input rows
     /// are as wide as the output's (stride 1, padding `(k - 1) * d / 2`) the tile has one
     /// accumulator per vector of the packed map, not per row, and its padding is read under
-    /// literal masks (on AVX-512, a padded window's taps shifted out of anchors); every kernel
-    /// matches the reference.
+    /// literal masks (on AVX-512, a padded window's taps shifted out of anchors); on AVX-512
+    /// a stride-2 map of one vector is one accumulator, its taps shifted out of phases; every
+    /// kernel matches the reference.
     #[test]
     fn rows_packed_into_lanes_match_the_reference(
         c in 1..68i64, h in 1..34i64, w in 1..16i64, k in 1..=7i64, dilation in 1..=2i64,
@@ -688,6 +689,18 @@ proptest! {
         // A one-column row is no tile (`regtile`).
         let packs = lanes > 1 && stride == 1 && ow == w && (2..lanes).contains(&w) && oh >= 2 && fits;
         let accumulators = src.matches(&format!("th_vf {stage}_r")).count() as i64;
+        // Stride 2 packs on AVX-512, its taps shifted out of the input's phases
+        // (`codegen::phases`): surely where the map is one vector (one accumulator beside at
+        // most two vectors of each of the 4 phases) and a phase's row (every other input
+        // column) fits an output row (else a tap's column would run into the next row).
+        let aligns = target.arch == "x86_64" && lanes == 16;
+        let phases_fit = (w + 1) / 2 <= ow && oh * ow <= lanes;
+        if aligns && stride == 2 && (2..lanes).contains(&ow) && oh >= 2 && phases_fit {
+            prop_assert_eq!(accumulators, 1, "{}", src);
+            // (A map whose every tap is padding reads nothing.)
+            prop_assert!(src.contains("th_vf th_phase") || !src.contains("th_op"), "{}", src);
+        }
+        prop_assert!(stride == 2 || !src.contains("th_phase"), "{}", src);
         if packs {
             prop_assert_eq!(accumulators, (oh * ow + lanes - 1) / lanes, "{}", src);
             prop_assert!(pad == 0 || src.contains("u, 0.0f)"), "no literal mask in\n{}", src);
@@ -709,8 +722,8 @@ proptest! {
 /// `vmaskmovps`, SSE's lane-by-lane copies): 3x3 and 5x5 depthwise convolutions on a 7x5 map,
 /// packed where a 5-wide row is shorter than a vector (one row per vector on SSE's 4 lanes).
 /// On 16 lanes the window's taps are shifted out of anchors (`codegen::anchors`), under
-/// AVX-512's flags and without them (generic shuffles and blends). Each kernel is checked
-/// against the reference.
+/// AVX-512's flags and without them (generic shuffles and blends); a stride-2 window's out of
+/// phases. Each kernel is checked against the reference.
 #[test]
 fn rows_packed_into_lanes_match_the_reference_at_every_x86_vector_width() {
     for k in [3, 5] {
@@ -735,6 +748,28 @@ fn rows_packed_into_lanes_match_the_reference_at_every_x86_vector_width() {
                 "{what}:\n{src}"
             );
         }
+    }
+    // Stride 2 (4 rows of 3 outputs): packed on 16 lanes only, its taps shifted out of the
+    // input's phases (`codegen::phases`); a row per vector elsewhere.
+    let dag =
+        ops::depthwise_conv2d_nchw(1, 5, 7, 5, Window::square(3, 2, 1), false, false).unwrap();
+    let sched = whole_map_tile(&dag, "depthwise");
+    let task = Task::new(dag, "phases");
+    for (march, target) in x86_levels_and_generic_16(&Target::detect()) {
+        let what = format!("{march}, stride 2");
+        let lanes = i64::from(target.vector_lanes_f32());
+        let src = checked_source(&task, &sched, &target, &what);
+        let accumulators = src.matches("th_vf depthwise_r").count();
+        assert_eq!(
+            accumulators,
+            if lanes == 16 { 1 } else { 4 },
+            "{what}:\n{src}"
+        );
+        assert_eq!(
+            src.contains("th_vf th_phase"),
+            lanes == 16,
+            "{what}:\n{src}"
+        );
     }
 }
 

@@ -14,6 +14,7 @@
 //! `quantize` (8-bit stores of vectorized loops, rounded in floats and converted apart),
 //! `lanes` (what varies along the vector lane), `rows` (rows shorter than a vector packed
 //! into its lanes), `anchors` (their window's taps shifted out of vectors loaded once),
+//! `phases` (a stride-2 window's taps shifted out of the input's four phases),
 //! `vminmax` (max and min tiles), `window` (stride-2 window tiles whose columns share their
 //! loads: pooling, depthwise convolution),
 //! `vreduce` (which loops reduce into one element), `hreduce` (those loops in vectors and a
@@ -36,6 +37,7 @@ mod lanes;
 mod masked;
 mod names;
 mod peel;
+mod phases;
 mod quantize;
 mod regtile;
 mod rows;
@@ -209,7 +211,15 @@ pub fn emit_linked(func: &LoweredFunc, target: &Target, linkage: &Linkage) -> Ge
     // form where it applies.
     let rows: HashMap<_, _> = tiles
         .iter()
-        .filter_map(|(&k, t)| rows::plan(t, func, lanes).map(|p| (k, p)))
+        .filter_map(|(&k, t)| {
+            rows::plan(
+                t,
+                func,
+                lanes,
+                (masked::aligns(&target.arch, lanes), registers),
+            )
+            .map(|p| (k, p))
+        })
         .collect();
     tiles.retain(|k, t| t.plain_fits || rows.contains_key(k));
     let shares = tiles

@@ -19,12 +19,16 @@
 //! vector whose every lane is padding is no update at all. On AVX-512 the taps of a window's
 //! row are shifted out of vectors loaded once instead (`anchors`).
 //!
+//! A window read with stride 2 (`2R * y + 2x`, rows of pitch `R`) packs too, on AVX-512 only:
+//! its taps are then shifts of the input's four phases (`phases`), never loads.
+//!
 //! Measured by hand on a Zen 4 (AVX-512, 2 threads), the depthwise 5x5 on 240 channels of 7x7:
 //! the tuned plain tile 14.9-15.9 us, packed rows with masks read from a table 8.8 us, with
 //! literal masks 6.0 us (docs/experiments/2026-12-05-rows-in-lanes.md).
 
 use super::anchors::Anchors;
 use super::lanes::{cond_uses, lane_coef, uses};
+use super::phases::{PhaseNames, Phases};
 use super::regtile::{RegTile, groups, map_cond, map_lins, tile_points};
 use super::writer::{
     Gen, Operands, accumulate, accumulated, float_literal, vector_arithmetic, vector_select, vload,
@@ -45,17 +49,31 @@ pub(super) struct RowPack {
     pub unrolled: Vec<Var>,
     /// Bounds of the other variables the masks read (loops around the tile, region starts).
     pub bounds: VarMap<(i64, i64)>,
+    /// Where the window is read with stride 2: the phases its taps are shifted out of.
+    pub phases: Option<Phases>,
 }
 
-/// The packed form of `t`, if it qualifies (see the module doc).
-pub(super) fn plan(t: &RegTile, func: &LoweredFunc, lanes: i64) -> Option<RowPack> {
+/// The packed form of `t`, if it qualifies (see the module doc), for vectors of `lanes` and
+/// a register file of `registers`; a window read with stride 2 only where the target shifts
+/// across two vectors (`aligns`).
+pub(super) fn plan(
+    t: &RegTile,
+    func: &LoweredFunc,
+    lanes: i64,
+    (aligns, registers): (bool, i64),
+) -> Option<RowPack> {
     let (lane, width) = t.lane;
     let &(y, rows) = t.tile.last()?;
     if width >= lanes || rows < 2 || lane_coef(t.index, y) != Some(width) {
         return None;
     }
     let mut conds = vec![];
-    if !packs(t.value, lane, y, width, &mut conds) {
+    let mut reads = Reads::default();
+    if !packs(t.value, lane, y, width, &mut conds, &mut reads) {
+        return None;
+    }
+    let strided = reads.strided;
+    if strided && (reads.contiguous || !aligns) {
         return None;
     }
     let mut read = vec![];
@@ -84,10 +102,11 @@ pub(super) fn plan(t: &RegTile, func: &LoweredFunc, lanes: i64) -> Option<RowPac
         .filter(|v| !inside.contains(v) && !unrolled.contains(v))
         .map(|&v| (v, var_bounds(v, func, &lets, 0)))
         .collect();
-    let p = RowPack {
+    let mut p = RowPack {
         rows: (y, rows),
         unrolled,
         bounds,
+        phases: None,
     };
     // Every mask the tile will write must be decided.
     let points = tile_points(&t.tile[..t.tile.len() - 1]);
@@ -108,32 +127,86 @@ pub(super) fn plan(t: &RegTile, func: &LoweredFunc, lanes: i64) -> Option<RowPac
             }
         }
     }
+    if strided {
+        p.phases = Some(p.spread_phases(t, lanes, registers)?);
+    }
     Some(p)
 }
 
+impl RowPack {
+    /// The phases of a stride-2 tile's taps, its band written out from the outermost loop that
+    /// leaves the phases in the registers: a tap is a constant shift of them only where the
+    /// window is written out from the outermost loop the masks read in (the loops outside it
+    /// move the phases' base); further out, more taps share the phases' loads and shuffles (a
+    /// pool without padding: every tap, not one at a time), up to `MAX_UNROLLED` iterations.
+    fn spread_phases(&mut self, t: &RegTile, lanes: i64, registers: i64) -> Option<Phases> {
+        let masked = t.band.iter().position(|b| self.unrolled.contains(&b.0));
+        let last = masked.unwrap_or(t.band.len());
+        let first = (0..=last)
+            .find(|&i| t.band[i..].iter().map(|b| b.1).product::<i64>() <= MAX_UNROLLED)?;
+        let read = self.unrolled.clone();
+        (first..=last).find_map(|i| {
+            self.unrolled = t
+                .band
+                .iter()
+                .enumerate()
+                .filter(|(j, b)| *j >= i || read.contains(&b.0))
+                .map(|(_, b)| b.0)
+                .collect();
+            self.phases(t, i, lanes, registers)
+        })
+    }
+}
+
+/// The lane-varying loads a packed value reads: contiguous ones, and ones at stride 2.
+#[derive(Debug, Default)]
+struct Reads {
+    contiguous: bool,
+    strided: bool,
+}
+
 /// Whether `e` has the packed form: what varies along the lanes or the rows is an
-/// arithmetic of loads at `W * y + x`, bare or under a select of a constant (padding), whose
+/// arithmetic of loads at `W * y + x` (or at `2R * y + 2x`, a window read with stride 2 on
+/// rows of pitch `R`: see `phases`), bare or under a select of a constant (padding), whose
 /// conditions are pushed to `conds`. Anything else reading `x` or `y` does not pack.
-fn packs<'e>(e: &'e VExpr, x: Var, y: Var, width: i64, conds: &mut Vec<&'e VCond>) -> bool {
+fn packs<'e>(
+    e: &'e VExpr,
+    x: Var,
+    y: Var,
+    width: i64,
+    conds: &mut Vec<&'e VCond>,
+    reads: &mut Reads,
+) -> bool {
     if !uses(e, x) && !uses(e, y) {
         return true;
     }
-    let contiguous =
-        |index: &Lin| lane_coef(index, x) == Some(1) && lane_coef(index, y) == Some(width);
+    let mut load = |index: &Lin| match (lane_coef(index, x), lane_coef(index, y)) {
+        (Some(1), Some(r)) if r == width => {
+            reads.contiguous = true;
+            true
+        }
+        (Some(2), Some(r)) if r > 0 && r % 2 == 0 => {
+            reads.strided = true;
+            true
+        }
+        _ => false,
+    };
     match e {
-        VExpr::Load { index, .. } => contiguous(index),
-        VExpr::Unary(UnaryOp::Neg, a) => packs(a, x, y, width, conds),
+        VExpr::Load { index, .. } => load(index),
+        VExpr::Unary(UnaryOp::Neg, a) => packs(a, x, y, width, conds, reads),
         VExpr::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div, a, b) => {
-            packs(a, x, y, width, conds) && packs(b, x, y, width, conds)
+            packs(a, x, y, width, conds, reads) && packs(b, x, y, width, conds, reads)
         }
         VExpr::Select(c, a, b) if cond_uses(c, x) || cond_uses(c, y) => {
             let (VExpr::Load { index, .. }, VExpr::Const(_)) = (&**a, &**b) else {
                 return false;
             };
             conds.push(c);
-            index_only(c) && contiguous(index)
+            index_only(c) && load(index)
         }
-        VExpr::Select(_, a, b) => packs(a, x, y, width, conds) && packs(b, x, y, width, conds),
+        VExpr::Select(_, a, b) => {
+            packs(a, x, y, width, conds, reads) && packs(b, x, y, width, conds, reads)
+        }
         _ => false,
     }
 }
@@ -352,20 +425,33 @@ impl Gen<'_> {
     }
 
     /// The band from loop `i` in: a loop the masks read is written once per value. Under
-    /// `anchors`, a loop of one iteration is too (its variable is then 0 in the anchors).
+    /// `taps`, a loop of one iteration is too (its variable is then 0 in the anchors).
     fn packed_band(
         &mut self,
         t: &RegTile,
         p: &RowPack,
         regs: &[Reg],
         (i, fixed): (usize, &mut Vec<(Var, i64)>),
-        anchors: Option<&Anchors>,
+        taps: Option<Taps>,
     ) {
+        if taps.is_none()
+            && let Some(ph) = &p.phases
+            && ph.at == i
+        {
+            self.line("{");
+            self.depth += 1;
+            let names = self.phase_vectors(ph);
+            self.packed_band(t, p, regs, (i, fixed), Some(Taps::Phases(ph, &names)));
+            self.depth -= 1;
+            self.line("}");
+            return;
+        }
         let Some(&(v, n, kind)) = t.band.get(i) else {
-            self.packed_updates(t, p, regs, fixed, anchors);
+            self.packed_updates(t, p, regs, fixed, taps);
             return;
         };
-        if anchors.is_none()
+        if taps.is_none()
+            && p.phases.is_none()
             && self.aligns
             && anchor_loop(t, p) == Some(i)
             && let Some(a) = self.anchors(t, p, regs, fixed, i)
@@ -377,17 +463,17 @@ impl Gen<'_> {
             }
             for k in 0..n {
                 fixed.push((v, k));
-                self.packed_band(t, p, regs, (i + 1, fixed), Some(&a));
+                self.packed_band(t, p, regs, (i + 1, fixed), Some(Taps::Anchors(&a)));
                 fixed.pop();
             }
             self.depth -= 1;
             self.line("}");
             return;
         }
-        if p.unrolled.contains(&v) || (anchors.is_some() && n == 1) {
+        if p.unrolled.contains(&v) || (taps.is_some() && n == 1) {
             for k in 0..n {
                 fixed.push((v, k));
-                self.packed_band(t, p, regs, (i + 1, fixed), anchors);
+                self.packed_band(t, p, regs, (i + 1, fixed), taps);
                 fixed.pop();
             }
             return;
@@ -395,20 +481,20 @@ impl Gen<'_> {
         let name = self.var(v);
         self.open_loop(&name, n, kind);
         self.depth += 1;
-        self.packed_band(t, p, regs, (i + 1, fixed), anchors);
+        self.packed_band(t, p, regs, (i + 1, fixed), taps);
         self.depth -= 1;
         self.line("}");
     }
 
     /// One band iteration: each accumulator updated by its value at its point; its vector
-    /// operands shifted out of `anchors` where given.
+    /// operands shifted out of `taps` where given.
     fn packed_updates(
         &mut self,
         t: &RegTile,
         p: &RowPack,
         regs: &[Reg],
         fixed: &[(Var, i64)],
-        anchors: Option<&Anchors>,
+        taps: Option<Taps>,
     ) {
         let mut ops = Operands::default();
         let fixed = fixed.to_vec();
@@ -420,10 +506,10 @@ impl Gen<'_> {
             if p.lanes_constant(&value, t, *group) == Some(t.op.identity()) {
                 continue;
             }
-            let merge = anchors.and_then(|_| p.merge_mask(&value, t, *group));
+            let merge = taps.and_then(|_| p.merge_mask(&value, t, *group));
             let form = Form {
                 group: *group,
-                anchors,
+                taps,
                 merge,
             };
             let (e, vector) = self.packed_value(&value, t, p, &form, &mut ops);
@@ -468,14 +554,18 @@ impl Gen<'_> {
             let i = g.lin(&constants(index, &[&vec![(y, 0), (lane, first)]]));
             format!("&{}[{i}]", g.names.bufs[buf])
         };
-        // The operand of a load, unmasked: an anchor shifted, or a load.
-        let whole = |g: &mut Gen, buf: usize, index: &Lin| match form.anchors {
-            Some(a) => g.shifted(a, buf, index, (y, lane), first),
+        // The operand of a load in the lanes of `needed`, the others unspecified: an anchor
+        // shifted, a phase shifted, or a load.
+        let whole = |g: &mut Gen, buf: usize, index: &Lin, needed: u32| match form.taps {
+            Some(Taps::Anchors(a)) => g.shifted(a, buf, index, (y, lane), first),
+            Some(Taps::Phases(ph, names)) => {
+                g.phase_operand((ph, names), p, t, (buf, index), form.group, needed)
+            }
             None => vload(&at(g, buf, index), used, g.lanes),
         };
         match e {
             VExpr::Load { buf, index } => {
-                let load = whole(self, *buf, index);
+                let load = whole(self, *buf, index, (1u32 << used) - 1);
                 (ops.name(self, "th_vf", load), true)
             }
             VExpr::Unary(UnaryOp::Neg, a) => {
@@ -495,9 +585,9 @@ impl Gen<'_> {
                 let load = if mask == 0 {
                     format!("((th_vf){{0}} + {})", float_literal(*fill))
                 } else if mask == (1u32 << used) - 1 || form.merge == Some(mask) {
-                    whole(self, *buf, index)
-                } else if form.anchors.is_some() {
-                    let v = whole(self, *buf, index);
+                    whole(self, *buf, index, mask)
+                } else if form.taps.is_some() {
+                    let v = whole(self, *buf, index, mask);
                     format!(
                         "TH_VMERGE({mask}u, {v}, ((th_vf){{0}} + {}))",
                         float_literal(*fill)
@@ -539,11 +629,18 @@ fn anchor_loop(t: &RegTile, p: &RowPack) -> Option<usize> {
 }
 
 /// How a packed tile's update is written: over which vector, its operands shifted out of which
-/// anchors (if any), merged into the accumulator under which mask (if any).
+/// anchors or phases (if any), merged into the accumulator under which mask (if any).
 struct Form<'a> {
     group: (i64, i64),
-    anchors: Option<&'a Anchors>,
+    taps: Option<Taps<'a>>,
     merge: Option<u32>,
+}
+
+/// What a packed tile's taps are shifted out of: stride 1's anchors, or stride 2's phases.
+#[derive(Clone, Copy)]
+enum Taps<'a> {
+    Anchors(&'a Anchors),
+    Phases(&'a Phases, &'a PhaseNames),
 }
 
 /// An accumulator: its name, its index (C), its point of the other tile loops and its vector.
