@@ -21,11 +21,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::lanes::{cond_uses, uses};
+use super::lanes::cond_uses;
 use super::regtile::{RegTile, map_lins, tile_points};
 use super::rows::{Reg, RowPack, constants};
 use super::writer::Gen;
-use crate::ir::UnaryOp;
 use crate::lower::{Lin, VExpr, Var};
 
 /// The anchors of a run of taps, by load site.
@@ -51,36 +50,15 @@ impl RowPack {
     /// equal in every lane: hoisted into an anchor, it would be read where the condition fails.
     fn sites(&self, e: &VExpr, t: &RegTile, group: (i64, i64), out: &mut Vec<Site>) -> Option<()> {
         let (lane, y) = (t.lane.0, self.rows.0);
-        if !uses(e, lane) && !uses(e, y) {
-            return Some(());
-        }
-        let mut site = |buf: usize, index: &Lin, needed: u32| {
-            let at = constants(index, &[&vec![(y, 0), (lane, group.0)]]);
-            let offset = at.c;
-            let base = Lin { c: 0, ..at };
+        let mut loads = vec![];
+        self.vector_loads(e, t, group, &mut loads)?;
+        for (buf, index, needed) in loads {
+            let at = constants(&index, &[&vec![(y, 0), (lane, group.0)]]);
             out.push(Site {
-                key: (buf, base),
-                offset,
+                key: (buf, Lin { c: 0, ..at.clone() }),
+                offset: at.c,
                 needed,
             });
-        };
-        match e {
-            VExpr::Load { buf, index } => site(*buf, index, (1u32 << group.1) - 1),
-            VExpr::Unary(UnaryOp::Neg, a) => self.sites(a, t, group, out)?,
-            VExpr::Binary(_, a, b) => {
-                self.sites(a, t, group, out)?;
-                self.sites(b, t, group, out)?;
-            }
-            VExpr::Select(c, a, _) if cond_uses(c, lane) || cond_uses(c, y) => {
-                let VExpr::Load { buf, index } = &**a else {
-                    unreachable!("packs admits a load under a select of a constant only")
-                };
-                let m = self.mask(c, t, group)?;
-                if m != 0 {
-                    site(*buf, index, m);
-                }
-            }
-            _ => return None,
         }
         Some(())
     }

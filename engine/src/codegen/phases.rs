@@ -27,12 +27,10 @@
 
 use std::collections::BTreeMap;
 
-use super::lanes::{cond_uses, uses};
 use super::regtile::{RegTile, groups, map_lins, tile_points};
 use super::rows::{RowPack, constants};
 use super::writer::Gen;
-use crate::ir::UnaryOp;
-use crate::lower::{Lin, VExpr, Var};
+use crate::lower::{Lin, Var};
 
 /// The phases a tile's taps read, laid out once (its window loops all written out).
 #[derive(Debug, Clone)]
@@ -73,9 +71,6 @@ struct Tap {
     shift: i64,
 }
 
-/// A strided load of a tile's value, its point and window fixed: buffer, index, lanes needed.
-type Read = (usize, Lin, u32);
-
 impl RowPack {
     /// The phases of `t`'s taps (its band's loops from `at` in written out, in `self`), where
     /// every tap has them and they fit `registers` beside the accumulators.
@@ -100,7 +95,7 @@ impl RowPack {
                         continue;
                     }
                     let mut reads = vec![];
-                    self.strided_reads(&value, t, group, &mut reads)?;
+                    self.vector_loads(&value, t, group, &mut reads)?;
                     for (buf, index, mask) in reads {
                         let tap = self.tap(buf, &index, t, group, mask)?;
                         let ls = needed.entry(tap.family).or_default();
@@ -117,41 +112,6 @@ impl RowPack {
         let anchors: usize = families.iter().map(|f| f.anchors.len()).sum();
         let accumulators = points.len() * vectors.len();
         ((accumulators + anchors + 2) as i64 <= registers).then_some(Phases { at, families })
-    }
-
-    /// Pushes `e`'s lane-varying loads over the vector `group` with the lanes each needs
-    /// (those of its select's mask, or all). `None` where a load is read under a condition
-    /// equal in every lane (it would be read where the condition fails).
-    fn strided_reads(
-        &self,
-        e: &VExpr,
-        t: &RegTile,
-        group: (i64, i64),
-        out: &mut Vec<Read>,
-    ) -> Option<()> {
-        let (lane, y) = (t.lane.0, self.rows.0);
-        if !uses(e, lane) && !uses(e, y) {
-            return Some(());
-        }
-        match e {
-            VExpr::Load { buf, index } => out.push((*buf, index.clone(), (1u32 << group.1) - 1)),
-            VExpr::Unary(UnaryOp::Neg, a) => self.strided_reads(a, t, group, out)?,
-            VExpr::Binary(_, a, b) => {
-                self.strided_reads(a, t, group, out)?;
-                self.strided_reads(b, t, group, out)?;
-            }
-            VExpr::Select(c, a, _) if cond_uses(c, lane) || cond_uses(c, y) => {
-                let VExpr::Load { buf, index } = &**a else {
-                    unreachable!("packs admits a load under a select of a constant only")
-                };
-                let m = self.mask(c, t, group)?;
-                if m != 0 {
-                    out.push((*buf, index.clone(), m));
-                }
-            }
-            _ => return None,
-        }
-        Some(())
     }
 
     /// The phase and shift of the load of `buf` at `index` (its point and window fixed) over

@@ -165,6 +165,44 @@ struct Reads {
     strided: bool,
 }
 
+impl RowPack {
+    /// Pushes `e`'s lane-varying loads over the vector `group` (`e` with its tile point and
+    /// unrolled loops fixed), each with the lanes it needs: its select's mask, or all. `None`
+    /// where a load is read only under a condition equal in every lane (hoisted into anchors
+    /// or phases, it would be read where the condition fails).
+    pub(super) fn vector_loads(
+        &self,
+        e: &VExpr,
+        t: &RegTile,
+        group: (i64, i64),
+        out: &mut Vec<(usize, Lin, u32)>,
+    ) -> Option<()> {
+        let (lane, y) = (t.lane.0, self.rows.0);
+        if !uses(e, lane) && !uses(e, y) {
+            return Some(());
+        }
+        match e {
+            VExpr::Load { buf, index } => out.push((*buf, index.clone(), (1u32 << group.1) - 1)),
+            VExpr::Unary(UnaryOp::Neg, a) => self.vector_loads(a, t, group, out)?,
+            VExpr::Binary(_, a, b) => {
+                self.vector_loads(a, t, group, out)?;
+                self.vector_loads(b, t, group, out)?;
+            }
+            VExpr::Select(c, a, _) if cond_uses(c, lane) || cond_uses(c, y) => {
+                let VExpr::Load { buf, index } = &**a else {
+                    unreachable!("packs admits a load under a select of a constant only")
+                };
+                let m = self.mask(c, t, group)?;
+                if m != 0 {
+                    out.push((*buf, index.clone(), m));
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+}
+
 /// Whether `e` has the packed form: what varies along the lanes or the rows is an
 /// arithmetic of loads at `W * y + x` (or at `2R * y + 2x`, a window read with stride 2 on
 /// rows of pitch `R`: see `phases`), bare or under a select of a constant (padding), whose
