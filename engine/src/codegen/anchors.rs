@@ -167,14 +167,8 @@ impl Gen<'_> {
                     "&{buf}[{}]",
                     self.lin(&key.1.add_const(first + j as i64 * lanes))
                 );
-                let load = if m == 0 {
-                    "((th_vf){0} + 0.0f)".to_string()
-                } else if i64::from(m) == (1i64 << lanes) - 1 {
-                    format!("th_vload({at})")
-                } else {
-                    format!("th_vloadm({at}, {m}u, 0.0f)")
-                };
-                a.decls.push(format!("th_vf {name} = {load};"));
+                a.decls
+                    .push(format!("th_vf {name} = {};", lanes_load(&at, m, lanes)));
                 names.push(name);
             }
             a.rows.insert(key.clone(), (first, names));
@@ -203,12 +197,25 @@ impl Gen<'_> {
         if s == 0 {
             return names[j].clone();
         }
-        let lanes: Vec<String> = (s..s + lanes).map(|l| l.to_string()).collect();
-        format!(
-            "TH_VALIGN({}, {}, {s}, {})",
-            names[j],
-            names[j + 1],
-            lanes.join(", ")
-        )
+        valign(&names[j], &names[j + 1], s, lanes)
     }
+}
+
+/// The vector at `at` in the lanes of `mask`, zero in the others (a masked load: nothing else
+/// is read). Shared with `phases`.
+pub(super) fn lanes_load(at: &str, mask: u32, lanes: i64) -> String {
+    if mask == 0 {
+        "((th_vf){0} + 0.0f)".to_string()
+    } else if i64::from(mask) == (1i64 << lanes) - 1 {
+        format!("th_vload({at})")
+    } else {
+        format!("th_vloadm({at}, {mask}u, 0.0f)")
+    }
+}
+
+/// Lanes `s` to `s + lanes - 1` of `lo` then `hi` (`TH_VALIGN`, with the lanes its generic
+/// branch shuffles). Shared with `phases`.
+pub(super) fn valign(lo: &str, hi: &str, s: i64, lanes: i64) -> String {
+    let at: Vec<String> = (s..s + lanes).map(|l| l.to_string()).collect();
+    format!("TH_VALIGN({lo}, {hi}, {s}, {})", at.join(", "))
 }

@@ -27,6 +27,7 @@
 
 use std::collections::BTreeMap;
 
+use super::anchors::{lanes_load, valign};
 use super::regtile::{RegTile, groups, map_lins, tile_points};
 use super::rows::{RowPack, constants};
 use super::writer::Gen;
@@ -50,7 +51,7 @@ struct Family {
     /// The chunks: their first offset from `base` and the lanes loaded.
     chunks: Vec<(i64, u32)>,
     /// The phase vectors, by phase and first lane.
-    anchors: Vec<PhaseVector>,
+    vectors: Vec<PhaseVector>,
 }
 
 #[derive(Debug, Clone)]
@@ -109,9 +110,9 @@ impl RowPack {
         for ((buf, base, pitch), phases) in needed {
             families.push(Family::lay_out(buf, base, pitch, width, &phases, lanes));
         }
-        let anchors: usize = families.iter().map(|f| f.anchors.len()).sum();
+        let vectors_held: usize = families.iter().map(|f| f.vectors.len()).sum();
         let accumulators = points.len() * vectors.len();
-        ((accumulators + anchors + 2) as i64 <= registers).then_some(Phases { at, families })
+        ((accumulators + vectors_held + 2) as i64 <= registers).then_some(Phases { at, families })
     }
 
     /// The phase and shift of the load of `buf` at `index` (its point and window fixed) over
@@ -179,23 +180,20 @@ impl Family {
         phases: &BTreeMap<(i64, i64), Vec<i64>>,
         lanes: i64,
     ) -> Family {
-        let mut anchors = vec![];
+        // Each vector's lanes as their sources (offsets from `base`), where some tap needs them.
+        let mut laid = vec![];
         for (&phase, ls) in phases {
             for (start, members) in cover(ls, lanes) {
                 let mut v = vec![None; lanes as usize];
                 for l in members {
-                    v[(l - start) as usize] = Some((0, source(phase, l, pitch, width)));
+                    v[(l - start) as usize] = Some(source(phase, l, pitch, width));
                 }
-                anchors.push(PhaseVector {
-                    phase,
-                    start,
-                    lanes: v,
-                });
+                laid.push((phase, start, v));
             }
         }
-        let sources: Vec<i64> = anchors
+        let sources: Vec<i64> = laid
             .iter()
-            .flat_map(|a| a.lanes.iter().flatten().map(|s| s.1))
+            .flat_map(|v| v.2.iter().flatten().copied())
             .collect();
         let chunks: Vec<(i64, u32)> = cover(&sources, lanes)
             .into_iter()
@@ -204,23 +202,28 @@ impl Family {
                 (start, mask)
             })
             .collect();
-        // Each lane's source as (chunk, lane).
-        for a in &mut anchors {
-            for s in a.lanes.iter_mut().flatten() {
-                let off = s.1;
-                let k = chunks
-                    .iter()
-                    .position(|c| (c.0..c.0 + lanes).contains(&off))
-                    .expect("a chunk covers every source");
-                *s = (k, off - chunks[k].0);
-            }
-        }
+        // Each source as (chunk, lane).
+        let in_chunk = |off: i64| {
+            let k = chunks
+                .iter()
+                .position(|c| (c.0..c.0 + lanes).contains(&off))
+                .expect("a chunk covers every source");
+            (k, off - chunks[k].0)
+        };
+        let vectors = laid
+            .into_iter()
+            .map(|(phase, start, v)| PhaseVector {
+                phase,
+                start,
+                lanes: v.into_iter().map(|s| s.map(in_chunk)).collect(),
+            })
+            .collect();
         Family {
             buf,
             base,
             pitch,
             chunks,
-            anchors,
+            vectors,
         }
     }
 }
@@ -256,16 +259,12 @@ impl Gen<'_> {
             for &(start, mask) in &f.chunks {
                 let name = self.names.fresh("th_chunk");
                 let at = format!("&{buf}[{}]", self.lin(&f.base.add_const(start)));
-                let load = if i64::from(mask) == (1i64 << lanes) - 1 {
-                    format!("th_vload({at})")
-                } else {
-                    format!("th_vloadm({at}, {mask}u, 0.0f)")
-                };
+                let load = lanes_load(&at, mask, lanes);
                 self.line(&format!("const th_vf {name} = {load};"));
                 chunks.push(name);
             }
             let mut vectors = vec![];
-            for a in &f.anchors {
+            for a in &f.vectors {
                 let name = self.names.fresh("th_phase");
                 let value = gathered(&a.lanes, &chunks);
                 self.line(&format!("const th_vf {name} = {value};"));
@@ -301,7 +300,7 @@ impl Gen<'_> {
         let mut holding: Vec<usize> = vec![];
         for l in lanes_of(group, mask).map(|l| l + tap.shift) {
             let j = ph.families[f]
-                .anchors
+                .vectors
                 .iter()
                 .position(|a| a.phase == tap.phase && (a.start..a.start + lanes).contains(&l))
                 .expect("a phase vector holds every needed lane");
@@ -309,30 +308,20 @@ impl Gen<'_> {
                 holding.push(j);
             }
         }
-        holding.sort_by_key(|&j| ph.families[f].anchors[j].start);
-        let start = |j: usize| ph.families[f].anchors[j].start;
+        holding.sort_by_key(|&j| ph.families[f].vectors[j].start);
+        let start = |j: usize| ph.families[f].vectors[j].start;
         let name = |j: usize| names.0[f][j].as_str();
-        let range = |s: i64| (s..s + lanes).map(|l| l.to_string()).collect::<Vec<_>>();
         match holding[..] {
             [j] => {
+                // Rotated: the lanes it does not hold are not needed.
                 let s = (first - start(j)).rem_euclid(lanes);
                 if s == 0 {
                     return name(j).to_string();
                 }
-                format!(
-                    "TH_VALIGN({0}, {0}, {s}, {1})",
-                    name(j),
-                    range(s).join(", ")
-                )
+                valign(name(j), name(j), s, lanes)
             }
             [j, k] if start(k) == start(j) + lanes => {
-                let s = first - start(j);
-                format!(
-                    "TH_VALIGN({}, {}, {s}, {})",
-                    name(j),
-                    name(k),
-                    range(s).join(", ")
-                )
+                valign(name(j), name(k), first - start(j), lanes)
             }
             [j, k] => {
                 let idx: Vec<String> = (first..first + lanes)
