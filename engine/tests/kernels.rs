@@ -656,21 +656,22 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 10, failure_persistence: None, max_shrink_iters: 8, ..ProptestConfig::default() })]
 
     /// Rows shorter than a vector, packed into its lanes (`codegen::rows`): depthwise and
-    /// conv2d tiles of a whole map, windows 1-7, dilation 1-2, stride 1-2, padding that keeps
-    /// the width or not, channels 1-67, maps 1-33 rows by 1-15 columns. Where the input rows
+    /// conv2d tiles of a whole map, windows 1-7, dilation 1-2, stride 1-2, no padding, padding
+    /// that keeps the width, or more, channels 1-67, maps 1-33 rows by 1-15 columns. Where the input rows
     /// are as wide as the output's (stride 1, padding `(k - 1) * d / 2`) the tile has one
     /// accumulator per vector of the packed map, not per row, and its padding is read under
     /// literal masks (on AVX-512, a padded window's taps shifted out of anchors); on AVX-512
-    /// a stride-2 map of one vector is one accumulator, its taps shifted out of phases; every
-    /// kernel matches the reference.
+    /// a stride-2 map of one vector is one accumulator, its taps shifted out of phases (with
+    /// or without padding); every kernel matches the reference.
     #[test]
     fn rows_packed_into_lanes_match_the_reference(
         c in 1..68i64, h in 1..34i64, w in 1..16i64, k in 1..=7i64, dilation in 1..=2i64,
-        stride in 1..=2i64, same: bool, conv: bool,
+        stride in 1..=2i64, padding in 0..3usize, conv: bool,
     ) {
         let target = Target::detect();
         let lanes = i64::from(target.vector_lanes_f32());
-        let pad = if same { (k - 1) * dilation / 2 } else { (k - 1) * dilation / 2 + 1 };
+        let half = (k - 1) * dilation / 2;
+        let pad = [0, half, half + 1][padding];
         let win = Window { kh: k, kw: k, stride, pad, dilation };
         let span = (k - 1) * dilation + 1;
         let (oh, ow) = ((h + 2 * pad - span) / stride + 1, (w + 2 * pad - span) / stride + 1);
@@ -690,15 +691,20 @@ proptest! {
         let packs = lanes > 1 && stride == 1 && ow == w && (2..lanes).contains(&w) && oh >= 2 && fits;
         let accumulators = src.matches(&format!("th_vf {stage}_r")).count() as i64;
         // Stride 2 packs on AVX-512, its taps shifted out of the input's phases
-        // (`codegen::phases`): surely where the map is one vector (one accumulator beside at
-        // most two vectors of each of the 4 phases) and a phase's row (every other input
-        // column) fits an output row (else a tap's column would run into the next row).
+        // (`codegen::phases`): surely where the map is one vector and either a phase's row
+        // (every other input column) fits an output row (one accumulator beside at most two
+        // vectors of each of the 4 phases) or the window is 3x3 (a tap whose column would run
+        // into the next row reads a phase of its own: at most 9, of two vectors each), and
+        // built once for all the taps of a row of the window at least.
         let aligns = target.arch == "x86_64" && lanes == 16;
-        let phases_fit = (w + 1) / 2 <= ow && oh * ow <= lanes;
+        let phases_fit = oh * ow <= lanes && ((w + 1) / 2 <= ow || (k <= 3 && dilation == 1));
         if aligns && stride == 2 && (2..lanes).contains(&ow) && oh >= 2 && phases_fit {
             prop_assert_eq!(accumulators, 1, "{}", src);
             // (A map whose every tap is padding reads nothing.)
             prop_assert!(src.contains("th_vf th_phase") || !src.contains("th_op"), "{}", src);
+            // Built once for the window's taps, not per tap: its columns written out.
+            let rx_loop = format!("for (int {stage}_rx = 0");
+            prop_assert!(!src.contains(&rx_loop), "{}", src);
         }
         prop_assert!(stride == 2 || !src.contains("th_phase"), "{}", src);
         if packs {
@@ -723,7 +729,7 @@ proptest! {
 /// packed where a 5-wide row is shorter than a vector (one row per vector on SSE's 4 lanes).
 /// On 16 lanes the window's taps are shifted out of anchors (`codegen::anchors`), under
 /// AVX-512's flags and without them (generic shuffles and blends); a stride-2 window's out of
-/// phases. Each kernel is checked against the reference.
+/// phases, with padding and without. Each kernel is checked against the reference.
 #[test]
 fn rows_packed_into_lanes_match_the_reference_at_every_x86_vector_width() {
     for k in [3, 5] {
@@ -770,6 +776,21 @@ fn rows_packed_into_lanes_match_the_reference_at_every_x86_vector_width() {
             lanes == 16,
             "{what}:\n{src}"
         );
+    }
+    // Without padding (a pool's window, a valid convolution's) a tap's column shift would
+    // carry a row's last output into the next row: those taps read phases of their own, and
+    // the phases are still built once for the window (its loops written out), not per tap.
+    let dag =
+        ops::depthwise_conv2d_nchw(1, 5, 7, 7, Window::square(3, 2, 0), false, false).unwrap();
+    let sched = whole_map_tile(&dag, "depthwise");
+    let task = Task::new(dag, "phases without padding");
+    for (march, target) in x86_levels_and_generic_16(&Target::detect()) {
+        let what = format!("{march}, stride 2, no padding");
+        let src = checked_source(&task, &sched, &target, &what);
+        if target.vector_lanes_f32() == 16 {
+            assert!(src.contains("th_vf th_phase"), "{what}:\n{src}");
+            assert!(!src.contains("for (int depthwise_rx = 0"), "{what}:\n{src}");
+        }
     }
 }
 

@@ -18,8 +18,10 @@
 //! known here): the offset `ty * R + tx` (`R` the input's row pitch, half the index's row
 //! coefficient) is split into the row and column nearest it, and the split is kept only if
 //! every lane the tap needs reads, through it, the very address the tap's own index names.
-//! A tile where some tap has no such split (a column past the phase's row: padding less than
-//! the window's half) keeps the plain form.
+//! Where the shift by `qx` lanes carries a row's last columns into the next row (padding less
+//! than the window's half, as a pool without padding has), the tap reads instead a phase of
+//! its own shifted `qx` columns in its layout (`(a, b, q)`: lane `L` holds column
+//! `2(X + q) + b`), by `qy * OW` lanes. A tile where some tap has neither keeps the plain form.
 //!
 //! Measured by hand on a Zen 4 (AVX-512, 2 threads; `bench/hand/depthwise_s2_phases.c`): the
 //! depthwise 7x7 stride 2 on 120 channels of 7x7 in 3.15 us, where the search's best plain
@@ -56,7 +58,7 @@ struct Family {
 
 #[derive(Debug, Clone)]
 struct PhaseVector {
-    phase: (i64, i64),
+    phase: Phase,
     start: i64,
     /// Each lane's source (chunk, lane), where some tap needs it.
     lanes: Vec<Option<(usize, i64)>>,
@@ -65,10 +67,15 @@ struct PhaseVector {
 /// A family's buffer, index without its constant, and row pitch.
 type FamilyKey = (usize, Lin, i64);
 
+/// A phase: row parity `a`, column parity `b`, and `q` phase columns further right (lane
+/// `Y * OW + X` holds input row `2Y + a`, column `2(X + q) + b`). `q` is 0 unless a tap's
+/// column shift would carry its last columns into the next phase row (see [`RowPack::tap`]).
+type Phase = (i64, i64, i64);
+
 /// Where a tap's operand comes from: its family, phase and shift (in lanes).
 struct Tap {
     family: FamilyKey,
-    phase: (i64, i64),
+    phase: Phase,
     shift: i64,
 }
 
@@ -87,7 +94,7 @@ impl RowPack {
         let points = tile_points(&t.tile[..t.tile.len() - 1]);
         let vectors = groups(rows * width, lanes);
         // Every lane a phase must hold, by family and phase.
-        let mut needed: BTreeMap<FamilyKey, BTreeMap<(i64, i64), Vec<i64>>> = BTreeMap::new();
+        let mut needed: BTreeMap<FamilyKey, BTreeMap<Phase, Vec<i64>>> = BTreeMap::new();
         for taps in tile_points(&inner) {
             for point in &points {
                 for &group in &vectors {
@@ -139,20 +146,36 @@ impl RowPack {
         // column is further out (any split that reads the same addresses is right).
         let mut splits: Vec<i64> = (-8..=8).map(|d| c0.div_euclid(pitch) + d).collect();
         splits.sort_by_key(|ty| (c0 - ty * pitch).abs());
-        splits.into_iter().find_map(|ty| {
+        // Every split with the column shift in the lanes first (taps share the phase), then
+        // with it in the phase (phase vectors of their own): a shift by whole lanes carries a
+        // row's last columns into the next row, which only padding (masked off) or a phase row
+        // wider than the output's reach may take; a 3x3 pool without padding on a 14x14 map
+        // has neither (a 6-wide output row, its taps 0-2 columns right).
+        let forms = [false, true]
+            .into_iter()
+            .flat_map(|own| splits.iter().map(move |&ty| (ty, own)));
+        for (ty, own) in forms {
             let tx = c0 - ty * pitch;
             let (a, b) = (ty.rem_euclid(2), tx.rem_euclid(2));
-            let shift = (ty - a) / 2 * width + (tx - b) / 2;
+            let (qy, qx) = ((ty - a) / 2, (tx - b) / 2);
+            let (phase, shift) = if own {
+                ((a, b, qx), qy * width)
+            } else {
+                ((a, b, 0), qy * width + qx)
+            };
             let reads_the_same = lanes_of(group, mask).all(|p| {
                 let own = c0 + row * (p / width) + col * (p % width);
-                own == source((a, b), p + shift, pitch, width)
+                own == source(phase, p + shift, pitch, width)
             });
-            reads_the_same.then(|| Tap {
-                family: (buf, base.clone(), pitch),
-                phase: (a, b),
-                shift,
-            })
-        })
+            if reads_the_same {
+                return Some(Tap {
+                    family: (buf, base.clone(), pitch),
+                    phase,
+                    shift,
+                });
+            }
+        }
+        None
     }
 }
 
@@ -163,10 +186,10 @@ fn lanes_of((first, used): (i64, i64), mask: u32) -> impl Iterator<Item = i64> {
         .map(move |l| first + l)
 }
 
-/// The offset (from the family's base) that lane `l` of phase `(a, b)` holds: input row
-/// `2Y + a`, column `2X + b`, for `l = Y * width + X`.
-fn source((a, b): (i64, i64), l: i64, pitch: i64, width: i64) -> i64 {
-    a * pitch + b + 2 * pitch * l.div_euclid(width) + 2 * l.rem_euclid(width)
+/// The offset (from the family's base) that lane `l` of phase `(a, b, q)` holds: input row
+/// `2Y + a`, column `2(X + q) + b`, for `l = Y * width + X`.
+fn source((a, b, q): Phase, l: i64, pitch: i64, width: i64) -> i64 {
+    a * pitch + b + 2 * q + 2 * pitch * l.div_euclid(width) + 2 * l.rem_euclid(width)
 }
 
 impl Family {
@@ -177,7 +200,7 @@ impl Family {
         base: Lin,
         pitch: i64,
         width: i64,
-        phases: &BTreeMap<(i64, i64), Vec<i64>>,
+        phases: &BTreeMap<Phase, Vec<i64>>,
         lanes: i64,
     ) -> Family {
         // Each vector's lanes as their sources (offsets from `base`), where some tap needs them.
