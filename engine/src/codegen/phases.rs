@@ -153,12 +153,12 @@ impl RowPack {
         // has neither (a 6-wide output row, its taps 0-2 columns right).
         let forms = [false, true]
             .into_iter()
-            .flat_map(|own| splits.iter().map(move |&ty| (ty, own)));
-        for (ty, own) in forms {
+            .flat_map(|in_phase| splits.iter().map(move |&ty| (ty, in_phase)));
+        for (ty, in_phase) in forms {
             let tx = c0 - ty * pitch;
             let (a, b) = (ty.rem_euclid(2), tx.rem_euclid(2));
             let (qy, qx) = ((ty - a) / 2, (tx - b) / 2);
-            let (phase, shift) = if own {
+            let (phase, shift) = if in_phase {
                 ((a, b, qx), qy * width)
             } else {
                 ((a, b, 0), qy * width + qx)
