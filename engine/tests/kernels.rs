@@ -657,8 +657,8 @@ proptest! {
 
     /// Rows shorter than a vector, packed into its lanes (`codegen::rows`): depthwise and
     /// conv2d tiles of a whole map, windows 1-7, dilation 1-2, stride 1-2, no padding, padding
-    /// that keeps the width, or more, channels 1-67, maps 1-33 rows by 1-15 columns. Where the input rows
-    /// are as wide as the output's (stride 1, padding `(k - 1) * d / 2`) the tile has one
+    /// that keeps the width, or more, channels 1-67, maps 1-33 rows by 1-15 columns. Where the
+    /// input rows are as wide as the output's (stride 1, padding `(k - 1) * d / 2`) the tile has one
     /// accumulator per vector of the packed map, not per row, and its padding is read under
     /// literal masks (on AVX-512, a padded window's taps shifted out of anchors); on AVX-512
     /// a stride-2 map of one vector is one accumulator, its taps shifted out of phases (with
@@ -755,41 +755,27 @@ fn rows_packed_into_lanes_match_the_reference_at_every_x86_vector_width() {
             );
         }
     }
-    // Stride 2 (4 rows of 3 outputs): packed on 16 lanes only, its taps shifted out of the
-    // input's phases (`codegen::phases`); a row per vector elsewhere.
-    let dag =
-        ops::depthwise_conv2d_nchw(1, 5, 7, 5, Window::square(3, 2, 1), false, false).unwrap();
-    let sched = whole_map_tile(&dag, "depthwise");
-    let task = Task::new(dag, "phases");
-    for (march, target) in x86_levels_and_generic_16(&Target::detect()) {
-        let what = format!("{march}, stride 2");
-        let lanes = i64::from(target.vector_lanes_f32());
-        let src = checked_source(&task, &sched, &target, &what);
-        let accumulators = src.matches("th_vf depthwise_r").count();
-        assert_eq!(
-            accumulators,
-            if lanes == 16 { 1 } else { 4 },
-            "{what}:\n{src}"
-        );
-        assert_eq!(
-            src.contains("th_vf th_phase"),
-            lanes == 16,
-            "{what}:\n{src}"
-        );
-    }
-    // Without padding (a pool's window, a valid convolution's) a tap's column shift would
-    // carry a row's last output into the next row: those taps read phases of their own, and
-    // the phases are still built once for the window (its loops written out), not per tap.
-    let dag =
-        ops::depthwise_conv2d_nchw(1, 5, 7, 7, Window::square(3, 2, 0), false, false).unwrap();
-    let sched = whole_map_tile(&dag, "depthwise");
-    let task = Task::new(dag, "phases without padding");
-    for (march, target) in x86_levels_and_generic_16(&Target::detect()) {
-        let what = format!("{march}, stride 2, no padding");
-        let src = checked_source(&task, &sched, &target, &what);
-        if target.vector_lanes_f32() == 16 {
-            assert!(src.contains("th_vf th_phase"), "{what}:\n{src}");
-            assert!(!src.contains("for (int depthwise_rx = 0"), "{what}:\n{src}");
+    // Stride 2, packed on 16 lanes only, its taps shifted out of the input's phases
+    // (`codegen::phases`) built once for the window (its loops written out); a row per vector
+    // elsewhere. Padded (4 rows of 3 outputs) and not (a pool's window, a valid convolution's:
+    // 3 rows of 3), where a tap's column shift would carry a row's last output into the next
+    // row and the tap reads a phase of its own.
+    for (w, pad, rows) in [(5, 1, 4), (7, 0, 3)] {
+        let win = Window::square(3, 2, pad);
+        let dag = ops::depthwise_conv2d_nchw(1, 5, 7, w, win, false, false).unwrap();
+        let sched = whole_map_tile(&dag, "depthwise");
+        let task = Task::new(dag, "phases");
+        for (march, target) in x86_levels_and_generic_16(&Target::detect()) {
+            let what = format!("{march}, stride 2, padding {pad}");
+            let lanes = i64::from(target.vector_lanes_f32());
+            let src = checked_source(&task, &sched, &target, &what);
+            let accumulators = src.matches("th_vf depthwise_r").count();
+            let expected = if lanes == 16 { 1 } else { rows };
+            assert_eq!(accumulators, expected, "{what}:\n{src}");
+            let phases = src.contains("th_vf th_phase");
+            assert_eq!(phases, lanes == 16, "{what}:\n{src}");
+            let window_loop = src.contains("for (int depthwise_rx = 0");
+            assert!(!phases || !window_loop, "{what}:\n{src}");
         }
     }
 }
