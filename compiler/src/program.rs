@@ -306,7 +306,8 @@ pub struct NodeNote {
     pub op: String,
     /// "kernel" (with `task`), "view", "copy", "gather", "quantize", "dequantize", "scalar",
     /// "cast" (an integer tensor to float32), "folded" (computed at build time), or "unused"
-    /// (nothing reads what it computes: a conversion an integer kernel reads behind).
+    /// (nothing reads what it computes: a conversion an integer kernel reads behind, a
+    /// transpose a product reads through).
     pub how: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<usize>,

@@ -196,7 +196,71 @@ fn a_transformer_encoder_layer_runs_as_tract_does() {
     let dir = tempfile::tempdir().unwrap();
     let lib = build_and_check(&encoder(), "encoder", dir.path());
     assert_eq!(lib.manifest.outputs.len(), 3);
+    // The scores and the context read the queries' and values' heads through their
+    // transposes; the keys' moves the summed axis innermost over 6 tokens and is copied, as
+    // the merged heads are for the flattened product after them.
+    let how: Vec<&str> = lib
+        .manifest
+        .nodes
+        .iter()
+        .filter(|n| n.op == "Transpose")
+        .map(|n| n.how.as_str())
+        .collect();
+    assert_eq!(how, ["unused", "copy", "unused", "copy"]);
     assert_eq!(lib.manifest.outputs[1].shape, vec![1, 1, 16]);
+}
+
+/// A decoder step's attention, small (GPT-2's): one token's query, the new key appended to
+/// the cached ones and transposed for the scores' product, the query's and the values' heads
+/// split by transposes. The value transpose is also an output.
+fn decoder_attention() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(8);
+    let q = b.input_fixed("query", &[1, 1, 2, 4]);
+    let past = b.input_fixed("past_key", &[1, 2, 5, 4]);
+    let k = b.input_fixed("key", &[1, 2, 1, 4]);
+    let v = b.input_fixed("value", &[1, 6, 2, 4]);
+    let q = b.node("Transpose", &[&q], vec![ints("perm", &[0, 2, 1, 3])]);
+    let k = b.node("Concat", &[&past, &k], vec![int("axis", 2)]);
+    let kt = b.node("Transpose", &[&k], vec![ints("perm", &[0, 1, 3, 2])]);
+    let s = b.node("MatMul", &[&q, &kt], vec![]);
+    let p = b.node("Softmax", &[&s], vec![int("axis", -1)]);
+    let v = b.node("Transpose", &[&v], vec![ints("perm", &[0, 2, 1, 3])]);
+    let ctx = b.node("MatMul", &[&p, &v], vec![]);
+    b.output(&ctx);
+    b.output(&v);
+    b.encode()
+}
+
+/// The products read their operands through the transposes that make them: a transpose
+/// nothing else reads is not run, one an output reads still is. A matrix-vector product
+/// reads its keys through `K^T` too, whose innermost axis is the summed one.
+#[test]
+fn products_read_through_transposes() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_and_check(&decoder_attention(), "decoder", dir.path());
+    let how: Vec<&str> = lib
+        .manifest
+        .nodes
+        .iter()
+        .filter(|n| n.op == "Transpose")
+        .map(|n| n.how.as_str())
+        .collect();
+    assert_eq!(
+        how,
+        ["unused", "unused", "copy"],
+        "{:#?}",
+        lib.manifest.nodes
+    );
+    let copies = lib
+        .manifest
+        .steps
+        .iter()
+        .filter(|s| s.how == "copy")
+        .count();
+    assert_eq!(
+        copies, 3,
+        "the concat's two parts and the output's transpose"
+    );
 }
 
 #[test]

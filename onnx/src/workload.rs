@@ -745,11 +745,14 @@ impl<'g> Gen<'g> {
             let (mi, ni) = (all[r - 2].as_str(), all[r - 1].as_str());
             let ai = idx(as_, if ta { ["k0", mi] } else { [mi, "k0"] });
             let bi = idx(bs, if tb { [ni, "k0"] } else { ["k0", ni] });
-            let an = self.input(a, "A", as_);
-            let bn = if self.g.is_constant(b) {
-                self.weight(b, "B", bs)
+            // A matrix-vector product reads each operand once, in any order; a larger one
+            // reads them many times, and only in their own innermost order at full speed.
+            let any_order = m == 1;
+            let (an, ai) = self.through_transpose(a, as_, ai, "A", any_order);
+            let (bn, bi) = if self.g.is_constant(b) {
+                (self.weight(b, "B", bs), bi)
             } else {
-                self.input(b, "B", bs)
+                self.through_transpose(b, bs, bi, "B", any_order)
             };
             self.stmts.push(format!(
                 "O[{}] += {an}[{}] * {bn}[{}] where {}, k0<{k}",
@@ -758,7 +761,6 @@ impl<'g> Gen<'g> {
                 list(&bi),
                 wheres(&v)
             ));
-            let _ = m;
             let load = format!("O[{}]", list(&all));
             Anchor {
                 logical: all,
@@ -782,6 +784,60 @@ impl<'g> Gen<'g> {
             anchor.value = format!("({} + {scaled}{cn}[{}])", anchor.value, list(&idx));
         }
         Ok(anchor)
+    }
+
+    /// An activation operand read at `idx`, through the `Transpose` that makes it when there
+    /// is one: the transpose's input is declared instead, in its own shape, and read at the
+    /// same point (`idx` permuted back). The copy the transpose was is then read by nothing
+    /// and dropped from the build (`Program::prune`): attention's heads' splits, and a
+    /// decoder step's `K^T`, cost no pass over memory (ONNX Runtime's transpose-into-MatMul
+    /// fusion, TVM's `transpose_b`). Unless `any_order`, only a transpose that keeps the
+    /// innermost axis is read through: a product over BERT's 128 tokens ran its `Q K^T` at a
+    /// seventh of the speed reading the keys with the summed axis innermost
+    /// (docs/experiments/2026-12-06-transposes-read-through.md).
+    fn through_transpose(
+        &mut self,
+        t: &str,
+        shape: &[i64],
+        idx: Vec<String>,
+        hint: &str,
+        any_order: bool,
+    ) -> (String, Vec<String>) {
+        let g = self.g;
+        let source = g
+            .nodes
+            .iter()
+            .find(|n| n.op == "Transpose" && n.outputs.first().map(String::as_str) == Some(t))
+            .and_then(|n| {
+                let x = n.input(0)?;
+                let xs = g.shape(x)?;
+                let r = xs.len();
+                let perm: Vec<usize> = match n.ints("perm") {
+                    Some(p) => p
+                        .iter()
+                        .map(|&d| usize::try_from(d).ok())
+                        .collect::<Option<_>>()?,
+                    None => (0..r).rev().collect(),
+                };
+                // Axis `d` of the result is axis `perm[d]` of the input.
+                let mut sorted = perm.clone();
+                sorted.sort_unstable();
+                let valid = r == shape.len()
+                    && sorted.iter().copied().eq(0..r)
+                    && (0..r).all(|d| xs[perm[d]] == shape[d])
+                    && (any_order || perm.last() == Some(&(r - 1)));
+                (valid && g.is_float(x) && !g.is_constant(x)).then(|| (x, xs.to_vec(), perm))
+            });
+        match source {
+            Some((x, xs, perm)) => {
+                let mut read = vec![String::new(); idx.len()];
+                for (d, i) in idx.into_iter().enumerate() {
+                    read[perm[d]] = i;
+                }
+                (self.input(x, hint, &xs), read)
+            }
+            None => (self.input(t, hint, shape), idx),
+        }
     }
 
     fn pads(n: &Node, spatial: usize) -> Vec<i64> {
