@@ -196,18 +196,25 @@ fn a_transformer_encoder_layer_runs_as_tract_does() {
     let dir = tempfile::tempdir().unwrap();
     let lib = build_and_check(&encoder(), "encoder", dir.path());
     assert_eq!(lib.manifest.outputs.len(), 3);
+    assert_eq!(lib.manifest.outputs[1].shape, vec![1, 1, 16]);
     // The scores and the context read the queries' and values' heads through their
     // transposes; the keys' moves the summed axis innermost over 6 tokens and is copied, as
     // the merged heads are for the flattened product after them.
-    let how: Vec<&str> = lib
-        .manifest
+    assert_eq!(
+        fates(&lib, "Transpose"),
+        ["unused", "copy", "unused", "copy"]
+    );
+}
+
+/// What the build did with each node of type `op`, in the model's order (the manifest's
+/// `how`).
+fn fates<'l>(lib: &'l Library, op: &str) -> Vec<&'l str> {
+    lib.manifest
         .nodes
         .iter()
-        .filter(|n| n.op == "Transpose")
+        .filter(|n| n.op == op)
         .map(|n| n.how.as_str())
-        .collect();
-    assert_eq!(how, ["unused", "copy", "unused", "copy"]);
-    assert_eq!(lib.manifest.outputs[1].shape, vec![1, 1, 16]);
+        .collect()
 }
 
 /// A decoder step's attention, small (GPT-2's): one token's query, the new key appended to
@@ -238,15 +245,8 @@ fn decoder_attention() -> Vec<u8> {
 fn products_read_through_transposes() {
     let dir = tempfile::tempdir().unwrap();
     let lib = build_and_check(&decoder_attention(), "decoder", dir.path());
-    let how: Vec<&str> = lib
-        .manifest
-        .nodes
-        .iter()
-        .filter(|n| n.op == "Transpose")
-        .map(|n| n.how.as_str())
-        .collect();
     assert_eq!(
-        how,
+        fates(&lib, "Transpose"),
         ["unused", "unused", "copy"],
         "{:#?}",
         lib.manifest.nodes
@@ -267,15 +267,8 @@ fn products_read_through_transposes() {
 fn a_shufflenet_unit_runs_as_tract_does() {
     let dir = tempfile::tempdir().unwrap();
     let lib = build_and_check(&shuffle_unit(), "shuffle", dir.path());
-    let how = |op: &str| {
-        lib.manifest
-            .nodes
-            .iter()
-            .find(|n| n.op == op)
-            .map(|n| n.how.clone())
-    };
-    assert_eq!(how("Reshape").as_deref(), Some("view"));
-    assert_eq!(how("Split").as_deref(), Some("copy"));
+    assert_eq!(fates(&lib, "Reshape")[0], "view");
+    assert_eq!(fates(&lib, "Split"), ["copy"]);
 }
 
 /// Means over axes that are not the last ones: over a sequence (`axes=[1]`, keepdims 0, the
