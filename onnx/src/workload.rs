@@ -825,7 +825,7 @@ impl<'g> Gen<'g> {
                 let valid = r == shape.len()
                     && sorted.iter().copied().eq(0..r)
                     && (0..r).all(|d| xs[perm[d]] == shape[d])
-                    && (any_order || perm.last() == Some(&(r - 1)));
+                    && (any_order || perm.last().is_some_and(|&l| l + 1 == r));
                 (valid && g.is_float(x) && !g.is_constant(x)).then(|| (x, xs.to_vec(), perm))
             });
         match source {
