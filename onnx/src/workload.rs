@@ -8,7 +8,7 @@ use crate::fuse::Group;
 use crate::graph::{Graph, Node};
 use crate::layout::Layout;
 use crate::operand::{Operand, Operands};
-use crate::quantized::{QUANTIZE, dequantized_from, eight_bit, single};
+use crate::quantized::{QUANTIZE, dequantized_from, eight_bit, producer, single};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use tunehub_engine::ir::DType;
@@ -804,10 +804,8 @@ impl<'g> Gen<'g> {
         any_order: bool,
     ) -> (String, Vec<String>) {
         let g = self.g;
-        let source = g
-            .nodes
-            .iter()
-            .find(|n| n.op == "Transpose" && n.outputs.first().map(String::as_str) == Some(t))
+        let source = producer(g, t)
+            .filter(|n| n.op == "Transpose")
             .and_then(|n| {
                 let x = n.input(0)?;
                 let xs = g.shape(x)?;
