@@ -15,6 +15,15 @@ pub enum StoreError {
          backup or a records export"
     )]
     Damaged { url: String, report: String },
+    #[error(
+        "cannot write the database {url}: SQLite could open it only read-only (the file, its \
+         -wal or its directory is not writable)"
+    )]
+    Unwritable {
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("cannot bring the database {url} to the current schema")]
     Migrate {
         url: String,

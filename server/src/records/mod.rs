@@ -19,6 +19,7 @@
 //! - `sql`: `SqlStore`, opening a database and migrating it.
 //! - `migrations`: the schema's migration files, embedded.
 //! - `release`: a SQLite connection given back to the pool with no transaction left open.
+//! - `writable`: a SQLite connection the store keeps can write (SQLite's silent read-only).
 //! - `rows`: decoding the columns queries select.
 //! - `queries`: `RecordStore` over SQL.
 //! - `commit`: storing one record inside a transaction (shared with the job store).
@@ -51,6 +52,7 @@ mod structure;
 mod transfer;
 mod warm;
 mod workload;
+mod writable;
 
 pub(crate) use commit::commit_on;
 pub(crate) use counts::CountDeltas;

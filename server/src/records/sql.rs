@@ -55,11 +55,13 @@ impl SqlStore {
         let sqlite = backend == Backend::Sqlite;
         let mut options = AnyPoolOptions::new().max_connections(if sqlite { 4 } else { 8 });
         if sqlite {
-            // SQLite's connections are kept, never closed for age or idleness and opened again:
-            // one opened while the file is unwritable can kill the server (SIGBUS, SQLite
-            // mapping a `-shm` it cannot extend; docs/experiments/2026-12-03-sqlite-unwritable.md).
+            // SQLite's connections are all opened now, while the file is writable, and kept,
+            // never closed for age or idleness and opened again: one opened while the file is
+            // unwritable can kill the server (SIGBUS, SQLite mapping a `-shm` it cannot extend;
+            // docs/experiments/2026-12-03-sqlite-unwritable.md) or stay read-only (`writable`).
             // And a failed transaction must not leave SQLite's write lock on one of them.
             options = options
+                .min_connections(4)
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .after_release(|conn, _meta| Box::pin(super::release::end_stray_transaction(conn)));
@@ -69,6 +71,7 @@ impl SqlStore {
                 Box::pin(async move {
                     if sqlite {
                         sqlite_pragmas(conn).await?;
+                        super::writable::check(conn).await?;
                     }
                     Ok(())
                 })
@@ -134,7 +137,8 @@ impl SqlStore {
 /// SQLite's own reason (through the pool it was 30 s of retried connects, then "pool timed
 /// out"), and damage inside the file is found now, by SQLite's quick_check (every page's
 /// structure, no index contents: linear in the file, seconds for a large one), not when a
-/// query first reads the damaged page.
+/// query first reads the damaged page. And a file SQLite can open only read-only fails here
+/// (`writable`), not at the first write after a start that seemed fine.
 async fn check_sqlite_file(url: &str, shown: &str) -> Result<(), StoreError> {
     use sqlx::{Connection, Row};
     let open_err = |source| StoreError::Open {
@@ -150,10 +154,15 @@ async fn check_sqlite_file(url: &str, shown: &str) -> Result<(), StoreError> {
         .iter()
         .filter_map(|r| r.try_get::<String, _>(0).ok())
         .collect();
-    let _ = conn.close().await;
     if report.len() == 1 && report[0] == "ok" {
-        return Ok(());
+        let writable = super::writable::check(&mut conn).await;
+        let _ = conn.close().await;
+        return writable.map_err(|source| StoreError::Unwritable {
+            url: shown.into(),
+            source,
+        });
     }
+    let _ = conn.close().await;
     Err(StoreError::Damaged {
         url: shown.into(),
         report: report.into_iter().take(3).collect::<Vec<_>>().join("; "),
