@@ -99,6 +99,7 @@ pub fn time(dir: &Path, threads: u32, runs: u32) -> Result<Timed> {
             kernels_alone_ms: num(p, "kernels_alone_ms")?,
             kernels_cold_ms: p["kernels_cold_ms"].as_f64(),
             glue_ms: num(p, "glue_ms")?,
+            layout_ms: num(p, "layout_ms")?,
             io_ms: num(p, "io_ms")?,
             steps_ms: serde_json::from_value(p["steps_ms"].clone())
                 .context("tunehub run's steps_ms")?,

@@ -18,7 +18,7 @@ use tunehub::workload;
 use tunehub_engine::measure::MeasureOptions;
 use tunehub_engine::search::DEFAULT_POPULATION;
 use tunehub_engine::target::{Target, TargetOverrides};
-use tunehub_onnx::{Extraction, InputShapes, Layout};
+use tunehub_onnx::{Extraction, InputShapes, Layout, TaskList};
 use tunehub_proto::v1 as pb;
 use tunehub_server::api::jobs::measure_over;
 
@@ -77,6 +77,10 @@ pub struct NetworkArgs {
     /// tuned layout whose kernels take least.
     #[arg(long, default_value_t = Layout::PREFERRED)]
     layout: Layout,
+    /// Per-task budgets below --trials at which the model is also built and timed (with
+    /// --build): the measured latency against trials, each stage a job on the same database.
+    #[arg(long, value_delimiter = ',')]
+    checkpoints: Vec<u32>,
 }
 
 pub async fn run(a: NetworkArgs) -> Result<()> {
@@ -88,6 +92,9 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     let list = tunehub_onnx::extract_file(&a.model, &shapes, &how)
         .with_context(|| format!("extracting the tasks of {}", a.model.display()))?;
     let n = list.tasks.len() as u32;
+    if !a.checkpoints.is_empty() && !a.build {
+        bail!("--checkpoints builds the model: give --build too");
+    }
     let dir = tempfile::tempdir()?;
     let db = a.db.clone().unwrap_or_else(|| dir.path().join("bench.db"));
     let target = Target::detect().with_overrides(&TargetOverrides {
@@ -100,18 +107,113 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     options.population = a.population;
     options.limits.max_trials_per_job = a.trials.saturating_mul(n);
     options.limits.max_tasks_per_job = n;
-    let mut service = Embedded::start(options).await?;
-    let tasks = list
-        .tasks
+    let threads = a.cores.unwrap_or(Target::detect().cores).max(1) as u32;
+    // Each stage is a job on the same database that brings every task to the stage's budget;
+    // the model is built and timed between stages, with the service stopped.
+    let stages = stages(&a.checkpoints, a.trials)?;
+    let mut wall = 0.0;
+    let mut trials_before = 0;
+    // (trials so far, tuning seconds, estimate seconds, tasks without a best)
+    let mut curve: Vec<(u32, f64, f64, u32)> = vec![];
+    // (trials so far, tuning seconds, measured median ms) at each checkpoint and at the end.
+    let mut measured: Vec<(u32, f64, f64)> = vec![];
+    let mut budget_before = 0;
+    for (stage, &budget) in stages.iter().enumerate() {
+        let mut service = Embedded::start(options.clone()).await?;
+        let start = Instant::now();
+        let mut done: HashMap<u32, u32> = HashMap::new();
+        // Another seed per stage: the same one would draw the measured candidates again.
+        let req = request(&list, &a, budget - budget_before, a.seed + stage as u64);
+        let job = service
+            .run(req, |e| {
+                match e {
+                    pb::job_event::Event::Round(t) => {
+                        done.insert(t.index, t.trials_done);
+                    }
+                    pb::job_event::Event::Estimate(e) => {
+                        let trials = trials_before + done.values().sum::<u32>();
+                        let at = wall + start.elapsed().as_secs_f64();
+                        eprintln!(
+                            "{trials:>6} trials {at:>8.1} s  estimate {:.4} ms ({} tasks \
+                             without a best)",
+                            e.seconds * 1e3,
+                            e.missing
+                        );
+                        curve.push((trials, at, e.seconds, e.missing));
+                    }
+                    _ => {}
+                }
+                ControlFlow::Continue(())
+            })
+            .await?;
+        wall += start.elapsed().as_secs_f64();
+        trials_before += job.tasks.iter().map(|t| t.trials_done).sum::<u32>();
+        budget_before = budget;
+        if stage + 1 < stages.len() {
+            let dir = a.out.join(format!("built-{budget}"));
+            crate::built::build(&mut service.clients, &a.model, &shapes, &dir).await?;
+            service.shutdown().await?;
+            let t = crate::built::time(&dir, threads, a.runs)?;
+            eprintln!(
+                "{trials_before:>6} trials {wall:>8.1} s  built: median {:.4} ms",
+                t.median_ms
+            );
+            measured.push((trials_before, wall, t.median_ms));
+            continue;
+        }
+        let Some(est) = job.estimate else {
+            bail!("no task has a successful kernel");
+        };
+        let dir = a.out.join("built");
+        let files = if a.build {
+            Some(crate::built::build(&mut service.clients, &a.model, &shapes, &dir).await?)
+        } else {
+            None
+        };
+        // Timed with the service stopped, in a process of its own.
+        service.shutdown().await?;
+        let built = match files {
+            Some(f) => Some((f, crate::built::time(&dir, threads, a.runs)?)),
+            None => None,
+        };
+        if let Some((_, b)) = &built {
+            measured.push((trials_before, wall, b.median_ms));
+        }
+        return report(
+            &a, &list, &job, est, built, wall, threads, &curve, &measured,
+        );
+    }
+    unreachable!("`stages` ends with the budget")
+}
+
+/// The per-task budgets the model is built at: the checkpoints below `trials`, then `trials`.
+fn stages(checkpoints: &[u32], trials: u32) -> Result<Vec<u32>> {
+    let mut v: Vec<u32> = checkpoints
         .iter()
-        .map(|t| pb::TaskSpec {
-            workload: Some(workload::of_net_task(t)),
-            trials: a.trials,
-            weight: f64::from(t.weight),
-        })
+        .copied()
+        .filter(|&c| c < trials)
         .collect();
-    let req = pb::SubmitRequest {
-        tasks,
+    if v.contains(&0) || v.len() != checkpoints.len() {
+        bail!("--checkpoints must be between 1 and --trials ({trials}) exclusive");
+    }
+    v.sort_unstable();
+    v.dedup();
+    v.push(trials);
+    Ok(v)
+}
+
+/// The job that brings every task `per_task` trials further.
+fn request(list: &TaskList, a: &NetworkArgs, per_task: u32, seed: u64) -> pb::SubmitRequest {
+    pb::SubmitRequest {
+        tasks: list
+            .tasks
+            .iter()
+            .map(|t| pb::TaskSpec {
+                workload: Some(workload::of_net_task(t)),
+                trials: per_task,
+                weight: f64::from(t.weight),
+            })
+            .collect(),
         target: "local".into(),
         measure: Some(measure_over(
             &if a.warm_cache {
@@ -122,55 +224,30 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             None,
         )),
         batch_size: a.batch,
-        seed: a.seed,
+        seed,
         scheduler: pb::SchedulerKind::Gradient as i32,
         name: "tunehub-bench network".into(),
         priority: 0,
         targets: vec![],
         range: None,
         cost_model: String::new(),
-    };
-    let start = Instant::now();
-    let mut done: HashMap<u32, u32> = HashMap::new();
-    // (trials so far, wall seconds, estimate seconds, tasks without a best)
-    let mut curve: Vec<(u32, f64, f64, u32)> = vec![];
-    let job = service.run(req, |e| {
-        match e {
-            pb::job_event::Event::Round(t) => {
-                done.insert(t.index, t.trials_done);
-            }
-            pb::job_event::Event::Estimate(e) => {
-                let trials = done.values().sum();
-                let wall = start.elapsed().as_secs_f64();
-                eprintln!(
-                    "{trials:>6} trials {wall:>8.1} s  estimate {:.4} ms ({} tasks without a best)",
-                    e.seconds * 1e3,
-                    e.missing
-                );
-                curve.push((trials, wall, e.seconds, e.missing));
-            }
-            _ => {}
-        }
-        ControlFlow::Continue(())
-    })
-    .await?;
-    let wall = start.elapsed().as_secs_f64();
-    let Some(est) = job.estimate else {
-        bail!("no task has a successful kernel");
-    };
-    let threads = a.cores.unwrap_or(Target::detect().cores).max(1) as u32;
-    let dir = a.out.join("built");
-    let files = if a.build {
-        Some(crate::built::build(&mut service.clients, &a.model, &shapes, &dir).await?)
-    } else {
-        None
-    };
-    // Timed with the service stopped, in a process of its own.
-    service.shutdown().await?;
-    let built = match files {
-        Some(f) => Some((f, crate::built::time(&dir, threads, a.runs)?)),
-        None => None,
-    };
+    }
+}
+
+/// The report, the JSON and the plots of a tuned (and maybe built) model.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    a: &NetworkArgs,
+    list: &TaskList,
+    job: &pb::Job,
+    est: pb::Estimate,
+    built: Option<(crate::built::BuiltFiles, crate::built::Timed)>,
+    wall: f64,
+    threads: u32,
+    curve: &[(u32, f64, f64, u32)],
+    measured: &[(u32, f64, f64)],
+) -> Result<()> {
+    let n = list.tasks.len();
     let peer_ms = match &a.ort_python {
         Some(py) => Some(crate::built::ort_median_ms(py, &a.model, threads, a.runs)?),
         None => a.peer_ms,
@@ -229,17 +306,19 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         let _ = writeln!(
             md,
             "Where it goes (medians of profiled runs): kernels {:.4} ms (the same kernels measured \
-             alone: {:.4} ms, in-model / alone = {:.3}), glue {:.4} ms, inputs and outputs {:.4} ms.",
+             alone: {:.4} ms, in-model / alone = {:.3}), glue {:.4} ms, layout conversions {:.4} \
+             ms, inputs and outputs {:.4} ms.",
             p.kernels_ms,
             p.kernels_alone_ms,
             p.kernels_ms / p.kernels_alone_ms.max(1e-12),
             p.glue_ms,
+            p.layout_ms,
             p.io_ms
         );
         // The stored estimate was timed while tuning, in whatever state the machine was then;
         // the cold pass times the same kernels again interleaved with the profiled runs.
         if let Some(cold) = p.kernels_cold_ms {
-            let in_model = p.kernels_ms + p.glue_ms + p.io_ms;
+            let in_model = p.kernels_ms + p.glue_ms + p.layout_ms + p.io_ms;
             let _ = writeln!(
                 md,
                 "The estimate again, in this run: each kernel timed from a cold cache between \
@@ -249,6 +328,28 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
                 in_model / cold.max(1e-12)
             );
         }
+    }
+    if measured.len() > 1 {
+        let _ = writeln!(
+            md,
+            "\nMeasured latency against trials (built and timed at each checkpoint):\n\n\
+             | trials (all tasks) | tuning s | median ms | / ONNX Runtime |\n|---|---|---|---|"
+        );
+        for m in measured {
+            let vs = peer_ms.map_or("-".into(), |p| format!("{:.3}", m.2 / p));
+            let _ = writeln!(md, "| {} | {:.0} | {:.4} | {vs} |", m.0, m.1, m.2);
+        }
+    }
+    let first_below = peer_ms
+        .and_then(|p| measured.iter().find(|m| m.2 < p))
+        .map(|m| json!({"trials": m.0, "wall_s": m.1}));
+    if let (Some(_), Some(f)) = (peer_ms, &first_below) {
+        let _ = writeln!(
+            md,
+            "First measured below ONNX Runtime after {} trials ({:.0} s of tuning).",
+            f["trials"],
+            f["wall_s"].as_f64().unwrap_or_default()
+        );
     }
     if let Some(peer) = peer_ms {
         let _ = writeln!(
@@ -289,15 +390,22 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         .map(|p| ("ONNX Runtime".to_string(), p))
         .into_iter()
         .collect();
-    let vs_trials = [Panel {
-        title: format!("{name}: end-to-end estimate"),
-        curve: curve
-            .iter()
-            .filter(|c| c.3 == 0)
-            .map(|c| (c.0 as usize, c.2 * 1e3))
-            .collect(),
-        refs: refs.clone(),
-    }];
+    let vs_trials = [
+        Panel {
+            title: format!("{name}: end-to-end estimate"),
+            curve: curve
+                .iter()
+                .filter(|c| c.3 == 0)
+                .map(|c| (c.0 as usize, c.2 * 1e3))
+                .collect(),
+            refs: refs.clone(),
+        },
+        Panel {
+            title: format!("{name}: built, measured"),
+            curve: measured.iter().map(|m| (m.0 as usize, m.2)).collect(),
+            refs: refs.clone(),
+        },
+    ];
     let vs_wall = [Panel {
         title: format!("{name}: end-to-end estimate"),
         curve: curve
@@ -320,7 +428,9 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         "estimate_s": est.seconds, "missing": est.missing, "peer_ms": peer_ms,
         "built_median_ms": built.as_ref().map(|(_, b)| b.median_ms), "built_p90_ms": built.as_ref().map(|(_, b)| b.p90_ms),
         "arena_bytes": built.as_ref().map(|(f, _)| f.arena_bytes), "threads": threads,
-        "profile": built.as_ref().map(|(_, b)| json!({"kernels_ms": b.profile.kernels_ms, "kernels_alone_ms": b.profile.kernels_alone_ms, "kernels_cold_ms": b.profile.kernels_cold_ms, "glue_ms": b.profile.glue_ms, "io_ms": b.profile.io_ms})),
+        "profile": built.as_ref().map(|(_, b)| json!({"kernels_ms": b.profile.kernels_ms, "kernels_alone_ms": b.profile.kernels_alone_ms, "kernels_cold_ms": b.profile.kernels_cold_ms, "glue_ms": b.profile.glue_ms, "layout_ms": b.profile.layout_ms, "io_ms": b.profile.io_ms})),
+        "measured": measured.iter().map(|m| json!({"trials": m.0, "wall_s": m.1, "median_ms": m.2})).collect::<Vec<_>>(),
+        "first_below_peer": first_below,
         "curve": curve.iter().map(|c| json!({"trials": c.0, "wall_s": c.1, "estimate_s": c.2, "missing": c.3})).collect::<Vec<_>>(),
         "tasks": list.tasks.iter().zip(&job.tasks).map(|(t, p)| json!({
             "label": t.label, "weight": t.weight, "flops": t.flops, "best_seconds": p.best_seconds,

@@ -397,6 +397,7 @@ impl Lowering<'_> {
             src_offset,
             src_strides,
             shape,
+            layout: false,
         }));
     }
 }

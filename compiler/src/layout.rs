@@ -67,6 +67,7 @@ fn permute(dst: ValueId, src: ValueId, xs: &[i64], perm: &[usize]) -> Step {
         src_offset: 0,
         src_strides: perm.iter().map(|&p| strides[p]).collect(),
         shape,
+        layout: true,
     })
 }
 
@@ -180,11 +181,14 @@ impl Lowering<'_> {
             self.by_name.insert(key, v);
             return Ok(v);
         }
-        let (src, src_strides) = match self.kept(t) {
-            Some(k) if k.perm == perm => (k.value, row_major(&shape)),
+        // Read as kept, the copy only pads; otherwise it also converts, unless `perm` keeps
+        // the model's order.
+        let (src, src_strides, layout) = match self.kept(t) {
+            Some(k) if k.perm == perm => (k.value, row_major(&shape), false),
             _ => (
                 self.value_of(t, Some(node)).map_err(|e| e.to_string())?,
                 src_strides,
+                perm.iter().enumerate().any(|(i, &p)| i != p),
             ),
         };
         let dtype = self.p.values[src].dtype;
@@ -212,6 +216,7 @@ impl Lowering<'_> {
             src_offset: 0,
             src_strides,
             shape,
+            layout,
         }));
         Ok(v)
     }

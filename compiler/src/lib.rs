@@ -207,6 +207,7 @@ fn step_entry(p: &Program, s: &program::Step) -> StepEntry {
     use program::Step;
     let (how, task, nodes) = match s {
         Step::Kernel(k) => ("kernel", Some(k.task), k.nodes.clone()),
+        Step::Copy(c) if c.layout => ("layout", None, vec![]),
         Step::Copy(_) => ("copy", None, vec![]),
         Step::Fill { .. } => ("fill", None, vec![]),
         Step::Gather(_) => ("gather", None, vec![]),

@@ -271,6 +271,8 @@ impl Library {
                 if let Some(c) = &cold {
                     *p.kernels_cold_ms.get_or_insert(0.0) += c[i + 1] * 1e3;
                 }
+            } else if s.how == "layout" {
+                p.layout_ms += sec * 1e3;
             } else {
                 p.glue_ms += sec * 1e3;
             }
@@ -316,6 +318,8 @@ pub struct Profile {
     pub kernels_cold_ms: Option<f64>,
     /// Views cost nothing; copies, fills and gathers.
     pub glue_ms: f64,
+    /// Conversions into and out of the kernels' layouts at the regions' edges.
+    pub layout_ms: f64,
     /// Inputs copied into the arena and outputs out of it.
     pub io_ms: f64,
     /// Every step's, in the manifest's order.

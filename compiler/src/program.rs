@@ -187,6 +187,9 @@ pub struct Copy {
     pub src_offset: i64,
     pub src_strides: Vec<i64>,
     pub shape: Vec<i64>,
+    /// A conversion between the model's layout and a kernel's at a region's edge (`layout`),
+    /// not an operator of the model: profiled apart from the glue, as the layouts' cost.
+    pub layout: bool,
 }
 
 /// `dst[o, j, i] = src[o, indices[j], i]` for `o < outer`, `i < inner`; `src` has `axis`

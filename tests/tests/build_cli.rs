@@ -140,6 +140,18 @@ fn build_tunes_checks_and_runs_a_model() {
         "{v}"
     );
     assert!(profile["kernels_cold_ms"].as_f64().unwrap() > 0.0, "{v}");
+    // Every step is a kernel, glue or a layout conversion.
+    let steps: f64 = profile["steps_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_f64().unwrap())
+        .sum();
+    let parts: f64 = ["kernels_ms", "glue_ms", "layout_ms"]
+        .iter()
+        .map(|k| profile[k].as_f64().unwrap())
+        .sum();
+    assert!((parts - steps).abs() <= 1e-6 * steps, "{v}");
     let name = v["outputs"][0]["name"].as_str().unwrap().to_string();
     assert_eq!(
         v["outputs"][0]["shape"],

@@ -172,7 +172,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "median_ms": median, "p90_ms": p90,
             "profile": profile.as_ref().map(|p| serde_json::json!({
                 "kernels_ms": p.kernels_ms, "kernels_alone_ms": p.kernels_alone_ms,
-                "kernels_cold_ms": p.kernels_cold_ms, "glue_ms": p.glue_ms, "io_ms": p.io_ms, "steps_ms": p.steps_ms,
+                "kernels_cold_ms": p.kernels_cold_ms, "glue_ms": p.glue_ms, "layout_ms": p.layout_ms, "io_ms": p.io_ms, "steps_ms": p.steps_ms,
             })),
         });
         emit(&format!("{j}\n"))?;
@@ -196,8 +196,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 .map(|c| format!("; each from a cold cache in this run {c:.4} ms"))
                 .unwrap_or_default();
             t += &format!(
-                "profile kernels {:.4} ms (measured alone when tuned {:.4} ms{cold}), glue {:.4} ms, inputs and outputs {:.4} ms\n",
-                p.kernels_ms, p.kernels_alone_ms, p.glue_ms, p.io_ms
+                "profile kernels {:.4} ms (measured alone when tuned {:.4} ms{cold}), glue {:.4} ms, layout conversions {:.4} ms, inputs and outputs {:.4} ms\n",
+                p.kernels_ms, p.kernels_alone_ms, p.glue_ms, p.layout_ms, p.io_ms
             );
             let mut order: Vec<usize> = (0..p.steps_ms.len()).collect();
             order.sort_by(|&a, &b| p.steps_ms[b].total_cmp(&p.steps_ms[a]));

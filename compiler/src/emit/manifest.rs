@@ -65,8 +65,9 @@ pub struct TaskEntry {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepEntry {
-    /// "kernel", "copy", "fill", "gather", "quantize", "dequantize", "dynamic_quantize",
-    /// "zero_point_shift" or "scalar".
+    /// "kernel", "copy", "layout" (a copy into or out of a kernel's layout at a region's edge),
+    /// "fill", "gather", "quantize", "dequantize", "dynamic_quantize", "zero_point_shift" or
+    /// "scalar".
     pub how: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub task: Option<usize>,
