@@ -115,8 +115,7 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
     let mut trials_before = 0;
     // (trials so far, tuning seconds, estimate seconds, tasks without a best)
     let mut curve: Vec<(u32, f64, f64, u32)> = vec![];
-    // (trials so far, tuning seconds, measured median ms) at each checkpoint and at the end.
-    let mut measured: Vec<(u32, f64, f64)> = vec![];
+    let mut measured: Vec<Checkpoint> = vec![];
     let mut budget_before = 0;
     for (stage, &budget) in stages.iter().enumerate() {
         let mut service = Embedded::start(options.clone()).await?;
@@ -158,7 +157,19 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
                 "{trials_before:>6} trials {wall:>8.1} s  built: median {:.4} ms",
                 t.median_ms
             );
-            measured.push((trials_before, wall, t.median_ms));
+            // ONNX Runtime beside each checkpoint: the machine's state (what a neighbour leaves
+            // in the shared cache) moves the latency of both.
+            let ort_ms = a
+                .ort_python
+                .as_ref()
+                .map(|py| crate::built::ort_median_ms(py, &a.model, threads, a.runs))
+                .transpose()?;
+            measured.push(Checkpoint {
+                trials: trials_before,
+                wall_s: wall,
+                median_ms: t.median_ms,
+                ort_ms,
+            });
             continue;
         }
         let Some(est) = job.estimate else {
@@ -177,13 +188,29 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             None => None,
         };
         if let Some((_, b)) = &built {
-            measured.push((trials_before, wall, b.median_ms));
+            measured.push(Checkpoint {
+                trials: trials_before,
+                wall_s: wall,
+                median_ms: b.median_ms,
+                ort_ms: None,
+            });
         }
         return report(
             &a, &list, &job, est, built, wall, threads, &curve, &measured,
         );
     }
     unreachable!("`stages` ends with the budget")
+}
+
+/// The built model timed after some trials.
+struct Checkpoint {
+    /// Trials of every task so far.
+    trials: u32,
+    /// Seconds of tuning so far (builds and timing not counted).
+    wall_s: f64,
+    median_ms: f64,
+    /// ONNX Runtime timed right after it (`None`: the run's, timed at the end).
+    ort_ms: Option<f64>,
 }
 
 /// The per-task budgets the model is built at: the checkpoints below `trials`, then `trials`.
@@ -245,7 +272,7 @@ fn report(
     wall: f64,
     threads: u32,
     curve: &[(u32, f64, f64, u32)],
-    measured: &[(u32, f64, f64)],
+    measured: &[Checkpoint],
 ) -> Result<()> {
     let n = list.tasks.len();
     let peer_ms = match &a.ort_python {
@@ -329,21 +356,29 @@ fn report(
             );
         }
     }
+    // Against ONNX Runtime timed beside it, else the run's.
+    let ratio = |m: &Checkpoint| m.ort_ms.or(peer_ms).map(|o| m.median_ms / o);
     if measured.len() > 1 {
         let _ = writeln!(
             md,
-            "\nMeasured latency against trials (built and timed at each checkpoint):\n\n\
+            "\nMeasured latency against trials (built and timed at each checkpoint, ONNX Runtime \
+             timed right after it):\n\n\
              | trials (all tasks) | tuning s | median ms | / ONNX Runtime |\n|---|---|---|---|"
         );
         for m in measured {
-            let vs = peer_ms.map_or("-".into(), |p| format!("{:.3}", m.2 / p));
-            let _ = writeln!(md, "| {} | {:.0} | {:.4} | {vs} |", m.0, m.1, m.2);
+            let vs = ratio(m).map_or("-".into(), |r| format!("{r:.3}"));
+            let _ = writeln!(
+                md,
+                "| {} | {:.0} | {:.4} | {vs} |",
+                m.trials, m.wall_s, m.median_ms
+            );
         }
     }
-    let first_below = peer_ms
-        .and_then(|p| measured.iter().find(|m| m.2 < p))
-        .map(|m| json!({"trials": m.0, "wall_s": m.1}));
-    if let (Some(_), Some(f)) = (peer_ms, &first_below) {
+    let first_below = measured
+        .iter()
+        .find(|m| ratio(m).is_some_and(|r| r < 1.0))
+        .map(|m| json!({"trials": m.trials, "wall_s": m.wall_s}));
+    if let Some(f) = &first_below {
         let _ = writeln!(
             md,
             "First measured below ONNX Runtime after {} trials ({:.0} s of tuning).",
@@ -401,9 +436,12 @@ fn report(
             refs: refs.clone(),
         },
         Panel {
-            title: format!("{name}: built, measured"),
-            curve: measured.iter().map(|m| (m.0 as usize, m.2)).collect(),
-            refs: refs.clone(),
+            title: format!("{name}: built, measured / ONNX Runtime"),
+            curve: measured
+                .iter()
+                .filter_map(|m| Some((m.trials as usize, ratio(m)?)))
+                .collect(),
+            refs: vec![("ONNX Runtime".to_string(), 1.0)],
         },
     ];
     let vs_wall = [Panel {
@@ -429,7 +467,7 @@ fn report(
         "built_median_ms": built.as_ref().map(|(_, b)| b.median_ms), "built_p90_ms": built.as_ref().map(|(_, b)| b.p90_ms),
         "arena_bytes": built.as_ref().map(|(f, _)| f.arena_bytes), "threads": threads,
         "profile": built.as_ref().map(|(_, b)| json!({"kernels_ms": b.profile.kernels_ms, "kernels_alone_ms": b.profile.kernels_alone_ms, "kernels_cold_ms": b.profile.kernels_cold_ms, "glue_ms": b.profile.glue_ms, "layout_ms": b.profile.layout_ms, "io_ms": b.profile.io_ms})),
-        "measured": measured.iter().map(|m| json!({"trials": m.0, "wall_s": m.1, "median_ms": m.2})).collect::<Vec<_>>(),
+        "measured": measured.iter().map(|m| json!({"trials": m.trials, "wall_s": m.wall_s, "median_ms": m.median_ms, "ort_ms": m.ort_ms.or(peer_ms)})).collect::<Vec<_>>(),
         "first_below_peer": first_below,
         "curve": curve.iter().map(|c| json!({"trials": c.0, "wall_s": c.1, "estimate_s": c.2, "missing": c.3})).collect::<Vec<_>>(),
         "tasks": list.tasks.iter().zip(&job.tasks).map(|(t, p)| json!({

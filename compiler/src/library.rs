@@ -117,26 +117,46 @@ impl Library {
         self.exec(inputs, None)
     }
 
+    /// Runs the model on copies of `inputs` placed 64-byte aligned (`aligned`: the library
+    /// reads them where they are) or 4 bytes past it (it copies them first): the check runs
+    /// both.
+    pub fn run_placed(
+        &mut self,
+        inputs: &[Array],
+        aligned: bool,
+    ) -> Result<Vec<Array>, CompileError> {
+        self.check(inputs)?;
+        let mut b = Prepared::new(inputs, self.new_outputs(), usize::from(!aligned));
+        let ins = b.ins();
+        self.call(&ins, &mut b.outputs, None)?;
+        Ok(b.outputs)
+    }
+
     /// Runs the model once and times its phases: the inputs copied in, each step (the
     /// manifest's `steps`), the outputs copied out; in seconds.
     pub fn run_profiled(
         &mut self,
         inputs: &[Array],
     ) -> Result<(Vec<Array>, Vec<f64>), CompileError> {
-        self.profiled(inputs, None)
+        self.check(inputs)?;
+        let ins: Vec<*const f32> = inputs.iter().map(|a| a.data.as_ptr()).collect();
+        let mut outputs = self.new_outputs();
+        let t = self.profiled(&ins, &mut outputs, None)?;
+        Ok((outputs, t))
     }
 
     /// One run timed phase by phase, each step after `flush` is walked (when given and the
     /// library has `run_profiled_cold`; the walks are not in the times).
     fn profiled(
         &mut self,
-        inputs: &[Array],
+        ins: &[*const f32],
+        outputs: &mut [Array],
         flush: Option<&mut [u8]>,
-    ) -> Result<(Vec<Array>, Vec<f64>), CompileError> {
+    ) -> Result<Vec<f64>, CompileError> {
         let n = self.manifest.steps.len();
         let mut t = vec![0f64; n + 3];
-        let out = self.exec(inputs, Some((&mut t, flush)))?;
-        Ok((out, t.windows(2).map(|w| w[1] - w[0]).collect()))
+        self.call(ins, outputs, Some((&mut t, flush)))?;
+        Ok(t.windows(2).map(|w| w[1] - w[0]).collect())
     }
 
     fn exec(
@@ -144,6 +164,15 @@ impl Library {
         inputs: &[Array],
         times: Option<(&mut Vec<f64>, Option<&mut [u8]>)>,
     ) -> Result<Vec<Array>, CompileError> {
+        self.check(inputs)?;
+        let ins: Vec<*const f32> = inputs.iter().map(|a| a.data.as_ptr()).collect();
+        let mut outputs = self.new_outputs();
+        self.call(&ins, &mut outputs, times)?;
+        Ok(outputs)
+    }
+
+    /// `inputs` are the manifest's, in number and shape.
+    fn check(&self, inputs: &[Array]) -> Result<(), CompileError> {
         let m = &self.manifest;
         if inputs.len() != m.inputs.len() {
             return Err(fail(format!(
@@ -161,7 +190,12 @@ impl Library {
                 )));
             }
         }
-        let mut outputs: Vec<Array> = m
+        Ok(())
+    }
+
+    /// Zeroed outputs of the manifest's shapes.
+    fn new_outputs(&self) -> Vec<Array> {
+        self.manifest
             .outputs
             .iter()
             .map(|io| {
@@ -171,8 +205,18 @@ impl Library {
                     shape,
                 }
             })
-            .collect();
-        let ins: Vec<*const f32> = inputs.iter().map(|a| a.data.as_ptr()).collect();
+            .collect()
+    }
+
+    /// One run on `ins` (checked by `check`, or copies of checked inputs) into `outputs` (from
+    /// `new_outputs`).
+    fn call(
+        &mut self,
+        ins: &[*const f32],
+        outputs: &mut [Array],
+        times: Option<(&mut Vec<f64>, Option<&mut [u8]>)>,
+    ) -> Result<(), CompileError> {
+        let m = &self.manifest;
         let outs: Vec<*mut f32> = outputs.iter_mut().map(|a| a.data.as_mut_ptr()).collect();
         // SAFETY: every pointer has the manifest's element count (checked above), `times` the
         // header's NUM_STEPS + 3 entries, the flush buffer its length; the model is ours and
@@ -196,7 +240,7 @@ impl Library {
         if rc != 0 {
             return Err(fail(format!("{}_run failed ({rc})", m.name)));
         }
-        Ok(outputs)
+        Ok(())
     }
 }
 
@@ -215,13 +259,17 @@ impl Library {
         warmup: u32,
         runs: u32,
     ) -> Result<Latency, CompileError> {
+        self.check(inputs)?;
+        let mut b = Prepared::new(inputs, self.new_outputs(), 0);
+        let ins = b.ins();
         for _ in 0..warmup {
-            self.run(inputs)?;
+            self.call(&ins, &mut b.outputs, None)?;
         }
         let mut times: Vec<f64> = (0..runs.max(1))
             .map(|_| {
                 let t = std::time::Instant::now();
-                self.run(inputs).map(|_| t.elapsed().as_secs_f64() * 1e3)
+                self.call(&ins, &mut b.outputs, None)
+                    .map(|()| t.elapsed().as_secs_f64() * 1e3)
             })
             .collect::<Result<_, _>>()?;
         times.sort_by(f64::total_cmp);
@@ -237,19 +285,22 @@ impl Library {
     /// them (`Profile::kernels_cold_ms`).
     pub fn profile(&mut self, inputs: &[Array], runs: u32) -> Result<Profile, CompileError> {
         let runs = runs.max(1) as usize;
+        self.check(inputs)?;
+        let mut b = Prepared::new(inputs, self.new_outputs(), 0);
+        let ins = b.ins();
         let mut flush = self.run_profiled_cold.map(|_| vec![0u8; flush_bytes()]);
         if let Some(f) = flush.as_deref_mut() {
             // Its pages faulted in before anything is timed.
-            self.profiled(inputs, Some(f))?;
+            self.profiled(&ins, &mut b.outputs, Some(f))?;
         }
         let (mut warm, mut cold) = (vec![], vec![]);
         for i in 0..runs {
-            warm.push(self.profiled(inputs, None)?.1);
+            warm.push(self.profiled(&ins, &mut b.outputs, None)?);
             // Spread over the warm runs, so that both see the machine in the same state.
             if let Some(f) = flush.as_deref_mut()
                 && i * COLD_RUNS / runs != (i + 1) * COLD_RUNS / runs
             {
-                cold.push(self.profiled(inputs, Some(f))?.1);
+                cold.push(self.profiled(&ins, &mut b.outputs, Some(f))?);
             }
         }
         let median = medians(&warm);
@@ -279,6 +330,51 @@ impl Library {
         }
         p.steps_ms = steps.iter().map(|s| s * 1e3).collect();
         Ok(p)
+    }
+}
+
+/// A timed run's buffers, prepared once: the inputs copied 64-byte aligned (the library reads
+/// such inputs where they are, as it would a careful caller's) and the outputs reused, so
+/// that what is timed is the library's call, not an allocation and its page faults.
+struct Prepared {
+    inputs: Vec<Vec<Line>>,
+    /// Floats from each input's line start to its first element: 0, aligned.
+    offset: usize,
+    outputs: Vec<Array>,
+}
+
+/// One cache line of floats.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+impl Prepared {
+    /// `offset` floats into their first line (below 16).
+    fn new(inputs: &[Array], outputs: Vec<Array>, offset: usize) -> Prepared {
+        let inputs = inputs
+            .iter()
+            .map(|a| {
+                let mut lines = vec![Line([0.0; 16]); (offset + a.data.len()).div_ceil(16)];
+                for (i, &x) in a.data.iter().enumerate() {
+                    let j = offset + i;
+                    lines[j / 16].0[j % 16] = x;
+                }
+                lines
+            })
+            .collect();
+        Prepared {
+            inputs,
+            offset,
+            outputs,
+        }
+    }
+
+    /// The inputs' pointers, valid while `self` is.
+    fn ins(&self) -> Vec<*const f32> {
+        self.inputs
+            .iter()
+            .map(|l| l.as_ptr().cast::<f32>().wrapping_add(self.offset))
+            .collect()
     }
 }
 

@@ -57,9 +57,11 @@ pub fn header(name: &str, model: &str, inputs: &[Io], outputs: &[Io], steps: usi
          /* The model with its weights in memory (64-byte aligned; kept alive by the caller until\n\
          * {name}_destroy); NULL on error. */\n\
          {name}_model* {name}_create_from_memory(const void* weights, size_t bytes);\n\
+         /* Reads `inputs` (64-byte aligned ones where they are, until it returns) and writes\n\
+         * `outputs`; one run at a time per model. */\n\
          int {name}_run({name}_model* model, const float* const* inputs, float* const* outputs);\n\
          /* As run, with {up}_NUM_STEPS + 3 timestamps (seconds) in `t`: at the start, after the\n\
-         * inputs are copied in, after each step (manifest.json's `steps`), after the outputs are\n\
+         * inputs are copied in (when not read in place), after each step (manifest.json's `steps`), after the outputs are\n\
          * copied out. */\n\
          int {name}_run_profiled({name}_model* model, const float* const* inputs, float* const* outputs, double* t);\n\
          /* As run_profiled, with the `flush_bytes` of `flush` walked on every thread before each\n\
