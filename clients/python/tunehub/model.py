@@ -6,8 +6,8 @@ loaded with ctypes and called on numpy arrays.
     m.set_num_threads(2)
 
 Inputs are given by name, each of the manifest's shape (any float array: it is converted to
-contiguous float32); outputs come back as new arrays. The library copies inputs in and outputs
-out, so no alignment is required. One `Model` runs one call at a time (it owns its scratch
+contiguous float32); outputs come back as new arrays. No alignment is required: the library
+reads a 64-byte-aligned input where it is and copies any other in. One `Model` runs one call at a time (it owns its scratch
 memory): create one per thread to run concurrently.
 """
 
