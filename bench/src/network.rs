@@ -148,34 +148,16 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         wall += start.elapsed().as_secs_f64();
         trials_before += job.tasks.iter().map(|t| t.trials_done).sum::<u32>();
         budget_before = budget;
-        if stage + 1 < stages.len() {
-            let dir = a.out.join(format!("built-{budget}"));
-            crate::built::build(&mut service.clients, &a.model, &shapes, &dir).await?;
-            service.shutdown().await?;
-            let t = crate::built::time(&dir, threads, a.runs)?;
-            eprintln!(
-                "{trials_before:>6} trials {wall:>8.1} s  built: median {:.4} ms",
-                t.median_ms
-            );
-            // ONNX Runtime beside each checkpoint: the machine's state (what a neighbour leaves
-            // in the shared cache) moves the latency of both.
-            let ort_ms = a
-                .ort_python
-                .as_ref()
-                .map(|py| crate::built::ort_median_ms(py, &a.model, threads, a.runs))
-                .transpose()?;
-            measured.push(Checkpoint {
-                trials: trials_before,
-                wall_s: wall,
-                median_ms: t.median_ms,
-                ort_ms,
-            });
-            continue;
-        }
-        let Some(est) = job.estimate else {
-            bail!("no task has a successful kernel");
+        let last = stage + 1 == stages.len();
+        let est = match job.estimate {
+            Some(est) => est,
+            None if last => bail!("no task has a successful kernel"),
+            None => pb::Estimate::default(),
         };
-        let dir = a.out.join("built");
+        let dir = match last {
+            true => a.out.join("built"),
+            false => a.out.join(format!("built-{budget}")),
+        };
         let files = if a.build {
             Some(crate::built::build(&mut service.clients, &a.model, &shapes, &dir).await?)
         } else {
@@ -188,12 +170,28 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
             None => None,
         };
         if let Some((_, b)) = &built {
+            eprintln!(
+                "{trials_before:>6} trials {wall:>8.1} s  built: median {:.4} ms",
+                b.median_ms
+            );
+            // ONNX Runtime beside each checkpoint (the last one's is the report's): the
+            // machine's state (what a neighbour leaves in the shared cache) moves the latency
+            // of both.
+            let ort_ms = match &a.ort_python {
+                Some(py) if !last => {
+                    Some(crate::built::ort_median_ms(py, &a.model, threads, a.runs)?)
+                }
+                _ => None,
+            };
             measured.push(Checkpoint {
                 trials: trials_before,
                 wall_s: wall,
                 median_ms: b.median_ms,
-                ort_ms: None,
+                ort_ms,
             });
+        }
+        if !last {
+            continue;
         }
         return report(
             &a, &list, &job, est, built, wall, threads, &curve, &measured,
