@@ -40,8 +40,10 @@ pub struct ModelArgs {
 
     /// With a MODEL: the layout its f32 convolutions are tuned and built in: nchw (the
     /// model's), nhwc (channels last: vectors span channels; the build converts once at each
-    /// end of a run of convolutions), or auto: a job tunes the default layout (nhwc), a build
-    /// takes the tuned layout whose kernels take least. Tune both into one database to compare.
+    /// end of a run of convolutions), winograd (nhwc, with each 3x3 stride-1 convolution as
+    /// Winograd's F(4x4 or 2x2, 3x3): an input transform, a batched product, an output
+    /// transform), or auto: a job tunes the default layout (nhwc), a build takes the tuned
+    /// layout whose kernels take least. Tune several into one database to compare.
     #[arg(long, value_name = "LAYOUT", value_enum, default_value_t = LayoutArg::Auto)]
     pub layout: LayoutArg,
 }
@@ -51,6 +53,7 @@ pub struct ModelArgs {
 pub enum LayoutArg {
     Nchw,
     Nhwc,
+    Winograd,
     /// tunehub's choice.
     Auto,
 }
@@ -61,6 +64,7 @@ impl LayoutArg {
         match self {
             LayoutArg::Nchw => Some(Layout::Nchw),
             LayoutArg::Nhwc => Some(Layout::Nhwc),
+            LayoutArg::Winograd => Some(Layout::Winograd),
             LayoutArg::Auto => None,
         }
     }

@@ -157,6 +157,22 @@ fn folded_f32(g: &Graph, o: &Operand) -> Result<(String, Vec<i64>, Vec<f32>), St
                 to_f32(data),
             ))
         }
+        Operand::Winograd { weight, m } => {
+            let w = g
+                .floats(weight)
+                .ok_or_else(|| format!("the weight '{weight}' is not a constant"))?;
+            let shape = g.shape(weight).unwrap_or_default();
+            let [f, c, 3, 3] = *shape else {
+                return Err(format!(
+                    "the weight '{weight}' is {shape:?}, not 3x3 filters: no Winograd form"
+                ));
+            };
+            let (f, c) = (f as usize, c as usize);
+            let alpha = *m + 2;
+            let u = tunehub_onnx::winograd::weight(&w, f, c, *m);
+            let dims = vec![alpha * alpha, c as i64, f as i64];
+            Ok((format!("{weight}.winograd{m}"), dims, u))
+        }
         Operand::BnScale { bn } => {
             let b = batch_norm(g, bn)?;
             Ok((

@@ -239,7 +239,10 @@ impl<'g> Lowering<'g> {
                 kernel.symbol, kernel.provenance.workload_key, task.workload_key
             )));
         }
-        let out_shape = self.shape_of(&call.output, Some(anchor))?;
+        let out_shape = match &call.internal {
+            Some(shape) => shape.clone(),
+            None => self.shape_of(&call.output, Some(anchor))?,
+        };
         let out_arg = kernel
             .args
             .iter()
@@ -248,9 +251,9 @@ impl<'g> Lowering<'g> {
         let out_type = dtype_of(out_arg).map_err(bad)?;
         // In another layout: the kernel's own (`output_perm`), or its elementwise operands'
         // (`layout_perm`, which the operands are read in).
-        let layout_perm = match &call.output_perm {
-            Some(_) => None,
-            None => self.elementwise_layout(&call.nodes, &call.operands, &out_shape),
+        let layout_perm = match (&call.output_perm, &call.internal) {
+            (None, None) => self.elementwise_layout(&call.nodes, &call.operands, &out_shape),
+            _ => None,
         };
         let output = match (&call.output_perm, &layout_perm) {
             (Some(perm), _) => self
@@ -344,8 +347,11 @@ impl<'g> Lowering<'g> {
             .iter()
             .map(|&i| self.g.nodes[i].name.clone())
             .collect();
-        for &i in &call.nodes {
-            self.note(&self.g.nodes[i], "kernel", Some(call.task));
+        // A workload run before the group's own (`Call::internal`) leaves the notes to it.
+        if call.internal.is_none() {
+            for &i in &call.nodes {
+                self.note(&self.g.nodes[i], "kernel", Some(call.task));
+            }
         }
         self.p.steps.push(Step::Kernel(KernelCall {
             symbol: kernel.symbol.clone(),

@@ -565,3 +565,64 @@ fn f32_convolutions_in_nhwc_keep_their_layout_between_them() {
     }
     assert!(shortcuts > 0);
 }
+
+/// 3x3 stride-1 convolutions in every Winograd case: an 8x8 map (F(4x4, 3x3)), a 6x6 one
+/// (F(2x2, 3x3)) and a 5x5 one (neither: direct), with 3, 17 and 5 channels (no multiple of a
+/// vector), a convolution's own bias, batch norms, a residual add with relu, and a strided
+/// convolution and a sigmoid between (the NHWC region's edges).
+fn winograd_cases() -> Vec<u8> {
+    let mut b = ModelBuilder::seeded(11);
+    let x = b.input_fixed("image", &[1, 3, 8, 8]);
+    let h = b.conv_bn(&x, 3, 17, 3, 1, 1, 1, true);
+    let w = b.weight(&[17, 17, 3, 3]);
+    let bias = b.weight(&[17]);
+    let k3 = ints("kernel_shape", &[3, 3]);
+    let pad1 = ints("pads", &[1, 1, 1, 1]);
+    let y = b.node("Conv", &[&h, &w, &bias], vec![k3.clone(), pad1.clone()]);
+    let y = b.node("Add", &[&y, &h], vec![]);
+    let y = b.node("Relu", &[&y], vec![]);
+    // 8x8 -> 6x6: a 3x3 window unpadded (direct), then 6x6 maps in 2x2 tiles.
+    let w = b.weight(&[5, 17, 3, 3]);
+    let y = b.node("Conv", &[&y, &w], vec![k3.clone()]);
+    let y = b.conv_bn(&y, 5, 5, 3, 1, 1, 1, false);
+    let y = b.node("Sigmoid", &[&y], vec![]);
+    // 6x6 -> 5x5 (a 2x2 window, stride 1), then a 5x5 map: direct.
+    let w = b.weight(&[5, 5, 2, 2]);
+    let y = b.node("Conv", &[&y, &w], vec![ints("kernel_shape", &[2, 2])]);
+    let y = b.conv_bn(&y, 5, 4, 3, 1, 1, 1, true);
+    b.output(&y);
+    b.encode()
+}
+
+#[test]
+fn winograd_convolutions_run_as_tract_does() {
+    let bytes = winograd_cases();
+    let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
+    let list = tasks::extract(&g, &Extraction::strict().in_layout(Layout::Winograd)).unwrap();
+    // Three of the six convolutions take the Winograd form: two calls before each.
+    let internal: Vec<_> = list.calls.iter().filter(|c| c.internal.is_some()).collect();
+    assert_eq!(
+        internal.len(),
+        6,
+        "{:?}",
+        list.tasks.iter().map(|t| &t.label).collect::<Vec<_>>()
+    );
+    let products: Vec<String> = list
+        .tasks
+        .iter()
+        .filter_map(|t| t.op_spec.as_ref().map(|s| s.to_string()))
+        .collect();
+    assert!(
+        products.iter().any(|s| s.contains("b=36")) && products.iter().any(|s| s.contains("b=16")),
+        "both tile sizes: {products:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_and_check_with(
+        &bytes,
+        "wino",
+        dir.path(),
+        &Options::default(),
+        Layout::Winograd,
+    );
+    assert_eq!(lib.manifest.layout, "winograd");
+}

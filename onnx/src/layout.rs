@@ -22,11 +22,15 @@ pub enum Layout {
     Nchw,
     /// Channels last: NHWC data and results, HWIO weights.
     Nhwc,
+    /// NHWC, with 3x3 stride-1 convolutions by Winograd's minimal filtering (`winograd`):
+    /// three tasks each, a transform of the input, a batched product, a transform of the
+    /// output. A form of the convolutions more than a layout, chosen as layouts are.
+    Winograd,
 }
 
 impl Layout {
     /// Every layout, the model's first.
-    pub const ALL: [Layout; 2] = [Layout::Nchw, Layout::Nhwc];
+    pub const ALL: [Layout; 3] = [Layout::Nchw, Layout::Nhwc, Layout::Winograd];
 
     /// What a model's job tunes when the user leaves the choice to tunehub (`auto`): NHWC,
     /// whose tuned kernels took 28% (MobileNetV2) and 6% (ResNet-18) less than NCHW's here
@@ -37,7 +41,13 @@ impl Layout {
         match self {
             Layout::Nchw => "nchw",
             Layout::Nhwc => "nhwc",
+            Layout::Winograd => "winograd",
         }
+    }
+
+    /// Whether window operators read and write NHWC.
+    pub fn nhwc(self) -> bool {
+        self != Layout::Nchw
     }
 }
 
@@ -54,7 +64,7 @@ impl FromStr for Layout {
         Layout::ALL
             .into_iter()
             .find(|l| l.name() == s)
-            .ok_or_else(|| format!("unknown layout '{s}': nchw or nhwc"))
+            .ok_or_else(|| format!("unknown layout '{s}': nchw, nhwc or winograd"))
     }
 }
 
@@ -68,6 +78,6 @@ mod tests {
             assert_eq!(l.name().parse::<Layout>(), Ok(l));
         }
         let e = "nchw16c".parse::<Layout>().unwrap_err();
-        assert!(e.contains("nchw or nhwc"), "{e}");
+        assert!(e.contains("nchw, nhwc or winograd"), "{e}");
     }
 }

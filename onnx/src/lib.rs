@@ -20,7 +20,8 @@
 //! - [`library`]: a group as a library operator (an `OpSpec` with the model's constant weights
 //!   as its layout-free inputs), when one fits; [`workload`]: as text form; [`window`]: a
 //!   window operator's attributes as the library's window.
-//! - [`layout`]: the layout the f32 convolutions' tasks are written in (NCHW or NHWC).
+//! - [`layout`]: the layout the f32 convolutions' tasks are written in (NCHW, NHWC, or NHWC
+//!   with 3x3 stride-1 convolutions by [`winograd`]'s minimal filtering: three tasks each).
 //! - [`tasks`]: the deduplicated, weighted task list, and each group as a call of its task;
 //!   [`operand`]: where a call's inputs come from (a tensor, a folded batch norm).
 //! - [`error`]: what can be wrong with a model; [`reference`]: tract running it, the
@@ -45,6 +46,7 @@ pub mod requantization;
 pub mod shapes;
 pub mod tasks;
 pub mod window;
+pub mod winograd;
 pub mod workload;
 
 pub use error::ImportError;

@@ -36,7 +36,7 @@ pub fn spec(g: &Graph, group: &Group, layout: Layout) -> Option<Result<OpSpec, O
     // An f32 window operator in NHWC is written in the text form (`workload`), a batch norm
     // unfolded: the library's convolution would take the folded weight in the model's layout.
     let window_op = matches!(a.op.as_str(), "Conv" | "MaxPool" | "AveragePool");
-    if !integer && layout == Layout::Nhwc && window_op {
+    if !integer && layout.nhwc() && window_op {
         return None;
     }
     Some(match &group.quantized {

@@ -37,6 +37,9 @@ pub enum Operand {
         pads: Vec<i64>,
         value: i64,
     },
+    /// The Winograd transform `U = G g G^T` of the `[f, c, 3, 3]` constant `weight` for
+    /// F(m x m, 3 x 3), as `[alpha^2, c, f]` (`crate::winograd::weight`).
+    Winograd { weight: String, m: i64 },
     /// One part of a QDQ model's quantized anchor (the node `anchor`) in its integer form,
     /// computed from the model's quantizers (`quantized::requantization`).
     Requantized { anchor: String, part: QuantPart },

@@ -104,6 +104,9 @@ pub struct Call {
     /// When the kernel computes it in another layout: axis `i` of `output` is axis `perm[i]`
     /// of the kernel's result (`library::output_perm`).
     pub output_perm: Option<Vec<usize>>,
+    /// The shape of `output` when the model does not name it: the result of a workload the
+    /// group runs first (`workload::Pre`, a Winograd convolution's transformed input).
+    pub internal: Option<Vec<i64>>,
 }
 
 /// What a model yields.
@@ -174,6 +177,41 @@ impl Extraction {
     }
 }
 
+/// Adds `call` of `task` (`draft` described): to the task with the same workload key, when
+/// there is one, else as a new task.
+fn add(
+    tasks: &mut Vec<NetTask>,
+    calls: &mut Vec<Call>,
+    draft: NetTask,
+    task: Task,
+    mut call: Call,
+    nodes: Vec<String>,
+    label: String,
+) {
+    if let Some((i, t)) = tasks
+        .iter_mut()
+        .enumerate()
+        .find(|(_, t)| t.workload_key == task.key)
+    {
+        t.weight += 1;
+        t.nodes.extend(nodes);
+        call.task = i;
+        calls.push(call);
+        return;
+    }
+    call.task = tasks.len();
+    calls.push(call);
+    tasks.push(NetTask {
+        // The label as a comment first: listings show a text form's first line.
+        expr: format!("# {label}\n{}", draft.expr),
+        label,
+        workload_key: task.key,
+        flops: task.flops,
+        nodes,
+        ..draft
+    });
+}
+
 /// Extracts the tasks of `g` as `how` says.
 pub fn extract(g: &Graph, how: &Extraction) -> Result<TaskList, ImportError> {
     let Extraction { strict, layout } = *how;
@@ -209,50 +247,52 @@ pub fn extract(g: &Graph, how: &Extraction) -> Result<TaskList, ImportError> {
             skip(strict, &mut skipped, first, reason.into())?;
             continue;
         }
-        let generated_operands = generated.operands;
-        let generated_perm = generated.output_perm;
+        let nodes: Vec<String> = group.nodes().map(|i| g.nodes[i].name.clone()).collect();
+        let ops: Vec<&str> = group.nodes().map(|i| g.nodes[i].op.as_str()).collect();
+        for pre in generated.pre {
+            let draft = NetTask::draft(pre.spec, pre.expr, pre.layout_free);
+            let task = draft.task().map_err(|e| invalid(e, &draft.expr))?;
+            let dims: Vec<String> = pre.shape.iter().map(i64::to_string).collect();
+            let label = format!("{} ({}) -> [{}]", ops.join("+"), pre.output, dims.join(","));
+            let call = Call {
+                task: 0,
+                nodes: group.nodes().collect(),
+                operands: pre.operands,
+                output: pre.output,
+                output_perm: None,
+                internal: Some(pre.shape),
+            };
+            add(
+                &mut tasks,
+                &mut calls,
+                draft,
+                task,
+                call,
+                nodes.clone(),
+                label,
+            );
+        }
         let draft = NetTask::draft(spec, generated.expr, generated.layout_free);
         let task = draft.task().map_err(|e| invalid(e, &draft.expr))?;
-        let nodes: Vec<String> = group.nodes().map(|i| g.nodes[i].name.clone()).collect();
-        let mut call = Call {
-            task: tasks.len(),
+        let call = Call {
+            task: 0,
             nodes: group.nodes().collect(),
             operands: if draft.op_spec.is_some() {
                 library::operands(g, &group)
             } else {
-                generated_operands.clone()
+                generated.operands
             },
             output: group.output.clone(),
             output_perm: match &draft.op_spec {
                 Some(s) => library::output_perm(Some(s)),
-                None => generated_perm,
+                None => generated.output_perm,
             },
+            internal: None,
         };
-        if let Some((i, t)) = tasks
-            .iter_mut()
-            .enumerate()
-            .find(|(_, t)| t.workload_key == task.key)
-        {
-            t.weight += 1;
-            t.nodes.extend(nodes);
-            call.task = i;
-            calls.push(call);
-            continue;
-        }
-        calls.push(call);
-        let ops: Vec<&str> = group.nodes().map(|i| g.nodes[i].op.as_str()).collect();
         let shape = g.shape(&group.output).unwrap_or(&[]);
         let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
         let label = format!("{} -> [{}]", ops.join("+"), dims.join(","));
-        tasks.push(NetTask {
-            // The label as a comment first: listings show a text form's first line.
-            expr: format!("# {label}\n{}", draft.expr),
-            label,
-            workload_key: task.key,
-            flops: task.flops,
-            nodes,
-            ..draft
-        });
+        add(&mut tasks, &mut calls, draft, task, call, nodes, label);
     }
     if tasks.is_empty() {
         let why = skipped.first().map_or_else(

@@ -30,6 +30,22 @@ pub struct Generated {
     /// When the anchor writes its result in another layout than the model's: axis `i` of the
     /// model's tensor is axis `perm[i]` of the result (a convolution in NHWC: `[0,3,1,2]`).
     pub output_perm: Option<Vec<usize>>,
+    /// Workloads that run before this one, into tensors the model does not name (a Winograd
+    /// convolution's transformed input and its product), in order.
+    pub pre: Vec<Pre>,
+}
+
+/// A workload run before a group's own, into a tensor of its own (`Generated::pre`).
+#[derive(Debug, Clone)]
+pub struct Pre {
+    /// The text form; with `spec`, the library operator it is.
+    pub expr: String,
+    pub spec: Option<tunehub_engine::ops::OpSpec>,
+    pub operands: Operands,
+    pub layout_free: Vec<String>,
+    /// Its result: a name the model does not use, and its shape.
+    pub output: String,
+    pub shape: Vec<i64>,
 }
 
 /// The group's workload, its f32 window operator (a convolution, a pool) written in `layout`.
@@ -87,6 +103,13 @@ struct Gen<'g> {
     /// The model's (NCHW) shape of the anchor's result, when it is written in NHWC: an
     /// epilogue operand of that shape (a residual add's shortcut) is read in NHWC too.
     nhwc_out: Option<Vec<i64>>,
+    /// The NHWC index of the output stage's point, when its variables are not `[n, h, w, c]`
+    /// (a Winograd output transform's tiles): how an NHWC operand is read.
+    nhwc_index: Option<Vec<String>>,
+    /// 3x3 stride-1 convolutions by Winograd's minimal filtering (`Layout::Winograd`).
+    winograd: bool,
+    /// Workloads before this one (`Generated::pre`).
+    pre: Vec<Pre>,
 }
 
 fn list(v: &[String]) -> String {
@@ -156,8 +179,11 @@ impl<'g> Gen<'g> {
             stmts: vec![],
             inputs: vec![],
             layout_free: vec![],
-            nhwc: layout == Layout::Nhwc,
+            nhwc: layout.nhwc(),
+            winograd: layout == Layout::Winograd,
+            pre: vec![],
             nhwc_out: None,
+            nhwc_index: None,
         }
     }
 
@@ -266,6 +292,7 @@ impl<'g> Gen<'g> {
             layout_free: self.layout_free,
             operands: self.inputs,
             output_perm: self.nhwc_out.is_some().then(|| FROM_NHWC.to_vec()),
+            pre: self.pre,
         })
     }
 
@@ -296,7 +323,11 @@ impl<'g> Gen<'g> {
                 perm: TO_NHWC.to_vec(),
             };
             let name = self.input_of(key, "T", &dims);
-            return Ok(format!("{name}[{}]", list(&names(&anchor.vars))));
+            let index = self
+                .nhwc_index
+                .clone()
+                .unwrap_or_else(|| names(&anchor.vars));
+            return Ok(format!("{name}[{}]", list(&index)));
         }
         let (dims, idx) = self.broadcast(&shape, anchor)?;
         // A chain between conversions reads the 8-bit tensor and dequantizes it itself.
@@ -933,6 +964,19 @@ impl<'g> Gen<'g> {
             ));
         }
         let fg = f / groups;
+        let tile = crate::winograd::tile(out[2], out[3]);
+        if self.winograd
+            && let Some(m) = tile
+            && groups == 1
+            && (kh, kw) == (3, 3)
+            && s == [1, 1]
+            && d == [1, 1]
+            && pads == [1, 1, 1, 1]
+            && out[0] == 1
+            && self.g.is_constant(w)
+        {
+            return Ok(self.conv_winograd(n, x, xs, out, f, cg, m));
+        }
         if self.nhwc && (groups == 1 || (fg == 1 && cg == 1)) && self.g.is_constant(w) {
             return self.conv_nhwc(n, x, xs, out, &ws, groups, need);
         }
@@ -1054,6 +1098,112 @@ impl<'g> Gen<'g> {
         self.nhwc_out = Some(out.to_vec());
         let logical = NHWC_LOGICAL.map(String::from).to_vec();
         Ok(self.conv_result(n, f, v, logical))
+    }
+
+    /// A 3x3 stride-1 convolution padded by 1 as F(m x m, 3 x 3) (`crate::winograd`): its
+    /// input transform and the batched product are `pre` workloads, and this group's own is
+    /// the output transform, written over `[n, tile row, row in tile, tile column, column in
+    /// tile, channel]`, the same memory as NHWC `[n, h, w, c]`.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_winograd(
+        &mut self,
+        n: &Node,
+        x: &str,
+        xs: &[i64],
+        out: &[i64],
+        f: i64,
+        c: i64,
+        m: i64,
+    ) -> Anchor {
+        use crate::winograd::{matrices, transform};
+        let w = n.input(1).unwrap_or_default();
+        let mats = matrices(m);
+        let alpha = m + 2;
+        let (th, tw) = (out[2] / m, out[3] / m);
+        let base = &n.outputs[0];
+        let (vt, mt) = (format!("{base}.winograd_v"), format!("{base}.winograd_m"));
+        // The input transform: V[e, u, tile row, tile column, c] = (B^T d B)[e, u].
+        let mut pre = Gen {
+            g: self.g,
+            eight_bit: false,
+            out_type: DType::F32,
+            decls: vec![],
+            stmts: vec![],
+            inputs: vec![],
+            layout_free: vec![],
+            nhwc: true,
+            nhwc_out: None,
+            nhwc_index: None,
+            winograd: false,
+            pre: vec![],
+        };
+        let need = [(th - 1) * m + alpha, (tw - 1) * m + alpha];
+        let p = pre.padded(x, xs, &[1, 1], need, 0.0, true);
+        let body = transform(&mats.bt, "i0", "i1", |i, j| {
+            format!("{p}[0,i2*{m}+{i},i3*{m}+{j},i4]")
+        });
+        pre.stmts.push(format!(
+            "V[i0,i1,i2,i3,i4] = {body} where i0<{alpha}, i1<{alpha}, i2<{th}, i3<{tw}, i4<{c}"
+        ));
+        let mut expr = pre.decls.join("\n");
+        for st in &pre.stmts {
+            expr.push('\n');
+            expr.push_str(st);
+        }
+        let (b, tiles) = (alpha * alpha, th * tw);
+        self.pre.push(Pre {
+            expr,
+            spec: None,
+            operands: pre.inputs,
+            layout_free: vec![],
+            output: vt.clone(),
+            shape: vec![b, tiles, c],
+        });
+        // The product of each point's tiles by the transformed weight, packed once.
+        let spec = format!("batch_matmul(b={b},m={tiles},n={f},k={c},layout_free=B)");
+        self.pre.push(Pre {
+            expr: format!(
+                "input A[{b},{tiles},{c}]\ninput B[{b},{c},{f}]\nC[i,j,l] += A[i,j,k] * B[i,k,l] where i<{b}, j<{tiles}, l<{f}, k<{c}"
+            ),
+            spec: Some(
+                tunehub_engine::ops::OpSpec::parse(&spec).expect("a valid batch_matmul spec"),
+            ),
+            operands: vec![
+                ("A".into(), Operand::tensor(&vt)),
+                (
+                    "B".into(),
+                    Operand::Winograd {
+                        weight: w.to_string(),
+                        m,
+                    },
+                ),
+            ],
+            layout_free: vec!["B".into()],
+            output: mt.clone(),
+            shape: vec![b, tiles, f],
+        });
+        // The output transform: O[n, tile row, a, tile column, b, f] = (A^T M A)[a, b].
+        let mn = self.input(&mt, "M", &[b, tiles, f]);
+        let body = transform(&mats.at, "i2", "i4", |e, u| {
+            format!("{mn}[{},i1*{tw}+i3,i5]", e as i64 * alpha + u as i64)
+        });
+        let v = vec![
+            ("i0".to_string(), out[0]),
+            ("i1".to_string(), th),
+            ("i2".to_string(), m),
+            ("i3".to_string(), tw),
+            ("i4".to_string(), m),
+            ("i5".to_string(), f),
+        ];
+        self.stmts.push(format!(
+            "O[i0,i1,i2,i3,i4,i5] = {body} where {}",
+            wheres(&v)
+        ));
+        self.nhwc_out = Some(out.to_vec());
+        let (y, x) = (format!("i1*{m}+i2"), format!("i3*{m}+i4"));
+        self.nhwc_index = Some(vec!["i0".into(), y.clone(), x.clone(), "i5".into()]);
+        let logical = vec!["i0".into(), "i5".into(), y, x];
+        self.conv_result(n, f, v, logical)
     }
 
     fn pool(&mut self, n: &Node, x: &str, xs: &[i64], out: &[i64]) -> Result<Anchor, ImportError> {

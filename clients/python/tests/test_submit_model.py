@@ -110,7 +110,7 @@ def test_bad_models_are_refused_and_store_nothing(client):
     refused(
         lambda: client.submit_model(two_dense(), trials=1, layout="nchw16c"),
         "model.layout",
-        "nchw or nhwc or auto",
+        "nchw, nhwc or winograd (or auto)",
     )
     assert len(client.jobs(limit=1000)) == before
     with pytest.raises(TypeError, match="path or its bytes"):

@@ -222,7 +222,8 @@ class Client:
         unsupported operator is an error instead of a skipped node; without it each skipped
         node is reported as a `UserWarning`, as the command line warns on stderr. `layout`:
         the layout the f32 convolutions' tasks are written in, "nchw" (the model's; also "")
-        or "nhwc" (`--layout`); `build_model` must then be given the same.
+        or "nhwc", or "winograd" (nhwc with 3x3 stride-1 convolutions by Winograd's minimal
+        filtering) (`--layout`); `build_model` must then be given the same.
 
         A bad model (unreadable, a dynamic dimension without a value, with `strict` an
         unsupported operator, no task at all, larger than the server takes) raises

@@ -320,6 +320,11 @@ impl SketchRule for AlwaysInline {
         if stage.is_reduction() || ctx.outputs.contains(&s) {
             return RuleOutcome::Pass;
         }
+        // A Winograd transform: inlined into the product that reads it, every output channel
+        // would compute it again.
+        if !super::annotate::selector_axes(stage).is_empty() {
+            return RuleOutcome::ApplyAndSkipRest(vec![with_plan(sketch, s, StagePlan::Skip)]);
+        }
         let mut out = vec![with_plan(sketch, s, StagePlan::Inline)];
         // Ansor inlines only "strictly inlineable" stages, without expensive ops: inlined into
         // two readers (softmax's exp, read by the row sum and the division), the exp runs twice.

@@ -102,7 +102,7 @@ pub fn layout(m: &pb::ModelSource) -> Result<Option<Layout>, Status> {
             check_len("model.layout", l, MAX_KEY)?;
             l.parse()
                 .map(Some)
-                .map_err(|e| Status::invalid_argument(format!("model.layout: {e} or auto")))
+                .map_err(|e| Status::invalid_argument(format!("model.layout: {e} (or auto)")))
         }
     }
 }
@@ -409,7 +409,8 @@ mod tests {
         let e = with("NCHW16c").unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         assert!(
-            e.message().contains("model.layout") && e.message().contains("nchw or nhwc or auto"),
+            e.message().contains("model.layout")
+                && e.message().contains("nchw, nhwc or winograd (or auto)"),
             "{}",
             e.message()
         );

@@ -13,13 +13,15 @@
 //!
 //! One module per idea: `decision` (recorded draws), `factor` (tile sizes), `steps` (the steps
 //! under construction and the annotations every plan ends with), one per stage plan: `tile`,
-//! `skip`, `rfactor`, `row_tile`, and `row_step` (a row-wise output a few rows at a time).
+//! `skip`, `rfactor`, `row_tile`, and `row_step` (a row-wise output a few rows at a time);
+//! `selectors` (short axes whose value picks an expression, unrolled: Winograd transforms).
 
 mod decision;
 mod factor;
 mod rfactor;
 mod row_step;
 mod row_tile;
+mod selectors;
 mod skip;
 mod steps;
 #[cfg(test)]
@@ -28,6 +30,7 @@ mod tile;
 
 pub use decision::{Decider, Decision, DecisionKind};
 pub use factor::{MAX_INNERMOST, factorizations, prime_factors, sample_factorization};
+pub use selectors::selector_axes;
 pub use steps::{AUTO_UNROLL_STEPS, AnnotateContext};
 
 use super::sketch::{Sketch, StagePlan};

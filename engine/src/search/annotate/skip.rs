@@ -2,6 +2,7 @@
 
 use super::decision::{Decider, DecisionKind};
 use super::row_step::row_step;
+use super::selectors::{selector_axes, skip_with_selectors};
 use super::steps::{AnnotateContext, Gen, parallel, pick_parallel, pick_unroll, vectorize};
 use crate::ir::ComputeDag;
 use crate::schedule::Step;
@@ -51,6 +52,11 @@ pub(super) fn skip<R: Rng>(
             }
             return Ok(());
         }
+    }
+    // At root, selector axes go next to the vector loop, unrolled.
+    let sel = selector_axes(stage);
+    if !sel.is_empty() {
+        return skip_with_selectors(g, t, &space, &sel, ctx, d);
     }
     let mut k = pick_parallel(d, &space, ctx);
     let mut outer = space.clone();
