@@ -321,9 +321,18 @@ impl SketchRule for AlwaysInline {
             return RuleOutcome::Pass;
         }
         // A Winograd transform: inlined into the product that reads it, every output channel
-        // would compute it again.
+        // would compute it again; inlined into an elementwise reader (an output transform into
+        // its epilogue), that reader unrolls its selectors (`annotate::selectors`).
         if !super::annotate::selector_axes(stage).is_empty() {
-            return RuleOutcome::ApplyAndSkipRest(vec![with_plan(sketch, s, StagePlan::Skip)]);
+            let skip = with_plan(sketch, s, StagePlan::Skip);
+            if ctx.consumers[s]
+                .iter()
+                .any(|&c| ctx.dag.stages[c].is_reduction())
+            {
+                return RuleOutcome::ApplyAndSkipRest(vec![skip]);
+            }
+            let inline = with_plan(sketch, s, StagePlan::Inline);
+            return RuleOutcome::ApplyAndSkipRest(vec![inline, skip]);
         }
         let mut out = vec![with_plan(sketch, s, StagePlan::Inline)];
         // Ansor inlines only "strictly inlineable" stages, without expensive ops: inlined into

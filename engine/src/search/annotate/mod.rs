@@ -30,7 +30,7 @@ mod tile;
 
 pub use decision::{Decider, Decision, DecisionKind};
 pub use factor::{MAX_INNERMOST, factorizations, prime_factors, sample_factorization};
-pub use selectors::selector_axes;
+pub use selectors::{selector_axes, selector_axes_through};
 pub use steps::{AUTO_UNROLL_STEPS, AnnotateContext};
 
 use super::sketch::{Sketch, StagePlan};
@@ -56,6 +56,11 @@ pub fn annotate<R: Rng>(
         cur: (0..dag.stages.len()).collect(),
         rows_hosted: sketch.plans.contains(&StagePlan::Rfactor),
         row_step: None,
+        inlined: sketch
+            .plans
+            .iter()
+            .map(|p| *p == StagePlan::Inline)
+            .collect(),
     };
     let outputs = dag.outputs();
     for s in (0..dag.stages.len()).rev() {

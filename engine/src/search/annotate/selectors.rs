@@ -9,7 +9,7 @@
 
 use super::decision::Decider;
 use super::steps::{AnnotateContext, Gen, parallel, pick_parallel, vectorize};
-use crate::ir::{CmpOp, Cond, Expr, Stage};
+use crate::ir::{CmpOp, ComputeDag, Cond, Expr, Stage};
 use crate::schedule::{Annotation, Step};
 use rand::Rng;
 
@@ -21,10 +21,52 @@ pub const MAX_SELECTOR_EXTENT: i64 = 8;
 /// [`MAX_SELECTOR_EXTENT`] long, in axis order. Padding and concatenation compare ranges
 /// (`h - 1 >= 0`, `c < 32`), so they have none.
 pub fn selector_axes(stage: &Stage) -> Vec<usize> {
-    let space = stage.space();
-    let Some(body) = stage.body().filter(|_| !stage.is_reduction()) else {
-        return vec![];
-    };
+    match stage.body().filter(|_| !stage.is_reduction()) {
+        Some(body) => axes_of(body, stage.space()),
+        None => vec![],
+    }
+}
+
+/// [`selector_axes`] of stage `s` of `dag` with the bodies of the stages `inlined` says
+/// substituted where it reads them: an output transform inlined into its epilogue makes the
+/// epilogue's loops the ones to unroll.
+pub fn selector_axes_through(dag: &ComputeDag, s: usize, inlined: &[bool]) -> Vec<usize> {
+    let stage = &dag.stages[s];
+    match stage.body().filter(|_| !stage.is_reduction()) {
+        Some(body) => axes_of(&expand(dag, body, inlined), stage.space()),
+        None => vec![],
+    }
+}
+
+/// `e` with every read of an inlined elementwise stage replaced by that stage's body at the
+/// read's indices, recursively.
+fn expand(dag: &ComputeDag, e: &Expr, inlined: &[bool]) -> Expr {
+    match e {
+        Expr::Load(t, idx) if inlined.get(*t) == Some(&true) => {
+            match dag.stages[*t]
+                .body()
+                .filter(|_| !dag.stages[*t].is_reduction())
+            {
+                Some(body) => expand(dag, &body.substitute_axes(idx), inlined),
+                None => e.clone(),
+            }
+        }
+        Expr::Const(_) | Expr::Load(..) | Expr::Index(_) => e.clone(),
+        Expr::Unary(o, a) => Expr::Unary(*o, Box::new(expand(dag, a, inlined))),
+        Expr::Binary(o, a, b) => Expr::Binary(
+            *o,
+            Box::new(expand(dag, a, inlined)),
+            Box::new(expand(dag, b, inlined)),
+        ),
+        Expr::Select(c, a, b) => Expr::Select(
+            c.clone(),
+            Box::new(expand(dag, a, inlined)),
+            Box::new(expand(dag, b, inlined)),
+        ),
+    }
+}
+
+fn axes_of(body: &Expr, space: &[crate::ir::Axis]) -> Vec<usize> {
     let mut found = vec![false; space.len()];
     visit(body, &mut |a| {
         if a < found.len() {
@@ -128,5 +170,20 @@ mod tests {
         assert!(selector_axes(&s).is_empty());
         let s = stage("V[c,e] = select(e == 0, X[c,e], 0.0) where c<8, e<4");
         assert!(selector_axes(&s).is_empty());
+    }
+
+    #[test]
+    fn an_inlined_producer_lends_its_selectors_to_its_reader() {
+        let dag = crate::text::parse(
+            "O[a,t,c] = select(a == 0, X[t,c], X[t,c] * 2) where a<2, t<28, c<64\n\
+             Y[t,a,c] = relu(O[a,t,c] + 1) where t<28, a<2, c<64",
+        )
+        .unwrap();
+        let y = dag.stages.len() - 1;
+        let o = y - 1;
+        let mut inlined = vec![false; dag.stages.len()];
+        assert!(selector_axes_through(&dag, y, &inlined).is_empty());
+        inlined[o] = true;
+        assert_eq!(selector_axes_through(&dag, y, &inlined), vec![1]);
     }
 }

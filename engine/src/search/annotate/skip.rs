@@ -2,7 +2,7 @@
 
 use super::decision::{Decider, DecisionKind};
 use super::row_step::row_step;
-use super::selectors::{selector_axes, skip_with_selectors};
+use super::selectors::{selector_axes_through, skip_with_selectors};
 use super::steps::{AnnotateContext, Gen, parallel, pick_parallel, pick_unroll, vectorize};
 use crate::ir::ComputeDag;
 use crate::schedule::Step;
@@ -54,7 +54,7 @@ pub(super) fn skip<R: Rng>(
         }
     }
     // At root, selector axes go next to the vector loop, unrolled.
-    let sel = selector_axes(stage);
+    let sel = selector_axes_through(dag, s, &g.inlined);
     if !sel.is_empty() {
         return skip_with_selectors(g, t, &space, &sel, ctx, d);
     }

@@ -43,6 +43,8 @@ pub(super) struct Gen {
     pub(super) rows_hosted: bool,
     /// The loop taking several rows per step, when one does: (DAG stage, iterator node).
     pub(super) row_step: Option<(usize, usize)>,
+    /// The DAG stages the sketch inlines (readers are annotated before their producers).
+    pub(super) inlined: Vec<bool>,
 }
 
 impl Gen {
