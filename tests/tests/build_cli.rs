@@ -523,5 +523,5 @@ fn a_build_takes_the_tuned_layout_that_takes_least() {
 
     let out = dir.path().join("bad");
     let bad = tunehub(&["build", s(&model), "--out", s(&out), "--layout", "nchw16c"]);
-    bad_input(&bad, &["--layout", "nchw, nhwc, auto"]);
+    bad_input(&bad, &["--layout", "nchw, nhwc, winograd, auto"]);
 }

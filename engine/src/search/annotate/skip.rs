@@ -20,7 +20,10 @@ pub(super) fn skip<R: Rng>(
     let t = g.cur[s];
     let space: Vec<i64> = stage.space().iter().map(|a| a.extent).collect();
     let reduction = stage.is_reduction();
-    if !is_output {
+    // A stage with selector axes is computed at root, where they are unrolled next to the
+    // vector loop; inside a consumer's loop they would be plain loops around it.
+    let sel = selector_axes_through(dag, s, &g.inlined);
+    if !is_output && sel.is_empty() {
         // Root, inside one loop of the single consumer, or where the consumers are computed.
         let cons = g.consumers(t);
         let mut spots = vec![];
@@ -53,8 +56,6 @@ pub(super) fn skip<R: Rng>(
             return Ok(());
         }
     }
-    // At root, selector axes go next to the vector loop, unrolled.
-    let sel = selector_axes_through(dag, s, &g.inlined);
     if !sel.is_empty() {
         return skip_with_selectors(g, t, &space, &sel, ctx, d);
     }
