@@ -172,8 +172,16 @@ fn num(v: f64) -> String {
 impl<'g> Gen<'g> {
     fn new(g: &'g Graph, group: &Group, layout: Layout) -> Self {
         Gen {
-            g,
             eight_bit: group.eight_bit,
+            ..Gen::plain(g, layout)
+        }
+    }
+
+    /// A generator of an f32 workload with nothing written yet.
+    fn plain(g: &'g Graph, layout: Layout) -> Self {
+        Gen {
+            g,
+            eight_bit: false,
             out_type: DType::F32,
             decls: vec![],
             stmts: vec![],
@@ -185,6 +193,16 @@ impl<'g> Gen<'g> {
             nhwc_out: None,
             nhwc_index: None,
         }
+    }
+
+    /// The program written so far: the declarations, then the statements.
+    fn program(&self) -> String {
+        let mut expr = self.decls.join("\n");
+        for s in &self.stmts {
+            expr.push('\n');
+            expr.push_str(s);
+        }
+        expr
     }
 
     /// The input name of tensor `t`, declared with `shape` the first time.
@@ -282,11 +300,7 @@ impl<'g> Gen<'g> {
                 wheres(&anchor.vars)
             ));
         }
-        let mut expr = self.decls.join("\n");
-        for s in &self.stmts {
-            expr.push('\n');
-            expr.push_str(s);
-        }
+        let expr = self.program();
         Ok(Generated {
             expr,
             layout_free: self.layout_free,
@@ -1123,20 +1137,7 @@ impl<'g> Gen<'g> {
         let base = &n.outputs[0];
         let (vt, mt) = (format!("{base}.winograd_v"), format!("{base}.winograd_m"));
         // The input transform: V[e, u, tile row, tile column, c] = (B^T d B)[e, u].
-        let mut pre = Gen {
-            g: self.g,
-            eight_bit: false,
-            out_type: DType::F32,
-            decls: vec![],
-            stmts: vec![],
-            inputs: vec![],
-            layout_free: vec![],
-            nhwc: true,
-            nhwc_out: None,
-            nhwc_index: None,
-            winograd: false,
-            pre: vec![],
-        };
+        let mut pre = Gen::plain(self.g, Layout::Nhwc);
         let need = [(th - 1) * m + alpha, (tw - 1) * m + alpha];
         let p = pre.padded(x, xs, &[1, 1], need, 0.0, true);
         let body = transform(&mats.bt, "i0", "i1", |i, j| {
@@ -1145,11 +1146,7 @@ impl<'g> Gen<'g> {
         pre.stmts.push(format!(
             "V[i0,i1,i2,i3,i4] = {body} where i0<{alpha}, i1<{alpha}, i2<{th}, i3<{tw}, i4<{c}"
         ));
-        let mut expr = pre.decls.join("\n");
-        for st in &pre.stmts {
-            expr.push('\n');
-            expr.push_str(st);
-        }
+        let expr = pre.program();
         let (b, tiles) = (alpha * alpha, th * tw);
         self.pre.push(Pre {
             expr,
