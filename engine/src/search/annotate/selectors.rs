@@ -4,7 +4,7 @@
 //! condition chain inside the vector loop, and vectorized code computes every branch and
 //! blends: a Winograd input transform's best schedule ran at 3.75 GFLOP/s so. Moved just
 //! outside the vector loop and unrolled, each copy of the body has constant conditions the C
-//! compiler folds away, leaving one branch: 32.6 GFLOP/s (docs/experiments/2026-12-06-winograd.md).
+//! compiler folds away, leaving one branch: 29-33 GFLOP/s (docs/experiments/2026-12-06-winograd.md).
 //! Ansor does the same for its Winograd stages (`simplify_const_tensor_indices`).
 
 use super::decision::Decider;
