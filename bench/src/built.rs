@@ -24,6 +24,11 @@ pub struct BuiltFiles {
     pub intermediate_bytes: u64,
     pub weights_bytes: u64,
     pub zero_shot: usize,
+    /// What the build chose (the manifest's layout choice, else its layout).
+    pub layout: String,
+    /// The sum over its kernels of calls x tuned time: the estimate of what it runs, which a
+    /// per-convolution choice of forms makes lower than the job's (`Estimate`).
+    pub estimate_ms: f64,
 }
 
 /// Its latency and where the time goes, from `tunehub run`.
@@ -62,6 +67,16 @@ pub async fn build(
         intermediate_bytes: m.intermediate_bytes,
         weights_bytes: m.weights_bytes,
         zero_shot: summary.zero_shot_tasks as usize,
+        layout: match m.layout_choice.as_str() {
+            "" => m.layout.clone(),
+            c => c.to_string(),
+        },
+        estimate_ms: m
+            .tasks
+            .iter()
+            .filter(|t| t.gflops > 0.0)
+            .map(|t| f64::from(t.calls) * t.flops as f64 / (t.gflops * 1e6))
+            .sum(),
     })
 }
 

@@ -213,6 +213,7 @@ pub async fn run(a: DashboardArgs) -> Result<()> {
                     }),
                     trials: 100_000,
                     weight: 1.0,
+                    alternative: false,
                 }],
                 target: key.clone(),
                 batch_size: 8,

@@ -73,10 +73,11 @@ pub struct NetworkArgs {
     /// below half their roof and what the estimate would gain (`task_roofs`).
     #[arg(long)]
     fma_peak: Option<f64>,
-    /// The layout the convolutions are tuned in (`tunehub tune --layout`); the build takes the
-    /// tuned layout whose kernels take least.
-    #[arg(long, default_value_t = Layout::PREFERRED)]
-    layout: Layout,
+    /// The layout the convolutions are tuned in (`tunehub tune --layout`) [default: auto, every
+    /// form a build chooses among per convolution]; the build takes the tuned layout whose
+    /// kernels take least.
+    #[arg(long)]
+    layout: Option<Layout>,
     /// Per-task budgets below --trials at which the model is also built and timed (with
     /// --build): the measured latency against trials, each stage a job on the same database.
     #[arg(long, value_delimiter = ',')]
@@ -88,7 +89,10 @@ pub async fn run(a: NetworkArgs) -> Result<()> {
         batch: a.model_batch,
         shapes: vec![],
     };
-    let how = Extraction::lenient().in_layout(a.layout);
+    let how = Extraction {
+        layout: a.layout,
+        ..Extraction::lenient()
+    };
     let list = tunehub_onnx::extract_file(&a.model, &shapes, &how)
         .with_context(|| format!("extracting the tasks of {}", a.model.display()))?;
     let n = list.tasks.len() as u32;
@@ -237,6 +241,7 @@ fn request(list: &TaskList, a: &NetworkArgs, per_task: u32, seed: u64) -> pb::Su
                 workload: Some(workload::of_net_task(t)),
                 trials: per_task,
                 weight: f64::from(t.weight),
+                alternative: t.alternative,
             })
             .collect(),
         target: "local".into(),
@@ -310,7 +315,16 @@ fn report(
         list.glue,
         list.skipped.len()
     );
+    // What the build runs: its own kernels' estimate (a convolution's forms chosen one by one).
+    let est_ms = built
+        .as_ref()
+        .map_or(est.seconds * 1e3, |(f, _)| f.estimate_ms);
     if let Some((f, b)) = &built {
+        let _ = writeln!(
+            md,
+            "The build's layout: {}; the estimate of the kernels it runs: {est_ms:.4} ms.",
+            f.layout
+        );
         let _ = writeln!(
             md,
             "Built model (`tunehub build`, checked against tract): median {:.4} ms, p90 {:.4} ms \
@@ -320,8 +334,8 @@ fn report(
             b.median_ms,
             b.p90_ms,
             a.runs,
-            b.median_ms / (est.seconds * 1e3),
-            b.median_ms - est.seconds * 1e3,
+            b.median_ms / est_ms,
+            b.median_ms - est_ms,
             f.arena_bytes,
             f.intermediate_bytes,
             f.weights_bytes,
@@ -349,7 +363,7 @@ fn report(
                 "The estimate again, in this run: each kernel timed from a cold cache between \
                  the profiled runs, {cold:.4} ms (stored estimate / this = {:.3}); a profiled \
                  run {in_model:.4} ms, profiled run / estimate in this run = {:.3}.",
-                est.seconds * 1e3 / cold.max(1e-12),
+                est_ms / cold.max(1e-12),
                 in_model / cold.max(1e-12)
             );
         }
@@ -388,7 +402,7 @@ fn report(
         let _ = writeln!(
             md,
             "ONNX Runtime: {peer:.4} ms; estimate / ONNX Runtime = {:.3}{}.",
-            est.seconds * 1e3 / peer,
+            est_ms / peer,
             built.as_ref().map_or(String::new(), |(_, b)| format!(
                 "; measured / ONNX Runtime = {:.3}",
                 b.median_ms / peer
@@ -464,6 +478,7 @@ fn report(
         "estimate_s": est.seconds, "missing": est.missing, "peer_ms": peer_ms,
         "built_median_ms": built.as_ref().map(|(_, b)| b.median_ms), "built_p90_ms": built.as_ref().map(|(_, b)| b.p90_ms),
         "arena_bytes": built.as_ref().map(|(f, _)| f.arena_bytes), "threads": threads,
+        "built_estimate_ms": built.as_ref().map(|(f, _)| f.estimate_ms), "built_layout": built.as_ref().map(|(f, _)| &f.layout),
         "profile": built.as_ref().map(|(_, b)| json!({"kernels_ms": b.profile.kernels_ms, "kernels_alone_ms": b.profile.kernels_alone_ms, "kernels_cold_ms": b.profile.kernels_cold_ms, "glue_ms": b.profile.glue_ms, "layout_ms": b.profile.layout_ms, "io_ms": b.profile.io_ms})),
         "measured": measured.iter().map(|m| json!({"trials": m.trials, "wall_s": m.wall_s, "median_ms": m.median_ms, "ort_ms": m.ort_ms.or(peer_ms)})).collect::<Vec<_>>(),
         "first_below_peer": first_below,

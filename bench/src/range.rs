@@ -179,6 +179,7 @@ pub async fn run(a: RangeArgs) -> Result<()> {
             workload: Some(w.clone()),
             trials: a.trials,
             weight: 1.0,
+            alternative: false,
         })
         .collect();
     eprintln!("{} held-out shapes tuned alone", held.len());

@@ -310,6 +310,7 @@ impl Db {
                     workload: Some(workload::from_op_spec(s)?),
                     trials,
                     weight: 1.0,
+                    alternative: false,
                 })
             })
             .collect::<Result<_>>()?;

@@ -521,6 +521,7 @@ async fn run_job(
             workload: Some(w),
             trials: a.trials,
             weight: 1.0,
+            alternative: false,
         }],
         target: "local".into(),
         measure: Some(a.measure.to_proto()),

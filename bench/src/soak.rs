@@ -489,6 +489,7 @@ fn job(spec: &str, trials: u32, target: &str, n: u64) -> pb::SubmitRequest {
             workload: Some(op(spec)),
             trials,
             weight: 1.0,
+            alternative: false,
         }],
         target: target.into(),
         // Short timing; the noise guard on but lenient (four workers share two cores).

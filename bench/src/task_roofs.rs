@@ -47,9 +47,9 @@ pub struct TaskRoofsArgs {
     /// Cores the kernels ran on.
     #[arg(long)]
     cores: Option<usize>,
-    /// The layout the convolutions were tuned in (`tunehub tune --layout`).
-    #[arg(long, default_value_t = Layout::PREFERRED)]
-    layout: Layout,
+    /// The layout the convolutions were tuned in (`tunehub tune --layout`) [default: auto].
+    #[arg(long)]
+    layout: Option<Layout>,
 }
 
 /// One task after a job: its best time, if it has one.
@@ -182,7 +182,10 @@ pub async fn run(a: TaskRoofsArgs) -> Result<()> {
         batch: a.model_batch,
         shapes: vec![],
     };
-    let how = Extraction::lenient().in_layout(a.layout);
+    let how = Extraction {
+        layout: a.layout,
+        ..Extraction::lenient()
+    };
     let list = tunehub_onnx::extract_file(&a.model, &shapes, &how)
         .with_context(|| format!("extracting the tasks of {}", a.model.display()))?;
     let target = Target::detect().with_overrides(&TargetOverrides {

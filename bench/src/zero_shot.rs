@@ -439,6 +439,7 @@ async fn model_job(c: &mut Clients) -> Result<()> {
                 }),
                 trials: 32,
                 weight: 1.0,
+                alternative: false,
             }],
             target: "local".into(),
             measure: Some(pb::MeasureOptions {

@@ -42,8 +42,9 @@ pub struct ModelArgs {
     /// model's), nhwc (channels last: vectors span channels; the build converts once at each
     /// end of a run of convolutions), winograd (nhwc, with each 3x3 stride-1 convolution as
     /// Winograd's F(4x4 or 2x2, 3x3): an input transform, a batched product, an output
-    /// transform), or auto: a job tunes the default layout (nhwc), a build takes the tuned
-    /// layout whose kernels take least. Tune several into one database to compare.
+    /// transform), or auto: a job tunes nhwc's tasks and winograd's together, a build takes the
+    /// tuned layout whose kernels take least, each 3x3 stride-1 convolution in the form whose
+    /// tuned kernels take least. Tune several into one database to compare.
     #[arg(long, value_name = "LAYOUT", value_enum, default_value_t = LayoutArg::Auto)]
     pub layout: LayoutArg,
 }
@@ -71,11 +72,11 @@ impl LayoutArg {
 }
 
 impl ModelArgs {
-    /// How the model's tasks are extracted for tuning (auto: the preferred layout).
+    /// How the model's tasks are extracted for tuning (auto: every form a build chooses among).
     pub fn extraction(&self) -> Extraction {
         Extraction {
             strict: self.strict,
-            layout: self.layout.layout().unwrap_or(Layout::PREFERRED),
+            layout: self.layout.layout(),
         }
     }
 

@@ -46,6 +46,7 @@ pub fn task_specs(list: &TaskList, trials: u32) -> Vec<pb::TaskSpec> {
             workload: Some(workload::of_net_task(t)),
             trials,
             weight: f64::from(t.weight),
+            alternative: t.alternative,
         })
         .collect()
 }

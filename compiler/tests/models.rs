@@ -9,7 +9,7 @@ use tunehub_engine::schedule::Schedule;
 use tunehub_engine::target::Target;
 use tunehub_onnx::builder::ModelBuilder;
 use tunehub_onnx::graph::Graph;
-use tunehub_onnx::{Extraction, InputShapes, Layout, Operand, nets, tasks};
+use tunehub_onnx::{Extraction, InputShapes, Layout, Operand, TaskList, choice, nets, tasks};
 
 fn kernels(list: &tunehub_onnx::TaskList, target: &Target) -> Vec<Kernel> {
     list.tasks
@@ -49,9 +49,23 @@ fn build_and_check_with(
     let g = Graph::load(bytes, &shapes, None).expect("the model loads");
     let how = Extraction::strict().in_layout(layout);
     let list = tasks::extract(&g, &how).expect("its tasks");
+    build_list_and_check(bytes, &g, &list, name, dir, options)
+}
+
+/// Compiles `list` (of `g`, loaded from `bytes`) as `name` into `dir`, builds it, and checks it
+/// against tract.
+fn build_list_and_check(
+    bytes: &[u8],
+    g: &Graph,
+    list: &TaskList,
+    name: &str,
+    dir: &Path,
+    options: &Options,
+) -> Library {
+    let shapes = InputShapes::default();
     let target = Target::detect();
     let compiled =
-        compile(&g, &list, &kernels(&list, &target), name, "test", options).expect("compiles");
+        compile(g, list, &kernels(list, &target), name, "test", options).expect("compiles");
     let reference = check::Reference {
         model: bytes,
         shapes: &shapes,
@@ -625,4 +639,43 @@ fn winograd_convolutions_run_as_tract_does() {
         Layout::Winograd,
     );
     assert_eq!(lib.manifest.layout, "winograd");
+}
+
+/// Issue 60: a convolution in the Winograd form beside direct ones, each way round (the first
+/// 8x8 convolution by Winograd and the second, reading its result and adding it back, direct;
+/// then the reverse), runs as tract does: both forms hand NHWC on with no conversion.
+#[test]
+fn winograd_and_direct_convolutions_mix_as_tract_runs_them() {
+    let bytes = winograd_cases();
+    let g = Graph::load(&bytes, &InputShapes::default(), None).unwrap();
+    let list = |l| tasks::extract(&g, &Extraction::strict().in_layout(l)).unwrap();
+    let (direct, winograd) = (list(Layout::Nhwc), list(Layout::Winograd));
+    let dir = tempfile::tempdir().unwrap();
+    // Times that make one convolution's product (3 or 17 input channels) cheap: its
+    // convolution alone turns.
+    for k in ["k=3,", "k=17,"] {
+        let times: Vec<Option<f64>> = winograd
+            .tasks
+            .iter()
+            .map(|t| {
+                let cheap = t
+                    .op_spec
+                    .as_ref()
+                    .is_some_and(|s| s.to_string().contains(k));
+                Some(if cheap { -5.0 } else { 1.0 })
+            })
+            .collect();
+        let ones = vec![Some(1.0); direct.tasks.len()];
+        let mixed = choice::per_convolution(&g, &direct, &ones, &winograd, &times);
+        assert_eq!((mixed.winograd, mixed.eligible), (1, 3), "{k}");
+        let lib = build_list_and_check(
+            &bytes,
+            &g,
+            &mixed.list,
+            "mixed",
+            &dir.path().join(k),
+            &Options::default(),
+        );
+        assert_eq!(lib.manifest.layout, "winograd");
+    }
 }

@@ -34,8 +34,10 @@ impl Layout {
 
     /// What a model's job tunes when the user leaves the choice to tunehub (`auto`): NHWC,
     /// whose tuned kernels took 28% (MobileNetV2) and 6% (ResNet-18) less than NCHW's here
-    /// (docs/decisions.md). A build still takes the tuned layout that takes least.
-    pub const PREFERRED: Layout = Layout::Nhwc;
+    /// (docs/decisions.md), and the Winograd form of the convolutions that have one, for a
+    /// build to choose per convolution (`choice`). The first is the program their union runs.
+    /// A build still takes the tuned layout that takes least.
+    pub const AUTO: [Layout; 2] = [Layout::Nhwc, Layout::Winograd];
 
     pub fn name(self) -> &'static str {
         match self {

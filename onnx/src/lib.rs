@@ -21,7 +21,8 @@
 //!   as its layout-free inputs), when one fits; [`workload`]: as text form; [`window`]: a
 //!   window operator's attributes as the library's window.
 //! - [`layout`]: the layout the f32 convolutions' tasks are written in (NCHW, NHWC, or NHWC
-//!   with 3x3 stride-1 convolutions by [`winograd`]'s minimal filtering: three tasks each).
+//!   with 3x3 stride-1 convolutions by [`winograd`]'s minimal filtering: three tasks each);
+//!   [`choice`]: the form of each convolution chosen by its tuned kernels.
 //! - [`tasks`]: the deduplicated, weighted task list, and each group as a call of its task;
 //!   [`operand`]: where a call's inputs come from (a tensor, a folded batch norm).
 //! - [`error`]: what can be wrong with a model; [`reference`]: tract running it, the
@@ -29,6 +30,7 @@
 //! - [`builder`]: models built in code (tests, benchmarks); [`nets`]: the networks built so.
 
 pub mod builder;
+pub mod choice;
 pub mod classify;
 pub mod error;
 pub mod fuse;

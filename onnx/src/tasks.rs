@@ -1,6 +1,7 @@
 //! The task list of a model: groups with the same workload (the engine's key: computation and
 //! options, not names) are one task whose weight is how often it occurs.
 
+use crate::choice;
 use crate::classify::{Class, classify};
 use crate::error::ImportError;
 use crate::fuse;
@@ -39,6 +40,9 @@ pub struct NetTask {
     pub flops: u64,
     /// The ONNX nodes it covers, every occurrence.
     pub nodes: Vec<String>,
+    /// Another form of what other tasks compute, tuned for a build to choose between them:
+    /// no call of its list runs it (`choice::union`).
+    pub alternative: bool,
 }
 
 impl NetTask {
@@ -57,6 +61,7 @@ impl NetTask {
             weight: 1,
             flops: 0,
             nodes: vec![],
+            alternative: false,
         }
     }
 
@@ -125,10 +130,11 @@ pub struct TaskList {
 }
 
 impl TaskList {
-    /// FLOPs of the whole network (tasks times their weights).
+    /// FLOPs of the whole network (tasks times their weights, alternatives left out).
     pub fn flops(&self) -> u64 {
         self.tasks
             .iter()
+            .filter(|t| !t.alternative)
             .map(|t| t.flops * u64::from(t.weight))
             .sum()
     }
@@ -150,12 +156,23 @@ fn skip(
 }
 
 /// How a model's tasks are extracted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extraction {
     /// An unsupported operator is an error, not a skipped node.
     pub strict: bool,
-    /// The layout the f32 convolutions' tasks are written in.
-    pub layout: Layout,
+    /// The layout the f32 convolutions' tasks are written in; `None` (auto): the tasks of
+    /// every layout of [`Layout::AUTO`] (`choice::union`), run as the first.
+    pub layout: Option<Layout>,
+}
+
+impl Default for Extraction {
+    /// The model's own layout, unsupported operators skipped.
+    fn default() -> Self {
+        Extraction {
+            strict: false,
+            layout: Some(Layout::Nchw),
+        }
+    }
 }
 
 impl Extraction {
@@ -173,7 +190,18 @@ impl Extraction {
     }
 
     pub fn in_layout(self, layout: Layout) -> Self {
-        Extraction { layout, ..self }
+        Extraction {
+            layout: Some(layout),
+            ..self
+        }
+    }
+
+    /// Every form a build may choose among (`auto`).
+    pub fn in_every_form(self) -> Self {
+        Extraction {
+            layout: None,
+            ..self
+        }
     }
 }
 
@@ -214,7 +242,18 @@ fn add(
 
 /// Extracts the tasks of `g` as `how` says.
 pub fn extract(g: &Graph, how: &Extraction) -> Result<TaskList, ImportError> {
-    let Extraction { strict, layout } = *how;
+    match how.layout {
+        Some(layout) => extract_in(g, how.strict, layout),
+        None => Layout::AUTO
+            .into_iter()
+            .map(|l| extract_in(g, how.strict, l))
+            .collect::<Result<_, _>>()
+            .map(choice::union),
+    }
+}
+
+/// The tasks of `g` with its f32 convolutions in `layout`.
+fn extract_in(g: &Graph, strict: bool, layout: Layout) -> Result<TaskList, ImportError> {
     let classes: Vec<Class> = g.nodes.iter().map(|n| classify(g, n)).collect();
     let mut skipped = vec![];
     let mut glue = 0;

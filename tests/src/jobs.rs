@@ -32,6 +32,7 @@ pub fn task(spec: &str, trials: u32) -> pb::TaskSpec {
         workload: Some(op(spec)),
         trials,
         weight: 1.0,
+        alternative: false,
     }
 }
 
@@ -172,7 +173,7 @@ pub fn store_job() -> tunehub_server::jobs::store::NewJob {
         scheduler: "round_robin".into(),
         measure: Default::default(),
         owner: "anonymous".into(),
-        tasks: vec![("w".into(), 1.0, 1)],
+        tasks: vec![tunehub_server::jobs::store::NewTask::new("w", 1.0, 1)],
         priority: 0,
         group: String::new(),
         cost_model: Default::default(),

@@ -468,6 +468,47 @@ fn a_quantized_model_tunes_builds_and_matches_tract() {
     );
 }
 
+/// Issue 60: a model left to choose (`auto`) tunes each 3x3 convolution direct and by Winograd,
+/// and builds it in the form whose tuned kernels take least: the per-convolution option never
+/// takes more than either form alone, and the manifest says which form was built.
+#[test]
+fn a_convolution_left_to_choose_builds_in_its_faster_tuned_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = write(dir.path(), "m.onnx", &conv_model(8, 3));
+    let db = dir.path().join("c.db");
+    let mut args = vec!["tune", s(&model), "--trials", "2", "--db", s(&db)];
+    args.extend_from_slice(&QUICK);
+    ok(&tunehub(&args));
+    let out = dir.path().join("out");
+    let text = ok(&tunehub(&[
+        "build",
+        s(&model),
+        "--out",
+        s(&out),
+        "--db",
+        s(&db),
+    ]));
+    assert!(text.contains("match tract"), "{text}");
+    let line = text.lines().find(|l| l.starts_with("layout")).unwrap();
+    let times = &line[line.find("; ").unwrap() + 2..];
+    let time = |label: &str| -> f64 {
+        let at = times.find(&format!("{label} ")).unwrap() + label.len() + 1;
+        times[at..].split(' ').next().unwrap().parse().unwrap()
+    };
+    let by_winograd = line.starts_with("layout    per convolution (1 of 1 by Winograd)");
+    assert!(
+        by_winograd || line.starts_with("layout    per convolution (0 of 1 by Winograd)"),
+        "{line}"
+    );
+    let mixed = time("Winograd)");
+    assert!(mixed <= time("nhwc") && mixed <= time("winograd"), "{line}");
+    assert_eq!(by_winograd, time("winograd") < time("nhwc"), "{line}");
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let built = if by_winograd { "winograd" } else { "nhwc" };
+    assert_eq!(manifest["layout"], built, "{line}");
+}
+
 /// Issue 60: a model tuned in both layouts builds in the one whose tuned kernels take least,
 /// and says each layout's time; `--layout` forces one; a model tuned in one layout only
 /// builds in that one; an unknown layout exits 2.

@@ -97,6 +97,7 @@ async fn a_tuned_model_comes_back_built_checked_and_runs_here() {
         .unwrap();
     let job = wait_final(&mut c, &job.id, std::time::Duration::from_secs(600)).await;
     assert_eq!(job.state, pb::JobState::Done as i32, "{job:?}");
+    // The job tuned every form of the convolutions (auto); the build runs one per convolution.
     let tasks = job.tasks.len() as u32;
 
     // Compiled on the server: the library among the files, the manifest last.
@@ -108,14 +109,8 @@ async fn a_tuned_model_comes_back_built_checked_and_runs_here() {
         names,
         ["m.c", "m.h", "m.weights", "libm.so", "manifest.json"]
     );
-    assert_eq!(
-        (
-            summary.name.as_str(),
-            summary.tasks,
-            summary.zero_shot_tasks
-        ),
-        ("m", tasks, 0)
-    );
+    assert_eq!((summary.name.as_str(), summary.zero_shot_tasks), ("m", 0));
+    assert!(0 < summary.tasks && summary.tasks <= tasks, "{summary:?}");
     assert_eq!(summary.checked_outputs.len(), 1, "{summary:?}");
     let out = dir.path().join("m");
     std::fs::create_dir_all(&out).unwrap();

@@ -56,10 +56,17 @@ fn tasks_lists_a_resnet18_and_bad_models_exit_2() {
     let text = stdout_ok(&tunehub(&[&shape[..], &nchw].concat()));
     assert!(text.contains("18 tasks, 23 operators"), "{text}");
     assert!(text.contains(spec), "the printed op spec: {text}");
-    // In NHWC (the default) the same tasks, the convolutions in the text form.
+    // By default the same tasks in NHWC, the convolutions in the text form, and the Winograd
+    // forms of the 3x3 stride-1 ones as alternatives, marked and not counted.
     let text = stdout_ok(&tunehub(&shape));
     assert!(text.contains("18 tasks, 23 operators"), "{text}");
     assert!(!text.contains("conv2d_nchw"), "{text}");
+    assert!(
+        text.contains(" alt ") && text.contains("alternative tasks (alt)"),
+        "{text}"
+    );
+    let nhwc = stdout_ok(&tunehub(&[&shape[..], &["--layout", "nhwc"]].concat()));
+    assert!(!nhwc.contains("alternative"), "{nhwc}");
     assert!(
         text.contains("Conv+BatchNormalization+Add+Relu -> [1,64,56,56]"),
         "{text}"
@@ -125,17 +132,23 @@ fn tune_a_tiny_model_as_one_job_with_an_end_to_end_estimate() {
     args.extend_from_slice(&QUICK);
     let v: Value = serde_json::from_str(&stdout_ok(&tunehub(&args))).unwrap();
     let tasks = v["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 12);
+    // The network's 12 tasks, and its one 3x3 stride-1 convolution's Winograd form (3 tasks):
+    // alternatives, tuned but not in the estimate.
+    let (alternatives, network): (Vec<&Value>, Vec<&Value>) =
+        tasks.iter().partition(|t| t["alternative"] == true);
+    assert_eq!((network.len(), alternatives.len()), (12, 3), "{v}");
     let mut sum = 0.0;
-    // 2 trials per task on average: one pool of 24, a first round of 1 each.
+    // 2 trials per task on average: one pool of 30, a first round of 1 each.
     let taken: Vec<u64> = tasks
         .iter()
         .map(|t| t["trials_done"].as_u64().unwrap())
         .collect();
-    assert_eq!(taken.iter().sum::<u64>(), 24, "{v}");
+    assert_eq!(taken.iter().sum::<u64>(), 30, "{v}");
     for t in tasks {
         assert!(t["trials_done"].as_u64().unwrap() >= 1, "{t}");
         assert!(t["ok"].as_u64().unwrap() > 0, "{t}");
+    }
+    for t in &network {
         sum += t["weight"].as_f64().unwrap() * t["best_seconds"].as_f64().unwrap();
     }
     let e = &v["estimate"];
@@ -144,8 +157,9 @@ fn tune_a_tiny_model_as_one_job_with_an_end_to_end_estimate() {
         (e["seconds"].as_f64().unwrap() - sum).abs() <= 1e-12 * sum,
         "{v}"
     );
-    let shares: f64 = tasks.iter().map(|t| t["share"].as_f64().unwrap()).sum();
+    let shares: f64 = network.iter().map(|t| t["share"].as_f64().unwrap()).sum();
     assert!((shares - 1.0).abs() < 1e-9, "{shares}");
+    assert!(alternatives.iter().all(|t| t["share"].is_null()), "{v}");
 }
 
 #[tokio::test]
@@ -189,10 +203,13 @@ async fn a_submitted_model_is_watched_to_its_estimate() {
     let done = events.last().unwrap();
     assert_eq!(done["event"], "done", "{out}");
     let job = &done["data"];
+    // Then their Winograd form: an input transform, a product, an output transform.
     let tasks = job["tasks"].as_array().unwrap();
-    assert_eq!(tasks.len(), 2);
+    assert_eq!(tasks.len(), 5);
     assert_eq!(tasks[0]["weight"], 2.0);
-    let sum: f64 = tasks
+    let alternative: Vec<bool> = tasks.iter().map(|t| t["alternative"] == true).collect();
+    assert_eq!(alternative, [false, false, true, true, true], "{job}");
+    let sum: f64 = tasks[..2]
         .iter()
         .map(|t| t["weight"].as_f64().unwrap() * t["best_seconds"].as_f64().unwrap())
         .sum();

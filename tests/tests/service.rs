@@ -349,6 +349,7 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
         }),
         trials: 2,
         weight: 1.0,
+        alternative: false,
     };
     let cases: Vec<(pb::SubmitRequest, Code, &str)> = vec![
         (
@@ -445,6 +446,7 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
                     }),
                     trials: 1,
                     weight: 1.0,
+                    alternative: false,
                 }],
                 0,
             ),
@@ -962,6 +964,7 @@ async fn a_layout_free_workload_is_tuned_and_found_under_its_own_key() {
         workload: Some(w.clone()),
         trials: 3,
         weight: 1.0,
+        alternative: false,
     };
     let job = submit(&mut c, submit_req(vec![spec(&lf)], 3)).await;
     assert_eq!(job.tasks[0].workload_key, key);

@@ -226,7 +226,10 @@ fn report_draws_a_jobs_curves() {
     std::fs::write(&model, b.encode()).unwrap();
     let db = dir.path().join("t.db");
     let (model, db) = (model.to_str().unwrap(), db.to_str().unwrap());
-    let mut args = vec!["tune", model, "--db", db, "--trials", "2"];
+    // NHWC alone: the convolution and the pool, without the Winograd form's alternatives.
+    let mut args = vec![
+        "tune", model, "--db", db, "--trials", "2", "--layout", "nhwc",
+    ];
     args.extend_from_slice(&QUICK);
     let text = stdout_ok(&tunehub(&args));
     let job = text

@@ -120,7 +120,10 @@ pub async fn run(args: BuildArgs) -> Result<ExitCode> {
     let model_dir = path.parent().and_then(Path::to_str);
     let g = Graph::load(&bytes, &shapes, model_dir)
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
-    let how = Extraction::strict().in_layout(args.shapes.extraction().layout);
+    let how = Extraction {
+        strict: true,
+        ..args.shapes.extraction()
+    };
     let list = tunehub_onnx::tasks::extract(&g, &how)
         .map_err(|e| UsageError(format!("{}: {e}", args.model)))?;
     tunehub_compiler::check_buildable(&g)
@@ -271,6 +274,7 @@ async fn tune_missing(args: &BuildArgs, list: &TaskList, trials: u32) -> Result<
             workload: Some(w.clone()),
             trials,
             weight: f64::from(t.weight),
+            alternative: t.alternative,
         })
         .collect();
     if tasks.is_empty() {

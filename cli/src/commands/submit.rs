@@ -151,6 +151,7 @@ pub async fn run(args: SubmitArgs) -> Result<ExitCode> {
             workload: Some(w),
             trials: args.trials,
             weight: args.weights.get(i).copied().unwrap_or(1.0),
+            alternative: false,
         })
         .chain(model_tasks)
         .collect();

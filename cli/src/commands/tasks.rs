@@ -28,8 +28,9 @@ pub struct TasksArgs {
     #[arg(long)]
     pub strict: bool,
 
-    /// The layout the f32 convolutions' tasks are written in: nchw (the model's) or nhwc
-    /// [default: nhwc, what `tunehub tune` tunes].
+    /// The layout the f32 convolutions' tasks are written in: nchw (the model's), nhwc or
+    /// winograd [default: what `tunehub tune` tunes, the tasks of nhwc and of winograd
+    /// together, for a build to choose the form of each convolution].
     #[arg(long, value_name = "LAYOUT", value_parser = parse_layout)]
     pub layout: Option<Layout>,
 
@@ -47,7 +48,7 @@ pub fn run(args: TasksArgs) -> Result<ExitCode> {
     let path = args.model.to_string_lossy().into_owned();
     let how = Extraction {
         strict: args.strict,
-        layout: args.layout.unwrap_or(Layout::PREFERRED),
+        layout: args.layout,
     };
     let list = model::load(&path, args.batch, &args.shapes, &how)?;
     let mut out = String::new();
@@ -67,10 +68,16 @@ pub fn run(args: TasksArgs) -> Result<ExitCode> {
             "TASK", "WEIGHT", "MFLOP", "WORKLOAD"
         );
         for (i, t) in list.tasks.iter().enumerate() {
+            // An alternative is marked: another form of a computation (`alt` after its index).
+            let index = if t.alternative {
+                format!("{i} alt")
+            } else {
+                i.to_string()
+            };
             let _ = writeln!(
                 out,
                 "{:<5} {:>6} {:>10.2}  {:<24} {}  ({})",
-                i,
+                index,
                 t.weight,
                 t.flops as f64 / 1e6,
                 t.workload_key,
@@ -83,14 +90,23 @@ pub fn run(args: TasksArgs) -> Result<ExitCode> {
                 let _ = writeln!(out, "{:<43} {spec}", "");
             }
         }
+        let network = || list.tasks.iter().filter(|t| !t.alternative);
         let _ = writeln!(
             out,
             "{} tasks, {} operators, {:.3} GFLOP; {} layout or constant nodes without a task",
-            list.tasks.len(),
-            list.tasks.iter().map(|t| t.weight).sum::<u32>(),
+            network().count(),
+            network().map(|t| t.weight).sum::<u32>(),
             list.flops() as f64 / 1e9,
             list.glue
         );
+        let alternatives = list.tasks.len() - network().count();
+        if alternatives > 0 {
+            let _ = writeln!(
+                out,
+                "and {alternatives} alternative tasks (alt): the Winograd form of convolutions, \
+                 tuned too for `build` to choose each convolution's faster form"
+            );
+        }
         for s in &list.skipped {
             let _ = writeln!(out, "skipped {} ({}): {}", s.node, s.op, s.reason);
         }

@@ -107,6 +107,7 @@ pub fn task_json(t: &pb::TaskProgress) -> serde_json::Value {
         "last_error": t.last_error,
         "exhausted": t.exhausted,
         "share": t.share,
+        "alternative": t.alternative,
         "rounds": t.rounds,
         "search_s": t.search_s,
         "model_s": t.model_s,

@@ -221,9 +221,11 @@ class Client:
         224]}`, `{"input": "1x3x224x224"}` or `["input=1x3x224x224"]`. `strict`: an
         unsupported operator is an error instead of a skipped node; without it each skipped
         node is reported as a `UserWarning`, as the command line warns on stderr. `layout`:
-        the layout the f32 convolutions' tasks are written in, "nchw" (the model's; also "")
-        or "nhwc", or "winograd" (nhwc with 3x3 stride-1 convolutions by Winograd's minimal
-        filtering) (`--layout`); `build_model` must then be given the same.
+        the layout the f32 convolutions' tasks are written in, "nchw" (the model's) or "nhwc",
+        or "winograd" (nhwc with 3x3 stride-1 convolutions by Winograd's minimal filtering)
+        (`--layout`), or "auto" (also ""): the tasks of nhwc and winograd together, for
+        `build_model` (with "auto") to build each such convolution in the form whose tuned
+        kernels take least.
 
         A bad model (unreadable, a dynamic dimension without a value, with `strict` an
         unsupported operator, no task at all, larger than the server takes) raises

@@ -23,7 +23,7 @@ use tonic::Status;
 use tunehub_compiler::{CompileError, Compiled, Options, check};
 use tunehub_engine::package::{self, Kernel};
 use tunehub_onnx::graph::Graph;
-use tunehub_onnx::{Extraction, InputShapes, Layout, TaskList};
+use tunehub_onnx::{Extraction, InputShapes, Layout, TaskList, choice};
 use tunehub_proto::v1 as pb;
 
 /// The library's name when the request gives none.
@@ -167,55 +167,64 @@ impl Api {
 
     /// The model in the layout whose tasks' tuned kernels take least on `target` (the sum of
     /// weight x best measured time) among those with every task tuned; with none so, the one
-    /// with the most tuned tasks (`Layout::PREFERRED` on a tie). Conversions between layouts are
-    /// not counted: a layout keeps its result across a run of convolutions, one copy at each
-    /// end. Also the choice, said for the manifest.
+    /// with the most tuned tasks (NHWC, what a job tunes first, on a tie). One of them is NHWC
+    /// with each convolution that has a Winograd form in the form whose tuned kernels take
+    /// least (`choice::per_convolution`), never slower than either. Conversions between
+    /// layouts are not counted: a layout keeps its result across a run of convolutions, one
+    /// copy at each end. Also the choice, said for the manifest.
     async fn least_layout(
         &self,
         onnx: &Arc<Vec<u8>>,
         shapes: &InputShapes,
         target: &str,
     ) -> Result<(Graph, TaskList, String), Status> {
-        // The preferred layout (what a job tunes by default) first: it wins a tie, as between
-        // two layouts with nothing tuned, where its neighbours are the likelier to be tuned.
-        let mut layouts = Layout::ALL.to_vec();
-        layouts.sort_by_key(|&l| l != Layout::PREFERRED);
+        // NHWC first: it wins a tie, as between two layouts with nothing tuned, where its
+        // neighbours are the likelier to be tuned (a job tunes it by default).
+        let layouts = vec![Layout::Nhwc, Layout::Winograd, Layout::Nchw];
         let (g, lists) = load(Arc::clone(onnx), shapes.clone(), layouts).await?;
+        let mut times = vec![];
+        for list in &lists {
+            times.push(self.task_times(list, target).await?);
+        }
         let mut options = vec![];
-        for list in lists {
-            let (seconds, untuned) = self.tuned_time(&list, target).await?;
-            options.push((untuned, seconds, list));
+        let mixed = choice::per_convolution(&g, &lists[0], &times[0], &lists[1], &times[1]);
+        if mixed.eligible > 0 {
+            let label = format!(
+                "per convolution ({} of {} by Winograd)",
+                mixed.winograd, mixed.eligible
+            );
+            let t = self.task_times(&mixed.list, target).await?;
+            options.push((total(&mixed.list, &t), label, mixed.list));
+        }
+        for (list, t) in lists.into_iter().zip(&times) {
+            options.push((total(&list, t), list.layout.to_string(), list));
         }
         let said: Vec<String> = options
             .iter()
-            .map(|(untuned, seconds, list)| match untuned {
-                0 => format!("{} {:.3} ms", list.layout, seconds * 1e3),
-                u => format!("{} {u} of {} tasks untuned", list.layout, list.tasks.len()),
+            .map(|((untuned, seconds), label, list)| match untuned {
+                0 => format!("{label} {:.3} ms", seconds * 1e3),
+                u => format!("{label} {u} of {} tasks untuned", list.tasks.len()),
             })
             .collect();
         // Fewest untuned tasks, then least time; `min_by` keeps the first of equals.
-        let (_, _, list) = options
+        let ((_, _), label, list) = options
             .into_iter()
-            .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
-            .expect("Layout::ALL is not empty");
-        let choice = format!("{} (least tuned time; {})", list.layout, said.join(", "));
+            .min_by(|(a, _, _), (b, _, _)| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)))
+            .expect("a layout is always an option");
+        let choice = format!("{label} (least tuned time; {})", said.join(", "));
         Ok((g, list, choice))
     }
 
-    /// The sum over `list`'s tasks of weight x the best record's time on `target`, over the
-    /// tasks that have one, and how many have none.
-    async fn tuned_time(&self, list: &TaskList, target: &str) -> Result<(f64, usize), Status> {
-        let (mut seconds, mut untuned) = (0.0, 0);
+    /// Each of `list`'s tasks' best record's time on `target`, if it has one.
+    async fn task_times(&self, list: &TaskList, target: &str) -> Result<Vec<Option<f64>>, Status> {
+        let mut times = vec![];
         for t in &list.tasks {
             let w = crate::workload::of_net_task(t);
             let task = self.resolve_workload(Some(&w)).await?;
             let cached = self.cached(&task.key, target).await?;
-            match cached.best.as_ref().and_then(|b| b.mean_cost) {
-                Some(c) => seconds += f64::from(t.weight) * c,
-                None => untuned += 1,
-            }
+            times.push(cached.best.as_ref().and_then(|b| b.mean_cost));
         }
-        Ok((seconds, untuned))
+        Ok(times)
     }
 
     /// Every task's kernel on `target`, named under `prefix`, and which tasks had no tuned
@@ -282,6 +291,18 @@ struct Answered {
     kernels: Vec<Arc<Kernel>>,
     searched: Vec<usize>,
     noisy: Vec<usize>,
+}
+
+/// How many of `list`'s tasks have no time, and the sum of weight x time over those that have.
+fn total(list: &TaskList, times: &[Option<f64>]) -> (usize, f64) {
+    let untuned = times.iter().filter(|t| t.is_none()).count();
+    let seconds = list
+        .tasks
+        .iter()
+        .zip(times)
+        .filter_map(|(t, s)| s.map(|s| f64::from(t.weight) * s))
+        .sum();
+    (untuned, seconds)
 }
 
 /// The model's graph and its tasks in each of `layouts`, off the async threads (parsing and

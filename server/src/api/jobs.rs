@@ -6,7 +6,7 @@ use crate::checks::limits::{MAX_BATCH, MAX_KEY, MAX_NAME, check_len};
 use crate::checks::memory::check_workload_bytes;
 use crate::jobs::cost_model::CostModelChoice;
 use crate::jobs::live::{Candidate, Stage};
-use crate::jobs::store::{JobState, NewJob};
+use crate::jobs::store::{JobState, NewJob, NewTask};
 use crate::records::RecordStore;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -211,7 +211,12 @@ impl Api {
             }
             total += u64::from(t.trials);
             let weight = if t.weight == 0.0 { 1.0 } else { t.weight };
-            tasks.push((task, weight, t.trials));
+            tasks.push((task, weight, t.trials, t.alternative));
+        }
+        if tasks.iter().all(|t| t.3) {
+            return Err(Status::invalid_argument(
+                "every task is an alternative: a job needs a task of the network itself",
+            ));
         }
         if total > u64::from(limits.max_trials_per_job) {
             return Err(Status::invalid_argument(format!(
@@ -264,7 +269,7 @@ impl Api {
                 .map_err(store_status)?;
         }
         let mut rows = vec![];
-        for (task, weight, trials) in &tasks {
+        for (task, weight, trials, alternative) in &tasks {
             let dag_json = serde_json::to_string(&task.dag).expect("a DAG serializes");
             store
                 .put_workload(
@@ -276,7 +281,12 @@ impl Api {
                 )
                 .await
                 .map_err(store_status)?;
-            rows.push((task.key.clone(), *weight, *trials));
+            rows.push(NewTask {
+                workload_key: task.key.clone(),
+                weight: *weight,
+                trials: *trials,
+                alternative: *alternative,
+            });
         }
         // One job per target; several share a group id.
         let group = if req.targets.is_empty() {
@@ -284,7 +294,7 @@ impl Api {
         } else {
             format!("g-{:016x}", rand::random::<u64>())
         };
-        let rep_tasks: Vec<&tunehub_engine::task::Task> = tasks.iter().map(|(t, _, _)| t).collect();
+        let rep_tasks: Vec<&tunehub_engine::task::Task> = tasks.iter().map(|(t, ..)| t).collect();
         let new_jobs: Vec<NewJob> = targets
             .iter()
             .map(|target| NewJob {

@@ -313,18 +313,18 @@ impl Api {
     }
 }
 
-/// The job's end-to-end estimate (the sum over tasks of weight x best time), each task's
-/// share of it filled in; `None` while no task has a best.
+/// The job's end-to-end estimate (the sum over its tasks but the alternatives of weight x best
+/// time), each such task's share of it filled in; `None` while none of them has a best.
 pub fn estimate(tasks: &mut [pb::TaskProgress]) -> Option<pb::Estimate> {
-    let seconds: f64 = tasks
-        .iter()
+    let network = || tasks.iter().filter(|t| !t.alternative);
+    let seconds: f64 = network()
         .filter_map(|t| t.best_seconds.map(|b| t.weight * b))
         .sum();
-    let missing = tasks.iter().filter(|t| t.best_seconds.is_none()).count() as u32;
-    if missing as usize == tasks.len() {
+    let missing = network().filter(|t| t.best_seconds.is_none()).count() as u32;
+    if missing as usize == network().count() {
         return None;
     }
-    for t in tasks.iter_mut() {
+    for t in tasks.iter_mut().filter(|t| !t.alternative) {
         t.share = t.best_seconds.map(|b| {
             if seconds > 0.0 {
                 t.weight * b / seconds
@@ -374,6 +374,7 @@ fn task_progress(
         error_counts: errors.into_iter().collect(),
         dropped: t.dropped,
         share: None,
+        alternative: t.alternative,
         rounds: t.times.rounds,
         search_s: t.times.search_s,
         model_s: t.times.model_s,

@@ -91,9 +91,10 @@ pub fn input_shapes(m: &pb::ModelSource) -> Result<InputShapes, Status> {
     })
 }
 
-/// The layout the model's f32 convolutions are extracted in, `model.layout`: "nchw" or
-/// "nhwc"; `None` for "auto" (also ""): tunehub's choice. A job then tunes the default
-/// layout; a build takes the layout whose tuned kernels take least
+/// The layout the model's f32 convolutions are extracted in, `model.layout`: "nchw", "nhwc"
+/// or "winograd"; `None` for "auto" (also ""): tunehub's choice. A job then tunes the tasks
+/// of nhwc and winograd together; a build takes the layout whose tuned kernels take least,
+/// each convolution with a Winograd form in its faster tuned form
 /// ([`Api::build_model`](super::Api)).
 pub fn layout(m: &pb::ModelSource) -> Result<Option<Layout>, Status> {
     match m.layout.as_str() {
@@ -138,6 +139,7 @@ pub fn task_specs(list: &TaskList, trials: u32) -> Vec<pb::TaskSpec> {
             workload: Some(crate::workload::of_net_task(t)),
             trials,
             weight: f64::from(t.weight),
+            alternative: t.alternative,
         })
         .collect()
 }
@@ -255,7 +257,7 @@ impl Api {
         let shapes = input_shapes(&model)?;
         let how = Extraction {
             strict: model.strict,
-            layout: layout(&model)?.unwrap_or(Layout::PREFERRED),
+            layout: layout(&model)?,
         };
         self.check_job_settings(&job).await?;
         let bytes = model.onnx.len();

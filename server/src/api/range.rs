@@ -85,6 +85,7 @@ pub(super) fn submitted_range(r: &pb::ShapeRange) -> Result<Submitted, Status> {
                 }),
                 trials: r.trials,
                 weight: 1.0,
+                alternative: false,
             })
         })
         .collect::<Result<_, Status>>()?;

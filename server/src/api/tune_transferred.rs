@@ -57,6 +57,7 @@ impl Api {
                 workload: Some(workload.clone()),
                 trials,
                 weight: 1.0,
+                alternative: false,
             }],
             target: target_key.to_string(),
             name: format!(

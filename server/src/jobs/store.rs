@@ -100,6 +100,8 @@ pub struct TaskRow {
     pub dropped: u32,
     /// Where its tuning time went, summed over its stored rounds.
     pub times: TaskTimes,
+    /// Another form of a computation the network runs (`NewTask::alternative`).
+    pub alternative: bool,
 }
 
 /// Where tuning time went, summed over rounds: the engine's `RoundReport` timings of each
@@ -159,11 +161,33 @@ pub struct NewJob {
     /// The group id shared by the jobs of one multi-target submission; '' for none.
     pub group: String,
     pub cost_model: CostModelChoice,
-    /// (workload key, weight, trials); the workloads must be stored already.
-    pub tasks: Vec<(String, f64, u32)>,
+    /// The workloads must be stored already.
+    pub tasks: Vec<NewTask>,
     /// The shape range the job tunes (its tasks are the range's representatives): stored, or
     /// updated, with the job and linked to it.
     pub range: Option<RangeRow>,
+}
+
+/// A task of a new job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    pub workload_key: String,
+    pub weight: f64,
+    pub trials: u32,
+    /// Another form of a computation the network runs (`TaskSpec.alternative`).
+    pub alternative: bool,
+}
+
+impl NewTask {
+    /// A task of the network itself.
+    pub fn new(workload_key: impl Into<String>, weight: f64, trials: u32) -> Self {
+        NewTask {
+            workload_key: workload_key.into(),
+            weight,
+            trials,
+            alternative: false,
+        }
+    }
 }
 
 /// Who runs a job: a server and which of the job's claims it runs. The claim number fences a
@@ -273,16 +297,17 @@ impl JobStore {
             .bind(job.cost_model.as_str())
             .execute(&mut *tx)
             .await?;
-            for (idx, (workload, weight, trials)) in job.tasks.iter().enumerate() {
+            for (idx, t) in job.tasks.iter().enumerate() {
                 sqlx::query(
-                    "INSERT INTO tasks (job_id, idx, workload_key, weight, trials, exhausted, last_error, dropped) \
-                     VALUES ($1, $2, $3, $4, $5, 0, '', 0)",
+                    "INSERT INTO tasks (job_id, idx, workload_key, weight, trials, exhausted, last_error, dropped, alternative) \
+                     VALUES ($1, $2, $3, $4, $5, 0, '', 0, $6)",
                 )
                 .bind(&id)
                 .bind(idx as i64)
-                .bind(workload)
-                .bind(*weight)
-                .bind(i64::from(*trials))
+                .bind(&t.workload_key)
+                .bind(t.weight)
+                .bind(i64::from(t.trials))
+                .bind(i64::from(t.alternative))
                 .execute(&mut *tx)
                 .await?;
             }
@@ -352,7 +377,8 @@ impl JobStore {
     pub async fn tasks(&self, job_id: &str) -> Result<Vec<TaskRow>, StoreError> {
         let rows = sqlx::query(
             "SELECT idx, workload_key, weight, trials, exhausted, last_error, dropped, rounds, \
-             search_s, model_s, measure_s, build_s, run_s FROM tasks WHERE job_id = $1 ORDER BY idx",
+             search_s, model_s, measure_s, build_s, run_s, alternative FROM tasks \
+             WHERE job_id = $1 ORDER BY idx",
         )
         .bind(job_id)
         .fetch_all(self.db.pool())
@@ -375,6 +401,7 @@ impl JobStore {
                         build_s: r.try_get(11)?,
                         run_s: r.try_get(12)?,
                     },
+                    alternative: r.try_get::<i64, _>(13)? != 0,
                 })
             })
             .collect()
@@ -969,7 +996,7 @@ mod tests {
             group: String::new(),
             cost_model,
             range: None,
-            tasks: vec![("w".into(), 1.0, 8)],
+            tasks: vec![NewTask::new("w", 1.0, 8)],
         };
         let ids = jobs
             .create_all(&[new(CostModelChoice::Random), new(CostModelChoice::Learned)])

@@ -10,7 +10,7 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use std::borrow::Cow;
 
 /// (version, description as sqlx spells it from the file name, SQL), in order.
-const FILES: [(i64, &str, &str); 13] = [
+const FILES: [(i64, &str, &str); 14] = [
     (1, "init", include_str!("../../../migrations/0001_init.sql")),
     (2, "jobs", include_str!("../../../migrations/0002_jobs.sql")),
     (
@@ -67,6 +67,11 @@ const FILES: [(i64, &str, &str); 13] = [
         13,
         "record counts noisy",
         include_str!("../../../migrations/0013_record_counts_noisy.sql"),
+    ),
+    (
+        14,
+        "task alternative",
+        include_str!("../../../migrations/0014_task_alternative.sql"),
     ),
 ];
 

@@ -87,6 +87,7 @@ impl Summary<'_> {
                     "flops": t.flops, "nodes": t.nodes, "trials_done": p.trials_done,
                     "ok": p.ok, "errors": p.errors, "best_seconds": p.best_seconds,
                     "best_gflops": p.best_gflops, "share": p.share,
+                    "alternative": p.alternative,
                 })
             })
             .collect();
@@ -104,13 +105,15 @@ impl Summary<'_> {
     fn text(&self) -> String {
         let (l, j) = (self.list, self.job);
         let mut t = String::new();
+        let network = || l.tasks.iter().filter(|t| !t.alternative);
         let _ = writeln!(
             t,
-            "model     {}  ({} tasks, {} operators, {:.3} GFLOP)",
+            "model     {}  ({} tasks, {} operators, {:.3} GFLOP; {} alternatives)",
             self.path,
-            l.tasks.len(),
-            l.tasks.iter().map(|t| t.weight).sum::<u32>(),
-            l.flops() as f64 / 1e9
+            network().count(),
+            network().map(|t| t.weight).sum::<u32>(),
+            l.flops() as f64 / 1e9,
+            l.tasks.len() - network().count()
         );
         let _ = writeln!(t, "target    {}", j.target_key);
         let _ = writeln!(t, "seed      {}", j.seed);
@@ -124,9 +127,14 @@ impl Summary<'_> {
                 ),
                 _ => "no successful kernel".into(),
             };
+            let alt = if task.alternative {
+                " (alternative)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 t,
-                "task {i:<4} x{} {}  {}/{} trials ({} ok)  {best}",
+                "task {i:<4} x{} {}{alt}  {}/{} trials ({} ok)  {best}",
                 task.weight, task.label, p.trials_done, p.trials, p.ok
             );
         }

@@ -67,6 +67,7 @@ pub async fn run(args: &TuneArgs) -> Result<ExitCode> {
             workload: Some(workload.clone()),
             trials: args.trials,
             weight: 1.0,
+            alternative: false,
         }],
         target: "local".into(),
         measure: Some(args.measure.to_proto(&MeasureOptions::default())),

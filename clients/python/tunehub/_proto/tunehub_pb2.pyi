@@ -109,14 +109,16 @@ class Trial(_message.Message):
     def __init__(self, at_ms: _Optional[int] = ..., seconds: _Optional[float] = ..., noisy: _Optional[bool] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("workload", "trials", "weight")
+    __slots__ = ("workload", "trials", "weight", "alternative")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVE_FIELD_NUMBER: _ClassVar[int]
     workload: Workload
     trials: int
     weight: float
-    def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., trials: _Optional[int] = ..., weight: _Optional[float] = ...) -> None: ...
+    alternative: bool
+    def __init__(self, workload: _Optional[_Union[Workload, _Mapping]] = ..., trials: _Optional[int] = ..., weight: _Optional[float] = ..., alternative: _Optional[bool] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
     __slots__ = ("tasks", "target", "measure", "batch_size", "seed", "scheduler", "name", "priority", "targets", "range", "cost_model")
@@ -223,7 +225,7 @@ class SkippedNode(_message.Message):
     def __init__(self, node: _Optional[str] = ..., op: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class TaskProgress(_message.Message):
-    __slots__ = ("index", "workload_key", "description", "options", "flops", "weight", "trials", "trials_done", "ok", "errors", "new_records", "best_seconds", "best_gflops", "best_record_id", "last_error", "exhausted", "error_counts", "dropped", "share", "rounds", "search_s", "model_s", "measure_s", "build_s", "run_s", "noisy")
+    __slots__ = ("index", "workload_key", "description", "options", "flops", "weight", "trials", "trials_done", "ok", "errors", "new_records", "best_seconds", "best_gflops", "best_record_id", "last_error", "exhausted", "error_counts", "dropped", "share", "alternative", "rounds", "search_s", "model_s", "measure_s", "build_s", "run_s", "noisy")
     class ErrorCountsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +252,7 @@ class TaskProgress(_message.Message):
     ERROR_COUNTS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
+    ALTERNATIVE_FIELD_NUMBER: _ClassVar[int]
     ROUNDS_FIELD_NUMBER: _ClassVar[int]
     SEARCH_S_FIELD_NUMBER: _ClassVar[int]
     MODEL_S_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +279,7 @@ class TaskProgress(_message.Message):
     error_counts: _containers.ScalarMap[str, int]
     dropped: int
     share: float
+    alternative: bool
     rounds: int
     search_s: float
     model_s: float
@@ -283,7 +287,7 @@ class TaskProgress(_message.Message):
     build_s: float
     run_s: float
     noisy: int
-    def __init__(self, index: _Optional[int] = ..., workload_key: _Optional[str] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., flops: _Optional[int] = ..., weight: _Optional[float] = ..., trials: _Optional[int] = ..., trials_done: _Optional[int] = ..., ok: _Optional[int] = ..., errors: _Optional[int] = ..., new_records: _Optional[int] = ..., best_seconds: _Optional[float] = ..., best_gflops: _Optional[float] = ..., best_record_id: _Optional[str] = ..., last_error: _Optional[str] = ..., exhausted: _Optional[bool] = ..., error_counts: _Optional[_Mapping[str, int]] = ..., dropped: _Optional[int] = ..., share: _Optional[float] = ..., rounds: _Optional[int] = ..., search_s: _Optional[float] = ..., model_s: _Optional[float] = ..., measure_s: _Optional[float] = ..., build_s: _Optional[float] = ..., run_s: _Optional[float] = ..., noisy: _Optional[int] = ...) -> None: ...
+    def __init__(self, index: _Optional[int] = ..., workload_key: _Optional[str] = ..., description: _Optional[str] = ..., options: _Optional[_Union[WorkloadOptions, _Mapping]] = ..., flops: _Optional[int] = ..., weight: _Optional[float] = ..., trials: _Optional[int] = ..., trials_done: _Optional[int] = ..., ok: _Optional[int] = ..., errors: _Optional[int] = ..., new_records: _Optional[int] = ..., best_seconds: _Optional[float] = ..., best_gflops: _Optional[float] = ..., best_record_id: _Optional[str] = ..., last_error: _Optional[str] = ..., exhausted: _Optional[bool] = ..., error_counts: _Optional[_Mapping[str, int]] = ..., dropped: _Optional[int] = ..., share: _Optional[float] = ..., alternative: _Optional[bool] = ..., rounds: _Optional[int] = ..., search_s: _Optional[float] = ..., model_s: _Optional[float] = ..., measure_s: _Optional[float] = ..., build_s: _Optional[float] = ..., run_s: _Optional[float] = ..., noisy: _Optional[int] = ...) -> None: ...
 
 class Estimate(_message.Message):
     __slots__ = ("seconds", "missing")
