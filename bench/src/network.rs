@@ -296,8 +296,9 @@ fn report(
     for (t, p) in list.tasks.iter().zip(&job.tasks) {
         let _ = writeln!(
             md,
-            "| {} | {} | {:.4} | {} | {} | {} |",
+            "| {}{} | {} | {:.4} | {} | {} | {} |",
             t.label,
+            if t.alternative { " (alternative)" } else { "" },
             t.weight,
             t.flops as f64 / 1e9,
             p.best_seconds
