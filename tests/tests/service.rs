@@ -404,6 +404,17 @@ async fn bad_input_gives_the_right_status_and_stores_nothing() {
             "at least one task",
         ),
         (
+            submit_req(
+                vec![pb::TaskSpec {
+                    alternative: true,
+                    ..task("matmul(4,4,4)", 2)
+                }],
+                0,
+            ),
+            Code::InvalidArgument,
+            "every task is an alternative",
+        ),
+        (
             submit_req(vec![expr("C[i,j] += A[i,k] * B[k,j] where i<4, j<4")], 0),
             Code::InvalidArgument,
             "expr",
