@@ -193,7 +193,23 @@ impl Api {
                 "per convolution ({} of {} by Winograd)",
                 mixed.winograd, mixed.eligible
             );
-            let t = self.task_times(&mixed.list, target).await?;
+            // Its tasks are the two lists' own: their times are known already.
+            let known: std::collections::HashMap<&str, Option<f64>> = lists[..2]
+                .iter()
+                .zip(&times)
+                .flat_map(|(l, t)| {
+                    l.tasks
+                        .iter()
+                        .map(|t| t.workload_key.as_str())
+                        .zip(t.iter().copied())
+                })
+                .collect();
+            let t: Vec<Option<f64>> = mixed
+                .list
+                .tasks
+                .iter()
+                .map(|t| known[t.workload_key.as_str()])
+                .collect();
             options.push((total(&mixed.list, &t), label, mixed.list));
         }
         for (list, t) in lists.into_iter().zip(&times) {
