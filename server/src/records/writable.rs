@@ -17,16 +17,24 @@ use sqlx::{AnyConnection, Executor};
 /// read-only connection): `user_version` set to the value it has, inside a transaction rolled
 /// back, so nothing reaches the file. Waits for another writer as any write does (the
 /// connection's busy timeout).
+///
+/// The three statements go to the connection's worker thread as one string, which it runs to
+/// the end without waiting for the caller: SQLite's write lock is never held across an await.
+/// The pool runs this check in a background task while it opens connections; sent one by one,
+/// a lock taken by `BEGIN IMMEDIATE` waited for that task to be polled again, and a runtime
+/// blocked meanwhile (a test running the CLI on its thread) held every other writer out until
+/// their busy timeout (CI of 2026-12-06, `ansor.rs`: "database is locked").
 pub(super) async fn check(conn: &mut AnyConnection) -> Result<(), sqlx::Error> {
     let version: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(&mut *conn)
         .await?;
-    conn.execute("BEGIN IMMEDIATE").await?;
     let written = conn
-        .execute(format!("PRAGMA user_version = {version}").as_str())
+        .execute(format!("BEGIN IMMEDIATE; PRAGMA user_version = {version}; ROLLBACK").as_str())
         .await;
-    let ended = conn.execute("ROLLBACK").await;
-    written?;
-    ended?;
-    Ok(())
+    if written.is_err() {
+        // The worker stops at the failed statement: end the transaction it may have begun
+        // ("no transaction is active" if it had not).
+        let _ = conn.execute("ROLLBACK").await;
+    }
+    written.map(|_| ())
 }
