@@ -782,12 +782,14 @@ fn rows_packed_into_lanes_match_the_reference_at_every_x86_vector_width() {
 
 /// MobileNetV2's stride-2 depthwise conv as the search tunes it (a schedule it found): a
 /// parallel loop over channel-row blocks, each accumulating in its own stack buffer as
-/// register tiles of one 28-wide output row, in the stride-2 shuffle's lane order. The kernel
-/// matches the reference.
+/// register tiles of its 28-wide output rows. Which form the tile takes follows the level's
+/// registers, so each x86 level's C is checked on any x86 host: AVX2's tile is one row of 4
+/// vectors, whose 5 pairs, 4 accumulators and 2 shuffle results fill its 16 registers, so the
+/// taps share their loads (`window`); SSE2's row of 7 vectors does not fit, nor AVX-512's tile
+/// of 14 rows, so those read the stride-2 loads in the shuffle's lane order. The kernel of
+/// every level the host runs matches the reference.
 #[test]
 fn depthwise_s2_tiles_in_a_threads_buffer_match_the_reference() {
-    let target = Target::detect();
-    let lanes = i64::from(target.vector_lanes_f32());
     let dag =
         ops::depthwise_conv2d_nchw(1, 144, 56, 56, Window::square(3, 2, 1), false, false).unwrap();
     let steps = serde_json::json!([
@@ -814,16 +816,37 @@ fn depthwise_s2_tiles_in_a_threads_buffer_match_the_reference() {
     ]);
     let sched = tunehub_engine::schedule::Schedule::from_json_value(&steps).unwrap();
     let task = Task::new(dag, "depthwise s2");
-    let src =
-        tunehub_engine::codegen::generate_with(&task.dag, &sched, &target, &task.lower_options())
-            .unwrap()
-            .source;
-    if lanes > 1 {
-        assert!(src.contains("th_vload2mp(&"), "{src}");
-        assert!(src.contains("TH_LANEPERM(depthwise_local_r0)"), "{src}");
-        assert_eq!(src.contains("th_vstoren(&"), 28 % lanes != 0, "{src}");
+    let host = Target::detect();
+    for (march, target) in x86_levels(&host, false) {
+        let lanes = i64::from(target.vector_lanes_f32());
+        let src = tunehub_engine::codegen::generate_with(
+            &task.dag,
+            &sched,
+            &target,
+            &task.lower_options(),
+        )
+        .unwrap()
+        .source;
+        let shared = src.contains("th_vf depthwise_local_p");
+        assert_eq!(shared, lanes == 8, "{march}:\n{src}");
+        assert_eq!(src.contains("th_vload2mp(&"), !shared, "{march}:\n{src}");
+        assert_eq!(
+            src.contains("TH_LANEPERM(depthwise_local_r0)"),
+            !shared,
+            "{march}:\n{src}"
+        );
+        assert_eq!(
+            src.contains("th_vstoren(&"),
+            28 % lanes != 0,
+            "{march}:\n{src}"
+        );
     }
-    all_match_the_reference(&target, &task, &[sched]);
+    for (_, target) in x86_levels(&host, true) {
+        all_match_the_reference(&target, &task, std::slice::from_ref(&sched));
+    }
+    if host.arch != "x86_64" {
+        all_match_the_reference(&host, &task, &[sched]);
+    }
 }
 
 /// [`x86_levels`] the host runs, and, where it runs AVX2, a kernel written for 16 lanes built
